@@ -1,0 +1,38 @@
+# burst: two commands for a newcomer.
+#   make demo   set up .venv and run the local quickstart end to end
+#   make test   set up .venv and run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+# CPU torch by default (a build is cached on these machines); a GPU user picks another:
+#   make demo TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu130"
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint goldens checkov clean setup
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH_SPEC)
+	$(BIN)/pip install --quiet -e '.[train,test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/burst run examples/quickstart.yaml
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check burst steps pipelines tests
+
+goldens: $(STAMP)
+	$(BIN)/burst compile --out pipelines/compiled
+
+clean:
+	rm -rf runs .pytest_cache

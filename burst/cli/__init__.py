@@ -1,0 +1,1 @@
+"""The ``burst`` command line. Commands live one module each in ``burst.cli.commands``."""

@@ -1,0 +1,1 @@
+"""One module per command; each defines ``command``. Registered by ``burst.cli.main``."""

@@ -1,0 +1,90 @@
+"""Typed errors and the exit codes they map to at the CLI edge.
+
+Library code raises these; only the CLI (and the step modules) turn them into one line and an
+exit code. The codes are part of the public contract (README "Exit codes").
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+EXIT_REFUSED = 3
+EXIT_INFRA = 4
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL: the pipeline's retry policy requeues on it
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_FAILURE: "anything else (a bug, an unexpected failure)",
+    EXIT_BAD_INPUT: "bad input: spec, policy file, catalog, CLI argument, corrupt checkpoint",
+    EXIT_REFUSED: "refused by policy: legal preflight, budget, unsigned image",
+    EXIT_INFRA: "infrastructure failure: provision, destroy, leak found",
+    EXIT_PREEMPTED: "preempted: the step saved what fitted and should be requeued",
+}
+
+
+class BurstError(Exception):
+    """Base of every error burst raises on purpose. ``exit_code`` is what the CLI exits with."""
+
+    exit_code: int = EXIT_FAILURE
+
+    def __init__(self, message: str, *, where: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+    def one_line(self) -> str:
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        return " ".join(text.split())
+
+
+class BadInputError(BurstError):
+    """A user mistake in a spec, policy file, catalog, argument or stored artefact."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class SpecError(BadInputError):
+    """A job spec that does not validate. ``problems`` holds one line per problem."""
+
+    def __init__(self, problems: list[str], *, where: str | None = None) -> None:
+        super().__init__("; ".join(problems), where=where)
+        self.problems = problems
+
+
+class PolicyRefusal(BurstError):
+    """Refused by policy: preflight, budget, image verification."""
+
+    exit_code = EXIT_REFUSED
+
+
+class InfraError(BurstError):
+    """Provisioning, destroy, or leak-scan failure."""
+
+    exit_code = EXIT_INFRA
+
+
+class CapacityError(InfraError):
+    """The provider had no capacity for the request (failover candidates may)."""
+
+
+class LeakError(InfraError):
+    """Resources of a run remain after teardown."""
+
+
+class Preempted(BurstError):
+    """The step stopped on a preemption notice and must be requeued."""
+
+    exit_code = EXIT_PREEMPTED
+
+
+class CheckpointError(BurstError):
+    """A checkpoint is missing, partial or corrupt."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class InjectedFailure(BurstError):
+    """A failure injected on purpose by the fault-injection harness (--fail-at)."""
+
+    exit_code = EXIT_FAILURE

@@ -1,0 +1,1 @@
+"""Observability: structured logs, metrics, run report."""

@@ -1,0 +1,127 @@
+"""Run identity and the run directory ``runs/<run-id>/``.
+
+Layout of a run directory:
+    spec.yaml            the spec as submitted
+    docs/<step>.json     the JSON document each step wrote (what Argo passes as outputs)
+    logs/<step>.log      each step's log (stderr)
+    terraform/           the Terraform working directory and state of the run
+    report.json          the run report
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import secrets
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from burst.errors import BadInputError
+
+RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,100}$")
+STEPS = ("preflight", "plan", "verify-image", "provision", "train", "teardown")
+
+
+def runs_root() -> Path:
+    """Where run directories live: $BURST_RUNS_ROOT, else ./runs."""
+    return Path(os.environ.get("BURST_RUNS_ROOT", "runs")).resolve()
+
+
+def new_run_id(name: str, now: dt.datetime | None = None) -> str:
+    now = now or dt.datetime.now(dt.UTC)
+    return f"{name}-{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_RE.match(run_id):
+        raise BadInputError(
+            f"run id {run_id!r} must be lowercase letters, digits, '.' and '-' (at most 101)"
+        )
+    return run_id
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    root: Path
+    run_id: str
+
+    @property
+    def dir(self) -> Path:
+        return self.root / self.run_id
+
+    @property
+    def spec(self) -> Path:
+        return self.dir / "spec.yaml"
+
+    @property
+    def docs(self) -> Path:
+        return self.dir / "docs"
+
+    @property
+    def logs(self) -> Path:
+        return self.dir / "logs"
+
+    @property
+    def terraform(self) -> Path:
+        return self.dir / "terraform"
+
+    @property
+    def report(self) -> Path:
+        return self.dir / "report.json"
+
+    def doc(self, step: str) -> Path:
+        return self.docs / f"{step}.json"
+
+    def log(self, step: str) -> Path:
+        return self.logs / f"{step}.log"
+
+    def create(self) -> RunPaths:
+        for d in (self.dir, self.docs, self.logs, self.terraform):
+            d.mkdir(parents=True, exist_ok=True)
+        return self
+
+
+def run_paths(run_id: str, root: Path | None = None) -> RunPaths:
+    return RunPaths(root or runs_root(), check_run_id(run_id))
+
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    """Write JSON through a temp file, fsync and rename: readers see all or nothing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2, sort_keys=True, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_doc(value: str, name: str = "document") -> dict[str, Any]:
+    """A step input: inline JSON (as Argo passes parameters) or the path of a JSON file."""
+    text = value.strip()
+    if not text.startswith(("{", "[")):
+        p = Path(text)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BadInputError(f"cannot read {name} from {p}: {exc.strerror}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(doc, dict):
+        raise BadInputError(f"{name} must be a JSON object")
+    return doc
+
+
+def utcnow_iso() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,119 @@
+"""The contract every pipeline step follows (``python -m steps.<name>``).
+
+    python -m steps.<name> --spec FILE --run-id ID [--input NAME=VALUE ...] --out FILE
+
+* ``--spec``: the job spec (YAML). In Argo it arrives as a raw input artifact.
+* ``--input NAME=VALUE``: a document from an earlier step, VALUE being inline JSON (an Argo
+  output parameter) or the path of a JSON file (the local runner).
+* ``--out``: where the step writes its one JSON document (Argo reads it with
+  ``valueFrom.path``). A copy goes to ``runs/<run-id>/docs/<step>.json``.
+* Exit codes: 0 done, 2 bad input, 3 refused by policy, 4 infrastructure, 75 preempted,
+  1 anything else. A ``BurstError`` becomes one line on stderr, never a traceback.
+* Fault injection (for the harness): ``BURST_FAIL_AT`` holds a comma-separated list of step
+  names (``provision``, ``train``, ...); the named steps fail on purpose with exit 1. Steps
+  may define finer points (``provision:midway``, ``teardown:1``) and check them with
+  ``ctx.fail_point(...)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from burst.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInputError, BurstError, InjectedFailure
+from burst.obs.logs import setup_logging
+from burst.runs import RunPaths, load_doc, run_paths, write_json_atomic
+from burst.spec import BurstJob, load_spec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepContext:
+    step: str
+    run_id: str
+    spec_path: Path
+    paths: RunPaths
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    out: Path | None = None
+    _spec: BurstJob | None = None
+
+    @property
+    def spec(self) -> BurstJob:
+        if self._spec is None:
+            self._spec = load_spec(self.spec_path)
+        return self._spec
+
+    def input(self, name: str) -> dict[str, Any]:
+        if name not in self.inputs:
+            raise BadInputError(f"step {self.step} needs --input {name}=...")
+        return self.inputs[name]
+
+    def optional_input(self, name: str) -> dict[str, Any] | None:
+        return self.inputs.get(name)
+
+    def fail_point(self, point: str | None = None) -> None:
+        """Raise InjectedFailure when BURST_FAIL_AT names this step (or ``step:point``)."""
+        wanted = {p.strip() for p in os.environ.get("BURST_FAIL_AT", "").split(",") if p.strip()}
+        key = self.step if point is None else f"{self.step}:{point}"
+        if key in wanted:
+            raise InjectedFailure(f"failure injected at {key} (BURST_FAIL_AT)")
+
+
+StepFn = Callable[[StepContext], dict[str, Any]]
+
+
+def parse_args(step: str, argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=f"python -m steps.{step.replace('-', '_')}")
+    p.add_argument("--spec", required=True, help="job spec (YAML)")
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--out", help="where to write this step's JSON document")
+    p.add_argument("--runs-root", help="run directories (default $BURST_RUNS_ROOT or ./runs)")
+    return p.parse_args(argv)
+
+
+def main(step: str, fn: StepFn, argv: list[str] | None = None) -> int:
+    """Run one step: parse arguments, call ``fn``, write its document, map errors to codes."""
+    args = parse_args(step, argv)
+    os.environ["BURST_STEP"] = step
+    os.environ["BURST_RUN_ID"] = args.run_id
+    setup_logging(logging.INFO, run_id=args.run_id, step=step)
+    started = time.monotonic()
+    try:
+        root = Path(args.runs_root).resolve() if args.runs_root else None
+        paths = run_paths(args.run_id, root).create()
+        inputs: dict[str, dict[str, Any]] = {}
+        for item in args.input:
+            name, sep, value = item.partition("=")
+            if not sep or not name:
+                raise BadInputError(f"--input {item!r} must be NAME=VALUE")
+            inputs[name] = load_doc(value, f"input {name}")
+        ctx = StepContext(step, args.run_id, Path(args.spec), paths, inputs,
+                          Path(args.out) if args.out else None)
+        ctx.fail_point()
+        doc = fn(ctx)
+        doc.setdefault("step", step)
+        doc.setdefault("run_id", args.run_id)
+        doc.setdefault("seconds", round(time.monotonic() - started, 3))
+        write_json_atomic(paths.doc(step), doc)
+        if ctx.out is not None:
+            write_json_atomic(ctx.out, doc)
+        return 0
+    except BurstError as exc:
+        print(f"burst {step}: error: {exc.one_line()}", file=sys.stderr)
+        log.debug("step failed", exc_info=True)
+        return exc.exit_code
+    except SystemExit as exc:  # argparse
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 - a bug: one line plus the traceback in the log
+        log.exception("step %s crashed", step)
+        print(f"burst {step}: unexpected error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
