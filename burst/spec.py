@@ -190,7 +190,9 @@ class BurstJob(Strict):
     image: Image
     storage: Storage
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_enum_values=True, populate_by_name=True
+    )
 
     @model_validator(mode="after")
     def _unique_candidates(self) -> BurstJob:

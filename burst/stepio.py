@@ -9,6 +9,8 @@
   ``valueFrom.path``). A copy goes to ``runs/<run-id>/docs/<step>.json``.
 * Exit codes: 0 done, 2 bad input, 3 refused by policy, 4 infrastructure, 75 preempted,
   1 anything else. A ``BurstError`` becomes one line on stderr, never a traceback.
+* A step that fails may still leave its document: raise a ``BurstError`` with a ``doc``
+  attribute (a dict) and it is written before the step exits with the error's code.
 * Fault injection (for the harness): ``BURST_FAIL_AT`` holds a comma-separated list of step
   names (``provision``, ``train``, ...); the named steps fail on purpose with exit 1. Steps
   may define finer points (``provision:midway``, ``teardown:1``) and check them with
@@ -108,12 +110,19 @@ def main(step: str, fn: StepFn, argv: list[str] | None = None) -> int:
             write_json_atomic(ctx.out, doc)
         return 0
     except BurstError as exc:
+        doc_on_error = getattr(exc, "doc", None)
+        if isinstance(doc_on_error, dict) and "paths" in locals():
+            doc_on_error.update(step=step, run_id=args.run_id, error=exc.one_line(),
+                                exit_code=exc.exit_code)
+            write_json_atomic(paths.doc(step), doc_on_error)
+            if args.out:
+                write_json_atomic(Path(args.out), doc_on_error)
         print(f"burst {step}: error: {exc.one_line()}", file=sys.stderr)
         log.debug("step failed", exc_info=True)
         return exc.exit_code
     except SystemExit as exc:  # argparse
         return int(exc.code) if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    except Exception as exc:  # noqa: BLE001 - a bug: one line plus the traceback in the log
+    except Exception as exc:
         log.exception("step %s crashed", step)
         print(f"burst {step}: unexpected error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILURE

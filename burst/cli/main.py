@@ -78,7 +78,7 @@ def main() -> None:
     except BurstError as exc:  # raised outside a command (should not happen, but never trace)
         click.echo(f"burst: error: {exc.one_line()}", err=True)
         sys.exit(exc.exit_code)
-    except Exception as exc:  # noqa: BLE001 - last resort: one line, exit 1, details in debug log
+    except Exception as exc:
         log.debug("unexpected error", exc_info=True)
         click.echo(f"burst: unexpected error: {exc.__class__.__name__}: {exc}", err=True)
         sys.exit(EXIT_FAILURE)

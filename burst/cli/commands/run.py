@@ -1,0 +1,76 @@
+"""burst run SPEC: run the whole pipeline on this machine on embedded defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from burst.runs import STEPS
+
+
+@click.command("run")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--run-id", help="Run id (default: <name>-<utc time>-<random>).")
+@click.option("--runs-root", type=click.Path(file_okay=False, path_type=Path),
+              help="Where run directories go (default $BURST_RUNS_ROOT or ./runs).")
+@click.option("--fail-at", multiple=True, metavar="STEP",
+              help="Inject a failure at STEP (repeatable; fault-injection harness).")
+def command(spec: Path, run_id: str | None, runs_root: Path | None,
+            fail_at: tuple[str, ...]) -> None:
+    """Run preflight, plan, verify-image, provision, train and teardown (always) here.
+
+    Each step runs as its own process (python -m steps.<name>); the run directory
+    runs/<run-id>/ keeps the step documents, logs, Terraform state and report.json.
+    Exits with the failing step's code (see `burst --help`), 0 when the run succeeded.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from burst.errors import BadInputError
+    from burst.runner.local import LocalRunner, RunOptions
+    from burst.runs import check_run_id, new_run_id, run_paths
+    from burst.runs import runs_root as default_root
+    from burst.spec import load_spec
+
+    for step in fail_at:
+        if step.split(":")[0] not in STEPS:
+            raise BadInputError(f"--fail-at {step!r}: not a step ({', '.join(STEPS)})")
+    job = load_spec(spec)
+    rid = check_run_id(run_id) if run_id else new_run_id(job.name)
+    paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
+    console = Console(stderr=True)
+    console.print(f"[bold]burst run[/bold] {job.name}  run id [cyan]{rid}[/cyan]  "
+                  f"({paths.dir})")
+
+    def on_event(step: str, status: str, info: dict[str, Any]) -> None:
+        if status == "started":
+            console.print(f"  [dim]…[/dim] {step}")
+        elif status == "requeued":
+            console.print(f"  [yellow]↻[/yellow] {step} preempted, requeued "
+                          f"(attempt {info.get('attempt')})")
+        elif status == "succeeded":
+            console.print(f"  [green]✓[/green] {step} ({info.get('seconds', 0):.1f}s)")
+        else:
+            console.print(f"  [red]✗[/red] {step} exit {info.get('exit_code')} "
+                          f"(log: {paths.log(step)})")
+
+    report = LocalRunner(paths, spec, RunOptions(fail_at=fail_at), on_event).run()
+
+    table = Table(title=f"run {rid}: {report['status']}", title_justify="left")
+    table.add_column("step")
+    table.add_column("status")
+    table.add_column("seconds", justify="right")
+    for s in report["steps"]:
+        table.add_row(s["name"], s["status"], f"{s['seconds']:.2f}")
+    console.print(table)
+    console.print(f"checkpoints {report['checkpoints']}  final step {report['final_step']}  "
+                  f"resources remaining {report['resources_remaining']}")
+    if report.get("final_weights_sha256"):
+        console.print(f"final weights sha256 {report['final_weights_sha256']}")
+    if report.get("failure"):
+        f = report["failure"]
+        console.print(f"[red]failed at {f['step']}[/red]: {f.get('message') or ''}")
+    console.print(f"report: {paths.report}")
+    raise SystemExit(int(report["exit_code"]))

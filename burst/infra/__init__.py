@@ -1,0 +1,1 @@
+"""Infrastructure: the Terraform driver, provisioning with failover, teardown, leak scan, reaper."""

@@ -1,0 +1,1 @@
+"""Local execution of the burst pipeline on this machine."""

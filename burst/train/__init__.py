@@ -1,0 +1,1 @@
+"""Training: the resilient loop, the example model, and framework adapters."""

@@ -1,0 +1,52 @@
+variable "run_id" {
+  type        = string
+  description = "The burst run id; every resource is keyed and tagged by it."
+
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9.-]{0,100}$", var.run_id))
+    error_message = "run_id must be lowercase letters, digits, '.' and '-'."
+  }
+}
+
+variable "region" {
+  type        = string
+  description = "The region this emulated node group stands for (from the plan's candidate)."
+}
+
+variable "cloud_provider" {
+  type        = string
+  description = "The provider this emulated node group stands for (aws, gcp, azure, oci)."
+}
+
+variable "capacity" {
+  type        = string
+  description = "Capacity type: spot, on_demand or spot_with_fallback."
+  default     = "spot"
+
+  validation {
+    condition     = contains(["spot", "on_demand", "spot_with_fallback"], var.capacity)
+    error_message = "capacity must be spot, on_demand or spot_with_fallback."
+  }
+}
+
+variable "gpu_type" {
+  type        = string
+  description = "Accelerator label the node group carries (node selector for the train step)."
+}
+
+variable "node_count" {
+  type        = number
+  description = "Number of emulated nodes."
+  default     = 1
+
+  validation {
+    condition     = var.node_count >= 1 && var.node_count <= 64
+    error_message = "node_count must be between 1 and 64."
+  }
+}
+
+variable "tags" {
+  type        = map(string)
+  description = "Run tags (burst:run-id, burst:expires-at, owner, team, cost centre), merged everywhere."
+  default     = {}
+}

@@ -1,0 +1,65 @@
+"""The walking skeleton end to end: real Terraform, real training processes, real teardown."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from burst.infra.terraform import count_state_resources
+
+
+def _run(burst_cmd: list[str], spec: Path, run_id: str, *extra: str) -> tuple[int, dict, str]:
+    proc = subprocess.run([*burst_cmd, "run", str(spec), "--run-id", run_id, *extra],
+                          capture_output=True, text=True)
+    return proc.returncode, proc.stdout, proc.stderr  # type: ignore[return-value]
+
+
+def _report(runs_root: Path, run_id: str) -> dict:
+    return json.loads((runs_root / run_id / "report.json").read_text())
+
+
+def test_quickstart_succeeds_and_is_deterministic(
+    runs_root: Path, quickstart_in: Path, burst_cmd: list[str]
+) -> None:
+    code, _, err = _run(burst_cmd, quickstart_in, "det-a")
+    assert code == 0, err
+    a = _report(runs_root, "det-a")
+    assert a["status"] == "succeeded"
+    assert a["checkpoints"] >= 2
+    assert a["resources_remaining"] == 0
+    assert count_state_resources(Path(a["terraform_state"])) == 0
+    assert [s["name"] for s in a["steps"]] == [
+        "preflight", "plan", "verify-image", "provision", "train", "teardown"]
+    assert "Traceback" not in err
+
+    code, _, err = _run(burst_cmd, quickstart_in, "det-b")
+    assert code == 0, err
+    b = _report(runs_root, "det-b")
+    assert a["final_weights_sha256"] == b["final_weights_sha256"]
+    assert len(a["final_weights_sha256"]) == 64
+
+
+def test_failure_in_train_still_tears_down(
+    runs_root: Path, quickstart_in: Path, burst_cmd: list[str]
+) -> None:
+    code, _, _err = _run(burst_cmd, quickstart_in, "fail-train", "--fail-at", "train")
+    assert code == 1
+    r = _report(runs_root, "fail-train")
+    assert r["status"] == "failed"
+    assert r["failure"]["step"] == "train"
+    steps = {s["name"]: s["status"] for s in r["steps"]}
+    assert steps["provision"] == "succeeded"
+    assert steps["teardown"] == "succeeded"
+    assert r["resources_remaining"] == 0
+    # provision really created resources that teardown then destroyed
+    provision = json.loads((runs_root / "fail-train" / "docs" / "provision.json").read_text())
+    assert provision["outputs"]["node_names"]
+
+
+def test_bad_cli_argument_is_exit_2(runs_root: Path, quickstart_in: Path,
+                                    burst_cmd: list[str]) -> None:
+    code, _, err = _run(burst_cmd, quickstart_in, "x1", "--fail-at", "nonsense")
+    assert code == 2
+    assert "not a step" in err and "Traceback" not in err
+    assert not (runs_root / "x1").exists()
