@@ -136,6 +136,12 @@ class Training(Strict):
     batch_size: int = Field(default=16, ge=1)
     learning_rate: float = Field(default=1e-3, gt=0)
     engine: Literal["torch", "deepspeed"] = Field(default="torch")
+    step_seconds: float | None = Field(
+        default=None, gt=0, description="Measured seconds per step on the target GPUs (planning)."
+    )
+    tokens_per_sample: int = Field(
+        default=2048, ge=1, description="Tokens (or positions) per sample (planning estimate)."
+    )
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
 
 
