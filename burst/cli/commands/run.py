@@ -17,8 +17,11 @@ from burst.runs import STEPS
               help="Where run directories go (default $BURST_RUNS_ROOT or ./runs).")
 @click.option("--fail-at", multiple=True, metavar="STEP",
               help="Inject a failure at STEP (repeatable; fault-injection harness).")
+@click.option("--preempt-at-step", "preempt_at", multiple=True, type=click.IntRange(min=1),
+              metavar="N", help="Send a real SIGTERM to the train process at step N "
+              "(repeatable); the runner requeues it on exit 75 as Argo's retry policy does.")
 def command(spec: Path, run_id: str | None, runs_root: Path | None,
-            fail_at: tuple[str, ...]) -> None:
+            fail_at: tuple[str, ...], preempt_at: tuple[int, ...]) -> None:
     """Run preflight, plan, verify-image, provision, train and teardown (always) here.
 
     Each step runs as its own process (python -m steps.<name>); the run directory
@@ -56,7 +59,9 @@ def command(spec: Path, run_id: str | None, runs_root: Path | None,
             console.print(f"  [red]✗[/red] {step} exit {info.get('exit_code')} "
                           f"(log: {paths.log(step)})")
 
-    report = LocalRunner(paths, spec, RunOptions(fail_at=fail_at), on_event).run()
+    env = {"BURST_PREEMPT_AT_STEPS": ",".join(str(n) for n in sorted(set(preempt_at)))}
+    options = RunOptions(fail_at=fail_at, env=env if preempt_at else {})
+    report = LocalRunner(paths, spec, options, on_event).run()
 
     table = Table(title=f"run {rid}: {report['status']}", title_justify="left")
     table.add_column("step")
