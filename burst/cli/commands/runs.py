@@ -1,0 +1,39 @@
+"""burst runs: list past runs from the run directories, newest first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command("runs")
+@click.option("--runs-root", type=click.Path(file_okay=False, path_type=Path),
+              help="Where run directories live (default $BURST_RUNS_ROOT or ./runs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Show at most this many runs.")
+def command(runs_root: Path | None, as_json: bool, limit: int) -> None:
+    """List past runs: id, status, wall time, cost estimate, preemptions, checkpoints, leaks."""
+    from burst.obs.report_text import human_seconds, usd
+    from burst.obs.run_list import list_runs
+    from burst.runs import runs_root as default_root
+
+    root = runs_root.resolve() if runs_root else default_root()
+    rows = list_runs(root)[:limit]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, sort_keys=True, default=str))
+        return
+    if not rows:
+        click.echo(f"no runs in {root}")
+        return
+    width = max(len(r["run_id"]) for r in rows)
+    click.echo(f"{'RUN':<{width}}  {'STATUS':<9}  {'WALL':>8}  {'COST':>10}  PREEMPT  CKPT  LEFT")
+    for r in rows:
+        cost = "-" if r["cost_total_usd"] is None else usd(r["cost_total_usd"])
+        ck = "-" if r["checkpoints"] is None else str(r["checkpoints"])
+        left = "-" if r["resources_remaining"] is None else str(r["resources_remaining"])
+        click.echo(f"{r['run_id']:<{width}}  {r['status']:<9}  "
+                   f"{human_seconds(r['wall_seconds']):>8}  {cost:>10}  "
+                   f"{r['preemptions']:>7}  {ck:>4}  {left:>4}")

@@ -1,0 +1,98 @@
+"""The run report as a few lines of text for a terminal (``burst report RUN``)."""
+
+from __future__ import annotations
+
+from burst.obs.run_view import RunView
+
+
+def human_seconds(s: float) -> str:
+    if s < 60:
+        return f"{s:.1f}s"
+    m, sec = divmod(round(s), 60)
+    if m < 60:
+        return f"{m}m {sec:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h {m:02d}m"
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} PB"  # pragma: no cover - unreachable, the loop returns at TB
+
+
+def usd(v: float) -> str:
+    return f"${v:,.2f}" if v < 1000 else f"${v:,.0f}"
+
+
+def render_text(view: RunView) -> str:
+    s = view.summary()
+    lines: list[str] = []
+    who = ", ".join(x for x in (s["name"], s["team"] and f"team {s['team']}") if x)
+    lines.append(f"run {s['run_id']}: {s['status'].upper()}" + (f" ({who})" if who else ""))
+    gpu = ""
+    if s["gpu_hours"] is not None:
+        kind = f"{s['gpu_count']} x {s['gpu_type']}" if s["gpu_type"] else f"{s['gpu_count']} GPU"
+        gpu = f", GPU hours {s['gpu_hours']:.3f} ({kind})"
+    lines.append(f"wall time {human_seconds(s['wall_seconds'])}{gpu}")
+
+    cost = s["cost_usd"]
+    budget = s["budget_usd"]
+    if cost:
+        total = s["cost_total_usd"]
+        parts = ", ".join(f"{k} {usd(v)}" for k, v in cost.items()) if len(cost) > 1 else ""
+        text = f"cost estimate {usd(total)}" + (f" ({parts})" if parts else "")
+    else:
+        total = None
+        text = "cost estimate: not recorded"
+    if budget:
+        text += f"; budget {usd(budget)}"
+        if total is not None:
+            pct = 100 * total / budget
+            text += f" ({pct:.3f} % used)" if pct < 1 else f" ({pct:.1f} % used)"
+            if total > budget:
+                text += " OVER BUDGET"
+    if s["expected_cost_usd"]:
+        text += f"; plan expected {usd(sum(s['expected_cost_usd'].values()))}"
+    lines.append(text)
+
+    ck = "not recorded" if s["checkpoints"] is None else f"{s['checkpoints']} committed"
+    if s["checkpoint_bytes"]:
+        ck += " (" + ", ".join(f"{t} {human_bytes(b)}" for t, b in
+                               sorted(s["checkpoint_bytes"].items())) + ")"
+    pa = "" if s["provision_attempts"] is None else \
+        f", provision attempts {s['provision_attempts']}"
+    lines.append(f"preemptions {s['preemptions']}, checkpoints {ck}{pa}")
+    if s["egress_bytes"]:
+        lines.append("egress " + ", ".join(f"{k} {human_bytes(v)}"
+                                           for k, v in sorted(s["egress_bytes"].items())))
+    else:
+        lines.append("egress none recorded")
+    leaks = s["resources_remaining"]
+    if leaks is None:
+        lines.append("leaks: unknown (no teardown result)")
+    elif leaks == 0:
+        lines.append("leaks: none (0 resources remaining)")
+    else:
+        lines.append(f"LEAKS: {leaks} resource(s) remaining: run `burst reap` and check the state")
+    failure = s["failure"]
+    if isinstance(failure, dict) and failure.get("step"):
+        msg = f": {failure['message']}" if failure.get("message") else ""
+        lines.append(f"failed at {failure['step']} (exit {failure.get('exit_code')}){msg}")
+    if s["steps"]:
+        lines.append("steps:")
+        width = max(len(st["name"]) for st in s["steps"])
+        for st in s["steps"]:
+            extra = []
+            if st["exit_code"] not in (None, 0):
+                extra.append(f"exit {st['exit_code']}")
+            if st["attempts"] and st["attempts"] > 1:
+                extra.append(f"{st['attempts']} attempts")
+            tail = f"  ({', '.join(extra)})" if extra else ""
+            lines.append(f"  {st['name']:<{width}}  {st['status']:<9}  "
+                         f"{human_seconds(st['seconds']):>8}{tail}")
+    for w in s["warnings"]:
+        lines.append(f"note: {w}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,488 @@
+"""A run directory read back for people: ``RunView`` merges report.json, the step documents,
+the metric files and the JSON-line logs, and tolerates any of them missing or partial (a run
+that crashed, or one still running, must still show what is known).
+
+Sources, in order of trust: ``report.json`` (written by ``burst run`` at the end), the metric
+files ``metrics/*.prom``, events in ``logs/*.log``, ``spec.yaml``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from burst.errors import EXIT_PREEMPTED, BadInputError
+from burst.obs import events as ev
+from burst.obs.metrics import MetricTotals, metrics_dir, read_metric_files
+from burst.runs import RUN_ID_RE, runs_root
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepView:
+    name: str
+    status: str
+    seconds: float
+    exit_code: int | None = None
+    attempts: int = 1
+    start: float | None = None  # seconds since the run started, on the timeline
+    end: float | None = None
+
+
+@dataclass
+class Event:
+    kind: str  # preemption | checkpoint | ...
+    at: float | None  # seconds since the run started, None when not recorded
+    step: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class RunView:
+    run_id: str
+    dir: Path
+    status: str
+    report: dict[str, Any]
+    spec: dict[str, Any]
+    steps: list[StepView]
+    events: list[Event]
+    metrics: MetricTotals
+    timeline_source: str  # recorded | logs | sequential
+    started_at: float | None = None  # epoch seconds
+    warnings: list[str] = field(default_factory=list)
+
+    # -- derived figures -------------------------------------------------------------------
+
+    @property
+    def wall_seconds(self) -> float:
+        ends = [s.end for s in self.steps if s.end is not None]
+        if ends:
+            return max(ends)
+        return sum(s.seconds for s in self.steps)
+
+    @property
+    def team(self) -> str | None:
+        return _str(self.report.get("team")) or _str(self.spec.get("team"))
+
+    @property
+    def name(self) -> str | None:
+        return _str(self.report.get("name")) or _str(self.spec.get("name"))
+
+    @property
+    def gpu_count(self) -> int | None:
+        c = self.report.get("gpu_count")
+        if c is None:
+            c = _dig(self.spec, "compute", "gpu_count")
+        return _int(c)
+
+    @property
+    def gpu_type(self) -> str | None:
+        return _str(_dig(self.report, "candidate", "gpu_type")) or _str(
+            _dig(self.spec, "compute", "gpu_type"))
+
+    @property
+    def train_seconds(self) -> float:
+        return sum(s.seconds for s in self.steps if s.name == "train")
+
+    @property
+    def gpu_hours(self) -> float | None:
+        v = _num(self.report.get("gpu_hours"))
+        if v is not None:
+            return v
+        n = self.gpu_count
+        if n is None:
+            return None
+        return n * self.train_seconds / 3600.0
+
+    @property
+    def preemptions(self) -> int:
+        v = self.report.get("preemptions")
+        if isinstance(v, list):
+            return len(v)
+        if (n := _int(v)) is not None:
+            return n
+        if self.metrics.has("burst_preemptions_total"):
+            return int(self.metrics.total("burst_preemptions_total"))
+        timed = [e for e in self.events if e.kind == "preemption"]
+        if timed:
+            return len(timed)
+        return sum(max(s.attempts - 1, 0) for s in self.steps if s.name == "train") + sum(
+            1 for s in self.steps if s.exit_code == EXIT_PREEMPTED)
+
+    @property
+    def checkpoints(self) -> int | None:
+        v = self.report.get("checkpoints")
+        if isinstance(v, list):
+            return len(v)
+        if isinstance(v, dict):
+            v = v.get("committed", v.get("count"))
+        if (n := _int(v)) is not None:
+            return n
+        by_tier = self.metrics.by_label("burst_checkpoints_committed_total", "tier")
+        if by_tier:
+            return int(max(by_tier.values()))
+        return None
+
+    @property
+    def checkpoint_bytes(self) -> dict[str, float]:
+        return self.metrics.by_label("burst_checkpoint_bytes_sum", "tier")
+
+    @property
+    def egress(self) -> dict[str, float]:
+        """Bytes by "src -> dst"."""
+        out: dict[str, float] = {}
+        for (name, labels), v in self.metrics.samples.items():
+            if name == "burst_egress_bytes_total":
+                d = dict(labels)
+                key = f"{d.get('src_region', '?')} -> {d.get('dst_region', '?')}"
+                out[key] = out.get(key, 0.0) + v
+        rep = self.report.get("egress_bytes")
+        if not out and isinstance(rep, dict):
+            out = {str(k): float(v) for k, v in rep.items() if _num(v) is not None}
+        elif not out and (total := _num(rep)) is not None:
+            out = {"all": total}
+        return out
+
+    @property
+    def leaks(self) -> int | None:
+        values = [_int(self.report.get("resources_remaining"))]
+        leaked = self.report.get("leaks")
+        if isinstance(leaked, list):
+            values.append(len(leaked))
+        if self.metrics.has("burst_resources_leaked"):
+            values.append(int(self.metrics.total("burst_resources_leaked")))
+        known = [v for v in values if v is not None]
+        return max(known) if known else None
+
+    @property
+    def provision_attempts(self) -> int | None:
+        v = self.report.get("provision_attempts")
+        if isinstance(v, list):
+            return len(v)
+        if (n := _int(v)) is not None:
+            return n
+        if self.metrics.has("burst_provision_attempts_total"):
+            return int(self.metrics.total("burst_provision_attempts_total"))
+        return None
+
+    @property
+    def budget_usd(self) -> float | None:
+        b = self.report.get("budget")
+        if isinstance(b, dict):
+            v = _num(b.get("max_usd"))
+            if v is not None:
+                return v
+        elif (n := _num(b)) is not None:
+            return n
+        return _num(_dig(self.spec, "budget", "max_usd"))
+
+    @property
+    def cost(self) -> dict[str, float]:
+        """The running estimate by component: report.json's ``cost``, else the metrics."""
+        rep = self.report.get("cost")
+        if isinstance(rep, dict):
+            out = _cost_components(rep)
+            if out:
+                return out
+        if (total := _num(rep)) is not None:
+            return {"total": total}
+        return {k: v for k, v in self.metrics.by_label("burst_cost_usd", "component").items()}
+
+    @property
+    def expected_cost(self) -> dict[str, float]:
+        """The plan's expected cost for the chosen candidate, by component when it has them."""
+        cand = self.report.get("candidate")
+        if not isinstance(cand, dict):
+            return {}
+        for key in ("cost", "expected_cost"):
+            if isinstance(cand.get(key), dict):
+                out = _cost_components(cand[key])
+                if out:
+                    return out
+        for key in ("expected_cost_usd", "expected_usd", "cost_usd", "expected_cost"):
+            v = _num(cand.get(key))
+            if v is not None:
+                return {"total": v}
+        return {}
+
+    def summary(self) -> dict[str, Any]:
+        """Everything the text and HTML reports show, as plain JSON."""
+        cost = self.cost
+        return {
+            "run_id": self.run_id,
+            "name": self.name,
+            "team": self.team,
+            "status": self.status,
+            "wall_seconds": round(self.wall_seconds, 3),
+            "steps": [{"name": s.name, "status": s.status, "seconds": s.seconds,
+                       "exit_code": s.exit_code, "attempts": s.attempts} for s in self.steps],
+            "gpu_type": self.gpu_type,
+            "gpu_count": self.gpu_count,
+            "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 4),
+            "cost_usd": {k: round(v, 4) for k, v in cost.items()},
+            "cost_total_usd": round(sum(cost.values()), 4) if cost else None,
+            "expected_cost_usd": {k: round(v, 4) for k, v in self.expected_cost.items()},
+            "budget_usd": self.budget_usd,
+            "preemptions": self.preemptions,
+            "checkpoints": self.checkpoints,
+            "checkpoint_bytes": self.checkpoint_bytes,
+            "egress_bytes": self.egress,
+            "provision_attempts": self.provision_attempts,
+            "resources_remaining": self.leaks,
+            "final_step": self.report.get("final_step"),
+            "final_weights_sha256": self.report.get("final_weights_sha256"),
+            "terraform_state": self.report.get("terraform_state"),
+            "failure": self.report.get("failure"),
+            "timeline_source": self.timeline_source,
+            "events": [{"kind": e.kind, "at": e.at, "step": e.step, "detail": e.detail}
+                       for e in self.events],
+            "metric_files": self.metrics.files,
+            "warnings": self.warnings,
+        }
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+def resolve_run_dir(run: str, root: Path | None = None) -> Path:
+    """RUN is a run id under the runs root, or the path of a run directory."""
+    p = Path(run)
+    if p.is_dir() and ((p / "report.json").exists() or (p / "docs").is_dir()):
+        return p.resolve()
+    if not RUN_ID_RE.match(run):
+        raise BadInputError(f"run {run!r} is neither a run directory nor a valid run id")
+    d = (root or runs_root()) / run
+    if not d.is_dir():
+        raise BadInputError(f"run {run!r} not found: no directory {d}")
+    return d
+
+
+def load_run(run_dir: Path) -> RunView:
+    warnings: list[str] = []
+    report = _read_json(run_dir / "report.json", warnings)
+    spec = _read_yaml(run_dir / "spec.yaml", warnings)
+    metrics = read_metric_files(metrics_dir(run_dir).glob("*.prom"))
+    log_records = _read_log_events(run_dir / "logs")
+    steps = _steps(report, run_dir)
+    status = _str(report.get("status")) or ("running" if steps or log_records else "unknown")
+    if not report:
+        warnings.append("no report.json: the run is still running or its runner died")
+
+    source, started = _place_steps(steps, report, log_records)
+    events = _events(report, log_records, started, steps)
+    return RunView(run_id=_str(report.get("run_id")) or run_dir.name, dir=run_dir,
+                   status=status, report=report, spec=spec, steps=steps, events=events,
+                   metrics=metrics, timeline_source=source, started_at=started,
+                   warnings=warnings)
+
+
+def _steps(report: dict[str, Any], run_dir: Path) -> list[StepView]:
+    out: list[StepView] = []
+    raw = report.get("steps")
+    if isinstance(raw, list):
+        for item in raw:
+            if not isinstance(item, dict) or not _str(item.get("name")):
+                continue
+            out.append(StepView(
+                name=str(item["name"]),
+                status=_str(item.get("status")) or "unknown",
+                seconds=max(_num(item.get("seconds")) or 0.0, 0.0),
+                exit_code=_int(item.get("exit_code")),
+                attempts=_int(item.get("attempts")) or 1,
+                start=_epoch(item.get("started_at", item.get("start"))),
+                end=_epoch(item.get("ended_at", item.get("finished_at", item.get("end")))),
+            ))
+        return out
+    # No report: what the step documents say (a doc exists only for a step that finished).
+    docs = run_dir / "docs"
+    for path in sorted(docs.glob("*.json"), key=lambda p: p.stat().st_mtime) if docs.is_dir() \
+            else []:
+        doc = _read_json(path, [])
+        out.append(StepView(name=path.stem, status="succeeded",
+                            seconds=max(_num(doc.get("seconds")) or 0.0, 0.0), exit_code=0))
+    return out
+
+
+def _place_steps(steps: list[StepView], report: dict[str, Any],
+                 log_records: dict[str, list[dict[str, Any]]]) -> tuple[str, float | None]:
+    """Give every step a start and end on the timeline (seconds from the run's start)."""
+    # 1. Times recorded in report.json.
+    if steps and all(s.start is not None for s in steps if s.status != "skipped"):
+        origin = min(s.start for s in steps if s.start is not None)
+        for s in steps:
+            if s.start is None:
+                continue
+            s.end = (s.end if s.end is not None else s.start + s.seconds) - origin
+            s.start -= origin
+        return "recorded", origin
+    # 2. First and last JSON log record of each step.
+    spans = {name: (min(r["_t"] for r in recs), max(r["_t"] for r in recs))
+             for name, recs in log_records.items() if recs}
+    if steps and all(s.name in spans for s in steps if s.status != "skipped" and s.seconds):
+        origin = min(spans[s.name][0] for s in steps if s.name in spans)
+        for s in steps:
+            if s.name in spans:
+                first, last = spans[s.name]
+                s.start = first - origin
+                s.end = max(last - origin, s.start + s.seconds)
+        return "logs", origin
+    # 3. One after another, in order, each as long as it took.
+    t = 0.0
+    for s in steps:
+        s.start, s.end = t, t + s.seconds
+        t = s.end
+    return "sequential", _epoch(report.get("started_at"))
+
+
+def _events(report: dict[str, Any], log_records: dict[str, list[dict[str, Any]]],
+            origin: float | None, steps: list[StepView]) -> list[Event]:
+    out: list[Event] = []
+    for step, recs in log_records.items():
+        for r in recs:
+            kind = {ev.PREEMPTION: "preemption", ev.CHECKPOINT: "checkpoint"}.get(
+                str(r.get("event")))
+            if kind is None:
+                continue
+            if origin is not None:
+                at: float | None = r["_t"] - origin
+            else:  # steps laid out one after another: place it within its own step's bar
+                bar = next((s for s in steps if s.name == step and s.start is not None), None)
+                at = None if bar is None or bar.start is None else \
+                    bar.start + r["_t"] - min(x["_t"] for x in recs)
+            detail = ", ".join(f"{k}={r[k]}" for k in ("step_no", "train_step", "tier", "bytes",
+                                                       "source") if k in r)
+            out.append(Event(kind, at, step, detail))
+    raw = report.get("events")
+    if isinstance(raw, list):
+        for item in raw:
+            if not isinstance(item, dict):
+                continue
+            kind = _str(item.get("kind", item.get("event"))) or ""
+            kind = {ev.CHECKPOINT: "checkpoint"}.get(kind, kind)
+            t = _epoch(item.get("ts", item.get("at")))
+            at = None if t is None or origin is None else t - origin
+            out.append(Event(kind, at, _str(item.get("step")), _str(item.get("detail")) or ""))
+    if not any(e.kind == "preemption" for e in out):
+        # Without events, a step that ended with exit 75 was preempted at its end.
+        for s in steps:
+            if s.exit_code == EXIT_PREEMPTED:
+                out.append(Event("preemption", s.end, s.name, "exit 75"))
+    out.sort(key=lambda e: (e.at is None, e.at or 0.0))
+    return out
+
+
+def _read_log_events(logs: Path) -> dict[str, list[dict[str, Any]]]:
+    """JSON-line records of each step's log, with their time parsed into ``_t``; other lines
+    (human-readable logs, tracebacks) are ignored."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not logs.is_dir():
+        return out
+    for path in sorted(logs.glob("*.log")):
+        recs: list[dict[str, Any]] = []
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(rec, dict):
+                continue
+            t = _epoch(rec.get("ts"))
+            if t is None:
+                continue
+            rec["_t"] = t
+            recs.append(rec)
+        out[path.stem] = recs
+    return out
+
+
+def _read_json(path: Path, warnings: list[str]) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        warnings.append(f"{path.name}: unreadable ({exc})")
+        return {}
+    if not isinstance(doc, dict):
+        warnings.append(f"{path.name}: not a JSON object")
+        return {}
+    return doc
+
+
+def _read_yaml(path: Path, warnings: list[str]) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        warnings.append(f"{path.name}: unreadable YAML")
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _cost_components(d: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k, v in d.items():
+        key = str(k).removesuffix("_usd")
+        if key in ("total", "budget", "max") or _num(v) is None:
+            continue
+        out[key] = float(v)
+    total = _num(d.get("total_usd", d.get("total")))
+    if not out and total is not None:
+        out["total"] = total
+    return out
+
+
+def _dig(d: Any, *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
+def _str(v: Any) -> str | None:
+    return str(v) if isinstance(v, str | int | float) and not isinstance(v, bool) and v != "" \
+        else None
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return None
+    f = float(v)
+    return f if f == f and f not in (float("inf"), float("-inf")) else None
+
+
+def _int(v: Any) -> int | None:
+    n = _num(v)
+    return int(n) if n is not None else None
+
+
+def _epoch(v: Any) -> float | None:
+    """Epoch seconds from a number or an ISO-8601 string (``Z`` or an offset)."""
+    n = _num(v)
+    if n is not None:
+        return n
+    if not isinstance(v, str) or not v:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return t.timestamp()
