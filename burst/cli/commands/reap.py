@@ -1,0 +1,62 @@
+"""burst reap: destroy expired runs that nothing is driving any more (dry run by default)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import click
+
+
+@click.command("reap")
+@click.option("--yes", is_flag=True, help="Act: destroy and delete. Without it, only report.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was found and done as JSON.")
+@click.option("--region", "regions", multiple=True, metavar="REGION",
+              help="AWS region to scan for tagged resources (repeatable; default "
+              "$BURST_REAP_REGIONS, comma-separated). Without any, only the state store.")
+@click.option("--runs-root", type=click.Path(file_okay=False, path_type=Path),
+              help="Local state store: run directories (default $BURST_RUNS_ROOT or ./runs).")
+@click.option("--now", "now_text", metavar="TIME",
+              help="Judge expiry as of this UTC time (ISO 8601), e.g. to preview a reap.")
+def command(yes: bool, as_json: bool, regions: tuple[str, ...], runs_root: Path | None,
+            now_text: str | None) -> None:
+    """Find runs past their burst:expires-at with no live runner, and destroy them.
+
+    A run with Terraform state is destroyed from its state; resources whose state is lost are
+    found by their burst:run-id tag and deleted in dependency order (node group, VPN
+    connection, gateways, then the rest). Resources of live or unexpired runs, and untagged
+    ones, are never touched. Exit 4 when something could not be removed.
+    """
+    from burst.errors import EXIT_INFRA, BadInputError
+    from burst.infra.leakscan import AwsInventory
+    from burst.infra.reaper import parse_time, reap
+    from burst.runs import runs_root as default_root
+
+    now = dt.datetime.now(dt.UTC)
+    if now_text:
+        parsed = parse_time(now_text)
+        if parsed is None:
+            raise BadInputError(f"--now {now_text!r}: not an ISO 8601 time")
+        now = parsed
+    names = list(regions) or [r for r in os.environ.get("BURST_REAP_REGIONS", "").split(",")
+                              if r.strip()]
+    inventories = [AwsInventory(r.strip()) for r in names]
+    doc = reap(now, (runs_root or default_root()).resolve(), list(inventories), act=yes)
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, default=str))
+    else:
+        mode = "acting" if yes else "dry run (use --yes to act)"
+        click.echo(f"burst reap at {doc['now']}: {mode}")
+        if not doc["runs"]:
+            click.echo("  nothing found")
+        for run in doc["runs"]:
+            what = (f"{run['resources']} resource(s) in state" if run["source"] == "state"
+                    else f"{len(run['resources'])} tagged resource(s) in {run['region']}")
+            click.echo(f"  {run['run_id']}: {what}, expires {run['expires_at']}: "
+                       f"{run['verdict']}")
+        for act in doc["actions"]:
+            click.echo(f"  -> {act['run_id']}: {act['action']}")
+    if doc["errors"]:
+        raise SystemExit(EXIT_INFRA)
