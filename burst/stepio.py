@@ -82,8 +82,12 @@ def parse_args(step: str, argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(step: str, fn: StepFn, argv: list[str] | None = None) -> int:
-    """Run one step: parse arguments, call ``fn``, write its document, map errors to codes."""
+def main(step: str, fn: StepFn, argv: list[str] | None = None, *,
+         step_fail_point: bool = True) -> int:
+    """Run one step: parse arguments, call ``fn``, write its document, map errors to codes.
+
+    ``step_fail_point=False`` lets a step place its own fault points (teardown does: an
+    injected failure there fails destroy attempts, which it must survive)."""
     args = parse_args(step, argv)
     os.environ["BURST_STEP"] = step
     os.environ["BURST_RUN_ID"] = args.run_id
@@ -100,7 +104,8 @@ def main(step: str, fn: StepFn, argv: list[str] | None = None) -> int:
             inputs[name] = load_doc(value, f"input {name}")
         ctx = StepContext(step, args.run_id, Path(args.spec), paths, inputs,
                           Path(args.out) if args.out else None)
-        ctx.fail_point()
+        if step_fail_point:
+            ctx.fail_point()
         doc = fn(ctx)
         doc.setdefault("step", step)
         doc.setdefault("run_id", args.run_id)

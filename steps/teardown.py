@@ -1,6 +1,8 @@
-"""teardown: destroy the run's infrastructure, found from the run id alone; count what is left.
+"""teardown: destroy the run's infrastructure, found from the run id alone, then prove nothing
+is left (leak scan). It never reads provision's outputs: it must work whatever failed before.
 
-It never reads provision's outputs: it must work whatever failed before it.
+Exit 4 (LeakError) when anything remains, naming it. ``--fail-at teardown`` (BURST_FAIL_AT)
+fails the first two destroy attempts, which the retries must survive.
 """
 
 from __future__ import annotations
@@ -9,20 +11,34 @@ import sys
 from typing import Any
 
 from burst.errors import LeakError
-from burst.infra.teardown import destroy_run
+from burst.infra.teardown import destroy_run, leak_scan
 from burst.stepio import StepContext, main
+
+INJECTED_ATTEMPTS = (1, 2)
 
 
 def run(ctx: StepContext) -> dict[str, Any]:
-    result = destroy_run(ctx.paths.terraform)
-    if result["resources_remaining"]:
-        err = LeakError(
-            f"{result['resources_remaining']} resource(s) remain in {result['terraform_state']}"
-        )
+    injected: list[int] = []
+
+    def before_attempt(attempt: int) -> None:
+        if attempt in INJECTED_ATTEMPTS:
+            try:
+                ctx.fail_point()
+            except Exception:
+                injected.append(attempt)
+                raise
+
+    result = destroy_run(ctx.paths.terraform, before_attempt=before_attempt)
+    result["injected_failures"] = injected
+    leaks = leak_scan(ctx.run_id, ctx.paths.terraform)
+    result["leaks"] = leaks
+    if leaks:
+        names = ", ".join(f"{x['kind']} {x['id']}" for x in leaks)
+        err = LeakError(f"{len(leaks)} resource(s) of run {ctx.run_id} remain: {names}")
         err.doc = result  # type: ignore[attr-defined]
         raise err
     return result
 
 
 if __name__ == "__main__":
-    sys.exit(main("teardown", run))
+    sys.exit(main("teardown", run, step_fail_point=False))
