@@ -1,16 +1,50 @@
-"""verify-image: refuse any image not pinned by digest and signed by a trusted key."""
+"""verify-image: refuse any image not pinned by digest and signed by a trusted key.
+
+Reads the spec's ``image.reference``, ``image.trusted_key`` and ``compute.gpu_type``, the
+trust policy (``policies/keys/trust.yaml``) and ``policies/gpu-requirements.yaml``. Writes the
+verified digest, the signature that proved it, and the compatibility record (schema:
+``burst/supplychain/verify_image.schema.json``). Any doubt exits 3 before anything is rented.
+"""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from burst.stepio import StepContext, main
 
 
 def run(ctx: StepContext) -> dict[str, Any]:
-    ref = ctx.spec.image.reference
-    return {"reference": ref, "digest": ref.rsplit("@", 1)[1], "verified": False}
+    from burst.supplychain.compat import REQUIREMENTS_FILE, check_compat, load_requirements
+    from burst.supplychain.trust import load_trust, policies_dir
+    from burst.supplychain.verify import verify_image
+
+    job = ctx.spec
+    trust = load_trust()
+    requirements = load_requirements(policies_dir() / REQUIREMENTS_FILE)
+    search = (Path.cwd(), ctx.spec_path.resolve().parent)
+    verified = verify_image(job.image.reference, job.image.trusted_key, trust, search=search)
+    compatibility = check_compat(verified.labels, job.compute.gpu_type, requirements)
+    return {
+        "reference": job.image.reference,
+        "pinned": verified.ref.pinned(),
+        "repository": verified.ref.repository,
+        "digest": verified.ref.digest,
+        "verified": True,
+        "store": {"kind": verified.store_kind, "location": verified.location},
+        "signature": {
+            "source": verified.signature_source,
+            "manifest": verified.signature_manifest,
+            "key": verified.key.name,
+            "key_fingerprint": verified.key.fingerprint,
+            "trust_rule": verified.rule.name,
+            "pattern": verified.pattern,
+            "trust_policy": str(trust.source),
+        },
+        "labels": {k: v for k, v in sorted(verified.labels.items()) if k.startswith("dev.burst.")},
+        "compatibility": compatibility,
+    }
 
 
 if __name__ == "__main__":
