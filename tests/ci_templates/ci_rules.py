@@ -1,0 +1,200 @@
+"""Rule checks for the CI templates, beyond what their JSON Schemas can say: no stored keys,
+cloud access through OIDC only, teardown always runs, concurrency is bounded, the report is
+kept. Each check returns a list of problems (empty when the template follows the rules)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+STATIC_KEY_NAMES = re.compile(
+    r"aws[-_]access[-_]key[-_]id|aws[-_]secret[-_]access[-_]key|aws[-_]session[-_]token|"
+    r"GOOGLE_APPLICATION_CREDENTIALS|AZURE_CLIENT_SECRET", re.IGNORECASE)
+TEARDOWN = re.compile(r"python -m steps\.teardown\b.*--run-id")
+LAUNCH = re.compile(r"\bburst (run|submit)\b")
+
+
+def _steps(job: dict[str, Any]) -> list[dict[str, Any]]:
+    steps = job.get("steps")
+    return [s for s in steps if isinstance(s, dict)] if isinstance(steps, list) else []
+
+
+def _always(cond: Any) -> bool:
+    return isinstance(cond, str) and re.search(r"\balways\(\)", cond) is not None \
+        and "&&" not in cond
+
+
+def check_github(doc: dict[str, Any], text: str) -> list[str]:
+    problems: list[str] = []
+    # PyYAML reads the key `on` as True.
+    on = doc.get("on", doc.get(True))
+    if not isinstance(on, dict) or "workflow_dispatch" not in on:
+        problems.append("trigger: workflow_dispatch missing")
+    pr = on.get("pull_request") if isinstance(on, dict) else None
+    if not isinstance(pr, dict) or "labeled" not in (pr.get("types") or []):
+        problems.append("trigger: pull_request with types [labeled] missing")
+    if isinstance(on, dict) and "pull_request_target" in on:
+        problems.append("trigger: pull_request_target runs fork code with secrets; not allowed")
+    if "secrets." in text:
+        problems.append("stored secrets referenced (secrets.*): use OIDC and variables")
+    if STATIC_KEY_NAMES.search(text):
+        problems.append("static cloud key named in the workflow")
+    if doc.get("permissions") not in ({}, "read-all", {"contents": "read"}):
+        problems.append("top-level permissions must be empty or read-only")
+    conc = doc.get("concurrency")
+    if not isinstance(conc, dict) or "github." not in str(conc.get("group", "")):
+        problems.append("concurrency: a group per run (spec and ref) is missing")
+    elif conc.get("cancel-in-progress") is not False:
+        problems.append("concurrency: cancel-in-progress must be false")
+
+    jobs = doc.get("jobs") or {}
+    launchers = 0
+    for name, job in jobs.items():
+        if not isinstance(job, dict):
+            continue
+        where = f"job {name}"
+        if "timeout-minutes" not in job:
+            problems.append(f"{where}: timeout-minutes missing")
+        steps = _steps(job)
+        perms = job.get("permissions") or {}
+        for i, st in enumerate(steps):
+            uses = st.get("uses")
+            if uses and not SHA_PIN.match(str(uses).split(" ")[0]):
+                problems.append(f"{where} step {i}: action {uses} is not pinned by commit SHA")
+            if uses and str(uses).startswith("actions/checkout@") and \
+                    (st.get("with") or {}).get("persist-credentials") is not False:
+                problems.append(f"{where} step {i}: checkout must set persist-credentials: false")
+            if uses and "configure-aws-credentials" in str(uses):
+                if not (st.get("with") or {}).get("role-to-assume"):
+                    problems.append(f"{where} step {i}: AWS access without role-to-assume")
+                if perms.get("id-token") != "write":
+                    problems.append(f"{where}: uses OIDC but lacks permissions id-token: write")
+            run = st.get("run")
+            if isinstance(run, str) and "${{" in run:
+                problems.append(f"{where} step {i}: expression inside run: (script injection);"
+                                " pass it through env:")
+        runs = [(i, str(s.get("run", ""))) for i, s in enumerate(steps)]
+        launch = [i for i, r in runs if LAUNCH.search(r)]
+        if not launch:
+            continue
+        launchers += 1
+        first = launch[0]
+        teardown = [i for i, r in runs if TEARDOWN.search(r) and i > first]
+        if not teardown:
+            problems.append(f"{where}: no teardown step after the launch")
+        for i in teardown:
+            if not _always(steps[i].get("if")):
+                problems.append(f"{where} step {i}: teardown must run with if: always()")
+            creds = [j for j in range(first + 1, i)
+                     if "configure-aws-credentials" in str(steps[j].get("uses", ""))]
+            if not creds or not all(_always(steps[j].get("if")) for j in creds):
+                problems.append(f"{where}: credentials are not refreshed (if: always()) "
+                                "before teardown")
+        uploads = [s for s in steps if "upload-artifact" in str(s.get("uses", ""))]
+        if not any(_always(s.get("if")) and "report" in str((s.get("with") or {}).get("path"))
+                   for s in uploads):
+            problems.append(f"{where}: the report is not uploaded with if: always()")
+        if "burst run" in " ".join(r for _, r in runs):
+            labels = job.get("runs-on")
+            labels = labels if isinstance(labels, list) else [labels]
+            if "self-hosted" not in labels or "gpu" not in labels:
+                problems.append(f"{where}: burst run must target a self-hosted gpu runner")
+    if launchers < 2:
+        problems.append("both modes (burst submit and burst run) must be present")
+    return problems
+
+
+def _merge(base: Any, over: Any) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge(base.get(k), v) if k in base else v
+        return out
+    return over
+
+
+def resolve_gitlab(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Jobs with ``extends`` merged in (GitLab's deep merge of hashes), hidden keys dropped."""
+    def resolve(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
+        job = doc.get(name)
+        if not isinstance(job, dict) or name in seen:
+            return {}
+        parents = job.get("extends", [])
+        parents = [parents] if isinstance(parents, str) else parents
+        merged: dict[str, Any] = {}
+        for p in parents:
+            merged = _merge(merged, resolve(p, (*seen, name)))
+        return _merge(merged, {k: v for k, v in job.items() if k != "extends"})
+
+    reserved = {"workflow", "variables", "stages", "default", "include", "image", "services",
+                "before_script", "after_script", "cache"}
+    return {n: resolve(n) for n, j in doc.items()
+            if isinstance(j, dict) and not n.startswith(".") and n not in reserved}
+
+
+def flat(script: Any) -> list[str]:
+    if isinstance(script, str):
+        return [script]
+    if isinstance(script, list):
+        return [line for item in script for line in flat(item)]
+    return []
+
+
+def check_gitlab(doc: dict[str, Any], text: str) -> list[str]:
+    problems: list[str] = []
+    if STATIC_KEY_NAMES.search(text):
+        problems.append("static cloud key named in the template")
+    rules = str((doc.get("workflow") or {}).get("rules"))
+    if "merge_request_event" not in rules or '"web"' not in rules:
+        problems.append("workflow rules: manual (web) and merge-request label triggers missing")
+    stages = doc.get("stages") or []
+    jobs = resolve_gitlab(doc)
+    train_stage_index = None
+    modes = set()
+    for name, job in jobs.items():
+        script = " ".join(flat(job.get("script")))
+        if not LAUNCH.search(script):
+            continue
+        modes.add(LAUNCH.search(script).group(1))  # type: ignore[union-attr]
+        where = f"job {name}"
+        if not any(TEARDOWN.search(line) for line in flat(job.get("after_script"))):
+            problems.append(f"{where}: no teardown in after_script")
+        tokens = job.get("id_tokens") or {}
+        if not tokens or not all(isinstance(t, dict) and t.get("aud") for t in tokens.values()):
+            problems.append(f"{where}: no OIDC id_tokens with an audience")
+        if job.get("interruptible") is not False:
+            problems.append(f"{where}: must set interruptible: false")
+        art = job.get("artifacts") or {}
+        if art.get("when") != "always":
+            problems.append(f"{where}: artifacts must be kept when: always")
+        if "burst run" in script:
+            tags = job.get("tags") or []
+            if "gpu" not in tags or "rubin" not in tags:
+                problems.append(f"{where}: burst run must run on runners tagged gpu and rubin")
+            if not job.get("resource_group"):
+                problems.append(f"{where}: resource_group missing")
+        if job.get("stage") in stages:
+            idx = stages.index(job["stage"])
+            train_stage_index = idx if train_stage_index is None else max(train_stage_index, idx)
+    if modes != {"run", "submit"}:
+        problems.append("both modes (burst submit and burst run) must be present")
+    backstop = [
+        (n, j) for n, j in jobs.items()
+        if any(TEARDOWN.search(line) for line in flat(j.get("script")))
+    ]
+    if not backstop:
+        problems.append("no teardown job")
+    for n, j in backstop:
+        if j.get("when") != "always":
+            problems.append(f"job {n}: the teardown job must have when: always")
+        if train_stage_index is not None and (j.get("stage") not in stages or
+                                              stages.index(j["stage"]) <= train_stage_index):
+            problems.append(f"job {n}: the teardown job must be in a stage after training")
+        if not (j.get("id_tokens") or {}):
+            problems.append(f"job {n}: the teardown job has no OIDC id_tokens")
+        art = j.get("artifacts") or {}
+        if art.get("when") != "always" or "report" not in str(art.get("paths")) + str(
+                j.get("script")):
+            problems.append(f"job {n}: the report must be kept as an artifact when: always")
+    return problems
