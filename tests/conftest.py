@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from s3server import s3_bucket, s3_server  # noqa: F401  (shared fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"

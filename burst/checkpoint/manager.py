@@ -1,0 +1,341 @@
+"""CheckpointManager: what a training script uses.
+
+    mgr = CheckpointManager("s3://bucket/runs/run-1", keep_full=2, keep_weights=3)
+    mgr.save(step, capture_state(model, opt, sched, data_position=pos), tier="full")
+    ...
+    restored = mgr.restore()            # newest complete checkpoint, falls back if corrupt
+    apply_state(restored.state, model, opt, sched)
+    mgr.close()
+
+``save`` blocks only while the state is copied into a reused host buffer in shared memory;
+a separate worker process hashes, uploads and commits it. At most one save is in flight: a
+second ``save`` first waits for the first (or returns False at once with ``if_busy="skip"``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
+from burst.checkpoint.layout import DEFAULT_CHUNK_SIZE, build_layout, layout_signature
+from burst.checkpoint.manifest import CheckpointRef, check_tier
+from burst.checkpoint.replication import ReplicationResult, replicate
+from burst.checkpoint.restore import Restored, restore_checkpoint
+from burst.checkpoint.staging import HostBuffer
+from burst.checkpoint.tree import flatten
+from burst.errors import CheckpointError
+from burst.storage import ObjectStore, open_store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SaveResult:
+    step: int
+    tier: str
+    stall_seconds: float  # time save() blocked the caller
+    total_bytes: int = 0
+    uploaded_bytes: int = 0
+    uploaded_chunks: int = 0
+    reused_chunks: int = 0
+    seconds: float = 0.0  # background time from request to commit
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CheckpointStatus:
+    in_flight: int | None  # step being written, if any
+    last_committed: SaveResult | None
+    last_error: str | None
+    worker_pid: int | None
+
+
+class CheckpointManager:
+    def __init__(
+        self,
+        store: ObjectStore | str,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        keep_full: int | None = None,
+        keep_weights: int | None = None,
+        concurrency: int = 8,
+        nice: int = 10,
+        buffer_dir: Path | None = None,
+        worker_env: dict[str, str] | None = None,
+    ) -> None:
+        self.store = open_store(store) if isinstance(store, str) else store
+        self.chunk_size = chunk_size
+        self.keep_full = keep_full
+        self.keep_weights = keep_weights
+        self.concurrency = concurrency
+        self.nice = nice
+        self.buffer_dir = buffer_dir
+        self.worker_env = worker_env or {}
+        self._buffer: HostBuffer | None = None
+        self._layout_sig: str | None = None
+        self._proc: subprocess.Popen[str] | None = None
+        self._cond = threading.Condition()
+        self._seq = 0
+        self._inflight: dict[str, Any] | None = None  # {"id", "op", "step", "tier", "stall"}
+        self._results: dict[int, dict[str, Any]] = {}
+        self._last: SaveResult | None = None
+        self._error: str | None = None
+        self._unwaited_error: str | None = None  # failure of the newest save, until wait()
+        self._closed = False
+
+    # -- worker process -------------------------------------------------------------------
+
+    def _ensure_worker(self) -> subprocess.Popen[str]:
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc
+        env = dict(os.environ)
+        pkg_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+        env.update(self.worker_env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "burst.checkpoint.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            bufsize=1,
+        )
+        init = {
+            "store": self.store.spec(),
+            "concurrency": self.concurrency,
+            "nice": self.nice,
+            "keep_full": self.keep_full,
+            "keep_weights": self.keep_weights,
+        }
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(init) + "\n")
+        proc.stdin.flush()
+        ready = proc.stdout.readline()
+        if not ready:
+            proc.wait()
+            raise CheckpointError(
+                f"checkpoint worker failed to start (exit code {proc.returncode})",
+                where=self.store.url,
+            )
+        self._proc = proc
+        threading.Thread(
+            target=self._read_replies, args=(proc,), daemon=True, name="ckpt-replies"
+        ).start()
+        return proc
+
+    def _read_replies(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            with self._cond:
+                self._finish(doc)
+        code = proc.wait()
+        with self._cond:
+            if self._inflight is not None and self._proc is proc:
+                what = self._inflight
+                msg = (
+                    f"checkpoint worker died (exit code {code}) during {what['op']}"
+                    + (f" of step {what['step']}" if what.get("step") is not None else "")
+                    + "; the previous checkpoint is intact"
+                )
+                self._finish({"op": "error", "id": what["id"], "message": msg})
+
+    def _finish(self, doc: dict[str, Any]) -> None:
+        """Record a reply (called with the lock held)."""
+        inflight = self._inflight
+        if inflight is None or doc.get("id") != inflight["id"]:
+            return
+        self._inflight = None
+        self._results[inflight["id"]] = doc
+        if doc["op"] == "done" and inflight["op"] == "save":
+            r = doc["result"]
+            self._last = SaveResult(
+                step=r["step"],
+                tier=r["tier"],
+                stall_seconds=inflight["stall"],
+                total_bytes=r["total_bytes"],
+                uploaded_bytes=r["uploaded_bytes"],
+                uploaded_chunks=r["uploaded_chunks"],
+                reused_chunks=r["reused_chunks"],
+                seconds=r.get("seconds", doc.get("seconds", 0.0)),
+                extra={k: v for k, v in r.items() if k == "retention"},
+            )
+            self._error = self._unwaited_error = None
+        elif doc["op"] == "error":
+            self._error = doc["message"]
+            if inflight["op"] == "save":
+                self._unwaited_error = doc["message"]
+            log.error("checkpoint %s failed: %s", inflight["op"], doc["message"])
+        self._cond.notify_all()
+
+    def _send(self, req: dict[str, Any], inflight: dict[str, Any]) -> None:
+        proc = self._ensure_worker()
+        assert proc.stdin is not None
+        with self._cond:
+            self._seq += 1
+            req["id"] = inflight["id"] = self._seq
+            self._inflight = inflight
+        try:
+            proc.stdin.write(json.dumps(req, separators=(",", ":")) + "\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            # the reader thread reports the dead worker as this request's failure
+            pass
+
+    @property
+    def worker_pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    # -- the API --------------------------------------------------------------------------
+
+    def busy(self) -> bool:
+        with self._cond:
+            return self._inflight is not None
+
+    def save(self, step: int, state: Any, tier: str = "full", *, if_busy: str = "wait") -> bool:
+        """Stage ``state`` and hand it to the background worker. Returns False if skipped."""
+        if self._closed:
+            raise CheckpointError("save() after close()")
+        check_tier(tier)
+        if if_busy not in ("wait", "skip"):
+            raise CheckpointError(f"if_busy must be 'wait' or 'skip', not {if_busy!r}")
+        if self.busy():
+            if if_busy == "skip":
+                return False
+            self._wait_idle()
+        t0 = time.perf_counter()
+        tree, arrays = flatten(state)
+        entries, total = build_layout(arrays)
+        if self._buffer is None or self._buffer.size < total:
+            if self._buffer is not None:
+                self._buffer.close()
+            self._buffer = HostBuffer(total, self.buffer_dir)
+            self._layout_sig = None
+        sig = layout_signature(entries, self.chunk_size)
+        if sig != self._layout_sig:
+            self._buffer.zero()  # padding between arrays must not carry stale bytes
+            self._layout_sig = sig
+        self._buffer.copy_in(arrays, entries)
+        stall = time.perf_counter() - t0
+        req = {
+            "op": "save",
+            "step": int(step),
+            "tier": tier,
+            "buffer": str(self._buffer.path),
+            "size": self._buffer.size,
+            "arrays": [e.to_json() for e in entries],
+            "tree": tree,
+            "chunk_size": self.chunk_size,
+        }
+        self._send(req, {"op": "save", "step": int(step), "tier": tier, "stall": stall})
+        return True
+
+    def _wait_idle(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._inflight is not None:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def wait(self, timeout: float | None = None) -> SaveResult | None:
+        """Wait for the save in flight. Raises CheckpointError if it failed (or timed out)."""
+        if not self._wait_idle(timeout):
+            raise CheckpointError(
+                f"checkpoint of step {self.status().in_flight} still in flight after {timeout}s",
+                where=self.store.url,
+            )
+        with self._cond:
+            err, self._unwaited_error = self._unwaited_error, None
+            self._results.clear()
+        if err:
+            raise CheckpointError(err, where=self.store.url)
+        return self._last
+
+    def status(self) -> CheckpointStatus:
+        with self._cond:
+            step = self._inflight.get("step") if self._inflight else None
+            return CheckpointStatus(step, self._last, self._error, self.worker_pid)
+
+    def checkpoints(self, tier: str | None = None) -> list[CheckpointRef]:
+        return list_checkpoints(self.store, tier)
+
+    def latest(self, tier: str | None = None) -> CheckpointRef | None:
+        return latest_checkpoint(self.store, tier)
+
+    def restore(
+        self,
+        step: int | None = None,
+        *,
+        tier: str | None = None,
+        into: Any = None,
+        fallback: bool | None = None,
+    ) -> Restored:
+        """Load a committed checkpoint (newest by default), verifying every chunk."""
+        return restore_checkpoint(
+            self.store, step, tier=tier, into=into, fallback=fallback, concurrency=self.concurrency
+        )
+
+    def collect_garbage(self, grace: float = 0.0, *, retention: bool = True) -> dict[str, Any]:
+        """Apply retention and delete unreferenced chunks, in the worker, after the save."""
+        self._wait_idle()
+        self._send({"op": "gc", "grace": grace, "retention": retention}, {"op": "gc"})
+        with self._cond:
+            inflight = self._inflight
+        self._wait_idle()
+        doc = self._results.pop(inflight["id"], {}) if inflight else {}
+        if doc.get("op") != "done":
+            raise CheckpointError(
+                doc.get("message", "garbage collection failed"), where=self.store.url
+            )
+        return dict(doc["result"])
+
+    def replicate_to(
+        self, dst: ObjectStore | str, steps: list[int] | None = None
+    ) -> ReplicationResult:
+        """Copy committed checkpoints to a second store, verified on arrival."""
+        self._wait_idle()
+        target = open_store(dst) if isinstance(dst, str) else dst
+        return replicate(self.store, target, steps, concurrency=self.concurrency)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Wait for the save in flight, stop the worker, free the buffer."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._wait_idle(timeout)
+        finally:
+            proc = self._proc
+            if proc is not None and proc.poll() is None:
+                try:
+                    assert proc.stdin is not None
+                    proc.stdin.write('{"op":"exit"}\n')
+                    proc.stdin.close()
+                    proc.wait(timeout=30)
+                except (OSError, subprocess.TimeoutExpired):
+                    proc.kill()
+                    proc.wait()
+            if self._buffer is not None:
+                self._buffer.close()
+                self._buffer = None
+
+    def __enter__(self) -> CheckpointManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,205 @@
+"""Restore a checkpoint: fetch chunks in parallel into preallocated arrays, verify blake3.
+
+A missing or corrupt chunk is a CheckpointError naming the checkpoint; ``restore_checkpoint``
+with ``fallback=True`` then tries the previous complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import blake3
+import numpy as np
+
+from burst.checkpoint.catalog import list_checkpoints, load_manifest
+from burst.checkpoint.layout import ArrayEntry, segments
+from burst.checkpoint.manifest import CheckpointRef, ChunkRef, Manifest, chunk_key
+from burst.checkpoint.tree import flatten, unflatten
+from burst.errors import CheckpointError
+from burst.storage.base import ObjectMissing, ObjectStore, StoreError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Restored:
+    step: int
+    tier: str
+    state: Any
+    manifest: Manifest
+
+
+def _allocate(entry: ArrayEntry, target: Any) -> tuple[Any, np.ndarray]:
+    """(array to return, its bytes as a writable uint8 numpy view)."""
+    if entry.kind == "numpy":
+        if (
+            isinstance(target, np.ndarray)
+            and target.dtype.str == entry.dtype
+            and tuple(target.shape) == entry.shape
+            and target.flags.c_contiguous
+            and target.flags.writeable
+        ):
+            return target, target.reshape(-1).view(np.uint8)
+        raw = np.empty(entry.nbytes, dtype=np.uint8)
+        return raw.view(np.dtype(entry.dtype)).reshape(entry.shape), raw
+    import torch
+
+    dtype = getattr(torch, entry.dtype, None)
+    if not isinstance(dtype, torch.dtype):
+        raise CheckpointError(f"unknown tensor dtype {entry.dtype!r} in manifest")
+    if (
+        isinstance(target, torch.Tensor)
+        and target.device.type == "cpu"
+        and target.dtype == dtype
+        and tuple(target.shape) == entry.shape
+        and target.is_contiguous()
+        and entry.nbytes > 0
+    ):
+        return target, target.detach().reshape(-1).view(torch.uint8).numpy()
+    raw_t = torch.empty(entry.nbytes, dtype=torch.uint8)
+    out = (
+        raw_t.view(dtype).view(entry.shape)
+        if entry.nbytes
+        else torch.empty(entry.shape, dtype=dtype)
+    )
+    return out, raw_t.numpy()
+
+
+def fetch_arrays(
+    store: ObjectStore, manifest: Manifest, *, into: list[Any] | None = None, concurrency: int = 8
+) -> list[Any]:
+    where = f"{store.url}/{manifest.key}"
+    name = f"checkpoint step {manifest.step} ({manifest.tier})"
+    targets = into if into is not None and len(into) == len(manifest.arrays) else None
+    outs: list[Any] = []
+    raws: list[np.ndarray] = []
+    for i, entry in enumerate(manifest.arrays):
+        out, raw = _allocate(entry, targets[i] if targets else None)
+        outs.append(out)
+        raws.append(raw)
+    starts = [e.offset for e in manifest.arrays]
+
+    def fetch(chunk: ChunkRef) -> None:
+        try:
+            data = store.get_bytes(chunk_key(chunk.digest))
+        except ObjectMissing as exc:
+            raise CheckpointError(
+                f"{name}: chunk {chunk.digest[:16]} is missing", where=where
+            ) from exc
+        if len(data) != chunk.size or blake3.blake3(data).hexdigest() != chunk.digest:
+            raise CheckpointError(
+                f"{name}: chunk {chunk.digest[:16]} is corrupt (checksum mismatch)", where=where
+            )
+        src = np.frombuffer(data, dtype=np.uint8)
+        first = max(0, bisect.bisect_right(starts, chunk.offset) - 1)
+        for idx, e_off, c_off, length in segments(chunk.span, manifest.arrays, first):
+            raws[idx][e_off : e_off + length] = src[c_off : c_off + length]
+
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ckpt-get") as pool:
+        futures = [pool.submit(fetch, c) for c in manifest.chunks]
+        try:
+            for fut in futures:
+                fut.result()
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+    if targets is not None:
+        for i, (out, tgt) in enumerate(zip(outs, targets, strict=True)):
+            if out is not tgt:
+                _copy_into(tgt, out)
+                outs[i] = tgt
+    return outs
+
+
+def _copy_into(target: Any, value: Any) -> None:
+    if isinstance(target, np.ndarray) and target.shape == value.shape:
+        target[...] = value
+        return
+    try:
+        import torch
+
+        if isinstance(target, torch.Tensor) and tuple(target.shape) == tuple(value.shape):
+            with torch.no_grad():
+                target.copy_(value if isinstance(value, torch.Tensor) else torch.from_numpy(value))
+            return
+    except ImportError:  # pragma: no cover
+        pass
+    raise CheckpointError(
+        f"cannot restore into a {type(target).__name__} of shape {getattr(target, 'shape', '?')}:"
+        f" the checkpoint holds shape {tuple(value.shape)}"
+    )
+
+
+def restore_ref(
+    store: ObjectStore, ref: CheckpointRef, *, into: Any = None, concurrency: int = 8
+) -> Restored:
+    manifest = load_manifest(store, ref)
+    into_arrays = flatten(into)[1] if into is not None else None
+    if into_arrays is not None and len(into_arrays) != len(manifest.arrays):
+        raise CheckpointError(
+            f"checkpoint step {ref.step} ({ref.tier}) holds {len(manifest.arrays)} arrays, "
+            f"the state to restore into has {len(into_arrays)}",
+            where=f"{store.url}/{ref.key}",
+        )
+    try:
+        arrays = fetch_arrays(store, manifest, into=into_arrays, concurrency=concurrency)
+    except StoreError as exc:
+        raise CheckpointError(
+            f"checkpoint step {ref.step} ({ref.tier}): {exc.one_line()}",
+            where=f"{store.url}/{ref.key}",
+        ) from exc
+    return Restored(ref.step, ref.tier, unflatten(manifest.tree, arrays), manifest)
+
+
+def restore_checkpoint(
+    store: ObjectStore,
+    step: int | None = None,
+    *,
+    tier: str | None = None,
+    into: Any = None,
+    fallback: bool | None = None,
+    concurrency: int = 8,
+) -> Restored:
+    """Restore ``step`` (newest if None); with fallback, older complete ones on failure."""
+    refs = list_checkpoints(store, tier)
+    if step is not None:
+        chosen = [r for r in refs if r.step == step]
+        if not chosen:
+            raise CheckpointError(
+                f"no committed checkpoint at step {step}" + (f" ({tier})" if tier else ""),
+                where=store.url,
+            )
+        older = [r for r in refs if r.step < step]
+        refs = older + chosen[-1:]
+    if not refs:
+        raise CheckpointError(
+            "no committed checkpoint" + (f" ({tier})" if tier else ""), where=store.url
+        )
+    if fallback is None:
+        fallback = step is None
+    failures: list[str] = []
+    for ref in reversed(refs):
+        try:
+            restored = restore_ref(store, ref, into=into, concurrency=concurrency)
+        except CheckpointError as exc:
+            if not fallback:
+                raise
+            failures.append(exc.one_line())
+            log.warning("%s; falling back to the previous checkpoint", exc.one_line())
+            continue
+        if failures:
+            log.warning(
+                "restored step %d (%s) after %d unusable checkpoint(s)",
+                ref.step,
+                ref.tier,
+                len(failures),
+            )
+        return restored
+    raise CheckpointError(
+        f"no usable checkpoint among {len(failures)}: " + " | ".join(failures), where=store.url
+    )

@@ -1,0 +1,155 @@
+"""The background checkpoint process (``python -m burst.checkpoint.worker``).
+
+It maps the trainer's host buffer read-only, and for each request on stdin (one JSON line)
+hashes, uploads and commits a checkpoint, then answers one JSON line on stdout. It never
+imports torch, and runs at a lower CPU priority than the training loop. Requests run one at
+a time, so retention and GC never race a save of this worker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from typing import IO, Any
+
+from burst.checkpoint import faults
+from burst.checkpoint.layout import ArrayEntry
+from burst.checkpoint.retention import apply_retention, collect_garbage
+from burst.checkpoint.staging import AttachedBuffer
+from burst.checkpoint.writer import CheckpointWriter
+from burst.errors import BurstError
+from burst.storage import LocalStore, store_from_spec
+
+log = logging.getLogger("burst.checkpoint.worker")
+
+
+class Worker:
+    def __init__(self, init: dict[str, Any]) -> None:
+        self.store = store_from_spec(init["store"])
+        if isinstance(self.store, LocalStore):
+            self.store.on_midway = lambda key: faults.point(f"put-midway {key}")
+        self.writer = CheckpointWriter(self.store, concurrency=int(init.get("concurrency", 8)))
+        self.keep_full = init.get("keep_full")
+        self.keep_weights = init.get("keep_weights")
+        self.buffer: AttachedBuffer | None = None
+
+    def _attach(self, path: str, size: int) -> AttachedBuffer:
+        if self.buffer is None or self.buffer.path != path or self.buffer.size != size:
+            if self.buffer is not None:
+                self.buffer.close()
+            self.buffer = AttachedBuffer(path, size)
+        return self.buffer
+
+    def save(self, req: dict[str, Any]) -> dict[str, Any]:
+        buf = self._attach(req["buffer"], int(req["size"]))
+        entries = [ArrayEntry.from_json(a) for a in req["arrays"]]
+        manifest = self.writer.write(
+            buf.view,
+            entries,
+            req["tree"],
+            step=int(req["step"]),
+            tier=req["tier"],
+            chunk_size=int(req["chunk_size"]),
+        )
+        out: dict[str, Any] = {
+            "step": manifest.step,
+            "tier": manifest.tier,
+            "total_bytes": manifest.total_bytes,
+            **manifest.stats,
+        }
+        if self.keep_full is not None or self.keep_weights is not None:
+            gc = apply_retention(
+                self.store, keep_full=self.keep_full, keep_weights=self.keep_weights, grace=0.0
+            )
+            self.writer.forget(gc.deleted_chunks)
+            out["retention"] = {
+                "deleted_manifests": gc.deleted_manifests,
+                "deleted_chunks": len(gc.deleted_chunks),
+            }
+        return out
+
+    def gc(self, req: dict[str, Any]) -> dict[str, Any]:
+        if req.get("retention", True) and (
+            self.keep_full is not None or self.keep_weights is not None
+        ):
+            res = apply_retention(
+                self.store,
+                keep_full=self.keep_full,
+                keep_weights=self.keep_weights,
+                grace=float(req["grace"]),
+            )
+        else:
+            res = collect_garbage(self.store, grace=float(req["grace"]))
+        self.writer.forget(res.deleted_chunks)
+        return {
+            "deleted_manifests": res.deleted_manifests,
+            "deleted_chunks": len(res.deleted_chunks),
+            "kept_chunks": res.kept_chunks,
+        }
+
+    def close(self) -> None:
+        self.writer.close()
+        if self.buffer is not None:
+            self.buffer.close()
+        self.store.close()
+
+
+def _send(out: IO[str], doc: dict[str, Any]) -> None:
+    out.write(json.dumps(doc) + "\n")
+    out.flush()
+
+
+def main() -> int:
+    # stdout carries the protocol; anything else printed goes to stderr.
+    proto = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    logging.basicConfig(
+        level=os.environ.get("BURST_CHECKPOINT_LOG_LEVEL", "WARNING"),
+        format="%(asctime)s ckpt-worker %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    line = sys.stdin.readline()
+    if not line:
+        return 0
+    init = json.loads(line)
+    nice = int(init.get("nice", 0))
+    if nice:
+        os.nice(nice)
+    worker = Worker(init)
+    _send(proto, {"op": "ready", "pid": os.getpid()})
+    try:
+        for line in sys.stdin:
+            req = json.loads(line)
+            op = req.get("op")
+            if op == "exit":
+                break
+            t0 = time.perf_counter()
+            try:
+                result = worker.save(req) if op == "save" else worker.gc(req)
+                _send(
+                    proto,
+                    {
+                        "op": "done",
+                        "id": req["id"],
+                        "result": result,
+                        "seconds": time.perf_counter() - t0,
+                    },
+                )
+            except BurstError as exc:
+                _send(proto, {"op": "error", "id": req["id"], "message": exc.one_line()})
+            except Exception as exc:  # a bug or an unexpected failure: report, keep serving
+                log.exception("checkpoint request failed")
+                _send(
+                    proto,
+                    {"op": "error", "id": req["id"], "message": f"{type(exc).__name__}: {exc}"},
+                )
+    finally:
+        worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

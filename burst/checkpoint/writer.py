@@ -1,0 +1,165 @@
+"""Write one checkpoint from a buffer: hash, upload missing chunks, commit the manifest.
+
+Runs in the background worker process. Order is what makes a checkpoint atomic:
+1. hash every chunk (xxh3 against the previous save finds unchanged chunks; changed ones get
+   their blake3, which is also their key);
+2. write ``pending/<token>.json`` naming every chunk the manifest will reference, so a
+   garbage collection running elsewhere keeps them, then upload the chunks the store lacks,
+   in parallel;
+3. write the manifest (the commit), then move ``latest.json``, then drop the pending record.
+A crash before 3 leaves only unreferenced chunks, which GC removes later.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import secrets
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import blake3
+import xxhash
+
+from burst.checkpoint import faults
+from burst.checkpoint.layout import ArrayEntry, layout_signature, plan_chunks
+from burst.checkpoint.manifest import (
+    CHUNK_PREFIX,
+    LATEST_KEY,
+    PENDING_PREFIX,
+    ChunkRef,
+    Manifest,
+    check_tier,
+    chunk_key,
+)
+from burst.storage.base import ObjectStore
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointWriter:
+    """Keeps what the previous save hashed and which chunks the store holds."""
+
+    def __init__(self, store: ObjectStore, *, concurrency: int = 8) -> None:
+        self.store = store
+        self.concurrency = concurrency
+        self.known: set[str] | None = None  # chunk digests present in the store
+        self._known_lock = threading.Lock()
+        self._prev_sig: str | None = None
+        self._prev_fast: list[bytes] = []
+        self._prev_digests: list[str] = []
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ckpt-up")
+
+    def load_known(self) -> set[str]:
+        if self.known is None:
+            self.known = {info.key[len(CHUNK_PREFIX) :] for info in self.store.list(CHUNK_PREFIX)}
+        return self.known
+
+    def forget(self, digests: set[str]) -> None:
+        """Chunks that GC removed: upload them again if a later save needs them."""
+        with self._known_lock:
+            if self.known is not None:
+                self.known -= digests
+        self._prev_sig = None
+
+    def _upload(self, digest: str, view: memoryview) -> int:
+        self.store.put_bytes(chunk_key(digest), view)
+        with self._known_lock:
+            assert self.known is not None
+            self.known.add(digest)
+        faults.point("chunk-uploaded")
+        return len(view)
+
+    def write(
+        self,
+        buffer: memoryview,
+        entries: list[ArrayEntry],
+        tree: Any,
+        *,
+        step: int,
+        tier: str,
+        chunk_size: int,
+    ) -> Manifest:
+        check_tier(tier)
+        t0 = time.perf_counter()
+        known = self.load_known()
+        spans = plan_chunks(entries, chunk_size)
+        sig = layout_signature(entries, chunk_size)
+        same_layout = sig == self._prev_sig
+        fast: list[bytes] = []
+        digests: list[str] = []
+        th = time.perf_counter()
+        for i, span in enumerate(spans):
+            view = buffer[span.offset : span.offset + span.size]
+            fx = xxhash.xxh3_128_digest(view)
+            if same_layout and self._prev_fast[i] == fx:
+                digest = self._prev_digests[i]
+            else:
+                digest = blake3.blake3(view).hexdigest()
+            fast.append(fx)
+            digests.append(digest)
+        hash_s = time.perf_counter() - th
+        # The pending record is written before any upload: a GC elsewhere keeps these chunks.
+        token = f"{step:012d}-{secrets.token_hex(6)}"
+        pending_key = f"{PENDING_PREFIX}{token}.json"
+        self.store.put_bytes(pending_key, json.dumps({"step": step, "chunks": digests}).encode())
+        futures: list[Future[int]] = []
+        scheduled: set[str] = set()
+        with self._known_lock:
+            missing = [(d, s) for d, s in zip(digests, spans, strict=True) if d not in known]
+        for digest, span in missing:
+            if digest in scheduled:
+                continue
+            scheduled.add(digest)
+            view = buffer[span.offset : span.offset + span.size]
+            futures.append(self._pool.submit(self._upload, digest, view))
+        try:
+            uploaded = 0
+            for fut in futures:
+                uploaded += fut.result()
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+        total = sum(s.size for s in spans)
+        manifest = Manifest(
+            step=step,
+            tier=tier,
+            created_at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            chunk_size=chunk_size,
+            total_bytes=total,
+            arrays=entries,
+            chunks=[ChunkRef(s.offset, s.size, d) for s, d in zip(spans, digests, strict=True)],
+            tree=tree,
+            stats={
+                "uploaded_bytes": uploaded,
+                "uploaded_chunks": len(futures),
+                "reused_chunks": len(spans) - len(futures),
+                "hash_seconds": round(hash_s, 4),
+            },
+        )
+        faults.point("before-manifest")
+        self.store.put_bytes(manifest.key, manifest.to_bytes())  # the commit
+        faults.point("before-latest")
+        latest = {"step": step, "tier": tier, "manifest": manifest.key}
+        self.store.put_bytes(LATEST_KEY, json.dumps(latest).encode())
+        faults.point("after-latest")
+        self.store.delete([pending_key])
+        self._prev_sig, self._prev_fast, self._prev_digests = sig, fast, digests
+        manifest.stats["seconds"] = round(time.perf_counter() - t0, 4)
+        log.info(
+            "checkpoint step %d (%s) committed: %d/%d chunks uploaded, %d bytes, %.2fs",
+            step,
+            tier,
+            len(futures),
+            len(spans),
+            uploaded,
+            manifest.stats["seconds"],
+        )
+        return manifest
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,128 @@
+"""The object-store interface every checkpoint store implements.
+
+A store maps keys (``a/b/c``, forward slashes, no leading slash) to immutable byte strings.
+``put_*`` is atomic: a reader sees the whole new object or nothing (the old one, if any).
+Stores are safe to call from several threads at once.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from burst.errors import BadInputError, InfraError
+
+KEY_RE = re.compile(r"^[A-Za-z0-9._\-][A-Za-z0-9._\-/]*$")
+
+
+class StoreError(InfraError):
+    """The object store failed (network, permissions, server error) after retries."""
+
+
+class ObjectMissing(StoreError):
+    """The object asked for does not exist."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    mtime: float  # seconds since the epoch
+
+
+def check_key(key: str) -> str:
+    if not KEY_RE.match(key) or "//" in key or key.endswith("/") or "/../" in f"/{key}/":
+        raise BadInputError(f"object key {key!r} is not a relative slash-separated name")
+    return key
+
+
+class ViewReader(io.RawIOBase):
+    """A seekable, read-only file over a memoryview: lets boto3 send a slice without a copy."""
+
+    def __init__(self, view: memoryview) -> None:
+        super().__init__()
+        self._view = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        out = memoryview(buffer).cast("B")
+        n = max(0, min(len(out), len(self._view) - self._pos))
+        out[:n] = self._view[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def read(self, size: int | None = -1) -> bytes:
+        end = (
+            len(self._view) if size is None or size < 0 else min(len(self._view), self._pos + size)
+        )
+        data = bytes(self._view[self._pos : end])
+        self._pos = max(self._pos, end)
+        return data
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+
+class ObjectStore(ABC):
+    """A place checkpoints live: a local directory or an S3 bucket prefix."""
+
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """Where the store is, as a URL (``file:///...`` or ``s3://bucket/prefix``)."""
+
+    @abstractmethod
+    def spec(self) -> dict[str, Any]:
+        """Options that rebuild an equal store in another process (never credentials)."""
+
+    @abstractmethod
+    def put_bytes(self, key: str, data: bytes | memoryview) -> None:
+        """Write ``data`` under ``key`` atomically."""
+
+    @abstractmethod
+    def put_file(self, key: str, path: Path) -> None:
+        """Upload a file atomically (multipart for large files where the store has it)."""
+
+    @abstractmethod
+    def get_bytes(self, key: str) -> bytes:
+        """Read a whole object. Raises ObjectMissing."""
+
+    @abstractmethod
+    def get_file(self, key: str, path: Path) -> None:
+        """Download an object to a file. Raises ObjectMissing."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix`` (no particular order)."""
+
+    @abstractmethod
+    def delete(self, keys: Iterable[str]) -> None:
+        """Delete objects; keys that do not exist are ignored."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url})"

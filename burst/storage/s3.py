@@ -1,0 +1,298 @@
+"""S3 (or any S3-compatible endpoint) as an object store, through boto3.
+
+Credentials come only from the environment, the shared config files or an instance/pod role
+(boto3's default chain); nothing here accepts a key. Requests retry with exponential backoff
+(botocore's ``standard`` mode, plus our own retry around reading a response body). Objects
+above ``multipart_threshold`` go up in parallel parts. ``sse="aws:kms"`` with ``kms_key_id``
+asks for SSE-KMS on every write.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from burst.errors import BadInputError
+from burst.storage.base import (
+    ObjectInfo,
+    ObjectMissing,
+    ObjectStore,
+    StoreError,
+    ViewReader,
+    check_key,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
+RETRY_CODES = {"500", "502", "503", "504", "SlowDown", "RequestTimeout", "InternalError"}
+
+
+class S3Store(ObjectStore):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        sse: str | None = None,
+        kms_key_id: str | None = None,
+        max_attempts: int = 6,
+        max_concurrency: int = 10,
+        multipart_threshold: int = 64 << 20,
+        multipart_chunksize: int = 16 << 20,
+        addressing_style: str | None = None,
+    ) -> None:
+        if not bucket:
+            raise BadInputError("an S3 store needs a bucket name (s3://BUCKET/prefix)")
+        if sse not in (None, "AES256", "aws:kms"):
+            raise BadInputError(f"sse must be AES256 or aws:kms, not {sse!r}")
+        if kms_key_id and sse != "aws:kms":
+            raise BadInputError("kms_key_id needs sse='aws:kms'")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.endpoint_url = endpoint_url
+        self.region = region
+        self.sse = sse
+        self.kms_key_id = kms_key_id
+        self.max_attempts = max_attempts
+        self.max_concurrency = max_concurrency
+        self.multipart_threshold = multipart_threshold
+        self.multipart_chunksize = multipart_chunksize
+        self.addressing_style = addressing_style or ("path" if endpoint_url else "auto")
+        self._client: Any = None
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            cfg = Config(
+                retries={"max_attempts": self.max_attempts, "mode": "standard"},
+                max_pool_connections=max(16, self.max_concurrency * 2),
+                s3={"addressing_style": self.addressing_style},
+                connect_timeout=10,
+                read_timeout=60,
+            )
+            session = boto3.session.Session()
+            self._client = session.client(
+                "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=cfg
+            )
+        return self._client
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "kind": "s3",
+            "bucket": self.bucket,
+            "prefix": self.prefix,
+            "endpoint_url": self.endpoint_url,
+            "region": self.region,
+            "sse": self.sse,
+            "kms_key_id": self.kms_key_id,
+            "max_attempts": self.max_attempts,
+            "max_concurrency": self.max_concurrency,
+            "multipart_threshold": self.multipart_threshold,
+            "multipart_chunksize": self.multipart_chunksize,
+            "addressing_style": self.addressing_style,
+        }
+
+    def _full(self, key: str) -> str:
+        check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _extra(self) -> dict[str, str]:
+        extra: dict[str, str] = {}
+        if self.sse:
+            extra["ServerSideEncryption"] = self.sse
+        if self.kms_key_id:
+            extra["SSEKMSKeyId"] = self.kms_key_id
+        return extra
+
+    def _call(self, what: str, key: str, fn: Callable[[], T]) -> T:
+        """Run ``fn`` with retries on transient failures; map errors to StoreError."""
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectionError,
+            IncompleteReadError,
+            NoCredentialsError,
+            ReadTimeoutError,
+            ResponseStreamingError,
+        )
+
+        where = f"s3://{self.bucket}/{self._full(key) if key else self.prefix}"
+        transient = (ConnectionError, IncompleteReadError, ReadTimeoutError, ResponseStreamingError)
+        for attempt in range(self.max_attempts):
+            try:
+                return fn()
+            except NoCredentialsError as exc:
+                raise StoreError(
+                    "no S3 credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
+                    " in the environment, or run with an instance/pod role",
+                    where=where,
+                ) from exc
+            except ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code", ""))
+                if code in MISSING_CODES:
+                    raise ObjectMissing("object does not exist", where=where) from exc
+                if code == "NoSuchBucket":
+                    raise StoreError(f"bucket {self.bucket!r} does not exist", where=where) from exc
+                if code not in RETRY_CODES or attempt == self.max_attempts - 1:
+                    raise StoreError(f"{what} failed: {code or exc}", where=where) from exc
+            except transient as exc:
+                if attempt == self.max_attempts - 1:
+                    raise StoreError(f"{what} failed: {exc}", where=where) from exc
+            except BotoCoreError as exc:
+                raise StoreError(f"{what} failed: {exc}", where=where) from exc
+            delay = min(8.0, 0.2 * 2**attempt) * (0.5 + random.random())
+            log.warning(
+                "s3 %s %s: transient failure, retry %d in %.1fs", what, key, attempt + 1, delay
+            )
+            time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _transfer_config(self) -> Any:
+        from boto3.s3.transfer import TransferConfig
+
+        return TransferConfig(
+            multipart_threshold=self.multipart_threshold,
+            multipart_chunksize=self.multipart_chunksize,
+            max_concurrency=self.max_concurrency,
+        )
+
+    # -- the interface --------------------------------------------------------------------
+
+    def put_bytes(self, key: str, data: bytes | memoryview) -> None:
+        full = self._full(key)
+        view = memoryview(data).cast("B")
+        if len(view) >= self.multipart_threshold:
+            self._call(
+                "upload",
+                key,
+                lambda: self.client.upload_fileobj(
+                    ViewReader(view),
+                    self.bucket,
+                    full,
+                    ExtraArgs=self._extra(),
+                    Config=self._transfer_config(),
+                ),
+            )
+            return
+
+        def put() -> None:
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=full,
+                Body=ViewReader(view),
+                ContentLength=len(view),
+                **self._extra(),
+            )
+
+        self._call("put", key, put)
+
+    def put_file(self, key: str, path: Path) -> None:
+        full = self._full(key)
+        self._call(
+            "upload",
+            key,
+            lambda: self.client.upload_file(
+                str(path),
+                self.bucket,
+                full,
+                ExtraArgs=self._extra(),
+                Config=self._transfer_config(),
+            ),
+        )
+
+    def get_bytes(self, key: str) -> bytes:
+        full = self._full(key)
+        return self._call(
+            "get", key, lambda: self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read()
+        )
+
+    def get_file(self, key: str, path: Path) -> None:
+        full = self._full(key)
+        self._call(
+            "download",
+            key,
+            lambda: self.client.download_file(
+                self.bucket, full, str(path), Config=self._transfer_config()
+            ),
+        )
+
+    def exists(self, key: str) -> bool:
+        full = self._full(key)
+        try:
+            self._call("head", key, lambda: self.client.head_object(Bucket=self.bucket, Key=full))
+        except ObjectMissing:
+            return False
+        return True
+
+    def list(self, prefix: str = "") -> Iterator[ObjectInfo]:
+        base = f"{self.prefix}/" if self.prefix else ""
+        paginator = self.client.get_paginator("list_objects_v2")
+        pages = self._call(
+            "list", "", lambda: list(paginator.paginate(Bucket=self.bucket, Prefix=base + prefix))
+        )
+        for page in pages:
+            for obj in page.get("Contents", []):
+                yield ObjectInfo(
+                    key=obj["Key"][len(base) :],
+                    size=int(obj["Size"]),
+                    mtime=obj["LastModified"].timestamp(),
+                )
+
+    def delete(self, keys: Iterable[str]) -> None:
+        fulls = [self._full(k) for k in keys]
+        for i in range(0, len(fulls), 1000):
+            batch = [{"Key": k} for k in fulls[i : i + 1000]]
+            resp = self._call(
+                "delete",
+                "",
+                lambda b=batch: self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": b, "Quiet": True}
+                ),
+            )
+            errors = [e for e in resp.get("Errors", []) if e.get("Code") not in MISSING_CODES]
+            if errors:
+                first = errors[0]
+                raise StoreError(
+                    f"delete failed for {len(errors)} objects: {first.get('Code')}",
+                    where=f"s3://{self.bucket}/{first.get('Key')}",
+                )
+
+    def ensure_bucket(self) -> None:
+        """Create the bucket if it does not exist (for loopback servers and tests)."""
+        if self._call("head bucket", "", lambda: _bucket_exists(self.client, self.bucket)):
+            return
+        self._call("create bucket", "", lambda: self.client.create_bucket(Bucket=self.bucket))
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def _bucket_exists(client: Any, bucket: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        client.head_bucket(Bucket=bucket)
+    except ClientError as exc:
+        if str(exc.response.get("Error", {}).get("Code")) in {"404", "NoSuchBucket", "NotFound"}:
+            return False
+        raise
+    return True
