@@ -12,6 +12,7 @@ from typing import Any
 
 from burst.errors import LeakError
 from burst.infra.teardown import destroy_run, leak_scan
+from burst.obs.metrics import RunMetrics, export_from_env
 from burst.stepio import StepContext, main
 
 INJECTED_ATTEMPTS = (1, 2)
@@ -32,6 +33,9 @@ def run(ctx: StepContext) -> dict[str, Any]:
     result["injected_failures"] = injected
     leaks = leak_scan(ctx.run_id, ctx.paths.terraform)
     result["leaks"] = leaks
+    metrics = RunMetrics.for_job(ctx.run_id, ctx.spec)
+    metrics.set_leaked(len(leaks))
+    export_from_env(metrics, ctx.paths.dir, "teardown")
     if leaks:
         names = ", ".join(f"{x['kind']} {x['id']}" for x in leaks)
         err = LeakError(f"{len(leaks)} resource(s) of run {ctx.run_id} remain: {names}")
