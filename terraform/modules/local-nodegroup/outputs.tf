@@ -1,6 +1,6 @@
 output "node_group_name" {
   description = "Name of the (emulated) node group."
-  value       = "burst-${var.run_id}"
+  value       = try(terraform_data.node_group.output.name, null)
 }
 
 output "node_names" {
@@ -29,4 +29,9 @@ output "vpn_name" {
 output "region" {
   description = "Region the node group stands for."
   value       = var.region
+}
+
+output "tags" {
+  description = "The tags every resource of the run carries."
+  value       = local.tags
 }

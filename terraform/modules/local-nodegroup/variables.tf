@@ -50,3 +50,15 @@ variable "tags" {
   description = "Run tags (burst:run-id, burst:expires-at, owner, team, cost centre), merged everywhere."
   default     = {}
 }
+
+variable "simulate_no_capacity" {
+  type        = list(string)
+  description = "Regions where the node group fails at apply time with an emulated InsufficientInstanceCapacity error (tests and fault injection)."
+  default     = []
+}
+
+variable "fail_midway" {
+  type        = bool
+  description = "Fail at apply time after the VPN and node group exist, before the nodes (fault injection: provision:midway)."
+  default     = false
+}

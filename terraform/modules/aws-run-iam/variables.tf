@@ -1,0 +1,89 @@
+variable "run_id" {
+  type        = string
+  description = "The burst run id; names the roles and is tagged on them."
+
+  validation {
+    condition     = can(regex("^[a-z0-9][a-z0-9.-]{0,100}$", var.run_id))
+    error_message = "run_id must be lowercase letters, digits, '.' and '-'."
+  }
+}
+
+variable "oidc_provider_arn" {
+  type        = string
+  description = "ARN of the EKS cluster's IAM OIDC provider (IRSA)."
+
+  validation {
+    condition     = can(regex("^arn:[a-z-]+:iam::[0-9]{12}:oidc-provider/", var.oidc_provider_arn))
+    error_message = "oidc_provider_arn must be an IAM OIDC provider ARN."
+  }
+}
+
+variable "oidc_provider_url" {
+  type        = string
+  description = "Issuer URL of the cluster's OIDC provider, with or without https://."
+}
+
+variable "namespace" {
+  type        = string
+  description = "Kubernetes namespace of the run's service account."
+  default     = "burst"
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", var.namespace))
+    error_message = "namespace must be a DNS-1123 label."
+  }
+}
+
+variable "service_account" {
+  type        = string
+  description = "Kubernetes service account of the run's pods. Null: burst-<run_id>."
+  default     = null
+}
+
+variable "bucket_arn" {
+  type        = string
+  description = "ARN of the checkpoint bucket."
+
+  validation {
+    condition     = can(regex("^arn:[a-z-]+:s3:::[a-z0-9.-]+$", var.bucket_arn))
+    error_message = "bucket_arn must be an S3 bucket ARN."
+  }
+}
+
+variable "checkpoint_prefix" {
+  type        = string
+  description = "The run's key prefix in the bucket (ends with '/'); the role may touch nothing else."
+
+  validation {
+    condition     = can(regex("^[^*]+/$", var.checkpoint_prefix))
+    error_message = "checkpoint_prefix must end with '/' and contain no '*'."
+  }
+}
+
+variable "kms_key_arn" {
+  type        = string
+  description = "ARN of the key that encrypts the checkpoints."
+
+  validation {
+    condition     = can(regex("^arn:[a-z-]+:kms:", var.kms_key_arn))
+    error_message = "kms_key_arn must be a KMS key ARN."
+  }
+}
+
+variable "create_node_role" {
+  type        = bool
+  description = "Also create the EC2 role of the run's node group (worker, CNI and read-only registry policies)."
+  default     = true
+}
+
+variable "permissions_boundary_arn" {
+  type        = string
+  description = "Permissions boundary set on every role, if the organisation requires one."
+  default     = null
+}
+
+variable "tags" {
+  type        = map(string)
+  description = "Run tags (burst:run-id, burst:expires-at, burst:owner, burst:team, burst:cost-centre), merged into every resource."
+  default     = {}
+}

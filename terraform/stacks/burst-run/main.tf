@@ -1,0 +1,91 @@
+################################################################################
+# burst-run: the root module one run applies, in one region (the plan's candidate).
+# State: S3 with a lock file, key derived from the run id (see versions.tf).
+################################################################################
+
+locals {
+  tags = merge(var.extra_tags, {
+    "burst:run-id"      = var.run_id
+    "burst:expires-at"  = var.expires_at
+    "burst:owner"       = var.owner
+    "burst:team"        = var.team
+    "burst:cost-centre" = var.cost_centre
+  })
+  spot = var.capacity != "on_demand"
+}
+
+provider "aws" {
+  region = var.region
+
+  default_tags {
+    tags = local.tags
+  }
+}
+
+################################################################################
+# Checkpoints and identity
+################################################################################
+
+module "checkpoints" {
+  source            = "../../modules/aws-checkpoint-bucket"
+  run_id            = var.run_id
+  force_destroy     = true
+  replication       = var.checkpoint_replication
+  access_log_bucket = var.access_log_bucket
+  tags              = local.tags
+}
+
+module "iam" {
+  source            = "../../modules/aws-run-iam"
+  run_id            = var.run_id
+  oidc_provider_arn = var.oidc_provider_arn
+  oidc_provider_url = var.oidc_provider_url
+  bucket_arn        = module.checkpoints.bucket_arn
+  checkpoint_prefix = module.checkpoints.checkpoint_prefix
+  kms_key_arn       = module.checkpoints.kms_key_arn
+  tags              = local.tags
+}
+
+################################################################################
+# Network back home
+################################################################################
+
+module "vpn" {
+  source                   = "../../modules/aws-site-vpn"
+  run_id                   = var.run_id
+  vpc_id                   = var.vpc_id
+  route_table_ids          = var.route_table_ids
+  transit_gateway_id       = var.vpn.transit_gateway_id
+  customer_gateway_ip      = var.vpn.customer_gateway_ip
+  customer_gateway_bgp_asn = var.vpn.bgp_asn
+  control_network_cidrs    = var.vpn.control_network_cidrs
+  static_routes_only       = var.vpn.static_routes_only
+  tags                     = local.tags
+}
+
+################################################################################
+# GPU nodes
+################################################################################
+
+module "nodegroup" {
+  source                    = "../../modules/aws-gpu-nodegroup"
+  run_id                    = var.run_id
+  cluster_name              = var.cluster_name
+  cluster_security_group_id = var.cluster_security_group_id
+  vpc_id                    = var.vpc_id
+  subnet_ids                = var.subnet_ids
+  node_role_arn             = module.iam.node_role_arn
+  instance_types            = var.instance_types
+  capacity_type             = local.spot ? "SPOT" : "ON_DEMAND"
+  on_demand_floor           = var.capacity == "spot_with_fallback" ? var.on_demand_floor : 0
+  desired_size              = var.node_count
+  min_size                  = 0
+  max_size                  = var.node_count
+  accelerator               = var.accelerator
+  ami_type                  = var.ami_type
+  ebs_kms_key_arn           = module.checkpoints.kms_key_arn
+  control_network_cidrs     = var.vpn.control_network_cidrs
+  tags                      = local.tags
+
+  depends_on = [module.vpn]
+}

@@ -1,0 +1,8 @@
+# Variable set for ap-southeast-3, Asia Pacific (Jakarta). Pass it with the candidate's site settings:
+#   terraform -chdir=terraform/stacks/burst-run apply -var-file=regions/ap-southeast-3.tfvars -var-file=site.tfvars
+# Instance types: most preferred first; burst's driver replaces them with the plan's
+# candidate instance when the catalog names one. Check availability in the catalog
+# (burst/plan/catalog/default.yaml): GPU offerings per region change often.
+region         = "ap-southeast-3"
+instance_types = ["p5.48xlarge", "g6.48xlarge"]
+ami_type       = "AL2023_x86_64_NVIDIA"
