@@ -1,0 +1,165 @@
+"""Evaluate the Rego rules in ``policies/rules/`` in-process (regopy / rego-cpp).
+
+One interpreter per policy set; one query (``data.burst.preflight.decision``) per candidate
+(region, provider). The rules produce the reasons and the verdict; this module only builds the
+input document, checks the shape of what comes back and orders the reasons.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+from typing import Any
+
+from burst.policy.loader import PolicyFileError, PolicySet, RegoModule, _display
+from burst.spec import BurstJob
+
+log = logging.getLogger(__name__)
+
+DECISION_QUERY = "data.burst.preflight.decision"
+VERDICTS = ("allow", "review", "deny")
+EFFECT_ORDER = {"deny": 0, "review": 1, "info": 2}
+# rego-cpp 1.x crashes (SIGSEGV) on `with input as {...}` in some rule shapes; replacing
+# input field by field (`with input.spec as ...`) works. Refuse the crashing form up front.
+WHOLE_INPUT_WITH = re.compile(r"\bwith\s+input\s+as\b")
+
+
+def _rego_error(module: RegoModule, exc: Exception) -> PolicyFileError:
+    text = str(exc)
+    line = ""
+    m = re.search(r"\|(\d+)\|", text)
+    first = next((ln.strip() for ln in text.splitlines() if "errormsg" in ln), "")
+    msg = re.sub(r"^\(errormsg \d+:|\)+$", "", first).strip() or "Rego does not parse"
+    # rego-cpp reports byte offsets; turn the first one into a line number
+    if m:
+        offset = int(m.group(1))
+        line = f":{module.text[:offset].count(chr(10)) + 1}"
+    return PolicyFileError(f"Rego error: {msg}", where=f"{_display(module.path)}{line}")
+
+
+def rego_json(value: Any) -> str:
+    """JSON that rego-cpp's base-document parser accepts: it rejects exponents without a
+    decimal point (``1e+26``), which is how Python writes large floats."""
+    if isinstance(value, dict):
+        items = (f"{json.dumps(str(k))}:{rego_json(v)}" for k, v in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(rego_json(v) for v in value) + "]"
+    if isinstance(value, float) and not isinstance(value, bool):
+        text = repr(value)
+        if text in ("inf", "-inf", "nan"):
+            raise ValueError(f"{text} is not a JSON number")
+        mantissa, e, exponent = text.partition("e")
+        if e and "." not in mantissa:
+            text = f"{mantissa}.0e{exponent}"
+        return text
+    return json.dumps(value)
+
+
+class Engine:
+    """A loaded interpreter for one PolicySet."""
+
+    def __init__(self, policies: PolicySet, *, with_tests: bool = False) -> None:
+        from regopy import Interpreter
+
+        self.policies = policies
+        self.rego = Interpreter()
+        self.rego.add_data_json(rego_json(policies.data_document()))
+        modules = policies.modules if with_tests else policies.rule_modules
+        for module in modules:
+            lineno = next(
+                (i + 1 for i, ln in enumerate(module.text.splitlines())
+                 if WHOLE_INPUT_WITH.search(ln.split("#", 1)[0])),
+                None,
+            )
+            if lineno is not None:
+                raise PolicyFileError(
+                    "`with input as {...}` crashes rego-cpp; replace fields instead "
+                    "(`with input.spec as ... with input.candidate as ...`)",
+                    where=f"{_display(module.path)}:{lineno}",
+                )
+            try:
+                self.rego.add_module(module.path.name, module.text)
+            except Exception as exc:  # regopy.RegoError: a module that does not parse
+                raise _rego_error(module, exc) from None
+
+    def query(self, query: str) -> Any:
+        """Run a query; return the first expression's value, or None when undefined."""
+        out = self.rego.query(query)
+        text = str(out)
+        if not out.ok():
+            first = " ".join(text.split())[:300]
+            raise PolicyFileError(f"Rego evaluation failed for {query}: {first}",
+                                  where=_display(self.policies.root / "rules"))
+        if text.strip() == "undefined":
+            return None
+        doc = json.loads(text)
+        if isinstance(doc, list):
+            doc = doc[0] if doc else {}
+        exprs = doc.get("expressions", [])
+        return exprs[0] if exprs else None
+
+    def evaluate(self, doc: dict[str, Any]) -> dict[str, Any]:
+        from regopy import Input
+
+        self._input = Input(doc)  # keep it alive while the interpreter may read it
+        self.rego.set_input(self._input)
+        result = self.query(DECISION_QUERY)
+        return _check_decision(result, self.policies)
+
+
+def _check_decision(result: Any, policies: PolicySet) -> dict[str, Any]:
+    where = _display(policies.root / "rules")
+    if not isinstance(result, dict) or result.get("verdict") not in VERDICTS:
+        raise PolicyFileError(
+            f"{DECISION_QUERY} must be an object with verdict allow/review/deny "
+            f"(got {json.dumps(result)[:120]})", where=where)
+    reasons = []
+    for r in result.get("reasons", []):
+        missing = [k for k in ("rule", "effect", "message", "source") if not r.get(k)]
+        if missing or r["effect"] not in EFFECT_ORDER:
+            raise PolicyFileError(
+                f"a rule produced a reason without {', '.join(missing) or 'a valid effect'}: "
+                f"{json.dumps(r)[:160]}", where=where)
+        reasons.append({k: r[k] for k in ("rule", "effect", "message", "source", "fact") if k in r})
+    waivers = {(w["rule"], w.get("fact")): w for w in result.get("waivers", [])}
+    for r in reasons:
+        w = waivers.get((r["rule"], r.get("fact")))
+        if w is not None and r["effect"] == "review":
+            r["waived_by"] = w["exception"]
+            r["waiver_expires"] = w["expires"]
+    reasons.sort(key=lambda r: (EFFECT_ORDER[r["effect"]], "waived_by" in r, r["rule"],
+                                r.get("fact", ""), r["message"]))
+    return {"verdict": result["verdict"], "reasons": reasons}
+
+
+def input_document(
+    job: BurstJob, region: str, provider: str, *, today: dt.date, max_fact_age_days: int
+) -> dict[str, Any]:
+    """The Rego ``input`` for one candidate: only the spec fields the rules read."""
+    return {
+        "today": today.isoformat(),
+        "stale_before": (today - dt.timedelta(days=max_fact_age_days)).isoformat(),
+        "spec": {
+            "name": job.name,
+            "data": {
+                "classification": job.data.classification,
+                "origin": job.data.origin,
+                "region": job.data.region,
+                "transfer_safeguards": [s.lower() for s in job.data.transfer_safeguards],
+            },
+            "model": {
+                "weights": job.model.weights,
+                "training_ops": job.model.training_ops,
+                "export_sensitivity": job.model.export_sensitivity,
+            },
+            "organization": {
+                "headquarters": job.organization.headquarters,
+                "parent_headquarters": job.organization.parent_headquarters,
+            },
+            "compute": {"gpu_type": job.compute.gpu_type.lower()},
+        },
+        "candidate": {"region": region, "provider": provider},
+    }

@@ -1,0 +1,271 @@
+"""Pydantic models of the policy files in ``policies/`` (the facts, not the rules).
+
+Every fact carries where it comes from (``source``), when someone last checked it
+(``last_verified``) and how sure we are (``confidence``). The rules treat ``low`` and
+``unknown`` confidence, and facts older than ``settings.max_fact_age_days``, as never
+enough to allow.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+COUNTRY = r"^[A-Z]{2}$"
+JURISDICTION = r"^[A-Z]{2}(-[A-Z]{2,5})?$"
+TOKEN = r"^[a-z][a-z0-9_]*$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=True)
+
+
+class Confidence(StrEnum):
+    high = "high"  # read in primary text or a statute mirror
+    med = "med"  # two or more consistent secondary sources
+    low = "low"  # single secondary source, or unsourced background knowledge
+    unknown = "unknown"  # not researched
+
+
+class Effect(StrEnum):
+    deny = "deny"
+    review = "review"
+
+
+def _as_list(v: object) -> object:
+    return [v] if isinstance(v, str) else v
+
+
+Sources = Annotated[list[str], BeforeValidator(_as_list)]
+
+
+class Fact(Strict):
+    """One sourced statement. ``rule`` is the statement in words."""
+
+    rule: str = Field(min_length=1)
+    source: Sources = Field(default_factory=list, description="URLs or document references.")
+    confidence: Confidence
+    last_verified: dt.date
+    note: str | None = None
+
+
+class Outbound(Fact):
+    """What a jurisdiction requires before personal data leaves it."""
+
+    safeguard_required: bool = Field(description="A recorded safeguard is needed for a transfer.")
+    accepted_safeguards: list[str] = Field(
+        default_factory=list, description="Tokens in spec data.transfer_safeguards that count."
+    )
+    adequate_destinations: list[str] = Field(
+        default_factory=list, description="Countries a transfer to needs no safeguard."
+    )
+    assessment_required: bool = Field(
+        default=False, description="A transfer impact/risk assessment ('tia') is also needed."
+    )
+    assessment_waived_by: list[str] = Field(
+        default_factory=list, description="Safeguards (derogations) that need no assessment."
+    )
+    always_review: str | None = Field(
+        default=None, description="A duty no spec field can show done (e.g. a filing): review."
+    )
+    dates: str | None = None
+
+    @field_validator("accepted_safeguards", "assessment_waived_by")
+    @classmethod
+    def _tokens(cls, v: list[str]) -> list[str]:
+        for t in v:
+            if not re.match(TOKEN, t):
+                raise ValueError(f"safeguard {t!r} must be a lowercase token (scc, bcr, consent)")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Outbound:
+        if self.safeguard_required and not self.accepted_safeguards:
+            raise ValueError("safeguard_required is true but accepted_safeguards is empty")
+        return self
+
+
+class Localization(Fact):
+    """A duty to keep some data classes inside the jurisdiction's countries."""
+
+    id: str = Field(pattern=r"^[a-z0-9-]+$", description="Short id, unique in the jurisdiction.")
+    classes: list[str] = Field(min_length=1, description="Data classes the duty covers.")
+    headquarters_in: list[str] | None = Field(
+        default=None, description="Applies only when the organisation is based in these countries."
+    )
+    effect: Effect = Effect.deny
+
+
+class Jurisdiction(Strict):
+    name: str = Field(min_length=1)
+    law: str = Field(min_length=1)
+    countries: list[str] = Field(
+        description="Countries whose regions count as inside (empty for free zones)."
+    )
+    source: Sources = Field(default_factory=list)
+    outbound: Outbound | None = None
+    inbound_rented_region: Fact | None = None
+    localization: list[Localization] = Field(default_factory=list)
+    breach: Fact | None = None
+    note: str | None = None
+
+    @field_validator("countries")
+    @classmethod
+    def _countries(cls, v: list[str]) -> list[str]:
+        for c in v:
+            if not re.match(COUNTRY, c):
+                raise ValueError(f"country {c!r} must be an ISO 3166-1 alpha-2 code")
+        return v
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Jurisdiction:
+        ids = [loc.id for loc in self.localization]
+        if len(set(ids)) != len(ids):
+            raise ValueError("two localization entries share an id")
+        return self
+
+
+class JurisdictionsFile(Strict):
+    jurisdictions: dict[str, Jurisdiction]
+
+    @field_validator("jurisdictions")
+    @classmethod
+    def _codes(cls, v: dict[str, Jurisdiction]) -> dict[str, Jurisdiction]:
+        for code in v:
+            if not re.match(JURISDICTION, code):
+                raise ValueError(f"jurisdiction code {code!r} must look like SG, AE-DIFC or EU")
+        return v
+
+
+class Region(Strict):
+    name: str = Field(min_length=1)
+    country: str = Field(pattern=COUNTRY)
+    gpu_types: list[str] = Field(default_factory=list, description="GPU types seen there.")
+    access: Literal["open", "opt_in", "restricted"] = "open"
+    note: str | None = None
+
+
+class ProviderRegions(Strict):
+    source: Sources = Field(min_length=1)
+    confidence: Confidence
+    last_verified: dt.date
+    note: str | None = None
+    regions: dict[str, Region] = Field(min_length=1)
+
+
+class RegionsFile(Strict):
+    providers: dict[str, ProviderRegions]
+
+
+class Feature(Fact):
+    """A provider feature: available true/false, or None when nobody checked."""
+
+    available: bool | None = None
+
+    @model_validator(mode="after")
+    def _unknown_means_unknown(self) -> Feature:
+        if self.available is None and self.confidence != Confidence.unknown:
+            raise ValueError("available is not set, so confidence must be 'unknown'")
+        return self
+
+
+class Provider(Strict):
+    name: str = Field(min_length=1)
+    customer_managed_keys: Feature
+    audit_logs: Feature
+    breach_notification: Feature
+    data_processing_agreement: Feature
+    preemption_notice: Fact
+    preemption_notice_seconds: int | None = Field(default=None, ge=0)
+
+
+class ProvidersFile(Strict):
+    providers: dict[str, Provider]
+
+
+class AcceleratorClass(Fact):
+    gpu_types: list[str] = Field(min_length=1)
+
+
+class HeadquartersRule(Fact):
+    countries: list[str] = Field(min_length=1, description="D:5 countries and Macau.")
+    controlled_classes: list[str] = Field(min_length=1)
+    effect: Effect = Effect.deny
+
+
+class ModelWeightsRule(Fact):
+    threshold_ops: float = Field(gt=0)
+    effect: Effect = Effect.review
+
+
+class ExportFile(Strict):
+    accelerator_classes: dict[str, AcceleratorClass]
+    headquarters_rule: HeadquartersRule
+    screened_headquarters: Fact = Field(
+        description="Countries the fact sheet places outside D:5 (others: unknown, review)."
+    )
+    screened_countries: list[str]
+    destination_licence: Fact
+    destination_licence_countries: list[str]
+    model_weights: ModelWeightsRule
+    controlled_models: Fact
+    export_controlled_data: Fact
+
+    @model_validator(mode="after")
+    def _known_classes(self) -> ExportFile:
+        for c in self.headquarters_rule.controlled_classes:
+            if c not in self.accelerator_classes:
+                raise ValueError(f"headquarters_rule names class {c!r}, not in accelerator_classes")
+        return self
+
+
+class DataClassInfo(Strict):
+    description: str = Field(min_length=1)
+    personal: bool = Field(description="Personal-data transfer rules apply.")
+    requires_customer_managed_keys: bool
+
+
+class DataClassesFile(Strict):
+    data_classes: dict[str, DataClassInfo]
+
+
+class Settings(Strict):
+    max_fact_age_days: int = Field(default=365, ge=1, description="Older facts never allow.")
+    fact_sheet: str | None = None
+
+
+class Scope(Strict):
+    regions: list[str] = Field(default_factory=lambda: ["*"])
+    providers: list[str] = Field(default_factory=lambda: ["*"])
+    specs: list[str] = Field(default_factory=lambda: ["*"], description="Spec names.")
+    origins: list[str] = Field(default_factory=lambda: ["*"])
+    classifications: list[str] = Field(default_factory=lambda: ["*"])
+
+
+class PolicyException(Strict):
+    """A signed-off exception: turns one rule's ``review`` into ``allow`` within a scope."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    rule: str = Field(pattern=r"^[A-Z][A-Z0-9-]+$")
+    scope: Scope
+    approver: str = Field(min_length=3, description="Who signed it off (name <email>).")
+    approved: dt.date
+    expires: dt.date
+    justification: str = Field(min_length=10)
+    ticket: str | None = None
+
+    @model_validator(mode="after")
+    def _dates(self) -> PolicyException:
+        if self.expires <= self.approved:
+            raise ValueError("expires must be after approved")
+        if (self.expires - self.approved).days > 366:
+            raise ValueError("an exception may last at most one year")
+        return self
+
+
+class ExceptionFile(Strict):
+    exceptions: list[PolicyException] = Field(min_length=1)

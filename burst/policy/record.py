@@ -1,0 +1,170 @@
+"""The decision record: what preflight decided, for which spec and which policies.
+
+Schema (``DecisionRecord``, JSON):
+
+    {
+      "kind": "burst/decision-record", "version": 1,
+      "spec_name": str, "spec_sha256": hex64, "policy_sha256": hex64, "policy_dir": str,
+      "created_at": "YYYY-MM-DDTHH:MM:SSZ", "evaluated_on": "YYYY-MM-DD",
+      "max_fact_age_days": int,
+      "verdict": "allow" | "review" | "deny",       # best verdict over all candidates
+      "allowed": [{"region", "provider"}, ...],      # candidates with verdict allow, spec order
+      "counts": {"allow": n, "review": n, "deny": n},
+      "decisions": [
+        {"region", "provider", "verdict",
+         "reasons": [{"rule", "message", "source", "effect", "fact"?, "waived_by"?,
+                      "waiver_expires"?}, ...]}     # deny first, then review, then info
+      ]
+    }
+
+``require_allow`` is what the provision step calls before it creates anything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from pathlib import Path
+from typing import Any
+
+from burst.errors import BadInputError, PolicyRefusal
+from burst.policy.engine import Engine, input_document
+from burst.policy.loader import PolicySet, load_policies, policy_sha256
+from burst.spec import BurstJob
+
+log = logging.getLogger(__name__)
+
+KIND = "burst/decision-record"
+VERSION = 1
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def candidates(job: BurstJob) -> list[tuple[str, str]]:
+    """Every (region, provider) of the spec, providers outer, regions in preference order."""
+    return [(r, p) for p in job.compute.providers for r in job.compute.regions]
+
+
+def evaluate(
+    job: BurstJob,
+    policies: PolicySet | None = None,
+    *,
+    today: dt.date | None = None,
+    max_fact_age_days: int | None = None,
+    now: dt.datetime | None = None,
+) -> dict[str, Any]:
+    """Decide every candidate of ``job`` and return the decision record (a dict)."""
+    policies = policies or load_policies()
+    now = now or _utcnow()
+    today = today or now.date()
+    max_age = max_fact_age_days or policies.settings.max_fact_age_days
+    engine = Engine(policies)
+    decisions = []
+    for region, provider in candidates(job):
+        doc = input_document(job, region, provider, today=today, max_fact_age_days=max_age)
+        result = engine.evaluate(doc)
+        decisions.append({"region": region, "provider": provider, **result})
+        log.info("preflight %s/%s: %s", provider, region, result["verdict"])
+    counts = {v: sum(d["verdict"] == v for d in decisions) for v in ("allow", "review", "deny")}
+    best = next((v for v in ("allow", "review", "deny") if counts[v]), "deny")
+    return {
+        "kind": KIND,
+        "version": VERSION,
+        "spec_name": job.name,
+        "spec_sha256": job.sha256(),
+        "policy_sha256": policies.sha256,
+        "policy_dir": str(policies.root),
+        "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "evaluated_on": today.isoformat(),
+        "max_fact_age_days": max_age,
+        "verdict": best,
+        "allowed": [
+            {"region": d["region"], "provider": d["provider"]}
+            for d in decisions if d["verdict"] == "allow"
+        ],
+        "counts": counts,
+        "decisions": decisions,
+    }
+
+
+def first_reason(decision: dict[str, Any]) -> str:
+    """The reason a table shows: the first blocking one, else the first at all."""
+    reasons = decision.get("reasons", [])
+    for r in reasons:
+        if r["effect"] in ("deny", "review") and "waived_by" not in r:
+            return f"{r['rule']}: {r['message']}"
+    if decision.get("verdict") == "allow":
+        waived = [r for r in reasons if "waived_by" in r]
+        if waived:
+            return f"{waived[0]['rule']} waived by exception {waived[0]['waived_by']}"
+        return "no rule objects"
+    return f"{reasons[0]['rule']}: {reasons[0]['message']}" if reasons else ""
+
+
+def _check_shape(record: Any) -> None:
+    if not isinstance(record, dict) or record.get("kind") != KIND:
+        raise BadInputError("not a decision record (kind must be burst/decision-record)")
+    for key in ("spec_sha256", "policy_sha256", "decisions"):
+        if key not in record:
+            raise BadInputError(f"decision record: field {key} is missing")
+    if not isinstance(record["decisions"], list):
+        raise BadInputError("decision record: field decisions must be a list")
+
+
+def require_allow(
+    record: dict[str, Any],
+    spec: BurstJob,
+    policy_dir: str | Path | None,
+    region: str,
+    provider: str,
+    *,
+    today: dt.date | None = None,
+) -> dict[str, Any]:
+    """Refuse (``PolicyRefusal``, exit 3) unless ``record`` allows (region, provider) for
+    exactly this spec and the policies in ``policy_dir`` as they are now.
+
+    Checks: the record's spec_sha256 is ``spec.sha256()``; its policy_sha256 is the hash of
+    ``policy_dir`` (None: the default policy directory) now; the decision for (region,
+    provider) is ``allow``; no exception it relied on has expired since. Returns that decision.
+    A record that is not a decision record raises ``BadInputError`` (exit 2).
+    """
+    _check_shape(record)
+    if record["spec_sha256"] != spec.sha256():
+        raise PolicyRefusal(
+            f"decision record is for spec sha256 {str(record['spec_sha256'])[:12]}, "
+            f"not this spec ({spec.sha256()[:12]}): run preflight again"
+        )
+    root = Path(policy_dir) if policy_dir is not None else None
+    if root is None:
+        from burst.policy.loader import default_policy_dir
+
+        root = default_policy_dir()
+    current = policy_sha256(root)
+    if record["policy_sha256"] != current:
+        raise PolicyRefusal(
+            f"decision record is for policies sha256 {str(record['policy_sha256'])[:12]}, "
+            f"but {root} is now {current[:12]}: run preflight again"
+        )
+    match = [
+        d for d in record["decisions"]
+        if isinstance(d, dict) and d.get("region") == region and d.get("provider") == provider
+    ]
+    if not match:
+        raise PolicyRefusal(f"preflight did not decide {provider}/{region}: not allowed")
+    decision = match[0]
+    if decision.get("verdict") != "allow":
+        raise PolicyRefusal(
+            f"preflight verdict for {provider}/{region} is {decision.get('verdict')}: "
+            f"{first_reason(decision)}"
+        )
+    today = today or _utcnow().date()
+    for r in decision.get("reasons", []):
+        expires = r.get("waiver_expires")
+        if expires and dt.date.fromisoformat(str(expires)) <= today:
+            raise PolicyRefusal(
+                f"exception {r.get('waived_by')} that allowed {provider}/{region} "
+                f"({r.get('rule')}) expired on {expires}: run preflight again"
+            )
+    return decision

@@ -1,0 +1,74 @@
+# The verdict for one candidate: deny if any reason denies; review if any review is not
+# waived by an exception in force; allow otherwise. Exceptions (policies/exceptions/*.yaml)
+# waive only `review` reasons, only in their scope, and only between approved and expires.
+package burst.preflight
+
+in_scope(list, value) if "*" in list
+
+in_scope(list, value) if value in list
+
+exception_matches(e, r) if {
+	e.rule == r.rule
+	in_scope(e.scope.regions, cand.region)
+	in_scope(e.scope.providers, cand.provider)
+	in_scope(e.scope.specs, spec.name)
+	in_scope(e.scope.origins, spec.data.origin)
+	in_scope(e.scope.classifications, spec.data.classification)
+}
+
+in_force(e) if {
+	e.approved <= input.today
+	input.today < e.expires
+}
+
+waivers contains {"rule": r.rule, "fact": r.fact, "exception": e.id, "expires": e.expires} if {
+	some r in reasons
+	r.effect == "review"
+	some e in data.exceptions
+	exception_matches(e, r)
+	in_force(e)
+}
+
+waived contains [w.rule, w.fact] if some w in waivers
+
+# rule: EXC-NOT-IN-FORCE
+# effect: info
+# summary: an exception matches a review but is expired (or not yet approved), so it is not honoured
+notices contains {
+	"rule": "EXC-NOT-IN-FORCE", "effect": "info",
+	"message": sprintf("exception %s for %s is not in force (approved %s, expires %s, today %s): not honoured", [
+		e.id, e.rule, e.approved, e.expires, input.today,
+	]),
+	"source": sprintf("policies/exceptions (approver %s)", [e.approver]),
+	"fact": sprintf("exceptions.%s", [e.id]),
+} if {
+	some r in reasons
+	r.effect == "review"
+	some e in data.exceptions
+	exception_matches(e, r)
+	not in_force(e)
+}
+
+blocking contains r if {
+	some r in reasons
+	r.effect == "deny"
+}
+
+blocking contains r if {
+	some r in reasons
+	r.effect == "review"
+	not [r.rule, r.fact] in waived
+}
+
+verdict := "deny" if {
+	some r in blocking
+	r.effect == "deny"
+} else := "review" if {
+	count(blocking) > 0
+} else := "allow"
+
+decision := {
+	"verdict": verdict,
+	"reasons": reasons | notices,
+	"waivers": waivers,
+}

@@ -1,0 +1,48 @@
+# Facts an allow depends on must be sure and fresh: low or unknown confidence, or a
+# last_verified older than settings.max_fact_age_days, never allows.
+package burst.preflight
+
+used_facts[sprintf("regions.%s", [cand.provider])] := provider_regions if region
+
+used_facts[sprintf("jurisdictions.%s.outbound", [spec.data.origin])] := origin.outbound if transfer_out
+
+used_facts[sprintf("jurisdictions.%s.inbound_rented_region", [dest_code])] := dest.inbound_rented_region if {
+	transfer_out
+	dest.inbound_rented_region
+}
+
+used_facts[sprintf("export.accelerator_classes.%s", [accelerator_class])] := export.accelerator_classes[accelerator_class]
+
+used_facts["export.headquarters_rule"] := export.headquarters_rule if controlled_accelerator
+
+# rule: FACT-LOW-CONFIDENCE
+# effect: review
+# summary: a fact the decision relies on has low or unknown confidence
+# facts: regions.*, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, export.accelerator_classes.*, export.headquarters_rule
+reasons contains reason(
+	"FACT-LOW-CONFIDENCE", "review",
+	sprintf("%s is %s confidence (%s): verify it before relying on it", [id, fact.confidence, short(fact.rule)]),
+	fact, id,
+) if {
+	some id, fact in used_facts
+	weak(fact)
+}
+
+# rule: FACT-STALE
+# effect: review
+# summary: a fact the decision relies on was last verified longer ago than settings.max_fact_age_days
+# facts: regions.*, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, export.accelerator_classes.*, export.headquarters_rule
+reasons contains reason(
+	"FACT-STALE", "review",
+	sprintf("%s was last verified %s, before %s (settings.max_fact_age_days): re-verify it", [
+		id, fact.last_verified, input.stale_before,
+	]),
+	fact, id,
+) if {
+	some id, fact in used_facts
+	stale(fact)
+}
+
+short(text) := concat("", [substring(text, 0, 90), "..."]) if {
+	count(text) > 90
+} else := text

@@ -1,0 +1,74 @@
+# Is the candidate known at all? Unknown providers, regions, origins and data classes never
+# allow.
+package burst.preflight
+
+# rule: PROVIDER-UNKNOWN
+# effect: deny
+# summary: the provider is not in policies/regions.yaml and policies/providers.yaml
+# facts: regions.*
+reasons contains reason(
+	"PROVIDER-UNKNOWN", "deny",
+	sprintf("provider %q is not in the policy facts (regions.yaml, providers.yaml)", [cand.provider]),
+	{"source": [fact_sheet]}, "providers",
+) if {
+	not provider_known
+}
+
+provider_known if {
+	facts.regions[cand.provider]
+	facts.providers[cand.provider]
+}
+
+# rule: REGION-UNKNOWN
+# effect: deny
+# summary: the region is not listed for the provider in policies/regions.yaml
+# facts: regions.*
+reasons contains reason(
+	"REGION-UNKNOWN", "deny",
+	sprintf("region %q of %s is not in regions.yaml: its country and law are unknown", [cand.region, cand.provider]),
+	provider_regions, sprintf("regions.%s", [cand.provider]),
+) if {
+	provider_regions
+	not region
+}
+
+# rule: ORIGIN-UNKNOWN
+# effect: deny (personal data) / review
+# summary: the data's origin jurisdiction has no entry in policies/jurisdictions.yaml
+reasons contains reason(
+	"ORIGIN-UNKNOWN", effect,
+	sprintf("data origin %q has no entry in jurisdictions.yaml: its transfer rules are unknown", [spec.data.origin]),
+	{"source": [fact_sheet]}, "jurisdictions",
+) if {
+	not origin
+	effect := origin_unknown_effect
+}
+
+origin_unknown_effect := "review" if {
+	data_class
+	not personal
+} else := "deny"
+
+# rule: CLASS-UNKNOWN
+# effect: deny
+# summary: the data class has no entry in policies/data_classes.yaml
+reasons contains reason(
+	"CLASS-UNKNOWN", "deny",
+	sprintf("data class %q has no entry in data_classes.yaml", [spec.data.classification]),
+	{"source": [fact_sheet]}, "data_classes",
+) if {
+	not data_class
+}
+
+# rule: DEST-JURISDICTION-UNKNOWN
+# effect: review
+# summary: the region's country is in no jurisdiction (or in several), so the law there is unknown
+# facts: regions.*
+reasons contains reason(
+	"DEST-JURISDICTION-UNKNOWN", "review",
+	sprintf("no single jurisdiction in jurisdictions.yaml covers %s (region %s)", [dest_country, cand.region]),
+	provider_regions, sprintf("regions.%s.%s", [cand.provider, cand.region]),
+) if {
+	region
+	not dest_code
+}
