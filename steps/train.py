@@ -1,5 +1,5 @@
-"""train: run the training loop on the provisioned node group; resume from the latest
-checkpoint; exit 0 when done, 75 when preempted (requeue)."""
+"""train: run the training loop on the provisioned node group; resume from the latest full
+checkpoint; exit 0 when done, 75 when preempted (requeue) after saving what fitted."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import sys
 from typing import Any
 
 from burst.stepio import StepContext, main
-from burst.train.loop import train
 
 
 def run(ctx: StepContext) -> dict[str, Any]:
+    from burst.train.loop import train
+
     ctx.fail_point("before")
-    return train(ctx.spec, ctx.run_id)
+    return train(ctx.spec, ctx.run_id, ctx.paths.dir, ctx.optional_input("plan"))
 
 
 if __name__ == "__main__":

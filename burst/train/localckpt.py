@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,18 @@ class LocalCheckpoints:
         self.root.mkdir(parents=True, exist_ok=True)
 
     def save(self, step: int, state: dict[str, Any], tier: str) -> dict[str, Any]:
+        """Serialize (training is blocked), then write and commit; the manifest has both times."""
+        started = time.monotonic()
         d = self.root / f"{step:010d}"
         d.mkdir(exist_ok=True)
         buf = _to_bytes(state)
+        serialized = time.monotonic()
         _atomic_write(d / "state.pt", buf)
         manifest = {"step": step, "tier": tier, "bytes": len(buf),
-                    "sha256": hashlib.sha256(buf).hexdigest()}
+                    "sha256": hashlib.sha256(buf).hexdigest(),
+                    "blocking_s": round(serialized - started, 6),
+                    "upload_s": round(time.monotonic() - serialized, 6),
+                    "committed_at": time.time()}
         _atomic_write(d / "manifest.json", json.dumps(manifest).encode())
         _atomic_write(self.root / "latest", f"{step:010d}".encode())
         return manifest

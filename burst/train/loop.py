@@ -1,24 +1,39 @@
-"""The training loop: deterministic, checkpointing on a schedule, resuming from the latest
-full checkpoint with model, optimizer, scheduler, RNG states and data position."""
+"""The resilient training loop.
+
+Deterministic (seeded RNGs, deterministic algorithms, batches a pure function of the step),
+checkpointing on a schedule (``burst.train.schedule``), resuming from the latest FULL
+checkpoint with model, optimizer, scheduler, RNG states and data position. At every step
+boundary it reads the preemption notice board (``burst.preempt``): on a stop notice it saves
+what fits in the time left and raises ``Preempted`` (exit 75, requeue); an advisory notice
+(rebalance) makes it checkpoint now and carry on.
+"""
 
 from __future__ import annotations
 
 import logging
 import random
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from burst.errors import Preempted
+from burst.preempt.demo import DemoPreemptions
+from burst.preempt.emergency import SaveCosts, choose_emergency_save
+from burst.preempt.notice import Notice
+from burst.preempt.watch import Watchers, start_watchers
+from burst.runs import utcnow_iso
 from burst.spec import BurstJob
-from burst.train.localckpt import LocalCheckpoints
+from burst.train.attempts import FILE_NAME, AttemptLog
+from burst.train.checkpoints import CheckpointBackend, SaveResult, open_backend, state_nbytes
+from burst.train.schedule import CheckpointSchedule
 from burst.train.setup import TrainSetup, load_entrypoint
 from burst.train.weights import weights_sha256
 
 log = logging.getLogger(__name__)
-
-DEFAULT_INTERVAL_STEPS = 10
 
 
 def seed_everything(seed: int) -> None:
@@ -52,51 +67,208 @@ def apply_state(setup: TrainSetup, state: dict[str, Any]) -> int:
     return int(state["data_position"])
 
 
+@dataclass
+class SaveMeter:
+    """Upload throughput and blocking cost per byte, measured on this run's saves."""
+
+    bytes_per_s: float | None = None
+    blocking_s_per_byte: float = 0.0
+    saves: list[SaveResult] = field(default_factory=list)
+
+    def record(self, res: SaveResult) -> None:
+        self.saves.append(res)
+        if res.bytes > 0:
+            rate = res.bytes / max(res.upload_s, 1e-6)
+            self.bytes_per_s = rate if self.bytes_per_s is None else 0.7 * self.bytes_per_s + (
+                0.3 * rate)
+            self.blocking_s_per_byte = res.blocking_s / res.bytes
+
+    def as_dict(self) -> dict[str, float]:
+        out = {"blocking_s_per_byte": self.blocking_s_per_byte}
+        if self.bytes_per_s is not None:
+            out["bytes_per_s"] = self.bytes_per_s
+        return out
+
+
+class TrainRun:
+    """One attempt of the train step."""
+
+    def __init__(self, job: BurstJob, run_id: str, run_dir: Path,
+                 plan: dict[str, Any] | None = None) -> None:
+        self.job = job
+        self.run_id = run_id
+        self.attempts = AttemptLog(run_dir / FILE_NAME)
+        self.past = self.attempts.read()
+        self.demo = DemoPreemptions(run_dir / "preempt-demo.json")
+        self.plan = plan
+        last = self.past[-1] if self.past else {}
+        self.meter = SaveMeter(**{k: v for k, v in (last.get("save_meter") or {}).items()
+                                  if k in ("bytes_per_s", "blocking_s_per_byte")})
+        self.schedule = CheckpointSchedule.for_job(job, plan, last.get("measured"))
+        self.record: dict[str, Any] = {"attempt": len(self.past) + 1, "started_at": utcnow_iso(),
+                                       "preempted": False}
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> dict[str, Any]:
+        seed_everything(self.job.training.seed)
+        setup = load_entrypoint(self.job)(self.job)
+        backend = open_backend(self.job, self.run_id)
+        watchers = start_watchers()
+        try:
+            return self._train(setup, backend, watchers)
+        except Preempted:
+            raise
+        except BaseException as exc:
+            self.record.update(outcome="failed", error=f"{exc.__class__.__name__}: {exc}")
+            self._finish(backend)
+            raise
+        finally:
+            watchers.stop()
+            backend.close()
+
+    def _train(self, setup: TrainSetup, backend: CheckpointBackend,
+               watchers: Watchers) -> dict[str, Any]:
+        start = 0
+        resume = backend.latest("full")
+        if resume is not None:
+            start = apply_state(setup, backend.load(resume))
+            log.info("resumed from the full checkpoint at step %d", start)
+        newest = backend.latest()
+        if newest is not None and newest.step > start:
+            log.info("a newer %s checkpoint at step %d cannot be resumed exactly (no optimizer "
+                     "state): steps %d..%d run again", newest.tier, newest.step, start + 1,
+                     newest.step)
+        self.record.update(resumed_from=start, watchers=watchers.names)
+        self.schedule.start_at(start)
+        last_full = start if resume is not None else None
+        total = self.job.training.steps
+        policy = self.job.training.checkpoint
+        saves = backend.committed()
+        loss = float("nan")
+        board = watchers.board
+        notice = board.stop_notice()
+        if notice is not None and start < total:
+            self._preempt(notice, start, setup, backend, last_full)
+        for step in range(start, total):
+            t0 = time.monotonic()
+            setup.model.train()
+            x, y = setup.batch_for_step(step)
+            setup.optimizer.zero_grad(set_to_none=True)
+            out = setup.loss_fn(setup.model(x), y)
+            out.backward()
+            setup.optimizer.step()
+            if setup.scheduler is not None:
+                setup.scheduler.step()
+            loss = float(out.detach())
+            done = step + 1
+            self.schedule.record_step(time.monotonic() - t0)
+            self.demo.maybe_fire(done)
+            notice = board.stop_notice()
+            if notice is not None and done < total:
+                self._preempt(notice, done, setup, backend, last_full)
+            advisories = board.take_advisories()
+            for a in advisories:
+                log.warning("advisory %s (%s): checkpointing now", a.source, a.detail)
+                self.record.setdefault("advisories", []).append(a.as_dict())
+            if advisories or self.schedule.due(done) or done == total:
+                saves += 1
+                tier = ("full" if saves % policy.full_every == 0 or done == total or advisories
+                        else "weights")
+                res = self._save(backend, setup, done, tier)
+                if tier == "full":
+                    last_full = done
+                log.info("step %d loss %.5f: %s checkpoint committed (%d bytes)", done, loss,
+                         tier, res.bytes)
+        notice = board.stop_notice()
+        if notice is not None:
+            self.record["late_notice"] = notice.as_dict()
+            log.warning("notice from %s after the last step: the run is complete", notice.source)
+        self.record.update(outcome="done", ended_at_step=total)
+        self._finish(backend)
+        doc = self._doc(backend, total)
+        doc.update(final_loss=loss, final_weights_sha256=weights_sha256(setup.model))
+        return doc
+
+    def _save(self, backend: CheckpointBackend, setup: TrainSetup, step: int,
+              tier: str) -> SaveResult:
+        res = backend.save(step, capture_state(setup, step, tier), tier)
+        self.meter.record(res)
+        self.schedule.record_save(step, res.blocking_s, res.upload_s)
+        return res
+
+    def _preempt(self, notice: Notice, step: int, setup: TrainSetup,
+                 backend: CheckpointBackend, last_full: int | None) -> None:
+        """Save what fits before the deadline, record the attempt, raise Preempted."""
+        left = notice.seconds_left()
+        log.warning("preemption notice from %s at step %d: %s s left", notice.source, step,
+                    "unknown" if left is None else f"{left:.2f}")
+        emergency: dict[str, Any]
+        if last_full == step:
+            emergency = {"tier": "none", "reason": f"the full checkpoint at step {step} is "
+                         "already committed", "seconds_left": left}
+        else:
+            costs = SaveCosts(
+                full_bytes=state_nbytes(capture_state(setup, step, "full")),
+                weights_bytes=state_nbytes(setup.model.state_dict()),
+                bytes_per_s=self.meter.bytes_per_s,
+                blocking_s_per_byte=self.meter.blocking_s_per_byte)
+            choice = choose_emergency_save(left, costs)
+            emergency = choice.as_dict()
+            if choice.tier != "none":
+                res = self._save(backend, setup, step, choice.tier)
+                emergency.update(committed_step=step, bytes=res.bytes,
+                                 seconds=round(res.blocking_s + res.upload_s, 6),
+                                 committed_at=res.committed_at,
+                                 before_deadline=notice.deadline is None
+                                 or res.committed_at <= notice.deadline)
+        latest = backend.latest()
+        emergency["last_committed"] = None if latest is None else {
+            "step": latest.step, "tier": latest.tier}
+        log.warning("emergency save: %s (%s)", emergency["tier"], emergency["reason"])
+        self.record.update(outcome="preempted", preempted=True, ended_at_step=step,
+                           notice=notice.as_dict(), emergency_save=emergency)
+        self._finish(backend)
+        exc = Preempted(f"preempted at step {step} by {notice.source}; emergency save: "
+                        f"{emergency['tier']}; exit 75 to requeue")
+        exc.doc = self._doc(backend, step)  # type: ignore[attr-defined]
+        raise exc
+
+    # ------------------------------------------------------------------ records
+
+    def _finish(self, backend: CheckpointBackend) -> None:
+        self.record.update(finished_at=utcnow_iso(), checkpoints=backend.committed(),
+                           measured=self.schedule.measured(), save_meter=self.meter.as_dict(),
+                           checkpoint_interval=self.schedule.describe())
+        self.attempts.append(self.record)
+
+    def _doc(self, backend: CheckpointBackend, step: int) -> dict[str, Any]:
+        attempts = [*self.past, self.record]
+        summary = [{k: a.get(k) for k in ("attempt", "resumed_from", "ended_at_step",
+                                          "preempted", "outcome", "notice", "emergency_save",
+                                          "started_at", "finished_at")}
+                   for a in attempts]
+        return {
+            "final_step": step,
+            "resumed_from": self.record.get("resumed_from"),
+            "checkpoints": backend.committed(),
+            "checkpoint_store": backend.location,
+            "checkpoint_interval": self.schedule.describe(),
+            "preemptions": sum(1 for a in attempts if a.get("preempted")),
+            "attempts": summary,
+            "watchers": self.record.get("watchers"),
+        }
+
+
+def train(job: BurstJob, run_id: str, run_dir: Path,
+          plan: dict[str, Any] | None = None) -> dict[str, Any]:
+    return TrainRun(job, run_id, run_dir, plan).run()
+
+
 def store_dir(job: BurstJob, run_id: str) -> Path:
-    uri = job.storage.checkpoint_uri
-    if not uri.startswith("file://"):
-        from burst.errors import BadInputError
+    """The local checkpoint directory of a run (file:// stores)."""
+    from burst.train.checkpoints import LocalDirBackend
 
-        raise BadInputError(f"storage.checkpoint_uri {uri!r}: the local train step needs file://")
-    return Path(uri.removeprefix("file://")).resolve() / run_id
-
-
-def train(job: BurstJob, run_id: str) -> dict[str, Any]:
-    seed_everything(job.training.seed)
-    setup = load_entrypoint(job)(job)
-    ckpts = LocalCheckpoints(store_dir(job, run_id))
-    start = 0
-    resume = ckpts.latest(tier="full")
-    if resume is not None:
-        start = apply_state(setup, ckpts.load(resume))
-        log.info("resumed from the checkpoint at step %d", start)
-    policy = job.training.checkpoint
-    interval = policy.interval_steps if isinstance(policy.interval_steps, int) else (
-        DEFAULT_INTERVAL_STEPS)
-    total = job.training.steps
-    saved = len(ckpts.committed())
-    loss = float("nan")
-    for step in range(start, total):
-        setup.model.train()
-        x, y = setup.batch_for_step(step)
-        setup.optimizer.zero_grad(set_to_none=True)
-        out = setup.loss_fn(setup.model(x), y)
-        out.backward()
-        setup.optimizer.step()
-        if setup.scheduler is not None:
-            setup.scheduler.step()
-        loss = float(out.detach())
-        done = step + 1
-        if done % interval == 0 or done == total:
-            saved += 1
-            tier = "full" if saved % policy.full_every == 0 or done == total else "weights"
-            ckpts.save(done, capture_state(setup, done, tier), tier)
-            log.info("step %d loss %.5f: %s checkpoint committed", done, loss, tier)
-    return {
-        "final_step": total,
-        "resumed_from": start,
-        "final_loss": loss,
-        "checkpoints": len(ckpts.committed()),
-        "final_weights_sha256": weights_sha256(setup.model),
-        "checkpoint_store": str(ckpts.root),
-    }
+    backend = open_backend(job, run_id)
+    assert isinstance(backend, LocalDirBackend)
+    return backend.store.root

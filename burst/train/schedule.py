@@ -1,0 +1,176 @@
+"""When to checkpoint: the spec's ``interval_steps``, or Young/Daly from measured costs.
+
+With ``interval_steps: auto`` the interval is ``sqrt(2 * C * MTBF)`` (Young 1974; Daly 2006 to
+first order), where C is the measured *blocking* cost of one checkpoint (the time training
+stops) and MTBF the expected time between preemptions of the chosen capacity. It is never
+shorter than the measured background upload time (a checkpoint must finish before the next
+one starts). The first checkpoint of an attempt is taken after ``PROBE_STEPS`` steps to
+measure C, the step time and the upload time, unless an earlier attempt measured them.
+
+MTBF, first that is known: spec ``compute.mtbf_hours``; the plan's first candidate
+(``mtbf_hours``); the catalog (spot: provider ``spot_node_mtbf_hours``; on demand:
+``on_demand_node_mtbf_hours``); else ``ASSUMED_MTBF_HOURS`` (the catalog's shortest, spot).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from burst.spec import BurstJob
+
+log = logging.getLogger(__name__)
+
+PROBE_STEPS = 3
+ASSUMED_MTBF_HOURS = 8.0
+EWMA = 0.3
+
+
+def young_daly_interval_s(checkpoint_cost_s: float, mtbf_s: float) -> float:
+    """Optimal seconds of work between checkpoints: sqrt(2 C M)."""
+    return math.sqrt(2.0 * checkpoint_cost_s * mtbf_s)
+
+
+def resolve_mtbf(job: BurstJob, plan: dict[str, Any] | None) -> tuple[float, str]:
+    """Expected seconds between preemptions, and where the figure comes from."""
+    if job.compute.mtbf_hours is not None:
+        return job.compute.mtbf_hours * 3600, "spec compute.mtbf_hours"
+    cand = ((plan or {}).get("candidates") or [None])[0]
+    if isinstance(cand, dict) and isinstance(cand.get("mtbf_hours"), int | float):
+        return float(cand["mtbf_hours"]) * 3600, (
+            f"plan candidate {cand.get('provider')}/{cand.get('region')} mtbf_hours")
+    provider = (cand or {}).get("provider") if isinstance(cand, dict) else None
+    provider = provider or job.compute.providers[0]
+    capacity = str((cand or {}).get("capacity") if isinstance(cand, dict) else None
+                   or job.compute.capacity)
+    found = _catalog_mtbf_hours(provider, capacity)
+    if found is not None:
+        return found[0] * 3600, found[1]
+    return ASSUMED_MTBF_HOURS * 3600, (
+        f"assumed {ASSUMED_MTBF_HOURS:g} h (no catalog figure for {provider} {capacity})")
+
+
+def _catalog_mtbf_hours(provider: str, capacity: str) -> tuple[float, str] | None:
+    try:
+        from burst.plan.catalog import load_catalog
+
+        cat = load_catalog()
+        if capacity == "on_demand":
+            return (float(cat.assumption("on_demand_node_mtbf_hours")),
+                    "catalog assumptions.on_demand_node_mtbf_hours")
+        fact = cat.provider_fact(provider, "spot_node_mtbf_hours")
+        if fact is not None and fact.value is not None:
+            return float(fact.value), f"catalog providers.{provider}.spot_node_mtbf_hours"
+    except Exception as exc:  # the catalog is optional here: fall back to the assumption
+        log.warning("no MTBF from the catalog (%s: %s)", exc.__class__.__name__, exc)
+    return None
+
+
+def _ewma(old: float | None, new: float) -> float:
+    return new if old is None else (1 - EWMA) * old + EWMA * new
+
+
+@dataclass
+class CheckpointSchedule:
+    explicit_steps: int | None
+    mtbf_s: float
+    mtbf_source: str
+    planned_interval_s: float | None = None
+    step_s: float | None = None
+    blocking_s: float | None = None
+    upload_s: float | None = None
+    interval_steps: int | None = None
+    last_save_step: int = 0
+    why: str = ""
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def for_job(cls, job: BurstJob, plan: dict[str, Any] | None,
+                measured: dict[str, float] | None = None) -> CheckpointSchedule:
+        policy = job.training.checkpoint.interval_steps
+        mtbf_s, source = resolve_mtbf(job, plan)
+        cand = ((plan or {}).get("candidates") or [None])[0]
+        planned = cand.get("checkpoint_interval_s") if isinstance(cand, dict) else None
+        s = cls(policy if isinstance(policy, int) else None, mtbf_s, source,
+                float(planned) if isinstance(planned, int | float) else None)
+        m = measured or {}
+        s.step_s, s.blocking_s, s.upload_s = m.get("step_s"), m.get("blocking_s"), m.get(
+            "upload_s")
+        s._recompute()
+        return s
+
+    def start_at(self, step: int) -> None:
+        self.last_save_step = step
+
+    def record_step(self, seconds: float) -> None:
+        first = self.step_s is None
+        self.step_s = _ewma(self.step_s, seconds)
+        if first:
+            self._recompute()
+
+    def record_save(self, step: int, blocking_s: float, upload_s: float) -> None:
+        self.blocking_s = _ewma(self.blocking_s, blocking_s)
+        self.upload_s = _ewma(self.upload_s, upload_s)
+        self.last_save_step = step
+        self._recompute()
+
+    def _recompute(self) -> None:
+        if self.explicit_steps is not None:
+            self.interval_steps = self.explicit_steps
+            self.why = f"spec training.checkpoint.interval_steps = {self.explicit_steps}"
+            if self.upload_s and self.step_s and self.explicit_steps * self.step_s < self.upload_s:
+                self.why += (f" (shorter than the measured upload time {self.upload_s:.3f}s: "
+                             "saves queue up)")
+            return
+        if self.blocking_s is None or self.step_s is None or self.upload_s is None:
+            self.interval_steps = PROBE_STEPS
+            self.why = (f"auto: first checkpoint after {PROBE_STEPS} steps to measure the "
+                        "checkpoint cost")
+            return
+        yd = young_daly_interval_s(self.blocking_s, self.mtbf_s)
+        interval_s = max(yd, self.upload_s)
+        steps = max(1, math.ceil(interval_s / max(self.step_s, 1e-9)))
+        self.interval_steps = steps
+        bound = "Young/Daly" if yd >= self.upload_s else "the upload time (longer than Young/Daly)"
+        self.why = (f"auto: sqrt(2 x {self.blocking_s:.4f}s blocking x {self.mtbf_s:.0f}s MTBF "
+                    f"({self.mtbf_source})) = {yd:.1f}s; upload {self.upload_s:.3f}s; "
+                    f"interval {interval_s:.1f}s set by {bound} = {steps} steps of "
+                    f"{self.step_s:.4f}s")
+        entry = {"after_step": self.last_save_step, "interval_steps": steps,
+                 "interval_s": round(interval_s, 3)}
+        if not self.history or self.history[-1]["interval_steps"] != steps:
+            self.history.append(entry)
+
+    def due(self, done: int) -> bool:
+        assert self.interval_steps is not None
+        if self.explicit_steps is not None:
+            return done % self.explicit_steps == 0
+        return done - self.last_save_step >= self.interval_steps
+
+    def describe(self) -> dict[str, Any]:
+        def r(v: float | None) -> float | None:
+            return None if v is None else round(v, 6)
+
+        yd = (young_daly_interval_s(self.blocking_s, self.mtbf_s)
+              if self.blocking_s is not None else None)
+        return {
+            "mode": "spec" if self.explicit_steps is not None else "young_daly",
+            "interval_steps": self.interval_steps,
+            "interval_s": r(self.interval_steps * self.step_s)
+            if self.interval_steps and self.step_s else None,
+            "young_daly_interval_s": r(yd),
+            "planned_interval_s": self.planned_interval_s,
+            "blocking_s": r(self.blocking_s),
+            "upload_s": r(self.upload_s),
+            "step_s": r(self.step_s),
+            "mtbf_s": round(self.mtbf_s, 1),
+            "mtbf_source": self.mtbf_source,
+            "why": self.why,
+            "changes": self.history,
+        }
+
+    def measured(self) -> dict[str, float]:
+        out = {"step_s": self.step_s, "blocking_s": self.blocking_s, "upload_s": self.upload_s}
+        return {k: v for k, v in out.items() if v is not None}
