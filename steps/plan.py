@@ -1,22 +1,23 @@
-"""plan: rank candidates (region, provider, capacity) by expected cost and time."""
+"""plan: rank candidates (region, provider, capacity) by expected cost and time.
+
+Reads the spec, the preflight decision record (``--input decision=...``, optional: without it
+every candidate is "unchecked") and the catalog (default plus ``$BURST_CATALOG`` files).
+Writes the plan document (docs/planning.md); exit 3 when the best expected cost exceeds the
+budget (or nothing fits the deadline, or every candidate is denied).
+"""
 
 from __future__ import annotations
 
 import sys
 from typing import Any
 
+from burst.plan.catalog import load_catalog
+from burst.plan.placement import plan
 from burst.stepio import StepContext, main
 
 
 def run(ctx: StepContext) -> dict[str, Any]:
-    job = ctx.spec
-    decision = ctx.optional_input("decision") or {"decisions": []}
-    candidates = [
-        {"region": d["region"], "provider": d["provider"], "capacity": job.compute.capacity}
-        for d in decision["decisions"]
-        if d["verdict"] != "deny"
-    ]
-    return {"candidates": candidates}
+    return plan(ctx.spec, load_catalog(), ctx.optional_input("decision"))
 
 
 if __name__ == "__main__":

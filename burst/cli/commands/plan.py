@@ -1,0 +1,164 @@
+"""burst plan SPEC: ranked candidates with expected cost, time, egress and checkpoint interval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+def _money(x: float) -> str:
+    return f"${x:,.2f}" if x >= 0.01 or x == 0 else f"${x:.2g}"
+
+
+def _hours(h: float) -> str:
+    return f"{h:.2f}" if h >= 0.01 else f"{h:.2g}"
+
+
+def _seconds(s: float) -> str:
+    return f"{s:,.0f} s" if s >= 10 else f"{s:.3g} s"
+
+
+@click.command("plan")
+@click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Catalog file overriding the defaults (repeatable; after "
+    "$BURST_CATALOG, later files win).",
+)
+@click.option(
+    "--decision",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Preflight decision record (JSON); without it verdicts are 'unchecked'.",
+)
+@click.option(
+    "--objective",
+    type=click.Choice(["cost", "time"]),
+    default="cost",
+    show_default=True,
+    help="Rank by expected cost or by expected time.",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the pre-emption simulation."
+)
+@click.option(
+    "--replicas",
+    type=click.IntRange(1, 1000),
+    default=32,
+    show_default=True,
+    help="Simulated runs per candidate.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the plan document as JSON.")
+@click.option(
+    "--chart",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Write a cost-versus-time chart (PNG).",
+)
+def command(
+    spec: Path,
+    catalogs: tuple[Path, ...],
+    decision: Path | None,
+    objective: str,
+    seed: int,
+    replicas: int,
+    as_json: bool,
+    chart: Path | None,
+) -> None:
+    """Rank where to run SPEC: region, provider and capacity by expected cost and time.
+
+    Exit 3 when the best expected cost exceeds budget.max_usd (nothing is rented), 2 on a bad
+    spec, catalog or decision record.
+    """
+    from burst.plan.catalog import load_catalog
+    from burst.plan.placement import PlanOptions, plan
+    from burst.runs import load_doc
+    from burst.spec import load_spec
+
+    job = load_spec(spec)
+    cat = load_catalog(catalogs)
+    record = load_doc(str(decision), "decision record") if decision else None
+    doc = plan(job, cat, record, PlanOptions(objective=objective, seed=seed, replicas=replicas))
+    if chart is not None:
+        from burst.plan.chart import write_chart
+
+        write_chart(doc, chart)
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        return
+    _print_table(doc)
+    if chart is not None:
+        click.echo(f"chart written to {chart}")
+
+
+def _print_table(doc: dict) -> None:  # type: ignore[type-arg]
+    from rich.console import Console
+    from rich.table import Table
+
+    w = doc["workload"]
+    table = Table(
+        title=f"burst plan: {doc['gpu_count']} x {doc['gpu_type']}, budget "
+        f"{_money(doc['budget_usd'])}, deadline {doc['deadline_hours']:g} h, "
+        f"ranked by {doc['objective']}"
+    )
+    for col in (
+        "#",
+        "region",
+        "provider",
+        "capacity",
+        "$/h",
+        "exp. hours",
+        "exp. cost",
+        "egress",
+        "ckpt interval",
+        "verdict",
+    ):
+        table.add_column(
+            col,
+            justify="right"
+            if col in ("#", "$/h", "exp. hours", "exp. cost", "egress", "ckpt interval")
+            else "left",
+        )
+    for c in doc["candidates"]:
+        price = _money(c["price_per_hour"]) + ("*" if c["price_basis"] != "catalog" else "")
+        table.add_row(
+            str(c["rank"]),
+            c["region"],
+            c["provider"],
+            c["capacity"],
+            price,
+            _hours(c["expected_hours"]),
+            _money(c["expected_cost_usd"]),
+            _money(c["egress_usd"]),
+            _seconds(c["checkpoint_interval_s"]),
+            c["verdict"],
+        )
+    console = Console()
+    if not console.is_terminal:  # pipes and CI logs: do not squeeze the table to 80 columns
+        console = Console(width=160)
+    console.print(table)
+    console.print(
+        f"training: {w['compute_hours']:.3g} h useful ({w['basis']}); checkpoint "
+        f"{w['checkpoint_gb']:.3g} GB, blocking {w['checkpoint_cost_s']:.3g} s, "
+        f"upload {w['upload_s']:.3g} s",
+        highlight=False,
+    )
+    console.print(
+        "* price not in the catalog for this capacity: conservative estimate "
+        "(see price_source in --json)",
+        highlight=False,
+    )
+    for e in doc["excluded"]:
+        cap = f" {e['capacity']}" if e.get("capacity") else ""
+        console.print(
+            f"excluded {e['provider']}/{e['region']}{cap}: {e['reason']}", highlight=False
+        )
+    console.print(
+        f"topology: {doc['topology']['span']} ({doc['topology']['reason']})", highlight=False
+    )

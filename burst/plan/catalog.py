@@ -1,0 +1,401 @@
+"""The planning catalog: data files of facts, each ``{value, source, date}``.
+
+The default catalog ships in ``burst/plan/catalog/default.yaml``. User files (``$BURST_CATALOG``,
+several separated by ``os.pathsep``, then ``--catalog FILE`` options, later files winning)
+override any fact: mapping sections merge per key and per field, list sections (``regions``,
+``offers``) merge per identity (provider, region[, gpu_type]). Every problem is one line naming
+the file, the entry and the field (``BadInputError``, exit 2).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from burst.errors import BadInputError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CATALOG = Path(__file__).with_name("catalog") / "default.yaml"
+ENV_VAR = "BURST_CATALOG"
+DATE_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+AVAILABILITY = ("available", "unknown", "unavailable")
+LINK_CLASSES = ("same_az", "cross_az", "cross_region", "cross_continent")
+
+# A checker returns an error text or None. ``nullable`` facts may have value null (unknown).
+Check = Callable[[Any], str | None]
+
+
+def _number(lo: float, lo_open: bool = False, hi: float | None = None) -> Check:
+    def check(v: Any) -> str | None:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return f"must be a number (got {v!r})"
+        if v < lo or (lo_open and v == lo):
+            return f"must be {'>' if lo_open else '>='} {lo} (got {v!r})"
+        if hi is not None and v > hi:
+            return f"must be <= {hi} (got {v!r})"
+        return None
+
+    return check
+
+
+def _text(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else f"must be a non-empty string (got {v!r})"
+
+
+def _availability(v: Any) -> str | None:
+    return None if v in AVAILABILITY else f"must be one of {', '.join(AVAILABILITY)} (got {v!r})"
+
+
+NONNEG = _number(0)
+POSITIVE = _number(0, lo_open=True)
+
+# field -> (check, nullable, required)
+FactSchema = dict[str, tuple[Check, bool, bool]]
+ASSUMPTIONS: FactSchema = {
+    "mfu": (_number(0, True, 1), False, True),
+    "checkpoint_bytes_per_param": (POSITIVE, False, True),
+    "host_copy_gb_per_s": (POSITIVE, False, True),
+    "upload_gb_per_s": (POSITIVE, False, True),
+    "startup_s": (NONNEG, False, True),
+    "restart_s": (NONNEG, False, True),
+    "orchestration_usd": (NONNEG, False, True),
+    "labour_usd": (NONNEG, False, True),
+    "on_demand_node_mtbf_hours": (POSITIVE, False, True),
+}
+GPU: FactSchema = {"peak_tflops": (POSITIVE, True, True)}
+PROVIDER: FactSchema = {
+    "notice_s": (NONNEG, True, True),
+    "spot_node_mtbf_hours": (POSITIVE, True, True),
+    "inter_region_usd_per_gb": (NONNEG, True, True),
+    "cross_az_usd_per_gb": (NONNEG, True, True),
+    "storage_usd_per_gb_month": (NONNEG, True, True),
+}
+REGION: FactSchema = {"area": (_text, False, True)}
+OFFER: FactSchema = {
+    "on_demand_usd_per_hour": (NONNEG, True, True),
+    "spot_usd_per_hour": (NONNEG, True, True),
+    "availability": (_availability, False, True),
+    "spot_node_mtbf_hours": (POSITIVE, True, False),
+    "notice_s": (NONNEG, True, False),
+    "max_gpus": (_number(1), True, False),
+}
+LINK: FactSchema = {
+    "gb_per_s": (POSITIVE, False, True),
+    "latency_ms": (NONNEG, False, True),
+    "usd_per_gb": (NONNEG, False, True),
+}
+OFFER_PLAIN = {"instance": _text, "gpus_per_instance": _number(1)}
+SECTIONS = (
+    "catalog_version",
+    "sources",
+    "assumptions",
+    "gpus",
+    "providers",
+    "regions",
+    "offers",
+    "links",
+)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One catalog value with where it came from. ``value`` None means unknown."""
+
+    value: Any
+    source: str
+    date: str
+    file: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "source": self.source, "date": self.date}
+
+
+@dataclass(frozen=True)
+class Offer:
+    provider: str
+    region: str
+    gpu_type: str
+    instance: str
+    gpus_per_instance: int
+    facts: dict[str, Fact]
+
+    def fact(self, name: str) -> Fact | None:
+        return self.facts.get(name)
+
+
+@dataclass
+class Catalog:
+    files: list[str]
+    sources: dict[str, str] = field(default_factory=dict)
+    assumptions: dict[str, Fact] = field(default_factory=dict)
+    gpus: dict[str, dict[str, Fact]] = field(default_factory=dict)
+    providers: dict[str, dict[str, Fact]] = field(default_factory=dict)
+    regions: dict[tuple[str, str], dict[str, Fact]] = field(default_factory=dict)
+    offers: dict[tuple[str, str, str], Offer] = field(default_factory=dict)
+    links: dict[str, dict[str, Fact]] = field(default_factory=dict)
+
+    def assumption(self, name: str) -> float:
+        return float(self.assumptions[name].value)
+
+    def provider_fact(self, provider: str, name: str) -> Fact | None:
+        return self.providers.get(provider, {}).get(name)
+
+    def area(self, provider: str, region: str) -> str | None:
+        entry = self.regions.get((provider, region))
+        return None if entry is None else str(entry["area"].value)
+
+    def offer(self, provider: str, region: str, gpu_type: str) -> Offer | None:
+        return self.offers.get((provider, region, gpu_type))
+
+    def link(self, cls: str) -> dict[str, float]:
+        return {k: float(f.value) for k, f in self.links[cls].items()}
+
+    def highest_known_on_demand(self, gpu_type: str) -> tuple[float, Offer] | None:
+        """The highest on-demand price per GPU-hour known for a GPU type, and its offer."""
+        best: tuple[float, Offer] | None = None
+        for off in self.offers.values():
+            price = off.facts["on_demand_usd_per_hour"].value
+            if off.gpu_type != gpu_type or price is None:
+                continue
+            per_gpu = float(price) / off.gpus_per_instance
+            if best is None or per_gpu > best[0]:
+                best = (per_gpu, off)
+        return best
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+class _Reader:
+    """Validates one file's raw document; every error names file, entry and field."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, entry: str, fld: str | None, problem: str) -> BadInputError:
+        where = f"{entry}: {fld}" if fld else entry
+        return BadInputError(f"{where}: {problem}", where=self.path)
+
+    def fact(self, entry: str, name: str, raw: Any, check: Check, nullable: bool) -> Fact:
+        if not isinstance(raw, dict):
+            raise self.fail(entry, name, "must be a mapping {value, source, date}")
+        extra = set(raw) - {"value", "source", "date"}
+        if extra:
+            raise self.fail(
+                entry,
+                name,
+                f"unknown key(s) {', '.join(sorted(map(str, extra)))}"
+                " (a fact has value, source, date)",
+            )
+        for key in ("value", "source", "date"):
+            if key not in raw:
+                raise self.fail(
+                    entry, name, f"missing '{key}' (every value needs a source and a date)"
+                )
+        value = raw["value"]
+        if value is None:
+            if not nullable:
+                raise self.fail(entry, name, "value must be known here (null is not allowed)")
+        else:
+            problem = check(value)
+            if problem:
+                raise self.fail(entry, name, f"value {problem}")
+        source = raw["source"]
+        if not isinstance(source, str) or not source.strip():
+            raise self.fail(entry, name, "source must be a non-empty string")
+        date = raw["date"]
+        if isinstance(date, dt.date):
+            date = date.isoformat()
+        date = str(date)
+        if not DATE_RE.match(date):
+            raise self.fail(entry, name, f"date must be YYYY, YYYY-MM or YYYY-MM-DD (got {date!r})")
+        return Fact(value, source, date, self.path)
+
+    def facts(
+        self, entry: str, raw: Any, schema: FactSchema, plain: Iterable[str] = ()
+    ) -> dict[str, Fact]:
+        if not isinstance(raw, dict):
+            raise self.fail(entry, None, "must be a mapping of fields")
+        out: dict[str, Fact] = {}
+        for name, value in raw.items():
+            if name in plain:
+                continue
+            if name not in schema:
+                known = ", ".join(sorted([*schema, *plain]))
+                raise self.fail(entry, str(name), f"unknown field (known: {known})")
+            check, nullable, _ = schema[name]
+            out[name] = self.fact(entry, name, value, check, nullable)
+        return out
+
+    def named(
+        self, section: str, raw: Any, schema: FactSchema, names: Iterable[str] | None = None
+    ) -> dict[str, dict[str, Fact]]:
+        if not isinstance(raw, dict):
+            raise self.fail(section, None, "must be a mapping of names to entries")
+        out = {}
+        for name, body in raw.items():
+            if names is not None and name not in names:
+                raise self.fail(
+                    f"{section}.{name}", None, f"unknown entry (known: {', '.join(names)})"
+                )
+            out[str(name)] = self.facts(f"{section}.{name}", body, schema)
+        return out
+
+    def keyed(
+        self,
+        section: str,
+        raw: Any,
+        keys: tuple[str, ...],
+        schema: FactSchema,
+        plain: dict[str, Check] | None = None,
+    ) -> list[tuple[tuple[str, ...], str, dict]]:
+        """A list section: returns (identity, entry label, {facts..., plain...}) per item."""
+        plain = plain or {}
+        if not isinstance(raw, list):
+            raise self.fail(section, None, "must be a list of entries")
+        out = []
+        for i, item in enumerate(raw):
+            label = f"{section}[{i}]"
+            if not isinstance(item, dict):
+                raise self.fail(label, None, "must be a mapping")
+            ident = []
+            for k in keys:
+                v = item.get(k)
+                if not isinstance(v, str) or not v.strip():
+                    raise self.fail(label, k, "required (a non-empty string)")
+                ident.append(v)
+            label = f"{section}[{i}] {'/'.join(ident)}"
+            body = {k: v for k, v in item.items() if k not in keys}
+            facts: dict[str, Any] = self.facts(label, body, schema, plain)
+            for name, check in plain.items():
+                if name in body:
+                    problem = check(body[name])
+                    if problem:
+                        raise self.fail(label, name, problem)
+                    facts[name] = body[name]
+            out.append((tuple(ident), label, facts))
+        return out
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInputError("no such catalog file", where=str(path)) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise BadInputError(
+            f"cannot read the catalog ({exc.__class__.__name__})", where=str(path)
+        ) from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "parse error"
+        raise BadInputError(f"not valid YAML: {problem}", where=f"{path}{line}") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise BadInputError("a catalog must be a YAML mapping of sections", where=str(path))
+    return doc
+
+
+def _merge_file(cat: Catalog, path: Path) -> None:
+    doc = _read_yaml(path)
+    r = _Reader(str(path))
+    unknown = set(doc) - set(SECTIONS)
+    if unknown:
+        name = sorted(map(str, unknown))[0]
+        raise r.fail(name, None, f"unknown section (known: {', '.join(SECTIONS)})")
+    version = doc.get("catalog_version", 1)
+    if version != 1:
+        raise r.fail("catalog_version", None, f"must be 1 (got {version!r})")
+    sources = doc.get("sources", {})
+    if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
+        raise r.fail("sources", None, "must map source names to descriptions (strings)")
+    cat.sources.update({str(k): v for k, v in sources.items()})
+    if "assumptions" in doc:
+        cat.assumptions.update(r.facts("assumptions", doc["assumptions"], ASSUMPTIONS))
+    for name, facts in r.named("gpus", doc.get("gpus", {}), GPU).items():
+        cat.gpus.setdefault(name, {}).update(facts)
+    for name, facts in r.named("providers", doc.get("providers", {}), PROVIDER).items():
+        cat.providers.setdefault(name, {}).update(facts)
+    for name, facts in r.named("links", doc.get("links", {}), LINK, LINK_CLASSES).items():
+        cat.links.setdefault(name, {}).update(facts)
+    for ident, _, facts in r.keyed(
+        "regions", doc.get("regions", []), ("provider", "region"), REGION
+    ):
+        cat.regions.setdefault((ident[0], ident[1]), {}).update(facts)
+    for ident, label, body in r.keyed(
+        "offers", doc.get("offers", []), ("provider", "region", "gpu_type"), OFFER, OFFER_PLAIN
+    ):
+        key = (ident[0], ident[1], ident[2])
+        old = cat.offers.get(key)
+        instance = body.pop("instance", old.instance if old else None)
+        per = body.pop("gpus_per_instance", old.gpus_per_instance if old else None)
+        if instance is None or per is None:
+            missing = "instance" if instance is None else "gpus_per_instance"
+            raise r.fail(label, missing, "required for a new offer")
+        facts = dict(old.facts) if old else {}
+        facts.update(body)
+        cat.offers[key] = Offer(key[0], key[1], key[2], str(instance), int(per), facts)
+
+
+def _check_complete(cat: Catalog) -> None:
+    """After merging: every required fact is present (the error names the file to fix)."""
+
+    def need(where: str, entry: str, facts: dict[str, Fact], schema: FactSchema) -> None:
+        for name, (_, _, required) in schema.items():
+            if required and name not in facts:
+                raise BadInputError(f"{entry}: {name}: required field is missing", where=where)
+
+    last = cat.files[-1]
+    need(last, "assumptions", cat.assumptions, ASSUMPTIONS)
+    for name, facts in cat.gpus.items():
+        need(_file_of(facts, last), f"gpus.{name}", facts, GPU)
+    for name, facts in cat.providers.items():
+        need(_file_of(facts, last), f"providers.{name}", facts, PROVIDER)
+    for cls in LINK_CLASSES:
+        if cls not in cat.links:
+            raise BadInputError(f"links.{cls}: required entry is missing", where=last)
+        need(_file_of(cat.links[cls], last), f"links.{cls}", cat.links[cls], LINK)
+    for (p, reg), facts in cat.regions.items():
+        need(_file_of(facts, last), f"regions {p}/{reg}", facts, REGION)
+    for key, off in cat.offers.items():
+        need(_file_of(off.facts, last), f"offers {'/'.join(key)}", off.facts, OFFER)
+
+
+def _file_of(facts: dict[str, Fact], default: str) -> str:
+    for f in facts.values():
+        return f.file
+    return default
+
+
+def catalog_files(extra: Iterable[str | Path] = (), use_env: bool = True) -> list[Path]:
+    """Default catalog, then $BURST_CATALOG files, then ``extra`` (later files win)."""
+    files = [DEFAULT_CATALOG]
+    if use_env:
+        env = os.environ.get(ENV_VAR, "")
+        files += [Path(p) for p in env.split(os.pathsep) if p.strip()]
+    files += [Path(p) for p in extra]
+    return files
+
+
+def load_catalog(extra: Iterable[str | Path] = (), use_env: bool = True) -> Catalog:
+    """Load and validate the default catalog merged with the user's override files."""
+    files = catalog_files(extra, use_env)
+    cat = Catalog(files=[str(p) for p in files])
+    for path in files:
+        _merge_file(cat, path)
+    _check_complete(cat)
+    log.debug("catalog loaded from %s: %d offers", cat.files, len(cat.offers))
+    return cat

@@ -1,0 +1,78 @@
+"""The cost-versus-time chart of a plan (PNG, matplotlib's Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+MARKERS = {"spot": "o", "on_demand": "s"}
+
+
+def write_chart(doc: dict[str, Any], path: str | Path) -> Path:
+    """Plot every ranked candidate at (expected hours, expected cost) on log axes, with the
+    budget and deadline lines; the first candidate is outlined, conservative prices are faded.
+    Candidates at the same point share one label ("1,2"). Returns the path written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cands = doc["candidates"]
+    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=100)
+    try:
+        groups: dict[tuple[float, float], list[str]] = {}
+        for c in cands:
+            x, y = max(c["expected_hours"], 1e-6), max(c["expected_cost_usd"], 1e-6)
+            first = c.get("rank") == 1
+            ax.scatter(
+                x,
+                y,
+                marker=MARKERS.get(c["capacity"], "^"),
+                s=110 if first else 50,
+                edgecolors="black" if first else "none",
+                linewidths=1.5,
+                alpha=1.0 if c["price_basis"] == "catalog" else 0.45,
+            )
+            groups.setdefault((float(f"{x:.3g}"), float(f"{y:.3g}")), []).append(str(c["rank"]))
+        for (x, y), ranks in groups.items():
+            ax.annotate(
+                ",".join(ranks), (x, y), fontsize=8, xytext=(6, 4), textcoords="offset points"
+            )
+        ax.axhline(
+            doc["budget_usd"],
+            color="red",
+            linestyle="--",
+            linewidth=1,
+            label=f"budget ${doc['budget_usd']:,.0f}",
+        )
+        ax.axvline(
+            doc["deadline_hours"],
+            color="orange",
+            linestyle=":",
+            linewidth=1,
+            label=f"deadline {doc['deadline_hours']:g} h",
+        )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("expected hours")
+        ax.set_ylabel("expected cost (USD)")
+        ax.set_title(
+            f"burst plan: {doc['gpu_count']} x {doc['gpu_type']}, ranked by "
+            f"{doc['objective']} (o spot, s on-demand; faded: conservative price)",
+            fontsize=10,
+        )
+        legend = "\n".join(
+            f"{c['rank']}. {c['provider']}/{c['region']} {c['capacity']} "
+            f"${c['expected_cost_usd']:,.2f} {c['expected_hours']:.3g} h"
+            for c in cands[:15]
+        )
+        ax.text(1.02, 1.0, legend, transform=ax.transAxes, fontsize=7, va="top", family="monospace")
+        ax.legend(loc="lower right", fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out, format="png", bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return out

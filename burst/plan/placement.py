@@ -1,0 +1,514 @@
+"""Placement: price every (provider, region, capacity) the preflight did not deny, rank them,
+refuse a run whose best expected cost exceeds the budget. Produces the plan document.
+
+Ranking (``objective="cost"``, the default), lexicographic:
+1. preflight verdict: ``allow`` before ``review`` / ``unchecked`` (no decision record given);
+2. candidates whose price is in the catalog before those priced by the conservative rule;
+3. known availability before unknown;
+4. expected cost, then expected hours (``objective="time"`` swaps these two).
+
+Candidates over the budget or past the deadline are dropped (provision must never fail over
+into them) and listed under ``excluded`` with the reason; so are denied, unpriceable and
+data-infeasible candidates. If nothing is left, ``PolicyRefusal`` (exit 3) with the numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from burst.errors import BadInputError, PolicyRefusal
+from burst.plan import datastrategy, goodput
+from burst.plan.catalog import Catalog, Offer
+from burst.plan.cost import HOURS_PER_MONTH, total_cost
+from burst.plan.crossregion import recommend_span
+from burst.plan.interval import choose_interval, job_mtbf_s
+from burst.plan.workload import Workload, estimate
+from burst.spec import BurstJob
+
+log = logging.getLogger(__name__)
+
+CAPACITIES = {
+    "spot": ("spot",),
+    "on_demand": ("on_demand",),
+    "spot_with_fallback": ("spot", "on_demand"),
+}
+VERDICT_RANK = {"allow": 0, "review": 1, "unchecked": 1}
+MAX_SIM_EVENTS = 2_000_000  # checkpoints simulated per candidate, across replicas
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    objective: str = "cost"  # cost | time
+    seed: int = 0
+    replicas: int = 32
+
+
+# --------------------------------------------------------------------------- decisions
+
+
+def _decisions(record: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]] | None:
+    """Index the preflight decision record by (provider, region); None when none was given."""
+    if record is None:
+        return None
+    items = record.get("decisions")
+    if not isinstance(items, list):
+        raise BadInputError("decision record: 'decisions' must be a list", where="input decision")
+    out = {}
+    for i, d in enumerate(items):
+        if not isinstance(d, dict):
+            raise BadInputError(f"decisions[{i}]: must be a mapping", where="input decision")
+        for key in ("region", "provider", "verdict"):
+            if not isinstance(d.get(key), str):
+                raise BadInputError(
+                    f"decisions[{i}]: {key}: required (a string)", where="input decision"
+                )
+        if d["verdict"] not in ("allow", "review", "deny"):
+            raise BadInputError(
+                f"decisions[{i}]: verdict: must be allow, review or deny (got {d['verdict']!r})",
+                where="input decision",
+            )
+        out[(d["provider"], d["region"])] = d
+    return out
+
+
+def _may_move(record: dict[str, Any] | None, decision: dict[str, Any] | None) -> bool:
+    if record is not None and record.get("data_may_leave") is False:
+        return False
+    return not (decision is not None and decision.get("data_may_move") is False)
+
+
+# --------------------------------------------------------------------------- pricing
+
+
+@dataclass(frozen=True)
+class Price:
+    per_instance_hour: float
+    basis: str  # catalog | spot-unknown | unknown
+    source: str
+
+
+def _instance_price(
+    cat: Catalog, offer: Offer | None, gpu_type: str, gpus_per_instance: int, capacity: str
+) -> Price | None:
+    od = offer.facts["on_demand_usd_per_hour"] if offer else None
+    if capacity == "spot" and offer is not None:
+        spot = offer.facts["spot_usd_per_hour"]
+        if spot.value is not None:
+            return Price(float(spot.value), "catalog", spot.source)
+    if od is not None and od.value is not None:
+        if capacity == "spot":
+            return Price(
+                float(od.value),
+                "spot-unknown",
+                "spot price unknown: the on-demand price is used (an upper bound)",
+            )
+        return Price(float(od.value), "catalog", od.source)
+    best = cat.highest_known_on_demand(gpu_type)
+    if best is None:
+        return None
+    per_gpu, src = best
+    return Price(
+        per_gpu * gpus_per_instance,
+        "unknown",
+        f"price unknown: highest known {gpu_type} on-demand price used "
+        f"({src.provider}/{src.region} {src.instance})",
+    )
+
+
+def _node_mtbf_hours(
+    cat: Catalog, job: BurstJob, offer: Offer | None, provider: str, capacity: str
+) -> tuple[float, str]:
+    if capacity == "on_demand":
+        f = cat.assumptions["on_demand_node_mtbf_hours"]
+        return float(f.value), f"catalog assumptions.on_demand_node_mtbf_hours ({f.source})"
+    fact = offer.fact("spot_node_mtbf_hours") if offer else None
+    if fact is None or fact.value is None:
+        fact = cat.provider_fact(provider, "spot_node_mtbf_hours")
+    if fact is not None and fact.value is not None:
+        return float(fact.value), f"catalog ({fact.source})"
+    known = [
+        float(f["spot_node_mtbf_hours"].value)
+        for f in cat.providers.values()
+        if f.get("spot_node_mtbf_hours") and f["spot_node_mtbf_hours"].value is not None
+    ]
+    if not known:
+        raise BadInputError(
+            f"no spot MTBF known for {provider}: add spot_node_mtbf_hours to a --catalog file",
+            where="catalog",
+        )
+    return min(known), "unknown: the shortest known spot MTBF is used (conservative)"
+
+
+def _notice_s(cat: Catalog, offer: Offer | None, provider: str, capacity: str) -> float:
+    if capacity == "on_demand":
+        return 0.0  # hardware failures come without notice
+    fact = offer.fact("notice_s") if offer else None
+    if fact is None or fact.value is None:
+        fact = cat.provider_fact(provider, "notice_s")
+    return float(fact.value) if fact is not None and fact.value is not None else 0.0
+
+
+def _storage_price(cat: Catalog, provider: str) -> float:
+    f = cat.provider_fact(provider, "storage_usd_per_gb_month")
+    if f is not None and f.value is not None:
+        return float(f.value)
+    known = [
+        float(x["storage_usd_per_gb_month"].value)
+        for x in cat.providers.values()
+        if x.get("storage_usd_per_gb_month") and x["storage_usd_per_gb_month"].value is not None
+    ]
+    return max(known, default=0.0)
+
+
+# --------------------------------------------------------------------------- training time
+
+
+def _goodput(
+    work: Workload,
+    mtbf_s: float,
+    notice_s: float,
+    restart_s: float,
+    interval_s: float,
+    opts: PlanOptions,
+) -> goodput.Summary:
+    params = goodput.SimParams(
+        mtbf_s=mtbf_s,
+        notice_s=notice_s,
+        checkpoint_cost_s=work.checkpoint_cost_s,
+        step_s=work.step_s,
+        upload_s=work.upload_s,
+        restart_s=restart_s,
+        work_s=max(work.compute_s, 1e-9),
+    )
+    events = work.compute_s / max(interval_s, work.step_s) + 1
+    replicas = max(1, min(opts.replicas, int(MAX_SIM_EVENTS / events)))
+    if events > MAX_SIM_EVENTS:  # too many checkpoints to simulate: use a coarser interval
+        log.info("simulating at a coarser step: %.3g checkpoints", events)
+        scale = events / MAX_SIM_EVENTS
+        params = goodput.SimParams(
+            mtbf_s=mtbf_s,
+            notice_s=notice_s,
+            checkpoint_cost_s=work.checkpoint_cost_s * scale,
+            step_s=work.step_s * scale,
+            upload_s=work.upload_s,
+            restart_s=restart_s,
+            work_s=work.compute_s,
+        )
+        interval_s *= scale
+    return goodput.simulate(params, interval_s, seed=opts.seed, replicas=replicas)
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def plan(
+    job: BurstJob,
+    cat: Catalog,
+    decision_record: dict[str, Any] | None = None,
+    opts: PlanOptions | None = None,
+) -> dict[str, Any]:
+    """The plan document (see docs/planning.md "The plan document")."""
+    opts = opts or PlanOptions()
+    if opts.objective not in ("cost", "time"):
+        raise BadInputError(f"objective must be cost or time (got {opts.objective!r})")
+    work = estimate(job, cat)
+    decisions = _decisions(decision_record)
+    gpu_type = job.compute.gpu_type
+    startup_s = cat.assumption("startup_s")
+    restart_s = cat.assumption("restart_s")
+    priced: list[dict[str, Any]] = []
+    excluded: list[dict[str, Any]] = []
+
+    def exclude(
+        provider: str, region: str, capacity: str | None, reason: str, **extra: Any
+    ) -> None:
+        excluded.append(
+            {
+                "provider": provider,
+                "region": region,
+                "capacity": capacity,
+                "reason": reason,
+                **extra,
+            }
+        )
+
+    for provider in job.compute.providers:
+        for region in job.compute.regions:
+            if (provider, region) not in cat.regions:
+                exclude(
+                    provider, region, None, f"{region} is not a {provider} region in the catalog"
+                )
+                continue
+            decision = None
+            verdict = "unchecked"
+            if decisions is not None:
+                decision = decisions.get((provider, region))
+                if decision is None:
+                    exclude(
+                        provider,
+                        region,
+                        None,
+                        "no preflight decision for this candidate (fail closed)",
+                    )
+                    continue
+                verdict = decision["verdict"]
+                if verdict == "deny":
+                    exclude(
+                        provider,
+                        region,
+                        None,
+                        "denied by the preflight",
+                        verdict="deny",
+                        reasons=decision.get("reasons", []),
+                    )
+                    continue
+            offer = cat.offer(provider, region, gpu_type)
+            availability = str(offer.facts["availability"].value) if offer else "unknown"
+            if availability == "unavailable":
+                exclude(
+                    provider,
+                    region,
+                    None,
+                    f"{gpu_type} is unavailable there (catalog: "
+                    f"{offer.facts['availability'].source if offer else ''})",
+                )
+                continue
+            data = datastrategy.for_candidate(
+                cat,
+                job.data.size_gb,
+                job.data.region,
+                (provider, region),
+                _may_move(decision_record, decision),
+            )
+            if not data.feasible:
+                exclude(provider, region, None, data.reason)
+                continue
+            per_instance = offer.gpus_per_instance if offer else job.compute.gpus_per_node
+            nodes = max(1, math.ceil(job.compute.gpu_count / per_instance))
+            for capacity in CAPACITIES[str(job.compute.capacity)]:
+                price = _instance_price(cat, offer, gpu_type, per_instance, capacity)
+                if price is None:
+                    exclude(
+                        provider,
+                        region,
+                        capacity,
+                        f"no price known for {gpu_type} "
+                        "anywhere in the catalog: add one with --catalog",
+                    )
+                    continue
+                cand = _price_candidate(
+                    job,
+                    cat,
+                    work,
+                    opts,
+                    provider,
+                    region,
+                    capacity,
+                    offer,
+                    nodes,
+                    per_instance,
+                    price,
+                    availability,
+                    data,
+                    verdict,
+                    decision,
+                    startup_s,
+                    restart_s,
+                )
+                if cand is None:
+                    exclude(
+                        provider,
+                        region,
+                        capacity,
+                        "pre-empted faster than it can checkpoint: the run never finishes",
+                    )
+                    continue
+                priced.append(cand)
+
+    def key(c: dict[str, Any]) -> tuple[Any, ...]:
+        main = (
+            (c["expected_cost_usd"], c["expected_hours"])
+            if opts.objective == "cost"
+            else (c["expected_hours"], c["expected_cost_usd"])
+        )
+        return (
+            VERDICT_RANK[c["verdict"]],
+            c["price_basis"] == "unknown",
+            c["availability"] != "available",
+            *main,
+        )
+
+    priced.sort(key=key)
+    candidates = []
+    for c in priced:
+        if not c["within_budget"]:
+            exclude(
+                c["provider"],
+                c["region"],
+                c["capacity"],
+                f"expected cost ${c['expected_cost_usd']:,.2f} exceeds the budget "
+                f"${job.budget.max_usd:,.2f}",
+                expected_cost_usd=c["expected_cost_usd"],
+            )
+        elif not c["within_deadline"]:
+            exclude(
+                c["provider"],
+                c["region"],
+                c["capacity"],
+                f"expected {c['expected_hours']:.2f} h exceeds the deadline "
+                f"{job.budget.max_hours:g} h",
+                expected_hours=c["expected_hours"],
+            )
+        else:
+            candidates.append(c)
+    if not candidates:
+        raise PolicyRefusal(_refusal(job, priced, excluded))
+    for i, c in enumerate(candidates, 1):
+        c["rank"] = i
+    first = candidates[0]
+    offer0 = cat.offer(first["provider"], first["region"], gpu_type)
+    max_gpus = offer0.fact("max_gpus") if offer0 else None
+    span = recommend_span(
+        job.compute.gpu_count,
+        {"same_az": int(max_gpus.value) if max_gpus and max_gpus.value is not None else None},
+    )
+    return {
+        "spec_sha256": job.sha256(),
+        "objective": opts.objective,
+        "budget_usd": job.budget.max_usd,
+        "deadline_hours": job.budget.max_hours,
+        "gpu_type": gpu_type,
+        "gpu_count": job.compute.gpu_count,
+        "workload": work.as_dict(),
+        "data": {
+            "uri": job.data.uri,
+            "region": job.data.region,
+            "size_gb": job.data.size_gb,
+            "strategy": first["data_strategy"],
+        },
+        "candidates": candidates,
+        "excluded": excluded,
+        "topology": {"span": span.span, "parallelism": span.parallelism, "reason": span.reason},
+        "catalog": {"files": cat.files},
+        "simulation": {"seed": opts.seed, "replicas": opts.replicas},
+        "decision_record": "given" if decision_record is not None else "none (unchecked)",
+    }
+
+
+def _price_candidate(
+    job: BurstJob,
+    cat: Catalog,
+    work: Workload,
+    opts: PlanOptions,
+    provider: str,
+    region: str,
+    capacity: str,
+    offer: Offer | None,
+    nodes: int,
+    per_instance: int,
+    price: Price,
+    availability: str,
+    data: datastrategy.DataPlan,
+    verdict: str,
+    decision: dict[str, Any] | None,
+    startup_s: float,
+    restart_s: float,
+) -> dict[str, Any] | None:
+    if capacity == "spot" and job.compute.mtbf_hours is not None:
+        mtbf_s, mtbf_source = job.compute.mtbf_hours * 3600.0, "spec compute.mtbf_hours (job)"
+    else:
+        node_h, mtbf_source = _node_mtbf_hours(cat, job, offer, provider, capacity)
+        mtbf_s = job_mtbf_s(node_h, nodes)
+    notice = _notice_s(cat, offer, provider, capacity)
+    choice = choose_interval(work.checkpoint_cost_s, mtbf_s, work.upload_s, work.step_s)
+    steps = job.training.checkpoint.interval_steps
+    if isinstance(steps, int):
+        interval_s = steps * work.step_s
+        basis = f"spec training.checkpoint.interval_steps {steps} x {work.step_s:.3g} s a step"
+    else:
+        interval_s, basis = choice.interval_s, choice.reason
+    sim = _goodput(work, mtbf_s, notice, restart_s, interval_s, opts)
+    if not sim.finished or sim.goodput <= 0:
+        return None
+    paid_s = startup_s + sim.paid_s
+    paid_hours = paid_s / 3600.0
+    price_per_hour = price.per_instance_hour * nodes
+    storage_gb = work.checkpoint_gb * (
+        job.training.checkpoint.keep_full + job.training.checkpoint.keep_weights
+    )
+    if data.egress_gb > 0:
+        storage_gb += data.egress_gb  # the moved copy of the data
+    hours = data.transfer_hours + paid_hours
+    breakdown = total_cost(
+        gpu_hours=paid_hours,
+        gpu_price_per_hour=price_per_hour,
+        egress_gb=data.egress_gb,
+        egress_price_per_gb=data.egress_usd / data.egress_gb if data.egress_gb else 0.0,
+        storage_gb_month=storage_gb * hours / HOURS_PER_MONTH,
+        storage_price_per_gb_month=_storage_price(cat, provider),
+        orchestration_usd=cat.assumption("orchestration_usd"),
+        labour_usd=cat.assumption("labour_usd"),
+    )
+    cost = breakdown.total_usd
+    return {
+        "region": region,
+        "provider": provider,
+        "capacity": capacity,
+        "gpu_type": job.compute.gpu_type,
+        "instance": offer.instance if offer else None,
+        "nodes": nodes,
+        "gpus": nodes * per_instance,
+        "price_per_hour": price_per_hour,
+        "price_per_gpu_hour": price.per_instance_hour / per_instance,
+        "price_basis": price.basis,
+        "price_source": price.source,
+        "availability": availability,
+        "expected_cost_usd": round(cost, 4),
+        "expected_hours": round(hours, 6),
+        "compute_usd": round(breakdown.gpu_usd, 4),
+        "egress_usd": round(breakdown.egress_usd, 4),
+        "storage_usd": round(breakdown.storage_usd, 6),
+        "orchestration_usd": breakdown.orchestration_usd,
+        "labour_usd": breakdown.labour_usd,
+        "paid_gpu_hours": round(paid_hours * nodes * per_instance, 6),
+        "data_strategy": data.strategy,
+        "data_transfer_hours": round(data.transfer_hours, 6),
+        "data_reason": data.reason,
+        "mtbf_hours": mtbf_s / 3600.0,
+        "mtbf_source": mtbf_source,
+        "notice_s": notice,
+        "checkpoint_interval_s": interval_s,
+        "checkpoint_interval_basis": basis,
+        "young_daly_interval_s": choice.interval_s,
+        "goodput": sim.goodput,
+        "expected_preemptions": sim.preemptions,
+        "verdict": verdict,
+        "reasons": decision.get("reasons", []) if decision else [],
+        "within_budget": cost <= job.budget.max_usd,
+        "within_deadline": hours <= job.budget.max_hours,
+    }
+
+
+def _refusal(job: BurstJob, priced: list[dict[str, Any]], excluded: list[dict[str, Any]]) -> str:
+    if priced:
+        best = min(priced, key=lambda c: c["expected_cost_usd"])
+        where = f"{best['provider']}/{best['region']} {best['capacity']}"
+        if not best["within_budget"]:
+            return (
+                f"refused before renting anything: best expected cost "
+                f"${best['expected_cost_usd']:,.2f} ({where}, {best['expected_hours']:.2f} h"
+                f" at ${best['price_per_hour']:,.2f}/h) exceeds the budget "
+                f"${job.budget.max_usd:,.2f} (budget.max_usd)"
+            )
+        fastest = min(priced, key=lambda c: c["expected_hours"])
+        return (
+            f"refused before renting anything: best expected time "
+            f"{fastest['expected_hours']:.2f} h ({fastest['provider']}/{fastest['region']} "
+            f"{fastest['capacity']}) exceeds the deadline {job.budget.max_hours:g} h "
+            "(budget.max_hours)"
+        )
+    reasons = "; ".join(f"{e['provider']}/{e['region']}: {e['reason']}" for e in excluded)
+    return f"no candidate can run this job: {reasons or 'no regions or providers given'}"
