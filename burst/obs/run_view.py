@@ -325,7 +325,8 @@ def _place_steps(steps: list[StepView], report: dict[str, Any],
     # 2. First and last JSON log record of each step.
     spans = {name: (min(r["_t"] for r in recs), max(r["_t"] for r in recs))
              for name, recs in log_records.items() if recs}
-    if steps and all(s.name in spans for s in steps if s.status != "skipped" and s.seconds):
+    if any(s.name in spans for s in steps) and all(
+            s.name in spans for s in steps if s.status != "skipped" and s.seconds):
         origin = min(spans[s.name][0] for s in steps if s.name in spans)
         for s in steps:
             if s.name in spans:
