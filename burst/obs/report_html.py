@@ -89,6 +89,17 @@ def timeline_svg(view: RunView, width: int = 960) -> str:
                    f'<title>{_e(s.name)}: {_e(s.status)}, {_e(human_seconds(s.seconds))}'
                    f'</title></rect>')
     bottom = top + row * max(len(steps), 1)
+    train_y = rows.get("train")
+    if train_y is not None:
+        for a in view.attempts:
+            if a.start is None or a.number <= 1:
+                continue
+            ax = x(a.start)
+            out.append(f'<g class="attempt"><line x1="{ax:.1f}" y1="{train_y + 2}" '
+                       f'x2="{ax:.1f}" y2="{train_y + row - 2}" stroke="#1d232b" '
+                       f'stroke-width="2"/><text x="{ax + 3:.1f}" y="{train_y + row - 1}" '
+                       f'font-size="10" fill="#1d232b">attempt {a.number}</text>'
+                       f'<title>attempt {a.number}: {_e(a.outcome)}</title></g>')
     for e in view.events:
         if e.at is None:
             continue

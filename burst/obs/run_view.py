@@ -24,6 +24,8 @@ from burst.runs import RUN_ID_RE, runs_root
 
 log = logging.getLogger(__name__)
 
+ATTEMPTS_FILE = "train-attempts.jsonl"  # written by the train step (burst.train.attempts)
+
 
 @dataclass
 class StepView:
@@ -45,6 +47,16 @@ class Event:
 
 
 @dataclass
+class Attempt:
+    """One attempt of the train step on the timeline (seconds since the run started)."""
+
+    number: int
+    start: float | None
+    end: float | None
+    outcome: str
+
+
+@dataclass
 class RunView:
     run_id: str
     dir: Path
@@ -56,6 +68,7 @@ class RunView:
     metrics: MetricTotals
     timeline_source: str  # recorded | logs | sequential
     started_at: float | None = None  # epoch seconds
+    attempts: list[Attempt] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     # -- derived figures -------------------------------------------------------------------
@@ -206,6 +219,10 @@ class RunView:
                 out = _cost_components(cand[key])
                 if out:
                     return out
+        parts = {k: float(v) for k in ("compute", "egress", "storage", "orchestration", "labour")
+                 if (v := _num(cand.get(f"{k}_usd"))) is not None and v > 0}
+        if parts:
+            return parts
         for key in ("expected_cost_usd", "expected_usd", "cost_usd", "expected_cost"):
             v = _num(cand.get(key))
             if v is not None:
@@ -276,11 +293,12 @@ def load_run(run_dir: Path) -> RunView:
         warnings.append("no report.json: the run is still running or its runner died")
 
     source, started = _place_steps(steps, report, log_records)
-    events = _events(report, log_records, started, steps)
+    events, attempts = _events(report, log_records, started, steps,
+                               _read_attempts(run_dir / ATTEMPTS_FILE))
     return RunView(run_id=_str(report.get("run_id")) or run_dir.name, dir=run_dir,
                    status=status, report=report, spec=spec, steps=steps, events=events,
                    metrics=metrics, timeline_source=source, started_at=started,
-                   warnings=warnings)
+                   attempts=attempts, warnings=warnings)
 
 
 def _steps(report: dict[str, Any], run_dir: Path) -> list[StepView]:
@@ -343,7 +361,30 @@ def _place_steps(steps: list[StepView], report: dict[str, Any],
 
 
 def _events(report: dict[str, Any], log_records: dict[str, list[dict[str, Any]]],
-            origin: float | None, steps: list[StepView]) -> list[Event]:
+            origin: float | None, steps: list[StepView],
+            attempts: list[dict[str, Any]]) -> tuple[list[Event], list[Attempt]]:
+    """Events on the timeline, from (in order) JSON-line logs, report.json ``events``, the
+    train step's attempt records, and, as a last resort, steps that ended with exit 75."""
+    # Absolute times are placed against the run's origin; without one (steps laid out one
+    # after another), against the start of their own step's bar and that step's first record.
+    anchors: dict[str, float] = {}
+    for step, recs in log_records.items():
+        if recs:
+            anchors[step] = min(r["_t"] for r in recs)
+    starts = [t for a in attempts if (t := _epoch(a.get("started_at"))) is not None]
+    if starts:
+        anchors["train"] = min([*starts, anchors.get("train", starts[0])])
+
+    def place(t: float | None, step: str | None) -> float | None:
+        if t is None:
+            return None
+        if origin is not None:
+            return t - origin
+        bar = next((s for s in steps if s.name == step and s.start is not None), None)
+        if bar is None or bar.start is None or step not in anchors:
+            return None
+        return bar.start + t - anchors[step]
+
     out: list[Event] = []
     for step, recs in log_records.items():
         for r in recs:
@@ -351,15 +392,9 @@ def _events(report: dict[str, Any], log_records: dict[str, list[dict[str, Any]]]
                 str(r.get("event")))
             if kind is None:
                 continue
-            if origin is not None:
-                at: float | None = r["_t"] - origin
-            else:  # steps laid out one after another: place it within its own step's bar
-                bar = next((s for s in steps if s.name == step and s.start is not None), None)
-                at = None if bar is None or bar.start is None else \
-                    bar.start + r["_t"] - min(x["_t"] for x in recs)
-            detail = ", ".join(f"{k}={r[k]}" for k in ("step_no", "train_step", "tier", "bytes",
-                                                       "source") if k in r)
-            out.append(Event(kind, at, step, detail))
+            detail = ", ".join(f"{k}={r[k]}" for k in ("train_step", "tier", "bytes", "source")
+                               if k in r)
+            out.append(Event(kind, place(r["_t"], step), step, detail))
     raw = report.get("events")
     if isinstance(raw, list):
         for item in raw:
@@ -367,15 +402,55 @@ def _events(report: dict[str, Any], log_records: dict[str, list[dict[str, Any]]]
                 continue
             kind = _str(item.get("kind", item.get("event"))) or ""
             kind = {ev.CHECKPOINT: "checkpoint"}.get(kind, kind)
-            t = _epoch(item.get("ts", item.get("at")))
-            at = None if t is None or origin is None else t - origin
-            out.append(Event(kind, at, _str(item.get("step")), _str(item.get("detail")) or ""))
+            where = _str(item.get("step"))
+            out.append(Event(kind, place(_epoch(item.get("ts", item.get("at"))), where), where,
+                             _str(item.get("detail")) or ""))
+
+    spans: list[Attempt] = []
+    from_attempts: list[Event] = []
+    for a in attempts:
+        n = _int(a.get("attempt")) or len(spans) + 1
+        outcome = _str(a.get("outcome")) or ("preempted" if a.get("preempted") else "unknown")
+        spans.append(Attempt(n, place(_epoch(a.get("started_at")), "train"),
+                             place(_epoch(a.get("finished_at")), "train"), outcome))
+        notice = _as_dict(a.get("notice"))
+        if a.get("preempted") is True:
+            t = _epoch(notice.get("received_at")) or _epoch(a.get("finished_at"))
+            detail = f"attempt {n} at step {a.get('ended_at_step')}"
+            if _str(notice.get("source")):
+                detail += f" ({notice['source']})"
+            from_attempts.append(Event("preemption", place(t, "train"), "train", detail))
+        save = _as_dict(a.get("emergency_save"))
+        if _num(save.get("committed_at")) is not None:
+            from_attempts.append(Event(
+                "checkpoint", place(_epoch(save.get("committed_at")), "train"), "train",
+                f"emergency {save.get('tier')} save at step {save.get('committed_step')}"))
+    for kind in ("preemption", "checkpoint"):
+        if not any(e.kind == kind for e in out):
+            out += [e for e in from_attempts if e.kind == kind]
     if not any(e.kind == "preemption" for e in out):
-        # Without events, a step that ended with exit 75 was preempted at its end.
+        # Without any record, a step that ended with exit 75 was preempted at its end.
         for s in steps:
             if s.exit_code == EXIT_PREEMPTED:
                 out.append(Event("preemption", s.end, s.name, "exit 75"))
     out.sort(key=lambda e: (e.at is None, e.at or 0.0))
+    return out, spans
+
+
+def _read_attempts(path: Path) -> list[dict[str, Any]]:
+    """The train step's attempt records (one JSON object a line); bad lines are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
     return out
 
 
@@ -446,6 +521,10 @@ def _cost_components(d: dict[str, Any]) -> dict[str, float]:
     if not out and total is not None:
         out["total"] = total
     return out
+
+
+def _as_dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
 
 
 def _dig(d: Any, *keys: str) -> Any:

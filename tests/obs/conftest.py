@@ -76,6 +76,22 @@ def make_run(root: Path, run_id: str = RUN_ID, *, with_report: bool = True,
         doc = {"step": name, "run_id": run_id, "seconds": secs}
         (d / "docs" / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
 
+    # The train step's attempt records (burst.train.attempts), as the lead's loop writes them.
+    def iso(t: float) -> str:
+        return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    attempts = [
+        {"attempt": 1, "started_at": iso(T0 + 9), "finished_at": iso(T0 + 22),
+         "preempted": True, "outcome": "preempted", "ended_at_step": 7,
+         "notice": {"source": "sigterm", "received_at": T0 + 21.0, "deadline": T0 + 51.0},
+         "emergency_save": {"tier": "weights", "committed_step": 7, "committed_at": T0 + 21.4,
+                            "bytes": 400_000}},
+        {"attempt": 2, "started_at": iso(T0 + 22), "finished_at": iso(T0 + 49),
+         "preempted": False, "outcome": "done", "resumed_from": 5},
+    ]
+    (d / "train-attempts.jsonl").write_text(
+        "".join(json.dumps(a) + "\n" for a in attempts), encoding="utf-8")
+
     labels = {"run_id": run_id, "team": "ml-research", "experiment": "quickstart",
               "priority": "normal"}
     prov = RunMetrics(**labels)

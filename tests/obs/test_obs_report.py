@@ -175,3 +175,26 @@ def test_any_key_of_any_type_renders(runs_root: Path) -> None:
             assert render_text(view) and render_html(view)
             rendered += 1
     assert rendered == (len(keys) + 6) * len(ODD_VALUES)
+
+
+def test_human_logs_fall_back_to_durations_and_attempt_records(runs_root: Path) -> None:
+    """Logs that are not JSON lines: steps are laid out from their durations and the train
+    step's attempt records place the preemption and the emergency save inside its bar."""
+    d = make_run(runs_root, "human-logs")
+    for log in (d / "logs").glob("*.log"):
+        log.write_text("23:00:01 info    [train] step 3 of 30\n", encoding="utf-8")
+    view = load_run(d)
+    assert view.timeline_source == "sequential"
+    train = next(s for s in view.steps if s.name == "train")
+    assert train.start == pytest.approx(0.8 + 0.6 + 0.5 + 6.0)
+    pre = [e for e in view.events if e.kind == "preemption"]
+    assert len(pre) == 1
+    assert pre[0].at == pytest.approx(train.start + 12.0)
+    assert "attempt 1 at step 7 (sigterm)" in pre[0].detail
+    ck = [e for e in view.events if e.kind == "checkpoint"]
+    assert [e.detail for e in ck] == ["emergency weights save at step 7"]
+    assert [(a.number, a.outcome) for a in view.attempts] == [(1, "preempted"), (2, "done")]
+    assert view.attempts[1].start == pytest.approx(train.start + 13.0)
+    page = render_html(view)
+    assert page.count('class="attempt"') == 1
+    assert page.count('class="preemption"') == 1
