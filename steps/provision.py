@@ -1,18 +1,39 @@
-"""provision: apply the run's Terraform stack in the plan's first candidate, failing over."""
+"""provision: apply the run's Terraform stack in the plan's first candidate, failing over.
+
+Refuses (exit 3) unless the preflight decision record (``--input decision=...``) allows the
+candidate for exactly this spec and the policies as they are now; only allowed candidates
+are attempted.
+
+Fault injection: ``BURST_FAIL_AT=provision`` fails before anything is applied;
+``provision:midway`` fails at apply time after part of the stack exists (teardown destroys
+it); ``BURST_SIMULATE_NO_CAPACITY=region,...`` makes those regions report no capacity.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
-from burst.infra.provision import provision
+from burst.infra.provision import gate_candidates, provision
 from burst.stepio import StepContext, main
+
+
+def _wants(point: str) -> bool:
+    return point in {p.strip() for p in os.environ.get("BURST_FAIL_AT", "").split(",")}
 
 
 def run(ctx: StepContext) -> dict[str, Any]:
     plan = ctx.input("plan")
+    decision = ctx.optional_input("decision")
+    allowed, refused = gate_candidates(decision, ctx.spec, plan.get("candidates", []))
     ctx.fail_point("before")
-    return provision(ctx.spec, ctx.run_id, ctx.paths.terraform, plan.get("candidates", []))
+    doc = provision(ctx.spec, ctx.run_id, ctx.paths.terraform, allowed,
+                    fail_midway=_wants("provision:midway"))
+    doc["refused"] = refused
+    doc["decision"] = {"spec_sha256": decision["spec_sha256"] if decision else None,
+                       "policy_sha256": decision["policy_sha256"] if decision else None}
+    return doc
 
 
 if __name__ == "__main__":

@@ -1,23 +1,56 @@
 """Provision a run's infrastructure, failing over through the plan's candidates.
 
-A capacity error destroys what the attempt partly created and moves to the next candidate;
-any other error stops. Every attempt is recorded. Applying again for the same run id converges.
+The loop is written once (``provision``); what to do after an attempt is a small named
+policy (``FailoverPolicy``). A capacity error destroys what the attempt partly created,
+checks that nothing of it is left, and moves to the next candidate; any other error stops.
+Every attempt is recorded in the provision document. Applying again for the same run id
+converges: the candidate that succeeded goes first and the expiry tag is kept, so a second
+apply changes nothing.
+
+Failure emulation (local stack only, for tests and the fault-injection harness):
+``BURST_SIMULATE_NO_CAPACITY="ap-southeast-1,ap-southeast-3"`` makes the local module fail
+with an InsufficientInstanceCapacity error in those regions at apply time, after the VPN and
+node group exist; ``fail_midway=True`` (``--fail-at provision:midway``) fails the same way
+with a non-capacity error and leaves the partial state for teardown.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
+import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from burst.errors import CapacityError, InfraError
+from burst.errors import BadInputError, CapacityError, InfraError, InjectedFailure, PolicyRefusal
 from burst.infra.terraform import Terraform
-from burst.infra.workspace import write_root, write_vars
+from burst.infra.workspace import VARS_FILE, Workspace, workspace_for, write_vars
 from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
+
+SIMULATE_ENV = "BURST_SIMULATE_NO_CAPACITY"
+RECORD_FILE = "provision-record.json"
+MIDWAY_MARKER = "Injected failure midway"
+
+
+@dataclass(frozen=True)
+class FailoverPolicy:
+    """What an attempt's failure means: ``next-candidate`` fails over on capacity errors
+    only (cleaning up first), up to ``max_attempts`` candidates; anything else stops."""
+
+    name: str = "next-candidate"
+    max_attempts: int | None = None
+
+    def fails_over(self, exc: InfraError) -> bool:
+        return isinstance(exc, CapacityError)
+
+
+NEXT_CANDIDATE = FailoverPolicy()
 
 
 def expires_at(job: BurstJob, now: dt.datetime | None = None) -> str:
@@ -30,53 +63,213 @@ def node_count(job: BurstJob) -> int:
     return max(1, -(-job.compute.gpu_count // job.compute.gpus_per_node))
 
 
-def provision(job: BurstJob, run_id: str, workdir: Path,
-              candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    if not candidates:
+def simulated_no_capacity(env: dict[str, str] | None = None) -> list[str]:
+    raw = (os.environ if env is None else env).get(SIMULATE_ENV, "")
+    return [r.strip() for r in raw.split(",") if r.strip()]
+
+
+def check_candidates(candidates: Any) -> list[dict[str, Any]]:
+    """The plan's candidates, each with a region and a provider (one line on a bad one)."""
+    if not isinstance(candidates, list) or not candidates:
         raise InfraError("no candidate to provision: the plan is empty")
-    write_root(workdir, run_id)
-    tf = Terraform(workdir)
-    tf.init()
-    expiry = expires_at(job)
-    attempts: list[dict[str, Any]] = []
-    for cand in candidates:
-        variables = {
-            "run_id": run_id,
-            "region": cand["region"],
-            "cloud_provider": cand["provider"],
-            "capacity": cand.get("capacity", job.compute.capacity),
-            "gpu_type": job.compute.gpu_type,
-            "node_count": node_count(job),
-            "tags": job.tags(run_id, expiry),
-        }
-        var_file = write_vars(workdir, variables)
-        started = time.monotonic()
-        attempt: dict[str, Any] = {"region": cand["region"], "provider": cand["provider"],
-                                   "capacity": variables["capacity"]}
+    for i, cand in enumerate(candidates):
+        if not isinstance(cand, dict):
+            raise BadInputError(f"plan: candidates[{i}] must be an object")
+        for key in ("region", "provider"):
+            if not isinstance(cand.get(key), str) or not cand[key]:
+                raise BadInputError(f"plan: candidates[{i}].{key} is missing or not a string")
+    return candidates
+
+
+def gate_candidates(decision: dict[str, Any] | None, job: BurstJob,
+                    candidates: list[dict[str, Any]],
+                    policy_dir: str | Path | None = None) -> tuple[list[dict[str, Any]],
+                                                                 list[dict[str, Any]]]:
+    """Keep the candidates the decision record allows for exactly this spec and these
+    policies (``burst.policy.require_allow``); the others are returned as refused.
+
+    Fails closed: no decision record, or no candidate allowed (a stale spec or policy hash
+    refuses them all), raises ``PolicyRefusal`` (exit 3) before anything is applied.
+    """
+    from burst.policy import require_allow
+
+    if not decision:
+        raise PolicyRefusal("provision needs the preflight decision record "
+                            "(--input decision=...): refusing to provision without one")
+    allowed: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
+    for cand in check_candidates(candidates):
         try:
-            tf.apply(var_file)
-        except CapacityError as exc:
-            attempt.update(result="capacity", error=exc.message,
-                           seconds=round(time.monotonic() - started, 3))
-            attempts.append(attempt)
-            log.warning("no capacity in %s/%s: %s; cleaning up and failing over",
-                        cand["provider"], cand["region"], exc.message)
-            tf.destroy(var_file)
+            require_allow(decision, job, policy_dir, cand["region"], cand["provider"])
+        except PolicyRefusal as exc:
+            refused.append({"region": cand["region"], "provider": cand["provider"],
+                            "reason": exc.message})
+            log.warning("not provisioning %s/%s: %s", cand["provider"], cand["region"],
+                        exc.message)
             continue
+        allowed.append(cand)
+    if not allowed:
+        raise PolicyRefusal("no candidate of the plan has an allow decision for this spec "
+                            f"and these policies; first: {refused[0]['provider']}/"
+                            f"{refused[0]['region']}: {refused[0]['reason']}")
+    return allowed, refused
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return all(a.get(k) == b.get(k) for k in ("region", "provider", "capacity"))
+
+
+def _order(candidates: list[dict[str, Any]],
+           previous: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The candidate that already succeeded for this run goes first (idempotent re-runs)."""
+    if previous is None:
+        return list(candidates)
+    first = [c for c in candidates if _same(c, previous)]
+    return first[:1] + [c for c in candidates if not (first and c is first[0])]
+
+
+class Provisioner:
+    """One run's provisioning: the workspace, its Terraform, and the attempts so far."""
+
+    def __init__(self, job: BurstJob, run_id: str, workdir: Path, *,
+                 policy: FailoverPolicy = NEXT_CANDIDATE, env: dict[str, str] | None = None,
+                 fail_midway: bool = False,
+                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.job = job
+        self.run_id = run_id
+        self.workdir = Path(workdir)
+        self.policy = policy
+        self.fail_midway = fail_midway
+        self.no_capacity = simulated_no_capacity(env)
+        self.ws: Workspace = workspace_for(run_id, self.workdir, env)
+        self.tf: Terraform = self.ws.terraform()
+        self.tf.on_event = on_event
+        self.attempts: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ helpers
+    def _remaining(self) -> int:
+        return len(self.tf.state_resources())
+
+    def _clean_up(self, region: str) -> dict[str, Any]:
+        """Destroy what a failed attempt created; report what is left."""
+        try:
+            self.tf.destroy(self.ws.var_files(region))
         except InfraError as exc:
-            attempt.update(result="error", error=exc.message,
-                           seconds=round(time.monotonic() - started, 3))
-            attempts.append(attempt)
-            exc.attempts = attempts  # type: ignore[attr-defined]
-            raise
-        attempt.update(result="ok", seconds=round(time.monotonic() - started, 3))
-        attempts.append(attempt)
-        outputs = tf.outputs()
-        log.info("provisioned %s in %s/%s", outputs.get("node_group_name"), cand["provider"],
-                 cand["region"])
-        return {"candidate": cand, "attempts": attempts, "outputs": outputs,
-                "expires_at": expiry, "terraform_dir": str(workdir)}
-    raise CapacityError(
-        "no capacity in any candidate: "
-        + ", ".join(f"{a['provider']}/{a['region']}" for a in attempts)
-    )
+            return {"destroyed": False, "resources_remaining": self._remaining(),
+                    "error": exc.message}
+        remaining = self._remaining()
+        return {"destroyed": remaining == 0, "resources_remaining": remaining, "error": None}
+
+    def _converge_leftovers(self, first: dict[str, Any]) -> None:
+        """State left by an earlier, interrupted provision in another candidate is
+        destroyed before applying elsewhere (an apply would move it across regions)."""
+        previous_vars = _read_json(self.workdir / VARS_FILE)
+        if not previous_vars or previous_vars.get("region") == first["region"]:
+            return
+        if self._remaining() == 0:
+            return
+        log.warning("run %s has state from an earlier attempt in %s: destroying it first",
+                    self.run_id, previous_vars.get("region"))
+        cleanup = self._clean_up(str(previous_vars.get("region")))
+        if cleanup["resources_remaining"]:
+            raise InfraError(f"cannot clean up the earlier attempt in "
+                             f"{previous_vars.get('region')}: {cleanup['error']}",
+                             where=self.ws.state)
+
+    def _fail(self, exc: InfraError | InjectedFailure, doc: dict[str, Any]) -> None:
+        doc.update(status="failed", attempts=self.attempts)
+        exc.doc = doc  # type: ignore[attr-defined]
+        raise exc
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, candidates: list[dict[str, Any]]) -> dict[str, Any]:
+        candidates = check_candidates(candidates)
+        self.ws.prepare()
+        self.ws.init(self.tf)
+        record = _read_json(self.workdir / RECORD_FILE)
+        expiry = str(record.get("expires_at") or expires_at(self.job))
+        tags = self.job.tags(self.run_id, expiry)
+        ordered = _order(candidates, record.get("candidate"))
+        if self.policy.max_attempts is not None:
+            ordered = ordered[: self.policy.max_attempts]
+        base = {"expires_at": expiry, "tags": tags, "terraform": self._terraform_info(),
+                "terraform_dir": str(self.workdir),
+                "failover": {"policy": self.policy.name, "candidates": len(ordered)}}
+        self._converge_leftovers(ordered[0])
+        if self.fail_midway and self.ws.kind != "local":
+            self._fail(InjectedFailure("failure injected at provision:midway (BURST_FAIL_AT)"),
+                       dict(base))
+        for index, cand in enumerate(ordered, start=1):
+            region = cand["region"]
+            capacity = str(cand.get("capacity") or self.job.compute.capacity.value)
+            cand = {**cand, "capacity": capacity}
+            variables = self.ws.variables(
+                run_id=self.run_id, candidate=cand, gpu_type=self.job.compute.gpu_type,
+                node_count=node_count(self.job), tags=tags,
+                simulate_no_capacity=self.no_capacity, fail_midway=self.fail_midway)
+            write_vars(self.workdir, variables)
+            attempt: dict[str, Any] = {"index": index, "region": region,
+                                       "provider": cand["provider"], "capacity": capacity,
+                                       "result": "ok", "error": None, "changes": None,
+                                       "cleanup": None}
+            self.attempts.append(attempt)
+            started = time.monotonic()
+            log.info("attempt %d/%d: applying in %s/%s (%s)", index, len(ordered),
+                     cand["provider"], region, capacity)
+            try:
+                result = self.tf.apply(self.ws.var_files(region))
+            except InfraError as exc:
+                attempt["seconds"] = round(time.monotonic() - started, 3)
+                attempt["error"] = exc.message
+                if self.fail_midway and MIDWAY_MARKER in exc.message:
+                    attempt["result"] = "injected"
+                    self._fail(InjectedFailure(
+                        f"failure injected at provision:midway in {region}; the partial "
+                        "state is left for teardown"), dict(base))
+                if not self.policy.fails_over(exc):
+                    attempt["result"] = "error"
+                    self._fail(exc, dict(base))
+                attempt["result"] = "capacity"
+                log.warning("no capacity in %s/%s: %s; cleaning up and failing over",
+                            cand["provider"], region, exc.message)
+                attempt["cleanup"] = self._clean_up(region)
+                left = attempt["cleanup"]["resources_remaining"]
+                if left:
+                    self._fail(InfraError(
+                        f"capacity error in {region}, and {left} resource(s) of the attempt "
+                        f"could not be destroyed: {attempt['cleanup']['error']}",
+                        where=self.ws.state), dict(base))
+                continue
+            attempt["seconds"] = round(time.monotonic() - started, 3)
+            attempt["changes"] = result.changes()
+            outputs = self.tf.outputs()
+            (self.workdir / RECORD_FILE).write_text(json.dumps(
+                {"expires_at": expiry, "candidate": cand}, indent=2, sort_keys=True) + "\n")
+            log.info("provisioned %s in %s/%s (changes %s)", outputs.get("node_group_name"),
+                     cand["provider"], region, attempt["changes"])
+            return {**base, "status": "provisioned", "candidate": cand,
+                    "attempts": self.attempts, "outputs": outputs,
+                    "changes": attempt["changes"]}
+        self._fail(CapacityError("no capacity in any candidate: " + ", ".join(
+            f"{a['provider']}/{a['region']}" for a in self.attempts)), dict(base))
+        raise AssertionError("unreachable")  # _fail always raises
+
+    def _terraform_info(self) -> dict[str, Any]:
+        return {"kind": self.ws.kind, "workdir": str(self.workdir),
+                "config_dir": str(self.ws.config_dir), "state": self.ws.state}
+
+
+def provision(job: BurstJob, run_id: str, workdir: Path, candidates: list[dict[str, Any]],
+              *, env: dict[str, str] | None = None, fail_midway: bool = False,
+              policy: FailoverPolicy = NEXT_CANDIDATE) -> dict[str, Any]:
+    """Apply the run's stack in the first candidate that has capacity; the provision doc."""
+    return Provisioner(job, run_id, workdir, policy=policy, env=env,
+                       fail_midway=fail_midway).run(candidates)

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ CAPACITY_PATTERNS = re.compile(
     r"InsufficientInstanceCapacity|InsufficientCapacity|capacity-not-available|"
     r"SpotMaxPriceTooLow|UnfulfillableCapacity|MaxSpotInstanceCountExceeded|"
     r"ZONE_RESOURCE_POOL_EXHAUSTED|SkuNotAvailable|AllocationFailed|Out of host capacity|"
-    r"CREATE_FAILED.*capacity",
+    r"capacity-oversubscribed|no Spot capacity|CREATE_FAILED.*capacity",
     re.IGNORECASE,
 )
 
@@ -72,48 +73,90 @@ class TfResult:
             out = [line for line in self.stderr.strip().splitlines() if line.strip()][-3:]
         return out
 
+    def changes(self) -> dict[str, int] | None:
+        """Resources added, changed and removed, from the run's last ``change_summary``."""
+        for ev in reversed(self.events):
+            if ev.get("type") == "change_summary":
+                c = ev.get("changes", {})
+                return {k: int(c.get(k, 0)) for k in ("add", "change", "remove")}
+        return None
+
     def error_text(self) -> str:
         return " | ".join(self.diagnostics()) or f"terraform exited {self.returncode}"
 
 
 class Terraform:
-    """One Terraform working directory."""
+    """One Terraform working directory.
 
-    def __init__(self, workdir: Path, on_event: Callable[[dict[str, Any]], None] | None = None):
+    ``workdir`` holds the run's files (variables, local state); ``config_dir`` is the root
+    module Terraform runs in (``-chdir``; default ``workdir``) and ``data_dir`` its
+    ``TF_DATA_DIR`` (default Terraform's ``.terraform`` inside ``config_dir``), so one
+    committed stack can serve many runs at once, each with its own data directory.
+    """
+
+    def __init__(self, workdir: Path, on_event: Callable[[dict[str, Any]], None] | None = None,
+                 *, config_dir: Path | None = None, data_dir: Path | None = None) -> None:
         self.workdir = Path(workdir)
+        self.config_dir = Path(config_dir) if config_dir is not None else self.workdir
+        self.data_dir = Path(data_dir) if data_dir is not None else None
         self.on_event = on_event
 
     def run(self, args: Sequence[str], *, json_events: bool = True, check: bool = True,
             timeout: float | None = None) -> TfResult:
-        argv = [*terraform_argv(), f"-chdir={self.workdir}", *args]
+        """Run one command; with ``json_events`` its events are streamed as they arrive."""
+        argv = [*terraform_argv(), f"-chdir={self.config_dir}", *args]
         if json_events:
             argv.append("-json")
+        env = terraform_env()
+        if self.data_dir is not None:
+            env["TF_DATA_DIR"] = str(self.data_dir)
         log.debug("terraform %s", " ".join(args))
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=terraform_env())
+                                env=env)
         result = TfResult(list(args), -1)
+        err_chunks: list[str] = []
+        reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()),  # type: ignore[union-attr]
+                                  daemon=True)
+        reader.start()
+        timer = None
+        timed_out = threading.Event()
+        if timeout is not None:
+            def _kill() -> None:
+                timed_out.set()
+                proc.kill()
+            timer = threading.Timer(timeout, _kill)
+            timer.start()
+        out_lines: list[str] = []
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out_lines.append(line)
+                if json_events:
+                    try:
+                        ev = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    if isinstance(ev, dict):
+                        result.events.append(ev)
+                        self._progress(ev)
+            proc.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            reader.join()
+        if timed_out.is_set():
             raise InfraError(f"terraform {args[0]} timed out after {timeout}s",
-                             where=str(self.workdir)) from None
+                             where=str(self.config_dir))
         result.returncode = proc.returncode
-        result.stdout, result.stderr = out, err
-        if json_events:
-            for line in out.splitlines():
-                try:
-                    ev = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                result.events.append(ev)
-                self._progress(ev)
+        result.stdout, result.stderr = "".join(out_lines), "".join(err_chunks)
         if check and proc.returncode != 0:
             text = result.error_text()
             if CAPACITY_PATTERNS.search(text):
-                raise CapacityError(text, where=str(self.workdir))
-            raise InfraError(f"terraform {args[0]} failed: {text}", where=str(self.workdir))
+                raise CapacityError(text, where=str(self.config_dir))
+            raise InfraError(f"terraform {args[0]} failed: {text}", where=str(self.config_dir))
         return result
 
     def _progress(self, ev: dict[str, Any]) -> None:
@@ -122,19 +165,21 @@ class Terraform:
         if self.on_event is not None:
             self.on_event(ev)
 
-    def init(self) -> TfResult:
-        return self.run(["init", "-input=false", "-no-color"], json_events=False)
+    def init(self, backend_config: dict[str, str] | None = None) -> TfResult:
+        """``terraform init``; ``backend_config`` completes a partial backend block."""
+        args = ["init", "-input=false", "-no-color"]
+        for key, value in (backend_config or {}).items():
+            args.append(f"-backend-config={key}={value}")
+        if backend_config:
+            args.append("-reconfigure")
+        return self.run(args, json_events=False)
 
-    def apply(self, var_file: Path | None = None) -> TfResult:
-        args = ["apply", "-auto-approve", "-input=false", "-no-color"]
-        if var_file is not None:
-            args.append(f"-var-file={var_file}")
+    def apply(self, var_file: Path | Sequence[Path] | None = None) -> TfResult:
+        args = ["apply", "-auto-approve", "-input=false", "-no-color", *_var_args(var_file)]
         return self.run(args)
 
-    def destroy(self, var_file: Path | None = None) -> TfResult:
-        args = ["destroy", "-auto-approve", "-input=false", "-no-color"]
-        if var_file is not None:
-            args.append(f"-var-file={var_file}")
+    def destroy(self, var_file: Path | Sequence[Path] | None = None) -> TfResult:
+        args = ["destroy", "-auto-approve", "-input=false", "-no-color", *_var_args(var_file)]
         return self.run(args)
 
     def outputs(self) -> dict[str, Any]:
@@ -150,6 +195,13 @@ class Terraform:
             raise InfraError(f"terraform state list failed: {res.error_text()}",
                              where=str(self.workdir))
         return [line for line in res.stdout.splitlines() if line.strip()]
+
+
+def _var_args(var_file: Path | Sequence[Path] | None) -> list[str]:
+    if var_file is None:
+        return []
+    files = [var_file] if isinstance(var_file, (str, Path)) else list(var_file)
+    return [f"-var-file={f}" for f in files]
 
 
 def count_state_resources(state_file: Path) -> int:
