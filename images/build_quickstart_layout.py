@@ -43,7 +43,12 @@ the spec's GPU type exactly as it does for a real trainer image. Nothing runs fr
 """
 
 
-def build(keep_key: Path | None) -> str:
+def build(
+    layout_dir: Path = ROOT / LAYOUT,
+    public_key: Path = ROOT / "policies" / "keys" / f"{KEY_NAME}.pub",
+    keep_key: Path | None = None,
+) -> str:
+    """Build, key and sign; return the image digest."""
     lock = json.loads((ROOT / "images" / "lock.json").read_text(encoding="utf-8"))["trainer"]
     labels = {
         LABELS["cuda"]: lock["cuda"],
@@ -54,7 +59,6 @@ def build(keep_key: Path | None) -> str:
         "org.opencontainers.image.title": "burst-quickstart-demo",
         "org.opencontainers.image.description": "stand-in for the trainer image (labels only)",
     }
-    layout_dir = ROOT / LAYOUT
     if layout_dir.exists():
         shutil.rmtree(layout_dir)
     store = LayoutStore(layout_dir, create=True)
@@ -62,27 +66,27 @@ def build(keep_key: Path | None) -> str:
     digest = push_tiny_image(store, {"etc/burst/README": README}, labels, tag="quickstart")
 
     key = generate_key()
-    (ROOT / "policies" / "keys" / f"{KEY_NAME}.pub").write_bytes(public_pem(key.public_key()))
+    public_key.write_bytes(public_pem(key.public_key()))
     with tempfile.TemporaryDirectory() as tmp:
         key_path = Path(tmp) / f"{KEY_NAME}.key"
         key_path.write_bytes(private_pem(key))
         key_path.chmod(0o600)
-        reference = f"oci-layout://{LAYOUT.as_posix()}@{digest}"
-        sign_image(reference, key_path, search=(ROOT,))
+        sign_image(f"oci-layout://{layout_dir}@{digest}", key_path)
         if keep_key is not None:
             if ROOT in keep_key.resolve().parents:
                 raise SystemExit("--keep-key must be outside the repository")
             keep_key.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(key_path, keep_key)
             keep_key.chmod(0o600)
-    return reference
+    return digest
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--keep-key", type=Path, help="keep the private key here (outside the repo)")
     args = p.parse_args()
-    print(build(args.keep_key))
+    digest = build(keep_key=args.keep_key)
+    print(f"oci-layout://{LAYOUT.as_posix()}@{digest}")
     return 0
 
 

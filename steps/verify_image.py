@@ -23,7 +23,8 @@ def run(ctx: StepContext) -> dict[str, Any]:
     job = ctx.spec
     trust = load_trust()
     requirements = load_requirements(policies_dir() / REQUIREMENTS_FILE)
-    search = (Path.cwd(), ctx.spec_path.resolve().parent)
+    # a relative oci-layout:// path: the working directory, the spec's, then this checkout's
+    search = (Path.cwd(), ctx.spec_path.resolve().parent, Path(__file__).resolve().parents[1])
     verified = verify_image(job.image.reference, job.image.trusted_key, trust, search=search)
     compatibility = check_compat(verified.labels, job.compute.gpu_type, requirements)
     return {

@@ -155,7 +155,10 @@ def _load_key(path: Path, base: Path, name: Any, entry: Any) -> TrustedKey:
     key_path = (base / entry["file"]).resolve()
     if base.resolve() not in key_path.parents:
         raise BadInputError(f"file {entry['file']!r} must be inside {base}", where=where)
-    key = load_public_key(key_path, name)
+    try:
+        key = load_public_key(key_path, name)
+    except BadInputError as exc:
+        raise BadInputError(exc.message, where=where) from None
     return TrustedKey(name, key_path, key, str(entry.get("description", "")))
 
 

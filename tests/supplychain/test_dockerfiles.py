@@ -1,0 +1,70 @@
+"""Static rules on images/*/Dockerfile, and each rule proven to catch what it should."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from burst.supplychain.dockerfile_rules import base_images, check, check_file
+
+REPO = Path(__file__).resolve().parents[2]
+DOCKERFILES = sorted((REPO / "images").glob("*/Dockerfile"))
+PIN = "@sha256:" + "0" * 64
+
+
+def test_both_dockerfiles_exist() -> None:
+    assert {p.parent.name for p in DOCKERFILES} >= {"steps", "trainer"}
+
+
+@pytest.mark.parametrize("path", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_dockerfile_follows_the_rules(path: Path) -> None:
+    assert [str(v) for v in check_file(path)] == []
+
+
+def test_dockerfiles_use_the_locked_base_images() -> None:
+    lock = json.loads((REPO / "images" / "lock.json").read_text())
+    for name, image in lock["base_images"].items():
+        text = (REPO / "images" / name / "Dockerfile").read_text()
+        assert base_images(text) == [image]
+
+
+def test_trainer_labels_come_from_the_lock() -> None:
+    lock = json.loads((REPO / "images" / "lock.json").read_text())["trainer"]
+    text = (REPO / "images" / "trainer" / "Dockerfile").read_text()
+    for arg, key in [("CUDA_VERSION", "cuda"), ("DRIVER_MIN", "driver_min"), ("TORCH_VERSION", "torch"),
+                     ("NCCL_VERSION", "nccl"), ("DEEPSPEED_VERSION", "deepspeed")]:  # fmt: skip
+        assert f"ARG {arg}={lock[key]}\n" in text
+
+
+GOOD = f"FROM python:3.12-slim{PIN}\nRUN pip install --no-cache-dir x\nUSER 65532\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "rule"),
+    [
+        ("FROM python:3.12-slim\nUSER 1000\n", "DF001"),
+        ("FROM python:latest\nUSER 1000\n", "DF002"),
+        (f"FROM python{PIN}\n", "DF003"),
+        (f"FROM python{PIN}\nUSER root\n", "DF003"),
+        (f"FROM python{PIN}\nUSER 0:0\n", "DF003"),
+        (f"FROM python{PIN} AS b\nUSER 1000\nFROM b\n", "DF003"),
+        (f"FROM python{PIN}\nADD https://example.com/x.tgz /x\nUSER 1\n", "DF004"),
+        (f"FROM python{PIN}\nENV API_TOKEN=abc\nUSER 1\n", "DF005"),
+        (f"FROM python{PIN}\nARG DB_PASSWORD\nUSER 1\n", "DF005"),
+        (f"FROM python{PIN}\nENV X=AKIAABCDEFGHIJKLMNOP\nUSER 1\n", "DF005"),
+        (f"FROM python{PIN}\nRUN apt-get update && apt-get install -y curl\nUSER 1\n", "DF006"),
+        (f"FROM python{PIN}\nRUN pip install \\\n    torch\nUSER 1\n", "DF006"),
+    ],
+)
+def test_each_rule_catches_its_violation(text: str, rule: str) -> None:
+    assert rule in {v.rule for v in check(text)}
+
+
+def test_good_dockerfile_and_exemptions() -> None:
+    assert check(GOOD) == []
+    multi = f"FROM golang{PIN} AS build\nRUN go build\nFROM scratch\nCOPY --from=build /a /a\nUSER 65532\n"
+    assert check(multi) == []
+    with_env = f"FROM python{PIN}\nENV PIP_NO_CACHE_DIR=1\nRUN pip install x\nUSER 1\n"
+    assert check(with_env) == []
