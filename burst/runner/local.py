@@ -1,68 +1,132 @@
-"""Run the pipeline on this machine: each step as its own process (``python -m steps.<name>``),
-documents passed as files, teardown always, a retry on exit 75 for the train step.
+"""``burst run``: execute the compiled ``burst-train`` WorkflowTemplate on this machine.
+
+The graph, the parameters, the retry policy (exit 75 and node loss), the deadlines and the
+exit handler (teardown, always) come from ``pipelines/compiled/burst-train.yaml``, the very
+file Argo runs; :mod:`burst.runner.engine` executes it, each step as its own process
+(``python -m steps.<name>``). The run directory keeps the step documents, logs, Terraform
+state, one directory per step attempt (``pods/``) and ``report.json``.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from burst.errors import EXIT_PREEMPTED
+import yaml
+
+from burst.errors import BadInputError
 from burst.obs.report import build_report
+from burst.runner.engine import SUCCEEDED, EngineOptions, PodNode, WorkflowEngine
 from burst.runs import RunPaths, write_json_atomic
+from burst.spec import load_spec
 
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    inputs: tuple[str, ...] = ()  # names of earlier steps whose documents it reads
-
-    @property
-    def module(self) -> str:
-        return "steps." + self.name.replace("-", "_")
-
-
-PIPELINE: tuple[Step, ...] = (
-    Step("preflight"),
-    Step("plan", ("preflight",)),
-    Step("verify-image"),
-    Step("provision", ("plan", "preflight")),
-    Step("train", ("provision", "plan")),
-)
-EXIT_HANDLER = Step("teardown")
-INPUT_NAMES = {"preflight": "decision", "plan": "plan", "provision": "infra",
-               "verify-image": "image"}
+COMPILED_DIR = REPO_ROOT / "pipelines" / "compiled"
+TEMPLATE = COMPILED_DIR / "burst-train.yaml"
+RUNS_VOLUME = "burst-runs"
+#: Locally a backoff of "10s" waits 1 s: same shape, less idle time on a laptop.
+LOCAL_BACKOFF_SCALE = 0.1
 
 
 @dataclass
 class RunOptions:
     fail_at: tuple[str, ...] = ()
-    max_train_retries: int = 10
     env: dict[str, str] = field(default_factory=dict)
+    template: Path = TEMPLATE
+    parameters: dict[str, str] = field(default_factory=dict)  # overrides of workflow params
+    backoff_scale: float = LOCAL_BACKOFF_SCALE
 
 
 Event = Callable[[str, str, dict[str, Any]], None]
 
 
-@dataclass
-class StepRun:
-    name: str
-    status: str  # succeeded | failed | skipped
-    exit_code: int | None
-    seconds: float
-    attempts: int = 1
+def load_manifest(path: Path) -> dict[str, Any]:
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BadInputError(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise BadInputError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadInputError(f"{path}: not a manifest (a mapping)")
+    return doc
+
+
+def step_module(node: PodNode) -> str | None:
+    """``train`` for a container running ``python -m steps.train``; None for helpers."""
+    cmd = node.command
+    if len(cmd) >= 3 and cmd[1] == "-m" and cmd[2].startswith("steps."):
+        return cmd[2].removeprefix("steps.").replace("_", "-")
+    return None
+
+
+def pipeline_order(manifest: dict[str, Any]) -> list[str]:
+    """The pipeline's step names in order (main, then the exit handler), for the report."""
+    spec = manifest.get("spec") or {}
+    templates = {t["name"]: t for t in spec.get("templates") or []}
+    order: list[str] = []
+
+    def walk(name: str, seen: tuple[str, ...]) -> None:
+        t = templates.get(name) or {}
+        if "container" in t:
+            cmd = t["container"].get("command") or []
+            if len(cmd) >= 3 and cmd[1] == "-m" and cmd[2].startswith("steps."):
+                order.append(cmd[2].removeprefix("steps.").replace("_", "-"))
+            return
+        calls = [s for g in t.get("steps") or [] for s in g]
+        calls += list((t.get("dag") or {}).get("tasks") or [])
+        for call in calls:
+            if call["template"] not in seen:
+                walk(call["template"], (*seen, call["template"]))
+
+    walk(spec["entrypoint"], (spec["entrypoint"],))
+    if spec.get("onExit"):
+        walk(spec["onExit"], (spec["onExit"],))
+    return order
+
+
+def _step_record(node: PodNode) -> dict[str, Any]:
+    return {
+        "name": step_module(node) or node.step,
+        "status": "succeeded" if node.phase == SUCCEEDED else "failed",
+        "seconds": node.seconds,
+        "exit_code": node.exit_code,
+        "attempts": len(node.attempts),
+        "path": node.path,
+        "attempt_details": [
+            {"exit_code": a.exit_code, "phase": a.phase, "message": a.message,
+             "seconds": a.seconds, "pod_dir": a.pod_dir,
+             "outputs_dir": str(Path(a.pod_dir) / "tmp" / "outputs")}
+            for a in node.attempts
+        ],
+    }
+
+
+def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[str, Any]]:
+    """Steps in pipeline order: what ran, then what never ran (skipped), the exit handler last.
+
+    Helper containers (not ``python -m steps.*``, e.g. propagate-failure) are left out.
+    """
+    ran = [n for n in nodes if step_module(n) and not n.exit_handler]
+    exit_nodes = [n for n in nodes if step_module(n) and n.exit_handler]
+    steps = [_step_record(n) for n in ran]
+    names = {s["name"] for s in steps}
+    exit_names = set(pipeline_order({"spec": {**manifest["spec"], "entrypoint":
+                                              manifest["spec"].get("onExit")}})
+                     ) if manifest["spec"].get("onExit") else set()
+    for name in pipeline_order(manifest):
+        if name not in names and name not in exit_names:
+            steps.append({"name": name, "status": "skipped", "seconds": 0.0,
+                          "exit_code": None, "attempts": 0})
+            names.add(name)
+    steps += [_step_record(n) for n in exit_nodes]
+    return steps
 
 
 class LocalRunner:
@@ -73,63 +137,46 @@ class LocalRunner:
         self.options = options or RunOptions()
         self.on_event = on_event or (lambda *_: None)
 
-    def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.options.env)
-        env["BURST_RUNS_ROOT"] = str(self.paths.root)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    def parameters(self) -> dict[str, str]:
+        """Workflow parameters from the spec, as `burst submit` passes them to Argo."""
+        job = load_spec(self.spec_file)
+        params = {
+            "spec": self.spec_file.read_text(encoding="utf-8"),
+            "team": job.team,
+            "cost-centre": job.cost_centre,
+            "owner": job.owner,
+            "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
+        }
+        params.update(self.options.parameters)
+        return params
+
+    def engine(self) -> WorkflowEngine:
+        env = dict(self.options.env)
         if self.options.fail_at:
             env["BURST_FAIL_AT"] = ",".join(self.options.fail_at)
-        return env
-
-    def _exec(self, step: Step) -> int:
-        argv = [sys.executable, "-m", step.module, "--spec", str(self.paths.spec),
-                "--run-id", self.paths.run_id, "--runs-root", str(self.paths.root),
-                "--out", str(self.paths.doc(step.name))]
-        for src in step.inputs:
-            doc = self.paths.doc(src)
-            if doc.exists():
-                argv += ["--input", f"{INPUT_NAMES[src]}={doc}"]
-        with open(self.paths.log(step.name), "a", encoding="utf-8") as logf:
-            proc = subprocess.run(argv, stdout=logf, stderr=subprocess.STDOUT, env=self._env(),
-                                  cwd=os.getcwd(), check=False)
-        return proc.returncode
-
-    def _run_step(self, step: Step) -> StepRun:
-        self.on_event(step.name, "started", {})
-        started = time.monotonic()
-        attempts = 0
-        while True:
-            attempts += 1
-            code = self._exec(step)
-            if (code == EXIT_PREEMPTED and step.name == "train"
-                    and attempts <= self.options.max_train_retries):
-                self.on_event(step.name, "requeued", {"attempt": attempts})
-                continue
-            break
-        status = "succeeded" if code == 0 else "failed"
-        run = StepRun(step.name, status, code, round(time.monotonic() - started, 3), attempts)
-        self.on_event(step.name, status, {"exit_code": code, "seconds": run.seconds})
-        return run
+        manifest = load_manifest(self.options.template)
+        opts = EngineOptions(
+            workflow_name=self.paths.run_id,
+            parameters=self.parameters(),
+            volumes={RUNS_VOLUME: self.paths.root},
+            env=env,
+            pods_dir=self.paths.dir / "pods",
+            log_path=self.paths.log,
+            backoff_scale=self.options.backoff_scale,
+        )
+        return WorkflowEngine(manifest, opts, self.on_event)
 
     def run(self) -> dict[str, Any]:
+        engine = self.engine()
+        engine.check()  # refuse an unsupported manifest before anything is created
         self.paths.create()
         if self.spec_file.resolve() != self.paths.spec.resolve():
             shutil.copyfile(self.spec_file, self.paths.spec)
-        results: list[StepRun] = []
-        failed: StepRun | None = None
-        try:
-            for step in PIPELINE:
-                if failed is not None:
-                    results.append(StepRun(step.name, "skipped", None, 0.0, 0))
-                    continue
-                res = self._run_step(step)
-                results.append(res)
-                if res.status != "succeeded":
-                    failed = res
-        finally:
-            results.append(self._run_step(EXIT_HANDLER))
-        report = build_report(self.paths, [r.__dict__ for r in results])
+        result = engine.run()
+        steps = report_steps(engine.manifest, result.nodes)
+        report = build_report(self.paths, steps)
+        report["workflow"] = {"template": str(self.options.template), "phase": result.phase,
+                              "message": result.message,
+                              "exit_handler_phase": result.exit_handler_phase}
         write_json_atomic(self.paths.report, report)
         return report

@@ -1,0 +1,48 @@
+"""burst compile: render the Argo manifests (Hera definitions in pipelines/) to YAML."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("compile")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("pipelines/compiled"), show_default=True,
+              help="Directory the manifests are written to.")
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit 1 when a file in --out differs from the definitions.")
+def command(out_dir: Path, check: bool) -> None:
+    """Compile pipelines/*.py (Hera) into one YAML manifest each: burst-train (the
+    WorkflowTemplate) and burst-reaper (the CronWorkflow).
+
+    The files in pipelines/compiled/ are committed goldens; `make goldens` rewrites them and
+    the tests fail when they drift. Every manifest is linted before it is written.
+    """
+    from burst.errors import BadInputError
+    from burst.runner.lint import lint
+    from pipelines.build import manifest, render_all
+
+    rendered = render_all()
+    for filename in rendered:
+        problems = lint(manifest(filename.removesuffix(".yaml")))
+        if problems:
+            raise BadInputError("; ".join(problems), where=f"pipelines: {filename}")
+    drift = []
+    for filename, text in rendered.items():
+        target = out_dir / filename
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        if current == text:
+            click.echo(f"unchanged {target}")
+            continue
+        if check:
+            drift.append(str(target))
+            click.echo(f"differs   {target}")
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        click.echo(f"wrote     {target}")
+    if drift:
+        click.echo(f"{len(drift)} manifest(s) differ: run `make goldens`", err=True)
+        raise SystemExit(1)

@@ -1,0 +1,464 @@
+"""Execute a compiled Argo WorkflowTemplate on this machine, the way Argo would.
+
+Supported (see :mod:`burst.runner.features`): Steps and DAG templates (run one node at a
+time, in order), container templates run as local processes, workflow and input parameters,
+output parameters (``valueFrom.path``), raw input artifacts, ``when``, ``continueOn``,
+``retryStrategy`` (limit, retryPolicy, expression, backoff), ``activeDeadlineSeconds`` (workflow
+and template), and the exit handler (``onExit``), which runs whatever happened.
+
+Each attempt of a container gets its own directory (its "pod"): the container's ``/tmp`` maps
+there, volume mounts map to local directories (:class:`EngineOptions.volumes`), ``python``
+is this interpreter and the repository is on ``PYTHONPATH``. A process killed by a signal is
+reported like a lost node: exit code -1, message "pod deleted".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from burst.errors import BadInputError
+from burst.runner import expr
+from burst.runner.features import UnsupportedFeature, check_supported
+from burst.runner.lint import lint
+from burst.runner.tags import substitute, substitute_all
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SUCCEEDED, FAILED, ERROR, SKIPPED, OMITTED = "Succeeded", "Failed", "Error", "Skipped", "Omitted"
+RETRY_POLICIES = {"Always": {FAILED, ERROR}, "OnFailure": {FAILED}, "OnError": {ERROR}}
+KILL_GRACE_S = 10.0
+
+Event = Callable[[str, str, dict[str, Any]], None]
+
+
+class ManifestError(BadInputError):
+    """A manifest the runner refuses before running anything (one line per problem)."""
+
+
+@dataclass
+class EngineOptions:
+    workflow_name: str
+    namespace: str = "local"
+    parameters: dict[str, str] = field(default_factory=dict)
+    volumes: dict[str, Path] = field(default_factory=dict)  # claim/volume name -> local dir
+    env: dict[str, str] = field(default_factory=dict)  # extra environment for every process
+    pods_dir: Path = Path("pods")
+    log_path: Callable[[str], Path] | None = None  # step name -> log file (default: pod dir)
+    backoff_scale: float = 1.0  # 1.0 sleeps what the manifest says
+    python: str = sys.executable
+
+
+@dataclass
+class Attempt:
+    exit_code: int | None
+    phase: str
+    message: str
+    seconds: float
+    pod_dir: str
+
+
+@dataclass
+class PodNode:
+    """One container step (all its attempts), as Argo's node tree would show it."""
+
+    step: str
+    template: str
+    path: str
+    command: list[str]
+    exit_handler: bool
+    phase: str = "Pending"
+    exit_code: int | None = None
+    message: str = ""
+    seconds: float = 0.0
+    attempts: list[Attempt] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    phase: str
+    exit_code: int | None = None
+    message: str = ""
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class WorkflowResult:
+    phase: str
+    message: str
+    nodes: list[PodNode]
+    exit_handler_phase: str | None
+
+
+def parse_duration(text: str | int | float) -> float:
+    """Argo durations: a number of seconds, or Go-style ``10s``, ``2m``, ``1h30m``."""
+    if isinstance(text, int | float):
+        return float(text)
+    s = str(text).strip()
+    if re.fullmatch(r"\d+(\.\d+)?", s):
+        return float(s)
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", s)
+    if not parts or "".join(n + u for n, u in parts) != s:
+        raise ManifestError(f"duration {text!r} is not like 30s, 2m or 1h")
+    scale = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+class WorkflowEngine:
+    def __init__(self, manifest: dict[str, Any], options: EngineOptions,
+                 on_event: Event | None = None) -> None:
+        self.manifest = manifest
+        self.options = options
+        self.on_event = on_event or (lambda *_: None)
+        self.spec: dict[str, Any] = manifest.get("spec") or {}
+        self.templates = {t["name"]: t for t in self.spec.get("templates") or []}
+        self.nodes: list[PodNode] = []
+        self._seq = 0
+        self._deadline: float | None = None
+        self._in_exit_handler = False
+        self.workflow_vars: dict[str, str] = {}
+
+    # -- before anything runs ----------------------------------------------------------
+    def check(self) -> None:
+        """Refuse, before any process starts, what this runner would not execute faithfully."""
+        check_supported(self.manifest)
+        problems = lint(self.manifest)
+        for t in self.templates.values():
+            rs = t.get("retryStrategy")
+            if rs is not None:
+                if "limit" not in rs:
+                    problems.append(f"template {t['name']}: retryStrategy without a limit "
+                                    "(unbounded retries) is not supported locally")
+                if rs.get("retryPolicy", "OnFailure") not in RETRY_POLICIES:
+                    problems.append(f"template {t['name']}: retryPolicy "
+                                    f"{rs.get('retryPolicy')!r} is not supported locally")
+                if "backoff" in rs:
+                    for k in ("duration", "maxDuration", "cap"):
+                        if k in rs["backoff"]:
+                            try:
+                                parse_duration(rs["backoff"][k])
+                            except ManifestError as exc:
+                                problems.append(f"template {t['name']}: backoff.{k}: "
+                                                f"{exc.message}")
+            for mount in (t.get("container") or {}).get("volumeMounts") or []:
+                if mount.get("name") not in self.options.volumes:
+                    problems.append(f"template {t['name']}: volume {mount.get('name')!r} has "
+                                    "no local directory (EngineOptions.volumes)")
+        declared = {p["name"]: p for p in (self.spec.get("arguments") or {}).get("parameters")
+                    or []}
+        for name in self.options.parameters:
+            if name not in declared:
+                problems.append(f"parameter {name!r} is not declared by the workflow "
+                                f"(declared: {', '.join(declared)})")
+        for name, p in declared.items():
+            if name not in self.options.parameters and "value" not in p and "default" not in p:
+                problems.append(f"workflow parameter {name!r} has no value: pass it")
+        if problems:
+            raise ManifestError("; ".join(problems),
+                                where=f"{self.manifest.get('kind')} "
+                                      f"{(self.manifest.get('metadata') or {}).get('name')}")
+
+    # -- the workflow ------------------------------------------------------------------
+    def run(self) -> WorkflowResult:
+        self.check()
+        declared = (self.spec.get("arguments") or {}).get("parameters") or []
+        params = {p["name"]: str(p.get("value", p.get("default", ""))) for p in declared}
+        params.update(self.options.parameters)
+        self.workflow_vars = {
+            "workflow.name": self.options.workflow_name,
+            "workflow.namespace": self.options.namespace,
+            "workflow.uid": str(uuid.uuid4()),
+            "workflow.serviceAccountName": str(self.spec.get("serviceAccountName", "")),
+            "workflow.mainEntrypoint": str(self.spec["entrypoint"]),
+            **{f"workflow.parameters.{k}": v for k, v in params.items()},
+        }
+        if self.spec.get("activeDeadlineSeconds") is not None:
+            self._deadline = time.monotonic() + float(self.spec["activeDeadlineSeconds"])
+        outcome = Outcome(ERROR, message="not started")
+        try:
+            outcome = self._template(self.spec["entrypoint"], {}, self.spec["entrypoint"],
+                                     "main")
+        finally:
+            exit_phase = None
+            on_exit = self.spec.get("onExit")
+            if on_exit:
+                self._in_exit_handler = True
+                self._deadline = None  # the exit handler runs even after the deadline
+                self.workflow_vars["workflow.status"] = outcome.phase
+                self.workflow_vars["workflow.failures"] = json.dumps([
+                    {"displayName": n.step, "templateName": n.template, "phase": n.phase,
+                     "message": n.message} for n in self.nodes if n.phase in (FAILED, ERROR)])
+                exit_phase = self._template(on_exit, {}, on_exit, "onExit").phase
+        phase = outcome.phase
+        if phase == SUCCEEDED and exit_phase not in (None, SUCCEEDED):
+            phase = FAILED  # Argo fails a workflow whose exit handler failed
+        return WorkflowResult(phase, outcome.message, self.nodes, exit_phase)
+
+    def _template(self, name: str, inputs: dict[str, str], path: str, step: str) -> Outcome:
+        t = self.templates[name]
+        values: dict[str, str] = {}
+        for p in (t.get("inputs") or {}).get("parameters") or []:
+            if p["name"] in inputs:
+                values[p["name"]] = inputs[p["name"]]
+            elif "value" in p or "default" in p:
+                values[p["name"]] = str(p.get("value", p.get("default")))
+            else:
+                return Outcome(ERROR, message=f"{path}: input {p['name']!r} not supplied")
+        if "container" in t:
+            return self._container(t, values, path, step)
+        if "steps" in t:
+            return self._steps(t, values, path)
+        return self._dag(t, values, path)
+
+    def _scope(self, inputs: dict[str, str]) -> dict[str, str]:
+        return {**self.workflow_vars, **{f"inputs.parameters.{k}": v for k, v in inputs.items()}}
+
+    def _call_args(self, call: dict[str, Any], scope: dict[str, str], where: str
+                   ) -> dict[str, str]:
+        return {p["name"]: substitute(str(p.get("value", "")), scope, where)
+                for p in (call.get("arguments") or {}).get("parameters") or []}
+
+    def _when(self, call: dict[str, Any], scope: dict[str, str], where: str) -> bool:
+        if "when" not in call:
+            return True
+        text = substitute(str(call["when"]), scope, where)
+        try:
+            return bool(expr.evaluate_text(text, {}))
+        except expr.ExprError as exc:
+            raise ManifestError(f"when {text!r}: {exc.message}", where=where) from None
+
+    def _record(self, scope: dict[str, str], kind: str, name: str, outcome: Outcome) -> None:
+        scope[f"{kind}.{name}.status"] = outcome.phase
+        if outcome.exit_code is not None:
+            scope[f"{kind}.{name}.exitCode"] = str(outcome.exit_code)
+        for k, v in outcome.outputs.items():
+            scope[f"{kind}.{name}.outputs.parameters.{k}"] = v
+
+    def _deadline_passed(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _steps(self, t: dict[str, Any], inputs: dict[str, str], path: str) -> Outcome:
+        scope = self._scope(inputs)
+        for group in t.get("steps") or []:
+            results: list[tuple[dict[str, Any], Outcome]] = []
+            for step in group:
+                where = f"{path}/{step['name']}"
+                if self._deadline_passed():
+                    return Outcome(FAILED, message="activeDeadlineSeconds exceeded (workflow)")
+                if not self._when(step, scope, where):
+                    outcome = Outcome(SKIPPED, message=f"when {step['when']!r} was false")
+                else:
+                    args = self._call_args(step, scope, where)
+                    outcome = self._template(step["template"], args, where, step["name"])
+                results.append((step, outcome))
+            for step, outcome in results:
+                self._record(scope, "steps", step["name"], outcome)
+            for step, outcome in results:
+                if outcome.phase in (FAILED, ERROR) and not _continues(step, outcome):
+                    return Outcome(FAILED, outcome.exit_code,
+                                   f"child {step['name']!r} {outcome.phase.lower()}: "
+                                   f"{outcome.message}".strip())
+        return Outcome(SUCCEEDED)
+
+    def _dag(self, t: dict[str, Any], inputs: dict[str, str], path: str) -> Outcome:
+        scope = self._scope(inputs)
+        tasks = list((t.get("dag") or {}).get("tasks") or [])
+        done: dict[str, tuple[dict[str, Any], Outcome]] = {}
+        failure: Outcome | None = None
+        while len(done) < len(tasks):
+            ready = [task for task in tasks if task["name"] not in done
+                     and all(d in done for d in task.get("dependencies") or [])]
+            if not ready:
+                raise ManifestError(f"{path}: the DAG has a cycle")
+            task = ready[0]
+            where = f"{path}/{task['name']}"
+            deps_ok = all(done[d][1].phase in (SUCCEEDED, SKIPPED) or _continues(*done[d])
+                          for d in task.get("dependencies") or [])
+            if not deps_ok or self._deadline_passed():
+                outcome = Outcome(OMITTED, message="a dependency did not succeed")
+            elif not self._when(task, scope, where):
+                outcome = Outcome(SKIPPED, message=f"when {task['when']!r} was false")
+            else:
+                args = self._call_args(task, scope, where)
+                outcome = self._template(task["template"], args, where, task["name"])
+            done[task["name"]] = (task, outcome)
+            self._record(scope, "tasks", task["name"], outcome)
+            if outcome.phase in (FAILED, ERROR) and not _continues(task, outcome):
+                failure = failure or Outcome(FAILED, outcome.exit_code,
+                                             f"task {task['name']!r} {outcome.phase.lower()}")
+        if self._deadline_passed():
+            return Outcome(FAILED, message="activeDeadlineSeconds exceeded (workflow)")
+        return failure or Outcome(SUCCEEDED)
+
+    # -- containers --------------------------------------------------------------------
+    def _container(self, t: dict[str, Any], inputs: dict[str, str], path: str,
+                   step: str) -> Outcome:
+        node = PodNode(step, t["name"], path, list(t["container"].get("command") or []),
+                       self._in_exit_handler)
+        self.nodes.append(node)
+        rs = t.get("retryStrategy")
+        scope = self._scope(inputs)
+        limit = int(substitute(str(rs["limit"]), scope, path)) if rs else 0
+        policy = RETRY_POLICIES[rs.get("retryPolicy", "OnFailure")] if rs else set()
+        retry_expr = expr.parse(rs["expression"]) if rs and rs.get("expression") else None
+        backoff = (rs or {}).get("backoff") or {}
+        started = time.monotonic()
+        self.on_event(step, "started", {"template": t["name"], "path": path})
+        outcome = Outcome(ERROR, message="not run")
+        for attempt in range(limit + 1):
+            outcome = self._attempt(t, {**scope, "retries": str(attempt)}, node, path)
+            if attempt == limit or outcome.phase not in policy or outcome.message.startswith(
+                    "activeDeadlineSeconds"):
+                break
+            last = {"exitCode": str(outcome.exit_code), "status": outcome.phase,
+                    "message": outcome.message,
+                    "duration": str(round(node.attempts[-1].seconds))}
+            if retry_expr is not None and not expr.evaluate(retry_expr, {"lastRetry": last}):
+                break
+            wait = 0.0
+            if "duration" in backoff:
+                factor = int(backoff.get("factor", 1))
+                wait = parse_duration(backoff["duration"]) * factor**attempt
+                if "cap" in backoff:
+                    wait = min(wait, parse_duration(backoff["cap"]))
+            if "maxDuration" in backoff and (time.monotonic() - started + wait
+                                             > parse_duration(backoff["maxDuration"])):
+                break
+            self.on_event(step, "requeued", {"attempt": attempt + 1,
+                                             "exit_code": outcome.exit_code, "wait_s": wait})
+            time.sleep(wait * self.options.backoff_scale)
+            if self._deadline_passed():
+                break
+        node.phase, node.exit_code, node.message = outcome.phase, outcome.exit_code, outcome.message
+        node.outputs = outcome.outputs
+        node.seconds = round(time.monotonic() - started, 3)
+        status = "succeeded" if outcome.phase == SUCCEEDED else "failed"
+        self.on_event(step, status, {"exit_code": outcome.exit_code, "seconds": node.seconds,
+                                     "attempts": len(node.attempts), "message": outcome.message})
+        return outcome
+
+    def _map_path(self, value: str, pod: Path, mounts: list[tuple[str, Path]]) -> str:
+        head, sep, tail = value.partition("=")
+        if sep and tail.startswith("/") and not head.startswith("/"):
+            return head + sep + self._map_path(tail, pod, mounts)
+        for prefix, local in mounts:
+            if value == prefix or value.startswith(prefix.rstrip("/") + "/"):
+                return str(local) + value[len(prefix.rstrip("/")):]
+        if value == "/tmp" or value.startswith("/tmp/"):
+            return str(pod / "tmp") + value[len("/tmp"):]
+        return value
+
+    def _attempt(self, t: dict[str, Any], scope: dict[str, str], node: PodNode,
+                 path: str) -> Outcome:
+        self._seq += 1
+        pod = self.options.pods_dir / f"{self._seq:03d}-{node.step}"
+        (pod / "tmp").mkdir(parents=True, exist_ok=True)
+        c = substitute_all(t["container"], scope, path)
+        mounts = sorted(((m["mountPath"], self.options.volumes[m["name"]])
+                         for m in c.get("volumeMounts") or []), key=lambda x: -len(x[0]))
+
+        def mapped(v: str) -> str:
+            return self._map_path(v, pod, mounts)
+
+        for art in (t.get("inputs") or {}).get("artifacts") or []:
+            target = Path(mapped(art["path"]))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(substitute(str(art["raw"]["data"]), scope, path), encoding="utf-8")
+        if "podSpecPatch" in t:
+            patch = substitute(str(t["podSpecPatch"]), scope, path)
+            try:
+                json.loads(patch)
+            except json.JSONDecodeError as exc:
+                return Outcome(ERROR, message=f"podSpecPatch is not valid JSON: {exc.msg}")
+        argv = [mapped(str(a)) for a in [*(c.get("command") or []), *(c.get("args") or [])]]
+        if not argv:
+            return Outcome(ERROR, message="container has no command")
+        if argv[0] == "python":
+            argv[0] = self.options.python
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+        for e in c.get("env") or []:
+            env[e["name"]] = mapped(str(e.get("value", "")))
+        env.update(self.options.env)
+        timeout = None
+        if t.get("activeDeadlineSeconds") is not None:
+            timeout = float(substitute(str(t["activeDeadlineSeconds"]), scope, path))
+        if self._deadline is not None:
+            left = max(0.0, self._deadline - time.monotonic())
+            timeout = left if timeout is None else min(timeout, left)
+        log_file = (self.options.log_path(node.step) if self.options.log_path
+                    else pod / "log.txt")
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        cwd = mapped(c["workingDir"]) if c.get("workingDir") else os.getcwd()
+        started = time.monotonic()
+        with open(log_file, "a", encoding="utf-8") as logf:
+            proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, env=env,
+                                    cwd=cwd, start_new_session=True)
+            deadline_hit = False
+            try:
+                code = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                deadline_hit = True
+                code = _stop(proc)
+            except BaseException:
+                _stop(proc)
+                raise
+        seconds = round(time.monotonic() - started, 3)
+        if deadline_hit:
+            phase, exit_code, message = FAILED, code, "activeDeadlineSeconds exceeded"
+        elif code < 0:
+            phase, exit_code = ERROR, -1
+            message = f"pod deleted (process killed by signal {-code})"
+        elif code == 0:
+            phase, exit_code, message = SUCCEEDED, 0, ""
+        else:
+            phase, exit_code, message = FAILED, code, f"Error (exit code {code})"
+        outputs: dict[str, str] = {}
+        for p in (t.get("outputs") or {}).get("parameters") or []:
+            vf = p.get("valueFrom") or {}
+            f = Path(mapped(substitute(str(vf.get("path", "")), scope, path)))
+            if f.is_file():
+                outputs[p["name"]] = f.read_text(encoding="utf-8").strip()
+            elif "default" in vf:
+                outputs[p["name"]] = str(vf["default"])
+            elif phase == SUCCEEDED:
+                phase, message = ERROR, f"output parameter {p['name']!r}: {vf.get('path')} " \
+                                        "was not written"
+        node.attempts.append(Attempt(exit_code, phase, message, seconds, str(pod)))
+        return Outcome(phase, exit_code, message, outputs)
+
+
+def _continues(call: dict[str, Any], outcome: Outcome) -> bool:
+    cont = call.get("continueOn") or {}
+    return bool(cont.get("failed") if outcome.phase == FAILED else cont.get("error"))
+
+
+def _stop(proc: subprocess.Popen[Any]) -> int:
+    """SIGTERM the step's process group, then SIGKILL after a grace period (like a kubelet)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        return proc.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait()
+
+
+__all__ = ["EngineOptions", "ManifestError", "PodNode", "UnsupportedFeature", "WorkflowEngine",
+           "WorkflowResult", "parse_duration"]

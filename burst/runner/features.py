@@ -1,0 +1,106 @@
+"""Which Argo features the local runner executes, and the check that refuses the rest.
+
+Every field of a manifest is either executed here (steps, DAG tasks, parameters, raw
+artifacts, retries, deadlines, the exit handler...), accepted as cluster-only (scheduling,
+garbage collection, labels, the semaphore: one local run on one machine needs none of them),
+or refused: :func:`check_supported` names the first such field before anything runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from burst.errors import BadInputError
+
+ANY = "*"  # a subtree taken as a whole (no effect locally, or free-form)
+
+# Allowed keys per object kind: key -> kind of its value (a schema name, ANY, or "[kind]").
+_SCHEMA: dict[str, dict[str, str]] = {
+    "manifest": {"apiVersion": ANY, "kind": ANY, "metadata": ANY, "spec": "spec"},
+    "spec": {
+        "entrypoint": ANY, "onExit": ANY, "arguments": "arguments", "templates": "[template]",
+        "activeDeadlineSeconds": ANY, "volumeClaimTemplates": "[claim]",
+        # cluster-only: no effect on one machine
+        "serviceAccountName": ANY, "synchronization": ANY, "podGC": ANY, "ttlStrategy": ANY,
+        "podMetadata": ANY, "workflowMetadata": ANY, "securityContext": ANY,
+        "nodeSelector": ANY, "tolerations": ANY, "affinity": ANY, "priority": ANY,
+        "podPriorityClassName": ANY, "imagePullSecrets": ANY, "volumeClaimGC": ANY,
+        "automountServiceAccountToken": ANY, "archiveLogs": ANY, "podDisruptionBudget": ANY,
+    },
+    "claim": {"metadata": ANY, "spec": ANY},
+    "arguments": {"parameters": "[parameter]"},
+    "parameter": {"name": ANY, "value": ANY, "default": ANY, "description": ANY, "enum": ANY,
+                  "valueFrom": "valueFrom"},
+    "valueFrom": {"path": ANY, "default": ANY},
+    "template": {
+        "name": ANY, "inputs": "inputs", "outputs": "outputs", "container": "container",
+        "steps": "[[step]]", "dag": "dag", "retryStrategy": "retryStrategy",
+        "activeDeadlineSeconds": ANY,
+        # cluster-only
+        "nodeSelector": ANY, "tolerations": ANY, "affinity": ANY, "podSpecPatch": ANY,
+        "metadata": ANY, "securityContext": ANY, "serviceAccountName": ANY,
+        "priorityClassName": ANY, "schedulerName": ANY, "synchronization": ANY,
+    },
+    "inputs": {"parameters": "[parameter]", "artifacts": "[rawArtifact]"},
+    "outputs": {"parameters": "[parameter]"},
+    "rawArtifact": {"name": ANY, "path": ANY, "raw": "raw", "mode": ANY},
+    "raw": {"data": ANY},
+    "container": {
+        "image": ANY, "command": ANY, "args": ANY, "env": "[env]", "workingDir": ANY,
+        "volumeMounts": "[volumeMount]",
+        # cluster-only
+        "imagePullPolicy": ANY, "resources": ANY, "securityContext": ANY, "name": ANY,
+    },
+    "env": {"name": ANY, "value": ANY},
+    "volumeMount": {"name": ANY, "mountPath": ANY, "readOnly": ANY},
+    "step": {"name": ANY, "template": ANY, "arguments": "arguments", "when": ANY,
+             "continueOn": "continueOn"},
+    "continueOn": {"failed": ANY, "error": ANY},
+    "dag": {"tasks": "[task]"},
+    "task": {"name": ANY, "template": ANY, "arguments": "arguments", "when": ANY,
+             "dependencies": ANY, "continueOn": "continueOn"},
+    "retryStrategy": {"limit": ANY, "retryPolicy": ANY, "expression": ANY, "backoff": "backoff",
+                      "affinity": ANY},
+    "backoff": {"duration": ANY, "factor": ANY, "maxDuration": ANY, "cap": ANY},
+}
+
+KINDS = ("WorkflowTemplate", "Workflow")
+
+
+class UnsupportedFeature(BadInputError):
+    """The manifest uses an Argo feature the local runner does not execute."""
+
+
+def _walk(value: Any, kind: str, path: str) -> None:
+    if kind == ANY:
+        return
+    if kind.startswith("["):
+        inner = kind[1:-1]
+        if not isinstance(value, list):
+            raise UnsupportedFeature(f"{path} must be a list")
+        for i, item in enumerate(value):
+            _walk(item, inner, f"{path}[{i}]")
+        return
+    if not isinstance(value, dict):
+        raise UnsupportedFeature(f"{path} must be a mapping")
+    allowed = _SCHEMA[kind]
+    for key, sub in value.items():
+        if key not in allowed:
+            raise UnsupportedFeature(
+                f"Argo feature {key!r} at {path}.{key} is not supported by the local runner "
+                f"(supported here: {', '.join(sorted(allowed))})")
+        _walk(sub, allowed[key], f"{path}.{key}")
+
+
+def check_supported(manifest: dict[str, Any]) -> None:
+    """Raise :class:`UnsupportedFeature` naming the first field the runner cannot execute."""
+    kind = manifest.get("kind")
+    if kind not in KINDS:
+        raise UnsupportedFeature(f"kind {kind!r}: the local runner executes {' or '.join(KINDS)}")
+    _walk(manifest, "manifest", "")
+    spec = manifest.get("spec") or {}
+    for i, t in enumerate(spec.get("templates") or []):
+        bodies = [k for k in ("container", "steps", "dag") if k in t]
+        if len(bodies) != 1:
+            raise UnsupportedFeature(f"templates[{i}] ({t.get('name')}): a template needs "
+                                     "exactly one of container, steps, dag")

@@ -1,0 +1,43 @@
+"""The ``burst-reaper`` CronWorkflow: destroys expired runs (``burst reap``) on a schedule.
+
+``concurrencyPolicy: Forbid``: a slow reap is never overlapped by the next one.
+"""
+
+from __future__ import annotations
+
+from hera.workflows import Container, CronWorkflow, Env, Parameter
+from hera.workflows import models as m
+
+from pipelines.common import PART_OF, REAPER_SERVICE_ACCOUNT, STABLE_NODES, STEPS_IMAGE
+
+NAME = "burst-reaper"
+
+
+def build() -> CronWorkflow:
+    with CronWorkflow(
+        name=NAME,
+        labels={**PART_OF, "app.kubernetes.io/name": NAME},
+        schedules=["*/30 * * * *"],
+        timezone="UTC",
+        concurrency_policy="Forbid",
+        starting_deadline_seconds=600,
+        successful_jobs_history_limit=3,
+        failed_jobs_history_limit=5,
+        entrypoint="reap",
+        service_account_name=REAPER_SERVICE_ACCOUNT,
+        active_deadline_seconds=3 * 3600,
+        arguments=[Parameter(name="steps-image", value=STEPS_IMAGE,
+                             description="steps image (holds the burst CLI), pinned by digest")],
+        pod_gc=m.PodGC(strategy="OnPodSuccess"),
+        ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
+        security_context=m.PodSecurityContext(run_as_non_root=True, run_as_user=1000),
+    ) as cron:
+        Container(
+            name="reap",
+            image="{{workflow.parameters.steps-image}}",
+            image_pull_policy="IfNotPresent",
+            command=["burst", "reap"],
+            env=[Env(name="BURST_NAMESPACE", value="{{workflow.namespace}}")],
+            node_selector=dict(STABLE_NODES),
+        )
+    return cron
