@@ -1,0 +1,353 @@
+"""Placement: ranking, preflight verdicts, budget and deadline refusal, the plan document."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from burst.errors import BadInputError, PolicyRefusal
+from burst.plan.catalog import load_catalog
+from burst.plan.placement import PlanOptions, plan
+
+from .conftest import QUICKSTART, make_spec, write_spec
+
+REQUIRED = (
+    "region",
+    "provider",
+    "capacity",
+    "gpu_type",
+    "price_per_hour",
+    "expected_cost_usd",
+    "expected_hours",
+    "egress_usd",
+    "checkpoint_interval_s",
+    "verdict",
+)
+REGIONS = ["ap-southeast-1", "ap-southeast-3", "me-central-1"]
+
+
+@pytest.fixture(scope="module")
+def cat():  # type: ignore[no-untyped-def]
+    return load_catalog(use_env=False)
+
+
+def _decisions(verdicts: dict[str, str], **extra: object) -> dict:  # type: ignore[type-arg]
+    return {
+        "decisions": [
+            {"region": r, "provider": "aws", "verdict": v, "reasons": [], **extra}
+            for r, v in verdicts.items()
+        ]
+    }
+
+
+def _where(doc: dict) -> list[tuple[str, str]]:  # type: ignore[type-arg]
+    return [(c["region"], c["capacity"]) for c in doc["candidates"]]
+
+
+def test_quickstart_ranked_candidates(cat) -> None:  # type: ignore[no-untyped-def]
+    doc = plan(make_spec(), cat)
+    cands = doc["candidates"]
+    assert len(cands) == 6  # 3 regions x (spot, on-demand fallback)
+    for c in cands:
+        for key in REQUIRED:
+            assert key in c, key
+        parts = (
+            c["compute_usd"]
+            + c["egress_usd"]
+            + c["storage_usd"]
+            + c["orchestration_usd"]
+            + c["labour_usd"]
+        )
+        assert c["expected_cost_usd"] == pytest.approx(parts, abs=1e-3)
+        assert c["verdict"] == "unchecked"
+    assert [c["rank"] for c in cands] == list(range(1, 7))
+    # the only region with a known h100 price is tried first; unknown prices come last
+    assert cands[0]["region"] == "ap-southeast-3" and cands[0]["price_basis"] != "unknown"
+    assert all(c["price_basis"] == "unknown" for c in cands[2:])
+    # ap-southeast-1 holds the data (no egress) but its price is unknown: it still ranks after
+    sg = [c for c in cands if c["region"] == "ap-southeast-1"]
+    assert sg[0]["egress_usd"] == 0 and sg[0]["data_strategy"] == "compute_to_data"
+    assert cands[0]["egress_usd"] > 0 and cands[0]["data_strategy"] == "data_to_compute"
+    # the conservative price is the highest known h100 price in the catalog
+    assert sg[0]["price_per_gpu_hour"] == pytest.approx(10.0)
+    assert doc["data"]["region"] == "ap-southeast-1"
+
+
+def test_denied_candidates_are_never_ranked(cat) -> None:  # type: ignore[no-untyped-def]
+    record = _decisions(
+        {"ap-southeast-1": "allow", "ap-southeast-3": "deny", "me-central-1": "review"}
+    )
+    doc = plan(make_spec(), cat, record)
+    assert all(c["region"] != "ap-southeast-3" for c in doc["candidates"])
+    denied = [e for e in doc["excluded"] if e["region"] == "ap-southeast-3"]
+    assert denied and denied[0]["verdict"] == "deny"
+    # allow ranks before review whatever the price
+    assert [c["verdict"] for c in doc["candidates"]] == ["allow", "allow", "review", "review"]
+
+
+def test_candidate_without_a_decision_is_excluded_fail_closed(cat) -> None:  # type: ignore[no-untyped-def]
+    doc = plan(make_spec(), cat, _decisions({"ap-southeast-3": "allow"}))
+    assert {c["region"] for c in doc["candidates"]} == {"ap-southeast-3"}
+    assert sum("no preflight decision" in e["reason"] for e in doc["excluded"]) == 2
+
+
+def test_all_denied_is_refused(cat) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(PolicyRefusal, match="denied by the preflight"):
+        plan(make_spec(), cat, _decisions(dict.fromkeys(REGIONS, "deny")))
+
+
+def test_data_that_may_not_leave_keeps_compute_with_the_data(cat) -> None:  # type: ignore[no-untyped-def]
+    record = _decisions(dict.fromkeys(REGIONS, "allow"))
+    record["data_may_leave"] = False
+    doc = plan(make_spec(), cat, record)
+    assert {c["region"] for c in doc["candidates"]} == {"ap-southeast-1"}
+    assert all(c["egress_usd"] == 0 for c in doc["candidates"])
+    per = _decisions({"ap-southeast-1": "allow", "me-central-1": "allow"})
+    per["decisions"].append(
+        {
+            "region": "ap-southeast-3",
+            "provider": "aws",
+            "verdict": "allow",
+            "reasons": [],
+            "data_may_move": False,
+        }
+    )
+    doc = plan(make_spec(), cat, per)
+    assert "ap-southeast-3" not in {c["region"] for c in doc["candidates"]}
+
+
+def test_over_budget_is_refused_with_the_numbers(cat) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(PolicyRefusal) as exc:
+        plan(make_spec(**{"budget.max_usd": 5}), cat)
+    msg = exc.value.one_line()
+    assert "best expected cost $12.66" in msg and "exceeds the budget $5.00" in msg
+    assert "aws/ap-southeast-3" in msg
+
+
+def test_past_the_deadline_is_refused(cat) -> None:  # type: ignore[no-untyped-def]
+    spec = make_spec(**{"training.step_seconds": 7200.0, "budget.max_usd": 1e6})
+    with pytest.raises(PolicyRefusal, match="exceeds the deadline 24 h"):
+        plan(spec, cat)
+
+
+def _spot_catalog(tmp_path: Path, price: float) -> Path:
+    user = tmp_path / "spot.yaml"
+    user.write_text(
+        "offers:\n  - provider: aws\n    region: ap-southeast-3\n    gpu_type: h100\n"
+        f"    spot_usd_per_hour: {{value: {price}, source: 'test quote', date: 2026-11}}\n"
+    )
+    return user
+
+
+def test_known_spot_price_ranks_spot_first_and_charges_preemptions(tmp_path: Path) -> None:
+    cat = load_catalog([_spot_catalog(tmp_path, 30.0)], use_env=False)
+    # 40 useful hours on one node: several pre-emptions at an 8 h MTBF
+    spec = make_spec(
+        **{
+            "training.step_seconds": 3600.0,
+            "training.steps": 40,
+            "budget.max_hours": 100,
+            "budget.max_usd": 20000,
+            "training.checkpoint.interval_steps": "auto",
+            "model.parameters": 7e9,
+        }
+    )
+    doc = plan(spec, cat, opts=PlanOptions(replicas=16))
+    first, second = doc["candidates"][:2]
+    assert (first["region"], first["capacity"]) == ("ap-southeast-3", "spot")
+    assert (second["region"], second["capacity"]) == ("ap-southeast-3", "on_demand")
+    assert first["expected_preemptions"] > 1
+    assert first["goodput"] < second["goodput"] <= 1
+    assert first["expected_hours"] > second["expected_hours"]
+    # paid hours x price: more than the useful 40 h at the spot price
+    assert first["compute_usd"] > 40 * 30.0
+    assert first["compute_usd"] == pytest.approx(
+        first["price_per_hour"] * (first["expected_hours"] - first["data_transfer_hours"]), rel=1e-4
+    )
+    # auto interval: Young/Daly from the job MTBF, never shorter than the upload
+    assert first["checkpoint_interval_s"] == first["young_daly_interval_s"]
+    assert first["checkpoint_interval_s"] >= 7e9 * 16 / 1e9 / 0.5
+    # ranking by time puts the on-demand capacity first
+    fast = plan(spec, cat, opts=PlanOptions(objective="time", replicas=16))
+    assert fast["candidates"][0]["capacity"] == "on_demand"
+
+
+def test_over_budget_candidates_drop_out_of_the_failover_list(tmp_path: Path) -> None:
+    cat = load_catalog([_spot_catalog(tmp_path, 30.0)], use_env=False)
+    spec = make_spec(
+        **{
+            "training.step_seconds": 3600.0,
+            "training.steps": 40,
+            "budget.max_hours": 100,
+            "budget.max_usd": 2500,
+            "compute.regions": ["ap-southeast-3"],
+        }
+    )
+    doc = plan(spec, cat, opts=PlanOptions(replicas=16))
+    assert _where(doc) == [("ap-southeast-3", "spot")]
+    assert any("exceeds the budget" in e["reason"] for e in doc["excluded"])
+
+
+def test_rubin_has_no_price_anywhere(cat) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(BadInputError, match=r"training\.step_seconds"):
+        plan(make_spec(**{"compute.gpu_type": "rubin"}), cat)
+    spec = make_spec(**{"compute.gpu_type": "rubin", "training.step_seconds": 1.0})
+    with pytest.raises(PolicyRefusal, match="no price known for rubin"):
+        plan(spec, cat)
+
+
+def test_region_of_another_provider_is_excluded(cat) -> None:  # type: ignore[no-untyped-def]
+    doc = plan(make_spec(**{"compute.regions": ["ap-southeast-3", "asia-southeast1"]}), cat)
+    assert {c["region"] for c in doc["candidates"]} == {"ap-southeast-3"}
+    assert any("not a aws region" in e["reason"] for e in doc["excluded"])
+
+
+def test_bad_decision_record(cat) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(BadInputError, match=r"decisions\[0\]: verdict"):
+        plan(
+            make_spec(),
+            cat,
+            {"decisions": [{"region": "x", "provider": "aws", "verdict": "maybe"}]},
+        )
+
+
+def test_deterministic(cat) -> None:  # type: ignore[no-untyped-def]
+    assert plan(make_spec(), cat) == plan(make_spec(), cat)
+
+
+# ----------------------------------------------------------------------------- CLI and step
+
+
+def test_cli_plan_json_done_when(burst_cmd: list[str]) -> None:
+    proc = subprocess.run(
+        [*burst_cmd, "plan", "examples/quickstart.yaml", "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert len(doc["candidates"]) >= 2
+    for c in doc["candidates"]:
+        for key in REQUIRED:
+            assert key in c
+    costs = [c["expected_cost_usd"] for c in doc["candidates"]]
+    assert costs[0] == min(costs)
+
+
+def test_cli_plan_table_and_chart(burst_cmd: list[str], tmp_path: Path) -> None:
+    png = tmp_path / "plan.png"
+    proc = subprocess.run(
+        [*burst_cmd, "plan", str(QUICKSTART), "--chart", str(png)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for col in (
+        "region",
+        "provider",
+        "capacity",
+        "$/h",
+        "exp. hours",
+        "exp. cost",
+        "egress",
+        "ckpt interval",
+        "verdict",
+    ):
+        assert col in proc.stdout
+    assert "ap-southeast-3" in proc.stdout
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_cli_plan_over_budget_exit_3(burst_cmd: list[str], tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "poor.yaml", **{"budget.max_usd": 5})
+    proc = subprocess.run(
+        [*burst_cmd, "plan", str(spec)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 3
+    assert "exceeds the budget $5.00" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_cli_plan_with_decision_file(burst_cmd: list[str], tmp_path: Path) -> None:
+    rec = tmp_path / "decision.json"
+    rec.write_text(
+        json.dumps(
+            _decisions(
+                {"ap-southeast-1": "allow", "ap-southeast-3": "deny", "me-central-1": "allow"}
+            )
+        )
+    )
+    proc = subprocess.run(
+        [*burst_cmd, "plan", str(QUICKSTART), "--decision", str(rec), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    regions = {c["region"] for c in json.loads(proc.stdout)["candidates"]}
+    assert regions == {"ap-southeast-1", "me-central-1"}
+
+
+def test_step_plan_reads_the_decision_record(tmp_path: Path, runs_root: Path) -> None:
+    out = tmp_path / "plan.json"
+    record = json.dumps(
+        _decisions({"ap-southeast-1": "review", "ap-southeast-3": "allow", "me-central-1": "deny"})
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "steps.plan",
+            "--spec",
+            str(QUICKSTART),
+            "--run-id",
+            "plan-t1",
+            "--runs-root",
+            str(runs_root),
+            "--input",
+            f"decision={record}",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["candidates"][0]["region"] == "ap-southeast-3"
+    assert doc["candidates"][0]["verdict"] == "allow"
+    assert "me-central-1" not in {c["region"] for c in doc["candidates"]}
+    assert (runs_root / "plan-t1" / "docs" / "plan.json").exists()
+
+
+def test_step_plan_refuses_over_budget_exit_3(tmp_path: Path, runs_root: Path) -> None:
+    spec = write_spec(tmp_path / "poor.yaml", **{"budget.max_usd": 1})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "steps.plan",
+            "--spec",
+            str(spec),
+            "--run-id",
+            "plan-t2",
+            "--runs-root",
+            str(runs_root),
+            "--out",
+            str(tmp_path / "out.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 3
+    assert "exceeds the budget $1.00" in proc.stderr
+    assert not (tmp_path / "out.json").exists()
