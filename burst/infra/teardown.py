@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import BurstError, InfraError
+from burst.infra.statelock import holders, parse_lock_error
 from burst.infra.terraform import Terraform, count_state_resources
 from burst.infra.workspace import VARS_FILE, state_file
 
@@ -34,7 +35,9 @@ def destroy_run(workdir: Path, *, retries: int = 4, backoff_s: float = 0.5,
     tf = Terraform(workdir)
     var_file = workdir / VARS_FILE
     errors: list[str] = []
+    unlocked: list[str] = []
     attempts = 0
+    succeeded = False
     for attempt in range(1, retries + 1):
         attempts = attempt
         try:
@@ -42,15 +45,48 @@ def destroy_run(workdir: Path, *, retries: int = 4, backoff_s: float = 0.5,
                 before_attempt(attempt)
             tf.init()
             tf.destroy(var_file if var_file.exists() else None)
+            succeeded = True
             break
         except BurstError as exc:
             errors.append(f"attempt {attempt}: {exc.one_line()}")
             log.warning("destroy attempt %d/%d failed: %s", attempt, retries, exc.one_line())
+            if _release_if_stale(tf, workdir, exc.message, unlocked):
+                continue  # the lock is gone: try again at once
             if attempt < retries:
                 time.sleep(backoff_s * 2 ** (attempt - 1))
-    remaining = count_state_resources(state)
-    return {"destroyed": remaining == 0, "attempts": attempts, "errors": errors,
-            "resources_remaining": remaining, "terraform_state": str(state)}
+    remaining = _remaining(tf, state)
+    return {"destroyed": succeeded and remaining == 0, "attempts": attempts, "errors": errors,
+            "stale_locks_released": unlocked, "resources_remaining": remaining,
+            "terraform_state": str(state)}
+
+
+def _remaining(tf: Terraform, state: Path) -> int:
+    """Resources left in the run's state: the local file when there is one, else the backend
+    (``terraform state list``). A state that cannot be read counts as one resource left: an
+    unknown is never reported as clean."""
+    if state.exists():
+        return count_state_resources(state)
+    try:
+        return len(tf.state_resources())
+    except BurstError as exc:
+        log.error("cannot read the run's state to count what is left: %s", exc.one_line())
+        return 1
+
+
+def _release_if_stale(tf: Terraform, workdir: Path, message: str, unlocked: list[str]) -> bool:
+    """Release the state lock named in ``message`` when no live process holds it."""
+    lock = parse_lock_error(message)
+    if lock is None or lock.id in unlocked:
+        return False
+    alive = holders(workdir)
+    if alive:
+        log.warning("state lock %s is held by live process(es) %s: not breaking it",
+                    lock.id, alive)
+        return False
+    log.warning("releasing stale state lock %s (held by %s, no live holder)", lock.id, lock.who)
+    tf.run(["force-unlock", "-force", "-no-color", lock.id], json_events=False)
+    unlocked.append(lock.id)
+    return True
 
 
 def run_region(workdir: Path) -> tuple[str | None, str | None]:

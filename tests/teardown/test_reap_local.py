@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from burst.infra.terraform import count_state_resources
 
-
-def _provision_only(spec: Path, run_id: str, runs_root: Path) -> Path:
-    """Provision as the pipeline does, then stop: as if the runner died before teardown."""
-    plan = runs_root / "plan.json"
-    plan.parent.mkdir(parents=True, exist_ok=True)
-    plan.write_text(json.dumps({"candidates": [
-        {"region": "ap-southeast-1", "provider": "aws", "capacity": "spot"}]}))
-    subprocess.run([sys.executable, "-m", "steps.provision", "--spec", str(spec), "--run-id",
-                    run_id, "--runs-root", str(runs_root), "--input", f"plan={plan}"],
-                   check=True, capture_output=True)
-    state = runs_root / run_id / "terraform" / "terraform.tfstate"
-    assert count_state_resources(state) > 0
-    return state
+from .provisioning import provision_only
 
 
 def _reap(burst_cmd: list[str], runs_root: Path, *args: str) -> tuple[int, dict]:
@@ -33,7 +20,8 @@ def _reap(burst_cmd: list[str], runs_root: Path, *args: str) -> tuple[int, dict]
 def test_reap_destroys_expired_state_and_then_finds_nothing(
     runs_root: Path, quickstart_in: Path, burst_cmd: list[str]
 ) -> None:
-    state = _provision_only(quickstart_in, "orphan-1", runs_root)
+    state = provision_only(quickstart_in, "orphan-1", runs_root, "ap-southeast-1")
+    assert count_state_resources(state) > 0
 
     # before the expiry: found, not touched, even with --yes
     code, doc = _reap(burst_cmd, runs_root, "--yes")

@@ -4,7 +4,6 @@ reached here): a resource tagged with the run id that survives the destroy is a 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import boto3
 import pytest
+
+from .provisioning import provision_only, step
 
 REGION = "me-central-1"
 
@@ -49,21 +50,9 @@ def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def _step(name: str, spec: Path, run_id: str, runs_root: Path,
-          *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", f"steps.{name}", "--spec", str(spec),
-                           "--run-id", run_id, "--runs-root", str(runs_root), *extra],
-                          capture_output=True, text=True, env=os.environ.copy())
-
-
 def test_tagged_leftover_is_a_loud_exit_4(moto_endpoint: str, runs_root: Path,
                                           quickstart_in: Path) -> None:
-    plan = runs_root / "plan.json"
-    plan.parent.mkdir(parents=True, exist_ok=True)
-    plan.write_text(json.dumps({"candidates": [
-        {"region": REGION, "provider": "aws", "capacity": "spot"}]}))
-    assert _step("provision", quickstart_in, "leaky", runs_root,
-                 "--input", f"plan={plan}").returncode == 0
+    provision_only(quickstart_in, "leaky", runs_root, REGION)
 
     ec2 = boto3.client("ec2", region_name=REGION)
     vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16", TagSpecifications=[{
@@ -72,7 +61,7 @@ def test_tagged_leftover_is_a_loud_exit_4(moto_endpoint: str, runs_root: Path,
     ec2.create_vpc(CidrBlock="10.8.0.0/16", TagSpecifications=[{  # another run's: not a leak
         "ResourceType": "vpc", "Tags": [{"Key": "burst:run-id", "Value": "other"}]}])
 
-    proc = _step("teardown", quickstart_in, "leaky", runs_root)
+    proc = step("teardown", quickstart_in, "leaky", runs_root)
     assert proc.returncode == 4, proc.stderr
     assert f"vpc {vpc}" in proc.stderr and "Traceback" not in proc.stderr
     doc = json.loads((runs_root / "leaky" / "docs" / "teardown.json").read_text())
@@ -82,5 +71,5 @@ def test_tagged_leftover_is_a_loud_exit_4(moto_endpoint: str, runs_root: Path,
     assert 'burst_resources_leaked{' in prom and "} 1.0" in prom
 
     ec2.delete_vpc(VpcId=vpc)
-    proc = _step("teardown", quickstart_in, "leaky", runs_root)
+    proc = step("teardown", quickstart_in, "leaky", runs_root)
     assert proc.returncode == 0, proc.stderr
