@@ -68,3 +68,19 @@ def test_good_dockerfile_and_exemptions() -> None:
     assert check(multi) == []
     with_env = f"FROM python{PIN}\nENV PIP_NO_CACHE_DIR=1\nRUN pip install x\nUSER 1\n"
     assert check(with_env) == []
+
+
+def test_build_script_parses_and_reads_only_locked_keys() -> None:
+    import re
+    import subprocess
+
+    script = REPO / "images" / "build.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    lock = json.loads((REPO / "images" / "lock.json").read_text())
+    keys = set(re.findall(r"lockval ([a-z_.]+)", script.read_text()))
+    assert {"trainer.torch", "trainer.nccl", "trainer.deepspeed", "repositories.trainer"} <= keys
+    for key in keys:
+        node = lock
+        for part in key.split("."):
+            assert part in node, f"build.sh reads {key}, missing from images/lock.json"
+            node = node[part]
