@@ -39,7 +39,8 @@ from burst.errors import BadInputError
 log = logging.getLogger(__name__)
 
 BASE_LABELS = ("run_id", "team", "experiment", "priority")
-TIERS = ("host", "local", "remote", "replica")
+# Checkpoint tiers as the checkpoint engine names them ("full", "weights"); any short label.
+TIER_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 COST_COMPONENTS = ("compute", "egress", "storage", "orchestration")
 PROVISION_OUTCOMES = ("ok", "no_capacity", "error")
 
@@ -125,9 +126,9 @@ class RunMetrics:
 
     def record_checkpoint(self, tier: str, nbytes: int, seconds: float,
                           *, committed: bool = True) -> None:
-        """One checkpoint written to ``tier`` (host, local, remote, replica)."""
-        if tier not in TIERS:
-            raise BadInputError(f"checkpoint tier {tier!r} is not one of {', '.join(TIERS)}")
+        """One checkpoint of ``tier`` (``full``, ``weights``) written in ``seconds``."""
+        if not isinstance(tier, str) or not TIER_RE.match(tier):
+            raise BadInputError(f"checkpoint tier {tier!r} must be a short lowercase label")
         labels = {**self._base, "tier": tier}
         self._ckpt_bytes.labels(**labels).observe(_non_negative("checkpoint bytes", nbytes))
         self._ckpt_seconds.labels(**labels).observe(_non_negative("checkpoint seconds", seconds))

@@ -138,9 +138,8 @@ class RunView:
             v = v.get("committed", v.get("count"))
         if (n := _int(v)) is not None:
             return n
-        by_tier = self.metrics.by_label("burst_checkpoints_committed_total", "tier")
-        if by_tier:
-            return int(max(by_tier.values()))
+        if self.metrics.has("burst_checkpoints_committed_total"):
+            return int(self.metrics.total("burst_checkpoints_committed_total"))
         return None
 
     @property

@@ -64,14 +64,14 @@ def make_run(root: Path, run_id: str = RUN_ID, *, with_report: bool = True,
         if name == "train":
             # attempt 1: steps 1..7 (checkpoint at 5), preempted at 7 after ~12 s
             recs.append((T0 + start + 1.0, ev.FIRST_TRAIN_STEP, {"train_step": 1}))
-            recs.append((T0 + start + 8.0, ev.CHECKPOINT, {"train_step": 5, "tier": "local",
+            recs.append((T0 + start + 8.0, ev.CHECKPOINT, {"train_step": 5, "tier": "full",
                                                            "bytes": 812_000}))
             recs.append((T0 + start + 12.0, ev.PREEMPTION, {"train_step": 7,
                                                             "source": "sigterm"}))
             # attempt 2: resumes from 5, checkpoints 10..30
             for i, k in enumerate(CHECKPOINT_STEPS[1:]):
                 recs.append((T0 + start + 18.0 + 4.0 * i, ev.CHECKPOINT,
-                             {"train_step": k, "tier": "local", "bytes": 812_000}))
+                             {"train_step": k, "tier": "full", "bytes": 812_000}))
         _log_records(d / "logs" / f"{name}.log", name, recs)
         doc = {"step": name, "run_id": run_id, "seconds": secs}
         (d / "docs" / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
@@ -100,7 +100,7 @@ def make_run(root: Path, run_id: str = RUN_ID, *, with_report: bool = True,
     # train attempt 1: one checkpoint, then the preemption
     t1 = RunMetrics(**labels)
     t1.set_gpu_wait(10.0)
-    t1.record_checkpoint("local", 812_000, 0.2)
+    t1.record_checkpoint("full", 812_000, 0.2)
     t1.record_stall(0.01)
     t1.record_preemption()
     t1.set_cost("compute", 0.90)
@@ -108,7 +108,7 @@ def make_run(root: Path, run_id: str = RUN_ID, *, with_report: bool = True,
     # train attempt 2: five checkpoints, egress of the final weights home
     t2 = RunMetrics(**labels)
     for _ in CHECKPOINT_STEPS[1:]:
-        t2.record_checkpoint("local", 812_000, 0.2)
+        t2.record_checkpoint("full", 812_000, 0.2)
         t2.record_stall(0.01)
     t2.record_egress("ap-southeast-1", "ap-southeast-1", 4_000_000)
     t2.record_egress("ap-southeast-1", "me-central-1", 2_500_000)

@@ -59,8 +59,8 @@ def test_human_lines_in_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BURST_LOG_JSON", raising=False)
     buf = io.StringIO()
     setup_logging(logging.INFO, run_id="r-7", step="train", stream=buf)
-    ev.emit(logging.getLogger("burst.checkpoint"), ev.CHECKPOINT, train_step=10, tier="local")
+    ev.emit(logging.getLogger("burst.checkpoint"), ev.CHECKPOINT, train_step=10, tier="full")
     line = buf.getvalue().strip()
     assert not line.startswith("{")
     assert "[train]" in line
-    assert "checkpoint.committed train_step=10 tier=local" in line
+    assert "checkpoint.committed train_step=10 tier=full" in line

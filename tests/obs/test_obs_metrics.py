@@ -31,8 +31,8 @@ def _full() -> RunMetrics:
     m = RunMetrics(**LABELS)
     m.set_gpu_wait(42.5)
     m.record_preemption()
-    m.record_checkpoint("local", 1_000_000, 0.5)
-    m.record_checkpoint("remote", 1_000_000, 2.0)
+    m.record_checkpoint("full", 1_000_000, 0.5)
+    m.record_checkpoint("weights", 1_000_000, 2.0)
     m.record_stall(0.02)
     m.record_egress("ap-southeast-1", "me-central-1", 5_000)
     m.record_provision_attempt("ap-southeast-3", "no_capacity")
@@ -53,7 +53,7 @@ def test_every_issue_metric_is_exposed_with_the_finops_labels() -> None:
             assert s.labels.get(k) == v, (s.name, s.labels)
     by = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
     tiers = {dict(k[1])["tier"] for k in by if k[0] == "burst_checkpoint_bytes_count"}
-    assert tiers == {"local", "remote"}
+    assert tiers == {"full", "weights"}
     outcomes = {dict(k[1])["outcome"]: v for k, v in by.items()
                 if k[0] == "burst_provision_attempts_total"}
     assert outcomes == {"no_capacity": 1.0, "ok": 1.0}
@@ -66,8 +66,8 @@ def test_labels_come_from_the_job_spec() -> None:
 
 
 @pytest.mark.parametrize("call", [
-    lambda m: m.record_checkpoint("tape", 1, 1.0),
-    lambda m: m.record_checkpoint("local", -1, 1.0),
+    lambda m: m.record_checkpoint("Full Tier!", 1, 1.0),
+    lambda m: m.record_checkpoint("full", -1, 1.0),
     lambda m: m.record_stall(float("nan")),
     lambda m: m.set_cost("gpu", 1.0),
     lambda m: m.record_provision_attempt("ap-southeast-1", "maybe"),
@@ -88,20 +88,20 @@ def test_files_of_several_attempts_add_up(tmp_path: Path) -> None:
     largest (the cost gauge is the run's running estimate)."""
     a1 = RunMetrics(**LABELS)
     a1.record_preemption()
-    a1.record_checkpoint("local", 100, 0.1)
+    a1.record_checkpoint("full", 100, 0.1)
     a1.set_cost("compute", 1.0)
     a1.write_textfile(metrics_file(tmp_path, "train", 1))
     a2 = RunMetrics(**LABELS)
     a2.record_preemption()
     for _ in range(3):
-        a2.record_checkpoint("local", 100, 0.1)
+        a2.record_checkpoint("full", 100, 0.1)
     a2.set_cost("compute", 2.5)
     where = export_from_env(a2, tmp_path, "train", attempt=2)
     assert where == [str(tmp_path / "metrics" / "train.2.prom")]
     (tmp_path / "metrics" / "broken.prom").write_text("burst_x{ 1 2 3\n")
     totals = read_metric_files((tmp_path / "metrics").glob("*.prom"))
     assert totals.total("burst_preemptions_total") == 2
-    assert totals.total("burst_checkpoints_committed_total", tier="local") == 4
+    assert totals.total("burst_checkpoints_committed_total", tier="full") == 4
     assert totals.total("burst_checkpoint_bytes_sum") == 400
     assert totals.by_label("burst_cost_usd", "component") == {"compute": 2.5}
     assert len(totals.files) == 2  # the broken file is skipped
