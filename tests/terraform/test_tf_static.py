@@ -1,0 +1,151 @@
+"""Static checks of terraform/: fmt, the HCL rules (python-hcl2), and the broken fixture."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from burst.infra.hclcheck import check_paths, main
+from burst.infra.terraform import REPO_ROOT as REPO
+
+TERRAFORM = REPO / "terraform"
+MODULES = TERRAFORM / "modules"
+STACK = TERRAFORM / "stacks" / "burst-run"
+BROKEN = Path(__file__).resolve().parent / "fixtures" / "broken"
+
+AWS_MODULES = ("aws-gpu-nodegroup", "aws-site-vpn", "aws-checkpoint-bucket", "aws-run-iam")
+REGIONS = ("ap-southeast-1", "ap-southeast-3", "ap-southeast-5", "me-central-1", "me-south-1",
+           "il-central-1")
+
+
+def test_fmt_check_passes_on_everything(tf: Any) -> None:
+    res = tf("fmt", "-check", "-recursive", "-diff", "terraform/")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_fmt_check_catches_a_misformatted_file(tf: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tf"
+    bad.write_text('variable "x" {\ntype=string\n}\n')
+    res = tf("fmt", "-check", str(tmp_path))
+    assert res.returncode == 3 and "bad.tf" in res.stdout
+
+
+def test_hcl_checks_pass_on_terraform_dir() -> None:
+    findings = check_paths([TERRAFORM])
+    assert findings == [], "\n".join(map(str, findings))
+
+
+def test_broken_fixture_fails_naming_file_and_resource() -> None:
+    findings = {(f.resource, f.rule) for f in check_paths([BROKEN])}
+    assert ("aws_s3_bucket.untagged", "tags") in findings
+    assert ("aws_launch_template.imdsv1", "imdsv2") in findings
+    assert ("aws_s3_bucket.untagged", "encryption") in findings
+    assert ("aws_launch_template.imdsv1", "encryption") in findings
+    assert ("aws_security_group.open", "ingress") in findings
+    assert ("aws_kms_key.pinned", "region") in findings
+    assert ("aws_kms_key.pinned", "account") in findings
+    assert ("aws_kms_key.pinned", "tags") in findings
+
+
+def test_hclcheck_command_exit_code_and_message() -> None:
+    proc = subprocess.run([sys.executable, "-m", "burst.infra.hclcheck", str(BROKEN)],
+                          capture_output=True, text=True, cwd=REPO, check=False)
+    assert proc.returncode == 1
+    main_tf = str(BROKEN / "main.tf")
+    bucket = [ln for ln in proc.stderr.splitlines() if "aws_s3_bucket.untagged: [tags]" in ln]
+    imds = [ln for ln in proc.stderr.splitlines() if "aws_launch_template.imdsv1: [imdsv2]" in ln]
+    assert bucket and bucket[0].startswith(f"{main_tf}:10:")
+    assert imds and imds[0].startswith(f"{main_tf}:14:")
+    assert "Traceback" not in proc.stderr
+    clean = subprocess.run([sys.executable, "-m", "burst.infra.hclcheck", "terraform"],
+                           capture_output=True, text=True, cwd=REPO, check=False)
+    assert clean.returncode == 0, clean.stderr
+
+
+@pytest.mark.parametrize("mutation, rule", [
+    (('http_tokens                 = "required"', 'http_tokens                 = "optional"'),
+     "imdsv2"),
+    (("encrypted             = true", "encrypted             = false"), "encryption"),
+    (('    tags          = local.tags\n  }\n\n  tag_specifications {\n    resource_type = "volume"',
+      '    tags          = {}\n  }\n\n  tag_specifications {\n    resource_type = "volume"'),
+     "tags"),
+    (("cidr_ipv4         = each.value", 'cidr_ipv4         = "0.0.0.0/0"'), "ingress"),
+    (("vpc_id      = var.vpc_id", 'vpc_id      = "vpc-0123"\n  # ap-southeast-1\n  name = "x-me-central-1"'),
+     "region"),
+])
+def test_each_rule_catches_a_regression_in_a_real_module(
+    tmp_path: Path, mutation: tuple[str, str], rule: str
+) -> None:
+    mod = tmp_path / "aws-gpu-nodegroup"
+    shutil.copytree(MODULES / "aws-gpu-nodegroup", mod)
+    main_tf = mod / "main.tf"
+    text = main_tf.read_text()
+    assert mutation[0] in text, "the mutation no longer applies: update this test"
+    main_tf.write_text(text.replace(mutation[0], mutation[1], 1))
+    rules = {f.rule for f in check_paths([mod])}
+    assert rule in rules
+
+
+def test_parse_error_is_exit_2_with_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "main.tf").write_text('resource "aws_s3_bucket" "x" {\n  bucket = \n')
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "main.tf") in err and "cannot parse" in err
+
+
+def test_modules_have_the_four_file_shape_and_documented_variables() -> None:
+    import hcl2
+
+    for name in (*AWS_MODULES, "local-nodegroup"):
+        mod = MODULES / name
+        for f in ("main.tf", "variables.tf", "outputs.tf", "versions.tf", "README.md"):
+            assert (mod / f).is_file(), f"{name}/{f} missing"
+        versions = (mod / "versions.tf").read_text()
+        assert re.search(r'required_version\s*=\s*">= 1\.\d+\.\d+, < 2\.0\.0"', versions), name
+        if name.startswith("aws-"):
+            assert re.search(r'version\s*=\s*"~> 6\.0"', versions), name
+        doc = hcl2.load((mod / "variables.tf").open())
+        readme = (mod / "README.md").read_text()
+        for block in doc["variable"]:
+            for var, body in block.items():
+                var = var.strip('"')
+                assert "type" in body and "description" in body, f"{name}: variable {var}"
+                assert f"`{var}`" in readme, f"{name}/README.md does not document {var}"
+        outputs = hcl2.load((mod / "outputs.tf").open())
+        for block in outputs["output"]:
+            for out, body in block.items():
+                assert "description" in body, f"{name}: output {out}"
+                assert f"`{out.strip(chr(34))}`" in readme, f"{name}/README.md: output {out}"
+
+
+def test_aws_module_outputs_use_try() -> None:
+    for name in AWS_MODULES:
+        text = (MODULES / name / "outputs.tf").read_text()
+        for m in re.finditer(r'value\s*=\s*(.+)', text):
+            expr = m.group(1)
+            if re.search(r"\baws_\w+\.", expr):
+                assert expr.startswith("try("), f"{name}: {expr}"
+
+
+def test_region_variable_sets() -> None:
+    for region in REGIONS:
+        path = STACK / "regions" / f"{region}.tfvars"
+        text = path.read_text()
+        assert re.search(rf'^region\s*=\s*"{region}"$', text, re.M), path
+        assert re.search(r"^instance_types\s*=\s*\[", text, re.M), path
+
+
+def test_stack_backend_is_partial_s3_with_lockfile_note() -> None:
+    import hcl2
+
+    doc = hcl2.load((STACK / "versions.tf").open())
+    backend = doc["terraform"][0]["backend"][0]
+    assert list(backend) == ['"s3"'] and set(backend['"s3"']) <= {"__is_block__"}
+    main_tf = (STACK / "main.tf").read_text()
+    assert "default_tags" in main_tf and "region = var.region" in main_tf
