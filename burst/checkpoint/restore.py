@@ -18,7 +18,7 @@ import numpy as np
 from burst.checkpoint.catalog import list_checkpoints, load_manifest
 from burst.checkpoint.layout import ArrayEntry, segments
 from burst.checkpoint.manifest import CheckpointRef, ChunkRef, Manifest, chunk_key
-from burst.checkpoint.tree import flatten, unflatten
+from burst.checkpoint.tree import array_paths, flatten, unflatten
 from burst.errors import CheckpointError
 from burst.storage.base import ObjectMissing, ObjectStore, StoreError
 
@@ -110,7 +110,7 @@ def fetch_arrays(
             raise
     if targets is not None:
         for i, (out, tgt) in enumerate(zip(outs, targets, strict=True)):
-            if out is not tgt:
+            if tgt is not None and out is not tgt:
                 _copy_into(tgt, out)
                 outs[i] = tgt
     return outs
@@ -139,13 +139,12 @@ def restore_ref(
     store: ObjectStore, ref: CheckpointRef, *, into: Any = None, concurrency: int = 8
 ) -> Restored:
     manifest = load_manifest(store, ref)
-    into_arrays = flatten(into)[1] if into is not None else None
-    if into_arrays is not None and len(into_arrays) != len(manifest.arrays):
-        raise CheckpointError(
-            f"checkpoint step {ref.step} ({ref.tier}) holds {len(manifest.arrays)} arrays, "
-            f"the state to restore into has {len(into_arrays)}",
-            where=f"{store.url}/{ref.key}",
-        )
+    into_arrays = None
+    if into is not None:
+        # match arrays by their path in the state tree; unmatched ones are freshly allocated
+        skeleton, arrays = flatten(into)
+        by_path = dict(zip(array_paths(skeleton), arrays, strict=True))
+        into_arrays = [by_path.get(p) for p in array_paths(manifest.tree)]
     try:
         arrays = fetch_arrays(store, manifest, into=into_arrays, concurrency=concurrency)
     except StoreError as exc:

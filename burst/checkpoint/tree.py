@@ -118,3 +118,36 @@ def unflatten(skeleton: Any, arrays: list[Any]) -> Any:
 
 def _hashable(key: Any) -> Any:
     return tuple(_hashable(k) for k in key) if isinstance(key, list | tuple) else key
+
+
+def array_paths(skeleton: Any) -> list[str]:
+    """The path (``.model.0.weight``, ``.optimizer.state.3.exp_avg``) of each array, in order."""
+    paths: dict[int, str] = {}
+
+    def walk(obj: Any, path: str) -> None:
+        if isinstance(obj, list):
+            for i, v in enumerate(obj):
+                walk(v, f"{path}[{i}]")
+            return
+        if not isinstance(obj, dict):
+            return
+        if len(obj) == 1:
+            ((tag, val),) = obj.items()
+            if tag in ("__tensor__", "__ndarray__"):
+                paths[int(val)] = path
+                return
+            if tag == "__tuple__":
+                for i, v in enumerate(val):
+                    walk(v, f"{path}[{i}]")
+                return
+            if tag == "__dict__":
+                for k, v in val:
+                    walk(v, f"{path}.{unflatten(k, [])}")
+                return
+            if tag in TAGS:
+                return
+        for k, v in obj.items():
+            walk(v, f"{path}.{k}")
+
+    walk(skeleton, "")
+    return [paths[i] for i in range(len(paths))]
