@@ -119,8 +119,9 @@ def parse_duration(text: str | int | float) -> float:
 
 
 class WorkflowEngine:
-    def __init__(self, manifest: dict[str, Any], options: EngineOptions,
-                 on_event: Event | None = None) -> None:
+    def __init__(
+        self, manifest: dict[str, Any], options: EngineOptions, on_event: Event | None = None
+    ) -> None:
         self.manifest = manifest
         self.options = options
         self.on_event = on_event or (lambda *_: None)
@@ -141,36 +142,46 @@ class WorkflowEngine:
             rs = t.get("retryStrategy")
             if rs is not None:
                 if "limit" not in rs:
-                    problems.append(f"template {t['name']}: retryStrategy without a limit "
-                                    "(unbounded retries) is not supported locally")
+                    problems.append(
+                        f"template {t['name']}: retryStrategy without a limit "
+                        "(unbounded retries) is not supported locally"
+                    )
                 if rs.get("retryPolicy", "OnFailure") not in RETRY_POLICIES:
-                    problems.append(f"template {t['name']}: retryPolicy "
-                                    f"{rs.get('retryPolicy')!r} is not supported locally")
+                    problems.append(
+                        f"template {t['name']}: retryPolicy "
+                        f"{rs.get('retryPolicy')!r} is not supported locally"
+                    )
                 if "backoff" in rs:
                     for k in ("duration", "maxDuration", "cap"):
                         if k in rs["backoff"]:
                             try:
                                 parse_duration(rs["backoff"][k])
                             except ManifestError as exc:
-                                problems.append(f"template {t['name']}: backoff.{k}: "
-                                                f"{exc.message}")
+                                problems.append(f"template {t['name']}: backoff.{k}: {exc.message}")
             for mount in (t.get("container") or {}).get("volumeMounts") or []:
                 if mount.get("name") not in self.options.volumes:
-                    problems.append(f"template {t['name']}: volume {mount.get('name')!r} has "
-                                    "no local directory (EngineOptions.volumes)")
-        declared = {p["name"]: p for p in (self.spec.get("arguments") or {}).get("parameters")
-                    or []}
+                    problems.append(
+                        f"template {t['name']}: volume {mount.get('name')!r} has "
+                        "no local directory (EngineOptions.volumes)"
+                    )
+        declared = {
+            p["name"]: p for p in (self.spec.get("arguments") or {}).get("parameters") or []
+        }
         for name in self.options.parameters:
             if name not in declared:
-                problems.append(f"parameter {name!r} is not declared by the workflow "
-                                f"(declared: {', '.join(declared)})")
+                problems.append(
+                    f"parameter {name!r} is not declared by the workflow "
+                    f"(declared: {', '.join(declared)})"
+                )
         for name, p in declared.items():
             if name not in self.options.parameters and "value" not in p and "default" not in p:
                 problems.append(f"workflow parameter {name!r} has no value: pass it")
         if problems:
-            raise ManifestError("; ".join(problems),
-                                where=f"{self.manifest.get('kind')} "
-                                      f"{(self.manifest.get('metadata') or {}).get('name')}")
+            raise ManifestError(
+                "; ".join(problems),
+                where=f"{self.manifest.get('kind')} "
+                f"{(self.manifest.get('metadata') or {}).get('name')}",
+            )
 
     # -- the workflow ------------------------------------------------------------------
     def run(self) -> WorkflowResult:
@@ -190,8 +201,7 @@ class WorkflowEngine:
             self._deadline = time.monotonic() + float(self.spec["activeDeadlineSeconds"])
         outcome = Outcome(ERROR, message="not started")
         try:
-            outcome = self._template(self.spec["entrypoint"], {}, self.spec["entrypoint"],
-                                     "main")
+            outcome = self._template(self.spec["entrypoint"], {}, self.spec["entrypoint"], "main")
         finally:
             exit_phase = None
             on_exit = self.spec.get("onExit")
@@ -199,9 +209,18 @@ class WorkflowEngine:
                 self._in_exit_handler = True
                 self._deadline = None  # the exit handler runs even after the deadline
                 self.workflow_vars["workflow.status"] = outcome.phase
-                self.workflow_vars["workflow.failures"] = json.dumps([
-                    {"displayName": n.step, "templateName": n.template, "phase": n.phase,
-                     "message": n.message} for n in self.nodes if n.phase in (FAILED, ERROR)])
+                self.workflow_vars["workflow.failures"] = json.dumps(
+                    [
+                        {
+                            "displayName": n.step,
+                            "templateName": n.template,
+                            "phase": n.phase,
+                            "message": n.message,
+                        }
+                        for n in self.nodes
+                        if n.phase in (FAILED, ERROR)
+                    ]
+                )
                 exit_phase = self._template(on_exit, {}, on_exit, "onExit").phase
         phase = outcome.phase
         if phase == SUCCEEDED and exit_phase not in (None, SUCCEEDED):
@@ -227,10 +246,11 @@ class WorkflowEngine:
     def _scope(self, inputs: dict[str, str]) -> dict[str, str]:
         return {**self.workflow_vars, **{f"inputs.parameters.{k}": v for k, v in inputs.items()}}
 
-    def _call_args(self, call: dict[str, Any], scope: dict[str, str], where: str
-                   ) -> dict[str, str]:
-        return {p["name"]: substitute(str(p.get("value", "")), scope, where)
-                for p in (call.get("arguments") or {}).get("parameters") or []}
+    def _call_args(self, call: dict[str, Any], scope: dict[str, str], where: str) -> dict[str, str]:
+        return {
+            p["name"]: substitute(str(p.get("value", "")), scope, where)
+            for p in (call.get("arguments") or {}).get("parameters") or []
+        }
 
     def _when(self, call: dict[str, Any], scope: dict[str, str], where: str) -> bool:
         if "when" not in call:
@@ -269,9 +289,12 @@ class WorkflowEngine:
                 self._record(scope, "steps", step["name"], outcome)
             for step, outcome in results:
                 if outcome.phase in (FAILED, ERROR) and not _continues(step, outcome):
-                    return Outcome(FAILED, outcome.exit_code,
-                                   f"child {step['name']!r} {outcome.phase.lower()}: "
-                                   f"{outcome.message}".strip())
+                    return Outcome(
+                        FAILED,
+                        outcome.exit_code,
+                        f"child {step['name']!r} {outcome.phase.lower()}: "
+                        f"{outcome.message}".strip(),
+                    )
         return Outcome(SUCCEEDED)
 
     def _dag(self, t: dict[str, Any], inputs: dict[str, str], path: str) -> Outcome:
@@ -280,14 +303,20 @@ class WorkflowEngine:
         done: dict[str, tuple[dict[str, Any], Outcome]] = {}
         failure: Outcome | None = None
         while len(done) < len(tasks):
-            ready = [task for task in tasks if task["name"] not in done
-                     and all(d in done for d in task.get("dependencies") or [])]
+            ready = [
+                task
+                for task in tasks
+                if task["name"] not in done
+                and all(d in done for d in task.get("dependencies") or [])
+            ]
             if not ready:
                 raise ManifestError(f"{path}: the DAG has a cycle")
             task = ready[0]
             where = f"{path}/{task['name']}"
-            deps_ok = all(done[d][1].phase in (SUCCEEDED, SKIPPED) or _continues(*done[d])
-                          for d in task.get("dependencies") or [])
+            deps_ok = all(
+                done[d][1].phase in (SUCCEEDED, SKIPPED) or _continues(*done[d])
+                for d in task.get("dependencies") or []
+            )
             if not deps_ok or self._deadline_passed():
                 outcome = Outcome(OMITTED, message="a dependency did not succeed")
             elif not self._when(task, scope, where):
@@ -298,17 +327,20 @@ class WorkflowEngine:
             done[task["name"]] = (task, outcome)
             self._record(scope, "tasks", task["name"], outcome)
             if outcome.phase in (FAILED, ERROR) and not _continues(task, outcome):
-                failure = failure or Outcome(FAILED, outcome.exit_code,
-                                             f"task {task['name']!r} {outcome.phase.lower()}")
+                failure = failure or Outcome(
+                    FAILED, outcome.exit_code, f"task {task['name']!r} {outcome.phase.lower()}"
+                )
         if self._deadline_passed():
             return Outcome(FAILED, message="activeDeadlineSeconds exceeded (workflow)")
         return failure or Outcome(SUCCEEDED)
 
     # -- containers --------------------------------------------------------------------
-    def _container(self, t: dict[str, Any], inputs: dict[str, str], path: str,
-                   step: str) -> Outcome:
-        node = PodNode(step, t["name"], path, list(t["container"].get("command") or []),
-                       self._in_exit_handler)
+    def _container(
+        self, t: dict[str, Any], inputs: dict[str, str], path: str, step: str
+    ) -> Outcome:
+        node = PodNode(
+            step, t["name"], path, list(t["container"].get("command") or []), self._in_exit_handler
+        )
         self.nodes.append(node)
         rs = t.get("retryStrategy")
         scope = self._scope(inputs)
@@ -321,12 +353,18 @@ class WorkflowEngine:
         outcome = Outcome(ERROR, message="not run")
         for attempt in range(limit + 1):
             outcome = self._attempt(t, {**scope, "retries": str(attempt)}, node, path)
-            if attempt == limit or outcome.phase not in policy or outcome.message.startswith(
-                    "activeDeadlineSeconds"):
+            if (
+                attempt == limit
+                or outcome.phase not in policy
+                or outcome.message.startswith("activeDeadlineSeconds")
+            ):
                 break
-            last = {"exitCode": str(outcome.exit_code), "status": outcome.phase,
-                    "message": outcome.message,
-                    "duration": str(round(node.attempts[-1].seconds))}
+            last = {
+                "exitCode": str(outcome.exit_code),
+                "status": outcome.phase,
+                "message": outcome.message,
+                "duration": str(round(node.attempts[-1].seconds)),
+            }
             if retry_expr is not None and not expr.evaluate(retry_expr, {"lastRetry": last}):
                 break
             wait = 0.0
@@ -335,11 +373,20 @@ class WorkflowEngine:
                 wait = parse_duration(backoff["duration"]) * factor**attempt
                 if "cap" in backoff:
                     wait = min(wait, parse_duration(backoff["cap"]))
-            if "maxDuration" in backoff and (time.monotonic() - started + wait
-                                             > parse_duration(backoff["maxDuration"])):
+            if "maxDuration" in backoff and (
+                time.monotonic() - started + wait > parse_duration(backoff["maxDuration"])
+            ):
                 break
-            self.on_event(step, "requeued", {"attempt": attempt + 1,
-                                             "exit_code": outcome.exit_code, "wait_s": wait})
+            self.on_event(
+                step,
+                "requeued",
+                {
+                    "attempt": attempt + 1,
+                    "template": t["name"],
+                    "exit_code": outcome.exit_code,
+                    "wait_s": wait,
+                },
+            )
             time.sleep(wait * self.options.backoff_scale)
             if self._deadline_passed():
                 break
@@ -347,8 +394,17 @@ class WorkflowEngine:
         node.outputs = outcome.outputs
         node.seconds = round(time.monotonic() - started, 3)
         status = "succeeded" if outcome.phase == SUCCEEDED else "failed"
-        self.on_event(step, status, {"exit_code": outcome.exit_code, "seconds": node.seconds,
-                                     "attempts": len(node.attempts), "message": outcome.message})
+        self.on_event(
+            step,
+            status,
+            {
+                "exit_code": outcome.exit_code,
+                "seconds": node.seconds,
+                "template": t["name"],
+                "attempts": len(node.attempts),
+                "message": outcome.message,
+            },
+        )
         return outcome
 
     def _map_path(self, value: str, pod: Path, mounts: list[tuple[str, Path]]) -> str:
@@ -357,19 +413,25 @@ class WorkflowEngine:
             return head + sep + self._map_path(tail, pod, mounts)
         for prefix, local in mounts:
             if value == prefix or value.startswith(prefix.rstrip("/") + "/"):
-                return str(local) + value[len(prefix.rstrip("/")):]
+                return str(local) + value[len(prefix.rstrip("/")) :]
         if value == "/tmp" or value.startswith("/tmp/"):
-            return str(pod / "tmp") + value[len("/tmp"):]
+            return str(pod / "tmp") + value[len("/tmp") :]
         return value
 
-    def _attempt(self, t: dict[str, Any], scope: dict[str, str], node: PodNode,
-                 path: str) -> Outcome:
+    def _attempt(
+        self, t: dict[str, Any], scope: dict[str, str], node: PodNode, path: str
+    ) -> Outcome:
         self._seq += 1
         pod = self.options.pods_dir / f"{self._seq:03d}-{node.step}"
         (pod / "tmp").mkdir(parents=True, exist_ok=True)
         c = substitute_all(t["container"], scope, path)
-        mounts = sorted(((m["mountPath"], self.options.volumes[m["name"]])
-                         for m in c.get("volumeMounts") or []), key=lambda x: -len(x[0]))
+        mounts = sorted(
+            (
+                (m["mountPath"], self.options.volumes[m["name"]])
+                for m in c.get("volumeMounts") or []
+            ),
+            key=lambda x: -len(x[0]),
+        )
 
         def mapped(v: str) -> str:
             return self._map_path(v, pod, mounts)
@@ -391,7 +453,8 @@ class WorkflowEngine:
             argv[0] = self.options.python
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+        )
         for e in c.get("env") or []:
             env[e["name"]] = mapped(str(e.get("value", "")))
         env.update(self.options.env)
@@ -401,14 +464,19 @@ class WorkflowEngine:
         if self._deadline is not None:
             left = max(0.0, self._deadline - time.monotonic())
             timeout = left if timeout is None else min(timeout, left)
-        log_file = (self.options.log_path(node.step) if self.options.log_path
-                    else pod / "log.txt")
+        log_file = self.options.log_path(node.step) if self.options.log_path else pod / "log.txt"
         log_file.parent.mkdir(parents=True, exist_ok=True)
         cwd = mapped(c["workingDir"]) if c.get("workingDir") else os.getcwd()
         started = time.monotonic()
         with open(log_file, "a", encoding="utf-8") as logf:
-            proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, env=env,
-                                    cwd=cwd, start_new_session=True)
+            proc = subprocess.Popen(
+                argv,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
             deadline_hit = False
             try:
                 code = proc.wait(timeout=timeout)
@@ -437,8 +505,10 @@ class WorkflowEngine:
             elif "default" in vf:
                 outputs[p["name"]] = str(vf["default"])
             elif phase == SUCCEEDED:
-                phase, message = ERROR, f"output parameter {p['name']!r}: {vf.get('path')} " \
-                                        "was not written"
+                phase, message = (
+                    ERROR,
+                    f"output parameter {p['name']!r}: {vf.get('path')} was not written",
+                )
         node.attempts.append(Attempt(exit_code, phase, message, seconds, str(pod)))
         return Outcome(phase, exit_code, message, outputs)
 
@@ -460,5 +530,12 @@ def _stop(proc: subprocess.Popen[Any]) -> int:
         return proc.wait()
 
 
-__all__ = ["EngineOptions", "ManifestError", "PodNode", "UnsupportedFeature", "WorkflowEngine",
-           "WorkflowResult", "parse_duration"]
+__all__ = [
+    "EngineOptions",
+    "ManifestError",
+    "PodNode",
+    "UnsupportedFeature",
+    "WorkflowEngine",
+    "WorkflowResult",
+    "parse_duration",
+]

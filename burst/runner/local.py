@@ -58,12 +58,19 @@ def load_manifest(path: Path) -> dict[str, Any]:
     return doc
 
 
-def step_module(node: PodNode) -> str | None:
-    """``train`` for a container running ``python -m steps.train``; None for helpers."""
-    cmd = node.command
+def _module_of(cmd: list[str]) -> str | None:
     if len(cmd) >= 3 and cmd[1] == "-m" and cmd[2].startswith("steps."):
         return cmd[2].removeprefix("steps.").replace("_", "-")
     return None
+
+
+def _runs_step_module(container: dict[str, Any]) -> bool:
+    return _module_of(list(container.get("command") or [])) is not None
+
+
+def step_module(node: PodNode) -> str | None:
+    """``train`` for a container running ``python -m steps.train``; None for helpers."""
+    return _module_of(node.command)
 
 
 def pipeline_order(manifest: dict[str, Any]) -> list[str]:
@@ -75,9 +82,9 @@ def pipeline_order(manifest: dict[str, Any]) -> list[str]:
     def walk(name: str, seen: tuple[str, ...]) -> None:
         t = templates.get(name) or {}
         if "container" in t:
-            cmd = t["container"].get("command") or []
-            if len(cmd) >= 3 and cmd[1] == "-m" and cmd[2].startswith("steps."):
-                order.append(cmd[2].removeprefix("steps.").replace("_", "-"))
+            module = _module_of(list(t["container"].get("command") or []))
+            if module:
+                order.append(module)
             return
         calls = [s for g in t.get("steps") or [] for s in g]
         calls += list((t.get("dag") or {}).get("tasks") or [])
@@ -100,9 +107,14 @@ def _step_record(node: PodNode) -> dict[str, Any]:
         "attempts": len(node.attempts),
         "path": node.path,
         "attempt_details": [
-            {"exit_code": a.exit_code, "phase": a.phase, "message": a.message,
-             "seconds": a.seconds, "pod_dir": a.pod_dir,
-             "outputs_dir": str(Path(a.pod_dir) / "tmp" / "outputs")}
+            {
+                "exit_code": a.exit_code,
+                "phase": a.phase,
+                "message": a.message,
+                "seconds": a.seconds,
+                "pod_dir": a.pod_dir,
+                "outputs_dir": str(Path(a.pod_dir) / "tmp" / "outputs"),
+            }
             for a in node.attempts
         ],
     }
@@ -117,21 +129,39 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
     exit_nodes = [n for n in nodes if step_module(n) and n.exit_handler]
     steps = [_step_record(n) for n in ran]
     names = {s["name"] for s in steps}
-    exit_names = set(pipeline_order({"spec": {**manifest["spec"], "entrypoint":
-                                              manifest["spec"].get("onExit")}})
-                     ) if manifest["spec"].get("onExit") else set()
+    exit_names = (
+        set(
+            pipeline_order(
+                {"spec": {**manifest["spec"], "entrypoint": manifest["spec"].get("onExit")}}
+            )
+        )
+        if manifest["spec"].get("onExit")
+        else set()
+    )
     for name in pipeline_order(manifest):
         if name not in names and name not in exit_names:
-            steps.append({"name": name, "status": "skipped", "seconds": 0.0,
-                          "exit_code": None, "attempts": 0})
+            steps.append(
+                {
+                    "name": name,
+                    "status": "skipped",
+                    "seconds": 0.0,
+                    "exit_code": None,
+                    "attempts": 0,
+                }
+            )
             names.add(name)
     steps += [_step_record(n) for n in exit_nodes]
     return steps
 
 
 class LocalRunner:
-    def __init__(self, paths: RunPaths, spec_file: Path, options: RunOptions | None = None,
-                 on_event: Event | None = None) -> None:
+    def __init__(
+        self,
+        paths: RunPaths,
+        spec_file: Path,
+        options: RunOptions | None = None,
+        on_event: Event | None = None,
+    ) -> None:
         self.paths = paths
         self.spec_file = spec_file
         self.options = options or RunOptions()
@@ -164,7 +194,17 @@ class LocalRunner:
             log_path=self.paths.log,
             backoff_scale=self.options.backoff_scale,
         )
-        return WorkflowEngine(manifest, opts, self.on_event)
+        helpers = {
+            t["name"]
+            for t in (manifest.get("spec") or {}).get("templates") or []
+            if "container" in t and not _runs_step_module(t["container"])
+        }
+
+        def on_event(step: str, status: str, info: dict[str, Any]) -> None:
+            if info.get("template") not in helpers:  # progress for pipeline steps only
+                self.on_event(step, status, info)
+
+        return WorkflowEngine(manifest, opts, on_event)
 
     def run(self) -> dict[str, Any]:
         engine = self.engine()
@@ -175,8 +215,11 @@ class LocalRunner:
         result = engine.run()
         steps = report_steps(engine.manifest, result.nodes)
         report = build_report(self.paths, steps)
-        report["workflow"] = {"template": str(self.options.template), "phase": result.phase,
-                              "message": result.message,
-                              "exit_handler_phase": result.exit_handler_phase}
+        report["workflow"] = {
+            "template": str(self.options.template),
+            "phase": result.phase,
+            "message": result.message,
+            "exit_handler_phase": result.exit_handler_phase,
+        }
         write_json_atomic(self.paths.report, report)
         return report

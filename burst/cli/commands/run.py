@@ -13,19 +13,47 @@ from burst.runs import STEPS
 @click.command("run")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--run-id", help="Run id (default: <name>-<utc time>-<random>).")
-@click.option("--runs-root", type=click.Path(file_okay=False, path_type=Path),
-              help="Where run directories go (default $BURST_RUNS_ROOT or ./runs).")
-@click.option("--fail-at", multiple=True, metavar="STEP",
-              help="Inject a failure at STEP (repeatable; fault-injection harness).")
-@click.option("--preempt-at-step", "preempt_at", multiple=True, type=click.IntRange(min=1),
-              metavar="N", help="Send a real SIGTERM to the train process at step N "
-              "(repeatable); the runner requeues it on exit 75 as Argo's retry policy does.")
-def command(spec: Path, run_id: str | None, runs_root: Path | None,
-            fail_at: tuple[str, ...], preempt_at: tuple[int, ...]) -> None:
+@click.option(
+    "--runs-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where run directories go (default $BURST_RUNS_ROOT or ./runs).",
+)
+@click.option(
+    "--fail-at",
+    multiple=True,
+    metavar="STEP",
+    help="Inject a failure at STEP (repeatable; fault-injection harness).",
+)
+@click.option(
+    "--preempt-at-step",
+    "preempt_at",
+    multiple=True,
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Send a real SIGTERM to the train process at step N "
+    "(repeatable); the runner requeues it on exit 75 as Argo's retry policy does.",
+)
+@click.option(
+    "--template",
+    "template",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Compiled WorkflowTemplate to execute (default: "
+    "pipelines/compiled/burst-train.yaml, the one Argo runs).",
+)
+def command(
+    spec: Path,
+    run_id: str | None,
+    runs_root: Path | None,
+    fail_at: tuple[str, ...],
+    preempt_at: tuple[int, ...],
+    template: Path | None,
+) -> None:
     """Run preflight, plan, verify-image, provision, train and teardown (always) here.
 
-    Each step runs as its own process (python -m steps.<name>); the run directory
-    runs/<run-id>/ keeps the step documents, logs, Terraform state and report.json.
+    The local runner executes the compiled burst-train WorkflowTemplate (the same graph,
+    retry policy, deadlines and exit handler Argo runs); each step runs as its own process
+    (python -m steps.<name>); the run directory runs/<run-id>/ keeps the step documents,
+    logs, one directory per step attempt (pods/), Terraform state and report.json.
     Exits with the failing step's code (see `burst --help`), 0 when the run succeeded.
     """
     from rich.console import Console
@@ -44,23 +72,26 @@ def command(spec: Path, run_id: str | None, runs_root: Path | None,
     rid = check_run_id(run_id) if run_id else new_run_id(job.name)
     paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
     console = Console(stderr=True)
-    console.print(f"[bold]burst run[/bold] {job.name}  run id [cyan]{rid}[/cyan]  "
-                  f"({paths.dir})")
+    console.print(f"[bold]burst run[/bold] {job.name}  run id [cyan]{rid}[/cyan]  ({paths.dir})")
 
     def on_event(step: str, status: str, info: dict[str, Any]) -> None:
         if status == "started":
             console.print(f"  [dim]…[/dim] {step}")
         elif status == "requeued":
-            console.print(f"  [yellow]↻[/yellow] {step} preempted, requeued "
-                          f"(attempt {info.get('attempt')})")
+            console.print(
+                f"  [yellow]↻[/yellow] {step} preempted, requeued (attempt {info.get('attempt')})"
+            )
         elif status == "succeeded":
             console.print(f"  [green]✓[/green] {step} ({info.get('seconds', 0):.1f}s)")
         else:
-            console.print(f"  [red]✗[/red] {step} exit {info.get('exit_code')} "
-                          f"(log: {paths.log(step)})")
+            console.print(
+                f"  [red]✗[/red] {step} exit {info.get('exit_code')} (log: {paths.log(step)})"
+            )
 
     env = {"BURST_PREEMPT_AT_STEPS": ",".join(str(n) for n in sorted(set(preempt_at)))}
     options = RunOptions(fail_at=fail_at, env=env if preempt_at else {})
+    if template is not None:
+        options.template = template
     report = LocalRunner(paths, spec, options, on_event).run()
 
     table = Table(title=f"run {rid}: {report['status']}", title_justify="left")
@@ -70,8 +101,10 @@ def command(spec: Path, run_id: str | None, runs_root: Path | None,
     for s in report["steps"]:
         table.add_row(s["name"], s["status"], f"{s['seconds']:.2f}")
     console.print(table)
-    console.print(f"checkpoints {report['checkpoints']}  final step {report['final_step']}  "
-                  f"resources remaining {report['resources_remaining']}")
+    console.print(
+        f"checkpoints {report['checkpoints']}  final step {report['final_step']}  "
+        f"resources remaining {report['resources_remaining']}"
+    )
     if report.get("final_weights_sha256"):
         console.print(f"final weights sha256 {report['final_weights_sha256']}")
     if report.get("failure"):

@@ -1,0 +1,186 @@
+"""Submit runs to an Argo server and follow them (Hera's WorkflowsService).
+
+The server and the credentials come from the environment only, never from files in the repo:
+
+    ARGO_SERVER      URL of the Argo server (https://argo.example.com:2746)
+    ARGO_TOKEN       bearer token (e.g. a short-lived service-account token); required
+    ARGO_NAMESPACE   namespace of the WorkflowTemplate and the runs (default: argo)
+    ARGO_INSECURE_SKIP_VERIFY=true   accept a self-signed server certificate (development)
+    BURST_STEPS_IMAGE   the steps image, pinned by digest (default: the template's)
+
+A run is a Workflow that calls the ``burst-train`` WorkflowTemplate by ``workflowTemplateRef``
+(so Argo runs exactly the committed template), with the spec and its budget as parameters.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from burst.errors import BadInputError, InfraError
+from burst.spec import BurstJob, load_spec
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_NAME = "burst-train"
+DEFAULT_NAMESPACE = "argo"
+#: Time after train's deadline for teardown and the rest of the run.
+TEARDOWN_MARGIN_S = 3600
+FINISHED = ("Succeeded", "Failed", "Error")
+_PINNED = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class ArgoSettings:
+    server: str
+    token: str
+    namespace: str
+    verify_ssl: bool
+
+
+def settings_from_env(namespace: str | None = None) -> ArgoSettings:
+    server = os.environ.get("ARGO_SERVER", "").strip()
+    if not server:
+        raise BadInputError(
+            "ARGO_SERVER is not set: export the Argo server URL "
+            "(e.g. https://argo.example.com:2746)"
+        )
+    if not server.startswith(("http://", "https://")):
+        server = "https://" + server
+    token = os.environ.get("ARGO_TOKEN", "").strip()
+    if not token:
+        raise BadInputError(
+            "ARGO_TOKEN is not set: export a bearer token for the Argo server "
+            "(credentials come from the environment only)"
+        )
+    insecure = os.environ.get("ARGO_INSECURE_SKIP_VERIFY", "").lower() in ("1", "true", "yes")
+    return ArgoSettings(
+        server.rstrip("/") + "/",
+        token,
+        namespace or os.environ.get("ARGO_NAMESPACE") or DEFAULT_NAMESPACE,
+        not insecure,
+    )
+
+
+def _service(s: ArgoSettings) -> Any:
+    from hera.workflows import WorkflowsService
+
+    return WorkflowsService(
+        host=s.server, token=s.token, namespace=s.namespace, verify_ssl=s.verify_ssl
+    )
+
+
+def _pinned(ref: str, what: str) -> str:
+    if not _PINNED.match(ref):
+        raise BadInputError(
+            f"{what} {ref!r} must be a registry image pinned by digest "
+            "(registry/name@sha256:<64 hex>) to run on Argo"
+        )
+    return ref
+
+
+def workflow_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
+    params = {
+        "spec": spec_text,
+        "trainer-image": _pinned(job.image.reference, "image.reference"),
+        "team": job.team,
+        "cost-centre": job.cost_centre,
+        "owner": job.owner,
+        "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
+    }
+    steps_image = os.environ.get("BURST_STEPS_IMAGE")
+    if steps_image:
+        params["steps-image"] = _pinned(steps_image, "BURST_STEPS_IMAGE")
+    return params
+
+
+def build_workflow(spec_file: Path) -> dict[str, Any]:
+    """The Workflow object ``burst submit`` sends (a dict in Argo's JSON shape)."""
+    job = load_spec(spec_file)
+    params = workflow_parameters(job, spec_file.read_text(encoding="utf-8"))
+    return {
+        "metadata": {
+            "generateName": f"{job.name}-",
+            "labels": {"app.kubernetes.io/part-of": "burst", "burst.dev/job": job.name},
+        },
+        "spec": {
+            "workflowTemplateRef": {"name": TEMPLATE_NAME},
+            "activeDeadlineSeconds": int(job.budget.max_hours * 3600) + TEARDOWN_MARGIN_S,
+            "arguments": {"parameters": [{"name": k, "value": v} for k, v in params.items()]},
+        },
+    }
+
+
+def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    import requests
+    from hera.exceptions import HeraException, NotFound, Unauthorized
+
+    try:
+        return fn(*args, **kwargs)
+    except Unauthorized as exc:
+        raise BadInputError(f"the Argo server refused ARGO_TOKEN: {exc}") from None
+    except NotFound as exc:
+        raise BadInputError(f"not found on the Argo server: {exc}") from None
+    except HeraException as exc:
+        raise InfraError(f"the Argo server answered with an error: {exc}") from None
+    except requests.RequestException as exc:
+        raise InfraError(f"cannot reach the Argo server: {exc.__class__.__name__}") from None
+
+
+def submit(spec_file: Path, settings: ArgoSettings) -> str:
+    """Create the Workflow; return its name (the run id)."""
+    from hera.workflows.models import Workflow, WorkflowCreateRequest
+
+    wf = Workflow.model_validate(build_workflow(spec_file))
+    with _service(settings) as svc:
+        created = _call(svc.create_workflow, WorkflowCreateRequest(workflow=wf))
+    name = created.metadata.name if created.metadata else None
+    if not name:
+        raise InfraError("the Argo server created a workflow but returned no name")
+    log.info("submitted %s in %s", name, settings.namespace)
+    return str(name)
+
+
+@dataclass
+class WorkflowState:
+    name: str
+    phase: str
+    message: str
+    progress: str
+    nodes: list[dict[str, Any]]
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in FINISHED
+
+
+def status(name: str, settings: ArgoSettings) -> WorkflowState:
+    with _service(settings) as svc:
+        wf = _call(svc.get_workflow, name)
+    st = wf.status
+    nodes = []
+    for node in ((st.nodes if st else None) or {}).values():
+        if node.type not in ("Pod", "Retry"):
+            continue
+        nodes.append(
+            {
+                "name": node.display_name or node.name,
+                "type": node.type,
+                "phase": node.phase,
+                "exit_code": node.outputs.exit_code if node.outputs else None,
+                "started_at": node.started_at.root.isoformat() if node.started_at else "",
+                "message": node.message or "",
+            }
+        )
+    nodes.sort(key=lambda n: n["started_at"])
+    return WorkflowState(
+        name,
+        (st.phase if st else None) or "Pending",
+        (st.message if st else None) or "",
+        (st.progress if st else None) or "",
+        nodes,
+    )

@@ -1,0 +1,128 @@
+"""What the compiled burst-train template must show: the retry policy on exit 75 and node
+loss, the exit handler, the deadlines, the semaphore, cost labels, no static credentials."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from burst.runner import expr
+
+from .conftest import GOLDENS, load
+
+
+def _t(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(t for t in manifest["spec"]["templates"] if t["name"] == name)
+
+
+def _params(manifest: dict[str, Any]) -> dict[str, Any]:
+    return {p["name"]: p for p in manifest["spec"]["arguments"]["parameters"]}
+
+
+@pytest.mark.parametrize(("exit_code", "message", "retried"), [
+    ("75", "", True),
+    ("-1", "pod deleted", True),
+    ("-1", "Pod was terminated in response to imminent node shutdown.", True),
+    ("1", "Error (exit code 1)", False),
+    ("-1", "OOMKilled", False),
+    ("3", "pod deleted", False),
+])
+def test_train_retries_on_preemption_and_node_loss_only(
+    train: dict[str, Any], exit_code: str, message: str, retried: bool
+) -> None:
+    rs = _t(train, "train")["retryStrategy"]
+    assert rs["retryPolicy"] == "Always"  # node loss is an Error, not a Failure
+    last = {"exitCode": exit_code, "message": message, "status": "Failed", "duration": "5"}
+    assert bool(expr.evaluate_text(rs["expression"], {"lastRetry": last})) is retried
+
+
+def test_train_retry_has_limit_and_backoff(train: dict[str, Any]) -> None:
+    rs = _t(train, "train")["retryStrategy"]
+    assert rs["limit"] == "{{workflow.parameters.preemptions-per-region}}"
+    assert int(_params(train)["preemptions-per-region"]["value"]) >= 1
+    assert rs["backoff"]["duration"] and int(rs["backoff"]["factor"]) >= 2
+    assert rs["backoff"]["maxDuration"]
+
+
+def test_requeue_in_next_candidate_after_preemptions(train: dict[str, Any]) -> None:
+    place = _t(train, "place")
+    steps = {s["name"]: s for group in place["steps"] for s in group}
+    assert steps["train"]["continueOn"] == {"failed": True, "error": True}
+    requeue = steps["requeue"]
+    assert requeue["template"] == "place"  # the same placement, one candidate further
+    assert "{{steps.train.exitCode}} == 75" in requeue["when"]
+    args = {p["name"]: p["value"] for p in requeue["arguments"]["parameters"]}
+    assert args["candidate-index"] == "{{=asInt(inputs.parameters['candidate-index']) + 1}}"
+    # a failure that is not requeued still fails the run, with train's exit code
+    assert steps["give-up"]["arguments"]["parameters"][0]["value"] == "{{steps.train.exitCode}}"
+
+
+def test_exit_handler_is_steps_teardown_from_run_id_only(train: dict[str, Any]) -> None:
+    spec = train["spec"]
+    handler = _t(train, spec["onExit"])
+    assert [s["template"] for g in handler["steps"] for s in g] == ["teardown"]
+    teardown = _t(train, "teardown")
+    text = json.dumps(teardown)
+    assert "--run-id" in teardown["container"]["args"]
+    i = teardown["container"]["args"].index("--run-id")
+    assert teardown["container"]["args"][i + 1] == "{{workflow.name}}"
+    assert "{{steps." not in text and "inputs.parameters" not in text  # never provision's outputs
+    env = {e["name"]: e["value"] for e in teardown["container"]["env"]}
+    assert env["BURST_STATE_KEY"] == "{{workflow.namespace}}/{{workflow.name}}"
+    assert teardown["nodeSelector"] == {"eks.amazonaws.com/capacityType": "ON_DEMAND"}
+
+
+def test_deadlines_and_semaphore(train: dict[str, Any]) -> None:
+    spec = train["spec"]
+    assert spec["activeDeadlineSeconds"] > int(_params(train)["train-deadline-seconds"]["value"])
+    assert _t(train, "train")["activeDeadlineSeconds"] == (
+        "{{workflow.parameters.train-deadline-seconds}}")
+    (sem,) = spec["synchronization"]["semaphores"]
+    assert sem["configMapKeyRef"]["key"] == "{{workflow.parameters.team}}"
+
+
+def test_gc_ttl_labels_service_account(train: dict[str, Any]) -> None:
+    spec = train["spec"]
+    assert spec["podGC"]["strategy"] == "OnPodSuccess"
+    assert spec["ttlStrategy"]["secondsAfterSuccess"] > 0
+    assert set(spec["workflowMetadata"]["labelsFrom"]) >= {
+        "burst.dev/team", "burst.dev/cost-centre", "burst.dev/owner"}
+    assert spec["podMetadata"]["labels"]["burst.dev/cost-centre"]
+    assert spec["serviceAccountName"] == "burst-run"
+
+
+def test_train_lands_on_the_provisioned_node_group(train: dict[str, Any]) -> None:
+    t = _t(train, "train")
+    assert "nodeSelector" not in t  # not the stable pool: the run's own GPU nodes
+    assert "{{inputs.parameters.node-selector}}" in t["podSpecPatch"]
+    assert "{{inputs.parameters.tolerations}}" in t["podSpecPatch"]
+    assert t["container"]["image"] == "{{workflow.parameters.trainer-image}}"
+
+
+def test_steps_run_the_step_contract(train: dict[str, Any]) -> None:
+    for name in ("preflight", "plan", "verify-image", "provision", "train", "teardown"):
+        c = _t(train, name)["container"]
+        assert c["command"] == ["python", "-m", "steps." + name.replace("-", "_")]
+        assert c["args"][:2] == ["--spec", "/tmp/inputs/spec.yaml"]
+        art = _t(train, name)["inputs"]["artifacts"][0]
+        assert art["raw"]["data"] == "{{workflow.parameters.spec}}"
+
+
+@pytest.mark.parametrize("name", GOLDENS)
+def test_no_static_credentials_and_images_pinned(name: str) -> None:
+    manifest = load(name)
+    text = json.dumps(manifest)
+    assert not re.search(r"(?i)secret|password|access_?key|aws_session|token", text)
+    for image in re.findall(r'"value": "([^"]+@[^"]+)"', text):
+        assert re.search(r"@sha256:[0-9a-f]{64}$", image), image
+
+
+def test_reaper_is_a_forbid_cron_running_burst_reap(reaper: dict[str, Any]) -> None:
+    assert reaper["kind"] == "CronWorkflow"
+    assert reaper["spec"]["concurrencyPolicy"] == "Forbid"
+    (t,) = reaper["spec"]["workflowSpec"]["templates"]
+    assert t["container"]["command"] == ["burst", "reap"]
+    assert reaper["spec"]["workflowSpec"]["serviceAccountName"] == "burst-reaper"

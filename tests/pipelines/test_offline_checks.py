@@ -1,0 +1,144 @@
+"""Every compiled manifest passes the three offline checks; broken copies fail the checks that
+should catch them (and the ones that cannot see the fault stay quiet, which is why there are
+three)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from burst.runner.lint import lint
+
+from .checks import all_problems, raw_schema, roundtrip_diff, schema_errors
+from .conftest import GOLDENS, load
+
+
+def _template(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(t for t in manifest["spec"]["templates"] if t["name"] == name)
+
+
+def test_there_are_two_goldens() -> None:
+    assert GOLDENS == ["burst-reaper.yaml", "burst-train.yaml"]
+
+
+@pytest.mark.parametrize("name", GOLDENS)
+def test_golden_passes_all_three_checks(name: str) -> None:
+    problems = all_problems(load(name))
+    assert problems == {"roundtrip": [], "schema": [], "strict": [], "lint": []}
+
+
+def test_schema_copy_is_argo_v4_and_says_int_or_string_is_a_string() -> None:
+    schema = raw_schema()
+    assert "io.argoproj.workflow.v1alpha1.WorkflowTemplate" in schema["definitions"]
+    # the published schema's IntOrString is only "string": the patch is needed because Hera
+    # writes backoff.factor (and a literal activeDeadlineSeconds) as integers
+    assert schema["definitions"]["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] == {
+        "type": "string"}
+
+
+def test_unpatched_schema_rejects_an_integer_int_or_string(train: dict[str, Any]) -> None:
+    errors = schema_errors(train, "raw")
+    assert any("retryStrategy/backoff/factor" in e for e in errors), errors
+    assert schema_errors(train, "lenient") == []
+
+
+def test_typo_in_a_field_fails_strict_schema_and_roundtrip(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    t = _template(broken, "teardown")
+    t["nodeSelectr"] = t.pop("nodeSelector")
+    assert schema_errors(broken, "lenient") == []  # the published schema lets typos through
+    strict = schema_errors(broken, "strict")
+    assert any("nodeSelectr" in e for e in strict), strict
+    assert any("nodeSelectr" in d for d in roundtrip_diff(broken))
+
+
+def test_typo_inside_a_container_fails_strict_schema(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    c = _template(broken, "train")["container"]
+    c["comand"] = c.pop("command")
+    assert any("comand" in e for e in schema_errors(broken, "strict"))
+
+
+def test_wrong_type_fails_both_schemas(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    broken["spec"]["activeDeadlineSeconds"] = "a day"
+    assert schema_errors(broken, "lenient")
+    assert schema_errors(broken, "strict")
+    assert roundtrip_diff(broken)
+
+
+def test_missing_exit_handler_fails_lint_only(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    del broken["spec"]["onExit"]
+    assert schema_errors(broken, "strict") == []  # valid Argo, but teardown would not run
+    assert roundtrip_diff(broken) == []
+    assert any("no exit handler" in p for p in lint(broken))
+
+
+def test_exit_handler_naming_a_missing_or_dag_template_fails_lint(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    broken["spec"]["onExit"] = "cleanup"
+    assert any("'cleanup' does not exist" in p for p in lint(broken))
+    broken = copy.deepcopy(train)
+    handler = _template(broken, "exit-handler")
+    handler["dag"] = {"tasks": [{"name": "teardown", "template": "teardown"}]}
+    del handler["steps"]
+    assert any("must be a Steps template" in p for p in lint(broken))
+
+
+def test_undeclared_workflow_parameter_fails_lint(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    broken["spec"]["arguments"]["parameters"] = [
+        p for p in broken["spec"]["arguments"]["parameters"] if p["name"] != "team"]
+    assert schema_errors(broken, "strict") == []
+    problems = lint(broken)
+    assert any("workflow parameter 'team' is not declared" in p for p in problems), problems
+
+
+def test_undeclared_input_parameter_fails_lint(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    t = _template(broken, "provision")
+    t["inputs"]["parameters"] = [p for p in t["inputs"]["parameters"]
+                                 if p["name"] != "candidate-index"]
+    problems = lint(broken)
+    assert any("input parameter 'candidate-index' is not declared" in p for p in problems)
+    assert any("passes parameter 'candidate-index'" in p for p in problems)
+
+
+def test_reference_to_an_undeclared_output_fails_lint(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    _template(broken, "provision")["outputs"]["parameters"][0]["name"] = "infrastructure"
+    problems = lint(broken)
+    assert any("declares no such output" in p and "infra" in p for p in problems), problems
+
+
+def test_reference_to_a_later_step_fails_lint(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    main = _template(broken, "main")
+    main["steps"][1][0]["arguments"]["parameters"][0]["value"] = (
+        "{{steps.place.outputs.parameters.decision}}")
+    assert any("not an earlier step" in p for p in lint(broken))
+
+
+def test_missing_template_fails_lint(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    _template(broken, "main")["steps"][0][0]["template"] = "preflite"
+    assert any("template 'preflite' does not exist" in p for p in lint(broken))
+
+
+def test_unquoted_when_operand_fails_lint(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    step = _template(broken, "place")["steps"][3][0]
+    step["when"] = step["when"].replace("'{{steps.train.status}}'", "{{steps.train.status}}")
+    problems = lint(broken)
+    assert any("{{steps.train.status}} must be quoted" in p for p in problems), problems
+
+
+def test_retry_expression_that_does_not_parse_fails_lint(train: dict[str, Any]) -> None:
+    broken = copy.deepcopy(train)
+    _template(broken, "train")["retryStrategy"]["expression"] = "lastRetry.exitCode == '75' ||"
+    assert any("expression does not parse" in p for p in lint(broken))
+    _template(broken, "train")["retryStrategy"]["expression"] = "lastRetry.exitcode == '75'"
+    assert any("lastRetry.exitcode" in p for p in lint(broken))
