@@ -36,7 +36,7 @@ CAPACITIES = {
     "spot_with_fallback": ("spot", "on_demand"),
 }
 VERDICT_RANK = {"allow": 0, "review": 1, "unchecked": 1}
-MAX_SIM_EVENTS = 2_000_000  # checkpoints simulated per candidate, across replicas
+MAX_SIM_EVENTS = 200_000  # checkpoints simulated per candidate, across replicas
 
 
 @dataclass(frozen=True)

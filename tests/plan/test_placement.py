@@ -351,3 +351,23 @@ def test_step_plan_refuses_over_budget_exit_3(tmp_path: Path, runs_root: Path) -
     assert proc.returncode == 3
     assert "exceeds the budget $1.00" in proc.stderr
     assert not (tmp_path / "out.json").exists()
+
+
+def test_many_checkpoints_are_simulated_coarser_with_the_same_goodput(cat) -> None:  # type: ignore[no-untyped-def]
+    # 2 million steps with a checkpoint every step: too many events to simulate one by one
+    spec = make_spec(
+        **{
+            "training.step_seconds": 0.05,
+            "training.steps": 2_000_000,
+            "training.checkpoint.interval_steps": 1,
+            "budget.max_hours": 1000,
+            "budget.max_usd": 1e6,
+            "compute.regions": ["ap-southeast-3"],
+            "compute.capacity": "on_demand",
+        }
+    )
+    doc = plan(spec, cat, opts=PlanOptions(replicas=4))
+    c = doc["candidates"][0]
+    blocking = doc["workload"]["checkpoint_cost_s"]
+    # on-demand fails about once in 6,300 node-hours: the overhead is the blocking copy
+    assert c["goodput"] == pytest.approx(1 / (1 + blocking / 0.05), rel=2e-3)
