@@ -28,6 +28,8 @@ from burst.supplychain.store import (
 log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
+#: manifests, configs and signature payloads are small; a registry sending more is refused
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 DOCKER_HUB_API = "registry-1.docker.io"
 _CHALLENGE_RE = re.compile(r'(\w+)="([^"]*)"')
 
@@ -117,23 +119,47 @@ class RegistryStore:
             "GET",
             f"{self.location}/manifests/{reference}",
             headers={"Accept": ", ".join(MANIFEST_TYPES)},
+            stream=True,
         )
         if resp.status_code == 404:
             return None
         if resp.status_code != 200:
             raise self._fail(resp, f"GET manifest {reference}")
+        data = self._read_limited(resp, f"manifest {reference}")
         media_type = resp.headers.get("Content-Type", "").split(";")[0].strip()
         if media_type not in MANIFEST_TYPES:
-            media_type = _media_type_of(resp.content) or media_type
-        return Fetched(resp.content, media_type, sha256_digest(resp.content))
+            media_type = _media_type_of(data) or media_type
+        return Fetched(data, media_type, sha256_digest(data))
 
     def get_blob(self, digest: str) -> bytes | None:
-        resp = self._request("GET", f"{self.location}/blobs/{digest}")
+        resp = self._request("GET", f"{self.location}/blobs/{digest}", stream=True)
         if resp.status_code == 404:
             return None
         if resp.status_code != 200:
             raise self._fail(resp, f"GET blob {digest}")
-        return resp.content
+        return self._read_limited(resp, f"blob {digest}")
+
+    def _read_limited(self, resp: requests.Response, what: str) -> bytes:
+        """The body, refusing more than MAX_DOCUMENT_BYTES (a hostile registry can't exhaust
+        memory: burst reads only manifests, configs and signature payloads)."""
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            for chunk in resp.iter_content(64 * 1024):
+                total += len(chunk)
+                if total > MAX_DOCUMENT_BYTES:
+                    raise StoreUnavailable(
+                        f"registry {self.registry}: {what} is larger than "
+                        f"{MAX_DOCUMENT_BYTES} bytes; refusing to read it"
+                    )
+                chunks.append(chunk)
+        except requests.RequestException as exc:
+            raise StoreUnavailable(
+                f"registry {self.registry}: reading {what} failed: {_short(exc)}"
+            ) from None
+        finally:
+            resp.close()
+        return b"".join(chunks)
 
     def referrers(self, digest: str) -> list[dict[str, Any]] | None:
         resp = self._request(

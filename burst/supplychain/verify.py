@@ -88,7 +88,8 @@ def open_store(ref: ImageRef, search: tuple[Path, ...] = ()) -> tuple[ImageRef, 
                 "(index.json annotation dev.burst.repository)"
             )
         return dataclasses.replace(ref, repository=normalise_repository(repository)), layout
-    assert ref.registry is not None and ref.path is not None
+    if ref.registry is None or ref.path is None:
+        raise PolicyRefusal(f"image reference {ref.original!r} names no registry repository")
     return ref, RegistryStore(ref.registry, ref.path)
 
 

@@ -35,10 +35,10 @@ def test_sign_then_verify(registry: LocalRegistry, keys: Keys) -> None:
     digest = push_tiny_image(store, {"id": secrets.token_bytes(8)}, TRAINER_LABELS)
     ref = f"{registry.host}/team/cli@{digest}"
     before = burst("image", "verify", ref, "--key", "team", keys=keys)
-    assert before.returncode == 3 and "is unsigned" in before.stderr
+    assert before.returncode == 3 and "is unsigned" in before.stderr, before.stderr
     signed = burst("image", "sign", ref, "--key", str(keys.private("team")), keys=keys)
     assert signed.returncode == 0, signed.stderr
-    assert f"-> sha256-{digest[7:]}.sig (1 signature(s)" in signed.stdout
+    assert f"-> sha256-{digest[7:]}.sig (1 signature(s)" in signed.stdout, signed.stdout
     after = burst(
         "image", "verify", ref, "--key", "team", "--gpu-type", "b200", "--json", keys=keys
     )
