@@ -12,11 +12,20 @@ from burst.obs.report_text import human_bytes, human_seconds, usd
 from burst.obs.run_view import RunView
 
 STATUS_COLOURS = {
-    "succeeded": "#2e9d57", "failed": "#d64541", "skipped": "#b8bec6", "preempted": "#f0a030",
-    "running": "#3f7fd1", "unknown": "#8a8f98",
+    "succeeded": "#2e9d57",
+    "failed": "#d64541",
+    "skipped": "#b8bec6",
+    "preempted": "#f0a030",
+    "running": "#3f7fd1",
+    "unknown": "#8a8f98",
 }
-COST_COLOURS = {"compute": "#3f7fd1", "egress": "#f0a030", "storage": "#8e5bc4",
-                "orchestration": "#2aa198", "total": "#5b6f8a"}
+COST_COLOURS = {
+    "compute": "#3f7fd1",
+    "egress": "#f0a030",
+    "storage": "#8e5bc4",
+    "orchestration": "#2aa198",
+    "total": "#5b6f8a",
+}
 EXTRA_COLOURS = ("#c0392b", "#16a085", "#7f8c8d", "#d35400")
 PREEMPT = "#d64541"
 CHECKPOINT = "#1f5fae"
@@ -61,17 +70,22 @@ def timeline_svg(view: RunView, width: int = 960) -> str:
     def x(t: float) -> float:
         return left + plot_w * max(0.0, min(t, span)) / span
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" id="timeline" width="{width}" '
-           f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="timeline of steps, preemptions and checkpoints">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="timeline" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="timeline of steps, preemptions and checkpoints">'
+    ]
     step = _nice_step(span)
     t = 0.0
     axis_y = top + row * max(len(steps), 1) + 6
     while t <= span + 1e-9:
-        out.append(f'<line x1="{x(t):.1f}" y1="{top - 6}" x2="{x(t):.1f}" y2="{axis_y}" '
-                   'stroke="#eceff3"/>')
-        out.append(f'<text x="{x(t):.1f}" y="{axis_y + 16}" font-size="11" fill="#5b6472" '
-                   f'text-anchor="middle">{_e(human_seconds(t))}</text>')
+        out.append(
+            f'<line x1="{x(t):.1f}" y1="{top - 6}" x2="{x(t):.1f}" y2="{axis_y}" stroke="#eceff3"/>'
+        )
+        out.append(
+            f'<text x="{x(t):.1f}" y="{axis_y + 16}" font-size="11" fill="#5b6472" '
+            f'text-anchor="middle">{_e(human_seconds(t))}</text>'
+        )
         t += step
     rows: dict[str, float] = {}
     for i, s in enumerate(steps):
@@ -79,15 +93,18 @@ def timeline_svg(view: RunView, width: int = 960) -> str:
         rows.setdefault(s.name, y)
         colour = STATUS_COLOURS.get(s.status, STATUS_COLOURS["unknown"])
         label = s.name + (f" ({s.attempts}x)" if s.attempts > 1 else "")
-        out.append(f'<text x="{left - 8}" y="{y + 18}" font-size="13" text-anchor="end">'
-                   f'{_e(label)}</text>')
+        out.append(
+            f'<text x="{left - 8}" y="{y + 18}" font-size="13" text-anchor="end">{_e(label)}</text>'
+        )
         start = s.start or 0.0
         end = s.end if s.end is not None else start + s.seconds
         w = max(x(end) - x(start), 2.0)
-        out.append(f'<rect class="step" data-step="{_e(s.name)}" x="{x(start):.1f}" '
-                   f'y="{y + 5}" width="{w:.1f}" height="{row - 10}" rx="3" fill="{colour}">'
-                   f'<title>{_e(s.name)}: {_e(s.status)}, {_e(human_seconds(s.seconds))}'
-                   f'</title></rect>')
+        out.append(
+            f'<rect class="step" data-step="{_e(s.name)}" x="{x(start):.1f}" '
+            f'y="{y + 5}" width="{w:.1f}" height="{row - 10}" rx="3" fill="{colour}">'
+            f"<title>{_e(s.name)}: {_e(s.status)}, {_e(human_seconds(s.seconds))}"
+            f"</title></rect>"
+        )
     bottom = top + row * max(len(steps), 1)
     train_y = rows.get("train")
     if train_y is not None:
@@ -95,35 +112,44 @@ def timeline_svg(view: RunView, width: int = 960) -> str:
             if a.start is None or a.number <= 1:
                 continue
             ax = x(a.start)
-            out.append(f'<g class="attempt"><line x1="{ax:.1f}" y1="{train_y + 2}" '
-                       f'x2="{ax:.1f}" y2="{train_y + row - 2}" stroke="#1d232b" '
-                       f'stroke-width="2"/><text x="{ax + 3:.1f}" y="{train_y + row - 1}" '
-                       f'font-size="10" fill="#1d232b">attempt {a.number}</text>'
-                       f'<title>attempt {a.number}: {_e(a.outcome)}</title></g>')
+            out.append(
+                f'<g class="attempt"><line x1="{ax:.1f}" y1="{train_y + 2}" '
+                f'x2="{ax:.1f}" y2="{train_y + row - 2}" stroke="#1d232b" '
+                f'stroke-width="2"/><text x="{ax + 3:.1f}" y="{train_y + row - 1}" '
+                f'font-size="10" fill="#1d232b">attempt {a.number}</text>'
+                f"<title>attempt {a.number}: {_e(a.outcome)}</title></g>"
+            )
     for e in view.events:
         if e.at is None:
             continue
         ex = x(e.at)
         if e.kind == "preemption":
-            out.append(f'<g class="preemption"><line x1="{ex:.1f}" y1="{top - 8}" x2="{ex:.1f}" '
-                       f'y2="{bottom}" stroke="{PREEMPT}" stroke-width="2" '
-                       f'stroke-dasharray="5,3"/><path d="M{ex - 6:.1f},{top - 16} '
-                       f'L{ex + 6:.1f},{top - 16} L{ex:.1f},{top - 6} Z" fill="{PREEMPT}">'
-                       f'<title>preemption {_e(e.detail)}</title></path></g>')
+            out.append(
+                f'<g class="preemption"><line x1="{ex:.1f}" y1="{top - 8}" x2="{ex:.1f}" '
+                f'y2="{bottom}" stroke="{PREEMPT}" stroke-width="2" '
+                f'stroke-dasharray="5,3"/><path d="M{ex - 6:.1f},{top - 16} '
+                f'L{ex + 6:.1f},{top - 16} L{ex:.1f},{top - 6} Z" fill="{PREEMPT}">'
+                f"<title>preemption {_e(e.detail)}</title></path></g>"
+            )
         elif e.kind == "checkpoint":
             cy = rows.get(e.step or "train", rows.get("train", top)) + row / 2
-            out.append(f'<path class="checkpoint" d="M{ex:.1f},{cy - 7:.1f} L{ex + 6:.1f},{cy:.1f} '
-                       f'L{ex:.1f},{cy + 7:.1f} L{ex - 6:.1f},{cy:.1f} Z" fill="{CHECKPOINT}" '
-                       f'stroke="#fff" stroke-width="1"><title>checkpoint {_e(e.detail)}'
-                       '</title></path>')
+            out.append(
+                f'<path class="checkpoint" d="M{ex:.1f},{cy - 7:.1f} L{ex + 6:.1f},{cy:.1f} '
+                f'L{ex:.1f},{cy + 7:.1f} L{ex - 6:.1f},{cy:.1f} Z" fill="{CHECKPOINT}" '
+                f'stroke="#fff" stroke-width="1"><title>checkpoint {_e(e.detail)}'
+                "</title></path>"
+            )
     out.append("</svg>")
     return "".join(out)
 
 
 def cost_svg(view: RunView, width: int = 960) -> str:
     actual, expected, budget = view.cost, view.expected_cost, view.budget_usd
-    bars = [(label, parts) for label, parts in (("estimate", actual), ("plan expected", expected))
-            if parts]
+    bars = [
+        (label, parts)
+        for label, parts in (("estimate", actual), ("plan expected", expected))
+        if parts
+    ]
     left, right, top, row = 120, 30, 20, 40
     height = top + row * max(len(bars), 1) + 70
     totals = [sum(p.values()) for _, p in bars]
@@ -136,57 +162,78 @@ def cost_svg(view: RunView, width: int = 960) -> str:
     def x(v: float) -> float:
         return left + plot_w * v / scale_max
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" id="cost" width="{width}" '
-           f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-           'aria-label="cost breakdown">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="cost" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        'aria-label="cost breakdown">'
+    ]
     if not bars:
-        out.append(f'<text x="{left}" y="{top + 20}" font-size="13" fill="#5b6472">'
-                   'no cost recorded for this run</text></svg>')
+        out.append(
+            f'<text x="{left}" y="{top + 20}" font-size="13" fill="#5b6472">'
+            "no cost recorded for this run</text></svg>"
+        )
         return "".join(out)
     components: list[str] = []
     for _, parts in bars:
         components += [k for k in parts if k not in components]
-    colours = {c: COST_COLOURS.get(c, EXTRA_COLOURS[i % len(EXTRA_COLOURS)])
-               for i, c in enumerate(components)}
+    colours = {
+        c: COST_COLOURS.get(c, EXTRA_COLOURS[i % len(EXTRA_COLOURS)])
+        for i, c in enumerate(components)
+    }
     for i, (label, parts) in enumerate(bars):
         y = top + i * row
-        out.append(f'<text x="{left - 8}" y="{y + 22}" font-size="13" text-anchor="end">'
-                   f'{_e(label)}</text>')
+        out.append(
+            f'<text x="{left - 8}" y="{y + 22}" font-size="13" text-anchor="end">{_e(label)}</text>'
+        )
         acc = 0.0
         for comp, v in parts.items():
             w = max(x(acc + v) - x(acc), 1.0 if v > 0 else 0.0)
-            out.append(f'<rect class="cost-part" data-component="{_e(comp)}" x="{x(acc):.1f}" '
-                       f'y="{y + 6}" width="{w:.1f}" height="{row - 14}" fill="{colours[comp]}">'
-                       f'<title>{_e(comp)}: {_e(usd(v))}</title></rect>')
+            out.append(
+                f'<rect class="cost-part" data-component="{_e(comp)}" x="{x(acc):.1f}" '
+                f'y="{y + 6}" width="{w:.1f}" height="{row - 14}" fill="{colours[comp]}">'
+                f"<title>{_e(comp)}: {_e(usd(v))}</title></rect>"
+            )
             acc += v
-        out.append(f'<text x="{min(x(acc) + 6, width - right - 60):.1f}" y="{y + 22}" '
-                   f'font-size="12">{_e(usd(acc))}</text>')
+        out.append(
+            f'<text x="{min(x(acc) + 6, width - right - 60):.1f}" y="{y + 22}" '
+            f'font-size="12">{_e(usd(acc))}</text>'
+        )
     bottom = top + row * len(bars)
     if budget is not None:
         if budget_on_scale:
             bx = x(budget)
-            out.append(f'<line id="budget" x1="{bx:.1f}" y1="{top - 4}" x2="{bx:.1f}" '
-                       f'y2="{bottom + 4}" stroke="#b03a2e" stroke-width="2" '
-                       'stroke-dasharray="6,4"/>')
-            out.append(f'<text x="{bx:.1f}" y="{bottom + 18}" font-size="12" fill="#b03a2e" '
-                       f'text-anchor="middle">budget {_e(usd(budget))}</text>')
+            out.append(
+                f'<line id="budget" x1="{bx:.1f}" y1="{top - 4}" x2="{bx:.1f}" '
+                f'y2="{bottom + 4}" stroke="#b03a2e" stroke-width="2" '
+                'stroke-dasharray="6,4"/>'
+            )
+            out.append(
+                f'<text x="{bx:.1f}" y="{bottom + 18}" font-size="12" fill="#b03a2e" '
+                f'text-anchor="middle">budget {_e(usd(budget))}</text>'
+            )
         else:
-            used = 100 * (totals[0] if bars[0][0] == "estimate" else 0.0) / budget
-            out.append(f'<text x="{left}" y="{bottom + 18}" font-size="12" fill="#5b6472">'
-                       f'budget {_e(usd(budget))}, off this scale ({used:.2f} % used)</text>')
+            share = ", ".join(
+                f"{label} {100 * t / budget:.2f} % of it"
+                for (label, _), t in zip(bars, totals, strict=True)
+            )
+            out.append(
+                f'<text x="{left}" y="{bottom + 18}" font-size="12" fill="#5b6472">'
+                f"budget {_e(usd(budget))}, off this scale ({_e(share)})</text>"
+            )
     lx = left
     for comp in components:
-        out.append(f'<rect x="{lx}" y="{bottom + 34}" width="12" height="12" '
-                   f'fill="{colours[comp]}"/><text x="{lx + 16}" y="{bottom + 44}" '
-                   f'font-size="12">{_e(comp)}</text>')
+        out.append(
+            f'<rect x="{lx}" y="{bottom + 34}" width="12" height="12" '
+            f'fill="{colours[comp]}"/><text x="{lx + 16}" y="{bottom + 44}" '
+            f'font-size="12">{_e(comp)}</text>'
+        )
         lx += 30 + 8 * len(comp)
     out.append("</svg>")
     return "".join(out)
 
 
 def _card(k: str, v: str, cls: str = "") -> str:
-    return (f'<div class="card"><div class="k">{_e(k)}</div>'
-            f'<div class="v {cls}">{_e(v)}</div></div>')
+    return f'<div class="card"><div class="k">{_e(k)}</div><div class="v {cls}">{_e(v)}</div></div>'
 
 
 def render_html(view: RunView) -> str:
@@ -202,43 +249,62 @@ def render_html(view: RunView) -> str:
         _card("preemptions", str(s["preemptions"])),
         _card("checkpoints", "n/a" if s["checkpoints"] is None else str(s["checkpoints"])),
         _card("egress", human_bytes(sum(s["egress_bytes"].values()))),
-        _card("resources left", "unknown" if leaks is None else str(leaks),
-              "warn" if leaks else ""),
+        _card(
+            "resources left", "unknown" if leaks is None else str(leaks), "warn" if leaks else ""
+        ),
     ]
     step_rows = "".join(
         f"<tr><td>{_e(st['name'])}</td><td>{_e(st['status'])}</td>"
         f"<td>{_e(human_seconds(st['seconds']))}</td>"
         f"<td>{_e('' if st['exit_code'] is None else st['exit_code'])}</td>"
-        f"<td>{_e(st['attempts'])}</td></tr>" for st in s["steps"])
+        f"<td>{_e(st['attempts'])}</td></tr>"
+        for st in s["steps"]
+    )
     untimed = [e for e in view.events if e.at is None]
     notes = []
     if untimed:
         kinds = sorted({e.kind for e in untimed})
-        notes.append(f"{len(untimed)} event(s) without a recorded time ({', '.join(kinds)}) "
-                     "are not on the timeline.")
+        notes.append(
+            f"{len(untimed)} event(s) without a recorded time ({', '.join(kinds)}) "
+            "are not on the timeline."
+        )
     if s["timeline_source"] == "sequential":
-        notes.append("Steps are laid out one after another from their durations (no start "
-                     "times recorded).")
+        notes.append(
+            "Steps are laid out one after another from their durations (no start times recorded)."
+        )
     notes += s["warnings"]
-    egress_rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(human_bytes(v))}</td></tr>"
-                          for k, v in sorted(s["egress_bytes"].items()))
-    facts = [("final step", s["final_step"]), ("final weights sha256", s["final_weights_sha256"]),
-             ("terraform state", s["terraform_state"]),
-             ("provision attempts", s["provision_attempts"]), ("team", s["team"]),
-             ("GPUs", f"{s['gpu_count']} x {s['gpu_type']}" if s["gpu_count"] else None)]
-    fact_rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>"
-                        for k, v in facts if v not in (None, ""))
+    egress_rows = "".join(
+        f"<tr><td>{_e(k)}</td><td>{_e(human_bytes(v))}</td></tr>"
+        for k, v in sorted(s["egress_bytes"].items())
+    )
+    facts = [
+        ("final step", s["final_step"]),
+        ("final weights sha256", s["final_weights_sha256"]),
+        ("terraform state", s["terraform_state"]),
+        ("provision attempts", s["provision_attempts"]),
+        ("team", s["team"]),
+        ("GPUs", f"{s['gpu_count']} x {s['gpu_type']}" if s["gpu_count"] else None),
+    ]
+    fact_rows = "".join(
+        f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in facts if v not in (None, "")
+    )
     failure = s["failure"]
     fail_html = ""
     if isinstance(failure, dict) and failure.get("step"):
-        fail_html = (f'<p class="warn">failed at {_e(failure["step"])} '
-                     f'(exit {_e(failure.get("exit_code"))}) {_e(failure.get("message") or "")}'
-                     "</p>")
-    legend = (f'<span style="color:{PREEMPT}">&#9660; preemption</span> &nbsp; '
-              f'<span style="color:{CHECKPOINT}">&#9670; checkpoint</span> &nbsp; ' +
-              " &nbsp; ".join(f'<span style="color:{c}">&#9632; {_e(k)}</span>'
-                              for k, c in STATUS_COLOURS.items()
-                              if k in {st["status"] for st in s["steps"]}))
+        fail_html = (
+            f'<p class="warn">failed at {_e(failure["step"])} '
+            f"(exit {_e(failure.get('exit_code'))}) {_e(failure.get('message') or '')}"
+            "</p>"
+        )
+    legend = (
+        f'<span style="color:{PREEMPT}">&#9660; preemption</span> &nbsp; '
+        f'<span style="color:{CHECKPOINT}">&#9670; checkpoint</span> &nbsp; '
+        + " &nbsp; ".join(
+            f'<span style="color:{c}">&#9632; {_e(k)}</span>'
+            for k, c in STATUS_COLOURS.items()
+            if k in {st["status"] for st in s["steps"]}
+        )
+    )
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>burst run {_e(s['run_id'])}</title><style>{CSS}</style></head><body>"
@@ -251,8 +317,11 @@ def render_html(view: RunView) -> str:
         + f"<h2>Cost</h2>{cost_svg(view)}"
         + "<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>time</th><th>exit</th>"
         f"<th>attempts</th></tr>{step_rows}</table>"
-        + (f"<h2>Egress</h2><table><tr><th>regions</th><th>bytes</th></tr>{egress_rows}</table>"
-           if egress_rows else "")
+        + (
+            f"<h2>Egress</h2><table><tr><th>regions</th><th>bytes</th></tr>{egress_rows}</table>"
+            if egress_rows
+            else ""
+        )
         + f"<h2>Facts</h2><table>{fact_rows}</table>"
         + "</body></html>\n"
     )

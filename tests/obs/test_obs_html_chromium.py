@@ -14,7 +14,7 @@ from PIL import Image
 from burst.obs.report_html import CHECKPOINT, COST_COLOURS, PREEMPT, STATUS_COLOURS, render_html
 from burst.obs.run_view import load_run
 
-APT_LINE = "apt-get update && apt-get install -y --no-install-recommends chromium"
+APT_LINE = "apt-get update && apt-get install -y chromium"
 
 
 def _rgb(hex_colour: str) -> tuple[int, int, int]:
