@@ -52,8 +52,12 @@ class CheckpointBackend(ABC):
         """The state saved in ``ref``; CheckpointError if it is corrupt."""
 
     @abstractmethod
+    def refs(self) -> list[CheckpointRef]:
+        """The committed checkpoints of the run, oldest first."""
+
     def committed(self) -> int:
         """How many committed checkpoints the run has in the store."""
+        return len(self.refs())
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources (background workers)."""
@@ -71,8 +75,14 @@ class LocalDirBackend(CheckpointBackend):
         m = self.store.save(step, state, tier)
         total = time.monotonic() - started
         blocking = float(m["blocking_s"])
-        return SaveResult(step, tier, int(m["bytes"]), blocking, max(total - blocking, 0.0),
-                          float(m["committed_at"]))
+        return SaveResult(
+            step,
+            tier,
+            int(m["bytes"]),
+            blocking,
+            max(total - blocking, 0.0),
+            float(m["committed_at"]),
+        )
 
     def latest(self, tier: str | None = None) -> CheckpointRef | None:
         m = self.store.latest(tier)
@@ -84,18 +94,18 @@ class LocalDirBackend(CheckpointBackend):
                 return self.store.load(m)
         from burst.errors import CheckpointError
 
-        raise CheckpointError(f"no committed checkpoint {ref.tier} at step {ref.step}",
-                              where=self.location)
+        raise CheckpointError(
+            f"no committed checkpoint {ref.tier} at step {ref.step}", where=self.location
+        )
 
-    def committed(self) -> int:
-        return len(self.store.committed())
+    def refs(self) -> list[CheckpointRef]:
+        return [CheckpointRef(int(m["step"]), str(m["tier"])) for m in self.store.committed()]
 
 
 def open_backend(job: BurstJob, run_id: str) -> CheckpointBackend:
     uri = job.storage.checkpoint_uri
     if not uri.startswith("file://"):
-        raise BadInputError(f"storage.checkpoint_uri {uri!r}: the local train step needs "
-                            "file://")
+        raise BadInputError(f"storage.checkpoint_uri {uri!r}: the local train step needs file://")
     return LocalDirBackend(Path(uri.removeprefix("file://")).resolve() / run_id)
 
 

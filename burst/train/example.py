@@ -19,8 +19,12 @@ class SmallMLP(nn.Module):
     def __init__(self, width: int = 128) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(FEATURES, width), nn.ReLU(), nn.Dropout(0.1),
-            nn.Linear(width, width), nn.ReLU(), nn.Dropout(0.1),
+            nn.Linear(FEATURES, width),
+            nn.ReLU(),
+            nn.Dropout(0.1),
+            nn.Linear(width, width),
+            nn.ReLU(),
+            nn.Dropout(0.1),
             nn.Linear(width, 1),
         )
 
@@ -49,7 +53,7 @@ def build(job: BurstJob) -> TrainSetup:
     def batch_for_step(step: int) -> Batch:
         epoch, index = divmod(step, per_epoch)
         order = torch.randperm(DATASET_SIZE, generator=torch.Generator().manual_seed(seed + epoch))
-        idx = order[index * batch:(index + 1) * batch]
+        idx = order[index * batch : (index + 1) * batch]
         return x[idx], y[idx]
 
     return TrainSetup(model, optimizer, scheduler, batch_for_step, nn.functional.mse_loss)

@@ -46,11 +46,15 @@ class LocalCheckpoints:
         buf = _to_bytes(state)
         serialized = time.monotonic()
         _atomic_write(d / "state.pt", buf)
-        manifest = {"step": step, "tier": tier, "bytes": len(buf),
-                    "sha256": hashlib.sha256(buf).hexdigest(),
-                    "blocking_s": round(serialized - started, 6),
-                    "upload_s": round(time.monotonic() - serialized, 6),
-                    "committed_at": time.time()}
+        manifest = {
+            "step": step,
+            "tier": tier,
+            "bytes": len(buf),
+            "sha256": hashlib.sha256(buf).hexdigest(),
+            "blocking_s": round(serialized - started, 6),
+            "upload_s": round(time.monotonic() - serialized, 6),
+            "committed_at": time.time(),
+        }
         _atomic_write(d / "manifest.json", json.dumps(manifest).encode())
         _atomic_write(self.root / "latest", f"{step:010d}".encode())
         return manifest
@@ -71,8 +75,9 @@ class LocalCheckpoints:
         path = self.root / f"{manifest['step']:010d}" / "state.pt"
         data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() != manifest["sha256"]:
-            raise CheckpointError(f"checkpoint {manifest['step']} is corrupt (sha256 mismatch)",
-                                  where=str(path))
+            raise CheckpointError(
+                f"checkpoint {manifest['step']} is corrupt (sha256 mismatch)", where=str(path)
+            )
         return torch.load(_from_bytes(data), weights_only=False)  # type: ignore[no-any-return]
 
 

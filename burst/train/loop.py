@@ -49,8 +49,11 @@ def capture_state(setup: TrainSetup, step: int, tier: str) -> dict[str, Any]:
         state.update(
             optimizer=setup.optimizer.state_dict(),
             scheduler=setup.scheduler.state_dict() if setup.scheduler else None,
-            rng={"torch": torch.get_rng_state(), "numpy": np.random.get_state(),
-                 "python": random.getstate()},
+            rng={
+                "torch": torch.get_rng_state(),
+                "numpy": np.random.get_state(),
+                "python": random.getstate(),
+            },
             data_position=step,
         )
     return state
@@ -79,8 +82,9 @@ class SaveMeter:
         self.saves.append(res)
         if res.bytes > 0:
             rate = res.bytes / max(res.upload_s, 1e-6)
-            self.bytes_per_s = rate if self.bytes_per_s is None else 0.7 * self.bytes_per_s + (
-                0.3 * rate)
+            self.bytes_per_s = (
+                rate if self.bytes_per_s is None else 0.7 * self.bytes_per_s + (0.3 * rate)
+            )
             self.blocking_s_per_byte = res.blocking_s / res.bytes
 
     def as_dict(self) -> dict[str, float]:
@@ -93,8 +97,9 @@ class SaveMeter:
 class TrainRun:
     """One attempt of the train step."""
 
-    def __init__(self, job: BurstJob, run_id: str, run_dir: Path,
-                 plan: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, job: BurstJob, run_id: str, run_dir: Path, plan: dict[str, Any] | None = None
+    ) -> None:
         self.job = job
         self.run_id = run_id
         self.attempts = AttemptLog(run_dir / FILE_NAME)
@@ -102,20 +107,34 @@ class TrainRun:
         self.demo = DemoPreemptions(run_dir / "preempt-demo.json")
         self.plan = plan
         last = self.past[-1] if self.past else {}
-        self.meter = SaveMeter(**{k: v for k, v in (last.get("save_meter") or {}).items()
-                                  if k in ("bytes_per_s", "blocking_s_per_byte")})
+        self.meter = SaveMeter(
+            **{
+                k: v
+                for k, v in (last.get("save_meter") or {}).items()
+                if k in ("bytes_per_s", "blocking_s_per_byte")
+            }
+        )
         self.schedule = CheckpointSchedule.for_job(job, plan, last.get("measured"))
-        self.record: dict[str, Any] = {"attempt": len(self.past) + 1, "started_at": utcnow_iso(),
-                                       "preempted": False}
+        self.record: dict[str, Any] = {
+            "attempt": len(self.past) + 1,
+            "started_at": utcnow_iso(),
+            "preempted": False,
+        }
 
     # ------------------------------------------------------------------ running
 
     def run(self) -> dict[str, Any]:
-        seed_everything(self.job.training.seed)
-        setup = load_entrypoint(self.job)(self.job)
-        backend = open_backend(self.job, self.run_id)
+        # Watch first: a notice that arrives while the model is built or restored is kept
+        # and acted on at the first step boundary.
         watchers = start_watchers()
         try:
+            backend = open_backend(self.job, self.run_id)
+        except BaseException:
+            watchers.stop()
+            raise
+        try:
+            seed_everything(self.job.training.seed)
+            setup = load_entrypoint(self.job)(self.job)
             return self._train(setup, backend, watchers)
         except Preempted:
             raise
@@ -127,8 +146,9 @@ class TrainRun:
             watchers.stop()
             backend.close()
 
-    def _train(self, setup: TrainSetup, backend: CheckpointBackend,
-               watchers: Watchers) -> dict[str, Any]:
+    def _train(
+        self, setup: TrainSetup, backend: CheckpointBackend, watchers: Watchers
+    ) -> dict[str, Any]:
         start = 0
         resume = backend.latest("full")
         if resume is not None:
@@ -136,9 +156,14 @@ class TrainRun:
             log.info("resumed from the full checkpoint at step %d", start)
         newest = backend.latest()
         if newest is not None and newest.step > start:
-            log.info("a newer %s checkpoint at step %d cannot be resumed exactly (no optimizer "
-                     "state): steps %d..%d run again", newest.tier, newest.step, start + 1,
-                     newest.step)
+            log.info(
+                "a newer %s checkpoint at step %d cannot be resumed exactly (no optimizer "
+                "state): steps %d..%d run again",
+                newest.tier,
+                newest.step,
+                start + 1,
+                newest.step,
+            )
         self.record.update(resumed_from=start, watchers=watchers.names)
         self.schedule.start_at(start)
         last_full = start if resume is not None else None
@@ -173,13 +198,21 @@ class TrainRun:
                 self.record.setdefault("advisories", []).append(a.as_dict())
             if advisories or self.schedule.due(done) or done == total:
                 saves += 1
-                tier = ("full" if saves % policy.full_every == 0 or done == total or advisories
-                        else "weights")
+                tier = (
+                    "full"
+                    if saves % policy.full_every == 0 or done == total or advisories
+                    else "weights"
+                )
                 res = self._save(backend, setup, done, tier)
                 if tier == "full":
                     last_full = done
-                log.info("step %d loss %.5f: %s checkpoint committed (%d bytes)", done, loss,
-                         tier, res.bytes)
+                log.info(
+                    "step %d loss %.5f: %s checkpoint committed (%d bytes)",
+                    done,
+                    loss,
+                    tier,
+                    res.bytes,
+                )
         notice = board.stop_notice()
         if notice is not None:
             self.record["late_notice"] = notice.as_dict()
@@ -190,64 +223,106 @@ class TrainRun:
         doc.update(final_loss=loss, final_weights_sha256=weights_sha256(setup.model))
         return doc
 
-    def _save(self, backend: CheckpointBackend, setup: TrainSetup, step: int,
-              tier: str) -> SaveResult:
+    def _save(
+        self, backend: CheckpointBackend, setup: TrainSetup, step: int, tier: str
+    ) -> SaveResult:
         res = backend.save(step, capture_state(setup, step, tier), tier)
         self.meter.record(res)
         self.schedule.record_save(step, res.blocking_s, res.upload_s)
         return res
 
-    def _preempt(self, notice: Notice, step: int, setup: TrainSetup,
-                 backend: CheckpointBackend, last_full: int | None) -> None:
+    def _preempt(
+        self,
+        notice: Notice,
+        step: int,
+        setup: TrainSetup,
+        backend: CheckpointBackend,
+        last_full: int | None,
+    ) -> None:
         """Save what fits before the deadline, record the attempt, raise Preempted."""
         left = notice.seconds_left()
-        log.warning("preemption notice from %s at step %d: %s s left", notice.source, step,
-                    "unknown" if left is None else f"{left:.2f}")
+        log.warning(
+            "preemption notice from %s at step %d: %s s left",
+            notice.source,
+            step,
+            "unknown" if left is None else f"{left:.2f}",
+        )
         emergency: dict[str, Any]
         if last_full == step:
-            emergency = {"tier": "none", "reason": f"the full checkpoint at step {step} is "
-                         "already committed", "seconds_left": left}
+            emergency = {
+                "tier": "none",
+                "reason": f"the full checkpoint at step {step} is already committed",
+                "seconds_left": left,
+            }
         else:
             costs = SaveCosts(
                 full_bytes=state_nbytes(capture_state(setup, step, "full")),
                 weights_bytes=state_nbytes(setup.model.state_dict()),
                 bytes_per_s=self.meter.bytes_per_s,
-                blocking_s_per_byte=self.meter.blocking_s_per_byte)
+                blocking_s_per_byte=self.meter.blocking_s_per_byte,
+            )
             choice = choose_emergency_save(left, costs)
             emergency = choice.as_dict()
             if choice.tier != "none":
                 res = self._save(backend, setup, step, choice.tier)
-                emergency.update(committed_step=step, bytes=res.bytes,
-                                 seconds=round(res.blocking_s + res.upload_s, 6),
-                                 committed_at=res.committed_at,
-                                 before_deadline=notice.deadline is None
-                                 or res.committed_at <= notice.deadline)
+                emergency.update(
+                    committed_step=step,
+                    bytes=res.bytes,
+                    seconds=round(res.blocking_s + res.upload_s, 6),
+                    committed_at=res.committed_at,
+                    before_deadline=notice.deadline is None or res.committed_at <= notice.deadline,
+                )
         latest = backend.latest()
-        emergency["last_committed"] = None if latest is None else {
-            "step": latest.step, "tier": latest.tier}
+        emergency["last_committed"] = (
+            None if latest is None else {"step": latest.step, "tier": latest.tier}
+        )
         log.warning("emergency save: %s (%s)", emergency["tier"], emergency["reason"])
-        self.record.update(outcome="preempted", preempted=True, ended_at_step=step,
-                           notice=notice.as_dict(), emergency_save=emergency)
+        self.record.update(
+            outcome="preempted",
+            preempted=True,
+            ended_at_step=step,
+            notice=notice.as_dict(),
+            emergency_save=emergency,
+        )
         self._finish(backend)
-        exc = Preempted(f"preempted at step {step} by {notice.source}; emergency save: "
-                        f"{emergency['tier']}; exit 75 to requeue")
+        exc = Preempted(
+            f"preempted at step {step} by {notice.source}; emergency save: "
+            f"{emergency['tier']}; exit 75 to requeue"
+        )
         exc.doc = self._doc(backend, step)  # type: ignore[attr-defined]
         raise exc
 
     # ------------------------------------------------------------------ records
 
     def _finish(self, backend: CheckpointBackend) -> None:
-        self.record.update(finished_at=utcnow_iso(), checkpoints=backend.committed(),
-                           measured=self.schedule.measured(), save_meter=self.meter.as_dict(),
-                           checkpoint_interval=self.schedule.describe())
+        self.record.update(
+            finished_at=utcnow_iso(),
+            checkpoints=backend.committed(),
+            measured=self.schedule.measured(),
+            save_meter=self.meter.as_dict(),
+            checkpoint_interval=self.schedule.describe(),
+        )
         self.attempts.append(self.record)
 
     def _doc(self, backend: CheckpointBackend, step: int) -> dict[str, Any]:
         attempts = [*self.past, self.record]
-        summary = [{k: a.get(k) for k in ("attempt", "resumed_from", "ended_at_step",
-                                          "preempted", "outcome", "notice", "emergency_save",
-                                          "started_at", "finished_at")}
-                   for a in attempts]
+        summary = [
+            {
+                k: a.get(k)
+                for k in (
+                    "attempt",
+                    "resumed_from",
+                    "ended_at_step",
+                    "preempted",
+                    "outcome",
+                    "notice",
+                    "emergency_save",
+                    "started_at",
+                    "finished_at",
+                )
+            }
+            for a in attempts
+        ]
         return {
             "final_step": step,
             "resumed_from": self.record.get("resumed_from"),
@@ -260,8 +335,9 @@ class TrainRun:
         }
 
 
-def train(job: BurstJob, run_id: str, run_dir: Path,
-          plan: dict[str, Any] | None = None) -> dict[str, Any]:
+def train(
+    job: BurstJob, run_id: str, run_dir: Path, plan: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return TrainRun(job, run_id, run_dir, plan).run()
 
 

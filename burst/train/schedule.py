@@ -40,16 +40,19 @@ def resolve_mtbf(job: BurstJob, plan: dict[str, Any] | None) -> tuple[float, str
     cand = ((plan or {}).get("candidates") or [None])[0]
     if isinstance(cand, dict) and isinstance(cand.get("mtbf_hours"), int | float):
         return float(cand["mtbf_hours"]) * 3600, (
-            f"plan candidate {cand.get('provider')}/{cand.get('region')} mtbf_hours")
+            f"plan candidate {cand.get('provider')}/{cand.get('region')} mtbf_hours"
+        )
     provider = (cand or {}).get("provider") if isinstance(cand, dict) else None
     provider = provider or job.compute.providers[0]
-    capacity = str((cand or {}).get("capacity") if isinstance(cand, dict) else None
-                   or job.compute.capacity)
+    capacity = str(
+        (cand or {}).get("capacity") if isinstance(cand, dict) else None or job.compute.capacity
+    )
     found = _catalog_mtbf_hours(provider, capacity)
     if found is not None:
         return found[0] * 3600, found[1]
     return ASSUMED_MTBF_HOURS * 3600, (
-        f"assumed {ASSUMED_MTBF_HOURS:g} h (no catalog figure for {provider} {capacity})")
+        f"assumed {ASSUMED_MTBF_HOURS:g} h (no catalog figure for {provider} {capacity})"
+    )
 
 
 def _catalog_mtbf_hours(provider: str, capacity: str) -> tuple[float, str] | None:
@@ -58,8 +61,10 @@ def _catalog_mtbf_hours(provider: str, capacity: str) -> tuple[float, str] | Non
 
         cat = load_catalog()
         if capacity == "on_demand":
-            return (float(cat.assumption("on_demand_node_mtbf_hours")),
-                    "catalog assumptions.on_demand_node_mtbf_hours")
+            return (
+                float(cat.assumption("on_demand_node_mtbf_hours")),
+                "catalog assumptions.on_demand_node_mtbf_hours",
+            )
         fact = cat.provider_fact(provider, "spot_node_mtbf_hours")
         if fact is not None and fact.value is not None:
             return float(fact.value), f"catalog providers.{provider}.spot_node_mtbf_hours"
@@ -87,17 +92,21 @@ class CheckpointSchedule:
     history: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def for_job(cls, job: BurstJob, plan: dict[str, Any] | None,
-                measured: dict[str, float] | None = None) -> CheckpointSchedule:
+    def for_job(
+        cls, job: BurstJob, plan: dict[str, Any] | None, measured: dict[str, float] | None = None
+    ) -> CheckpointSchedule:
         policy = job.training.checkpoint.interval_steps
         mtbf_s, source = resolve_mtbf(job, plan)
         cand = ((plan or {}).get("candidates") or [None])[0]
         planned = cand.get("checkpoint_interval_s") if isinstance(cand, dict) else None
-        s = cls(policy if isinstance(policy, int) else None, mtbf_s, source,
-                float(planned) if isinstance(planned, int | float) else None)
+        s = cls(
+            policy if isinstance(policy, int) else None,
+            mtbf_s,
+            source,
+            float(planned) if isinstance(planned, int | float) else None,
+        )
         m = measured or {}
-        s.step_s, s.blocking_s, s.upload_s = m.get("step_s"), m.get("blocking_s"), m.get(
-            "upload_s")
+        s.step_s, s.blocking_s, s.upload_s = m.get("step_s"), m.get("blocking_s"), m.get("upload_s")
         s._recompute()
         return s
 
@@ -121,25 +130,32 @@ class CheckpointSchedule:
             self.interval_steps = self.explicit_steps
             self.why = f"spec training.checkpoint.interval_steps = {self.explicit_steps}"
             if self.upload_s and self.step_s and self.explicit_steps * self.step_s < self.upload_s:
-                self.why += (f" (shorter than the measured upload time {self.upload_s:.3f}s: "
-                             "saves queue up)")
+                self.why += (
+                    f" (shorter than the measured upload time {self.upload_s:.3f}s: saves queue up)"
+                )
             return
         if self.blocking_s is None or self.step_s is None or self.upload_s is None:
             self.interval_steps = PROBE_STEPS
-            self.why = (f"auto: first checkpoint after {PROBE_STEPS} steps to measure the "
-                        "checkpoint cost")
+            self.why = (
+                f"auto: first checkpoint after {PROBE_STEPS} steps to measure the checkpoint cost"
+            )
             return
         yd = young_daly_interval_s(self.blocking_s, self.mtbf_s)
         interval_s = max(yd, self.upload_s)
         steps = max(1, math.ceil(interval_s / max(self.step_s, 1e-9)))
         self.interval_steps = steps
         bound = "Young/Daly" if yd >= self.upload_s else "the upload time (longer than Young/Daly)"
-        self.why = (f"auto: sqrt(2 x {self.blocking_s:.4f}s blocking x {self.mtbf_s:.0f}s MTBF "
-                    f"({self.mtbf_source})) = {yd:.1f}s; upload {self.upload_s:.3f}s; "
-                    f"interval {interval_s:.1f}s set by {bound} = {steps} steps of "
-                    f"{self.step_s:.4f}s")
-        entry = {"after_step": self.last_save_step, "interval_steps": steps,
-                 "interval_s": round(interval_s, 3)}
+        self.why = (
+            f"auto: sqrt(2 x {self.blocking_s:.4f}s blocking x {self.mtbf_s:.0f}s MTBF "
+            f"({self.mtbf_source})) = {yd:.1f}s; upload {self.upload_s:.3f}s; "
+            f"interval {interval_s:.1f}s set by {bound} = {steps} steps of "
+            f"{self.step_s:.4f}s"
+        )
+        entry = {
+            "after_step": self.last_save_step,
+            "interval_steps": steps,
+            "interval_s": round(interval_s, 3),
+        }
         if not self.history or self.history[-1]["interval_steps"] != steps:
             self.history.append(entry)
 
@@ -153,13 +169,17 @@ class CheckpointSchedule:
         def r(v: float | None) -> float | None:
             return None if v is None else round(v, 6)
 
-        yd = (young_daly_interval_s(self.blocking_s, self.mtbf_s)
-              if self.blocking_s is not None else None)
+        yd = (
+            young_daly_interval_s(self.blocking_s, self.mtbf_s)
+            if self.blocking_s is not None
+            else None
+        )
         return {
             "mode": "spec" if self.explicit_steps is not None else "young_daly",
             "interval_steps": self.interval_steps,
             "interval_s": r(self.interval_steps * self.step_s)
-            if self.interval_steps and self.step_s else None,
+            if self.interval_steps and self.step_s
+            else None,
             "young_daly_interval_s": r(yd),
             "planned_interval_s": self.planned_interval_s,
             "blocking_s": r(self.blocking_s),

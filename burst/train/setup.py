@@ -31,9 +31,7 @@ def load_entrypoint(job: BurstJob) -> Callable[[BurstJob], TrainSetup]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise BadInputError(
-            f"training.entrypoint: cannot import {module_name!r}: {exc}"
-        ) from None
+        raise BadInputError(f"training.entrypoint: cannot import {module_name!r}: {exc}") from None
     fn: Any = getattr(module, func_name, None)
     if not callable(fn):
         raise BadInputError(f"training.entrypoint: {module_name} has no function {func_name!r}")

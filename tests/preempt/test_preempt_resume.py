@@ -1,0 +1,165 @@
+"""Real processes, real signals: preempted any number of times at any step, a run ends with
+exactly the weights of an uninterrupted run; notices with a deadline lead to the save that fits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from attempts_harness import (
+    committed,
+    load_checkpoint,
+    run_attempt,
+    start_attempt,
+    write_spec,
+)
+from metadata_fakes import FakeIMDS
+from pytest_httpserver import HTTPServer
+
+from burst.errors import EXIT_PREEMPTED
+
+pytestmark = pytest.mark.slow
+
+
+def _until_done(spec: Path, run_id: str, root: Path, env: dict[str, str],
+                max_attempts: int = 8) -> tuple[list[int], dict]:  # type: ignore[type-arg]
+    codes: list[int] = []
+    while len(codes) < max_attempts:
+        a = run_attempt(spec, run_id, root, env)
+        codes.append(a.code)  # type: ignore[arg-type]
+        if a.code == 0:
+            return codes, a.doc()
+        assert a.code == EXIT_PREEMPTED, f"attempt exited {a.code}, not 0 or 75"
+    raise AssertionError(f"no success in {max_attempts} attempts: {codes}")
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
+    """final_weights_sha256 of uninterrupted runs, by step count."""
+    out = {}
+    for steps in (30, 200):
+        tmp = tmp_path_factory.mktemp(f"base{steps}")
+        spec = write_spec(tmp, steps=steps)
+        codes, doc = _until_done(spec, "base", tmp / "runs", {}, max_attempts=1)
+        assert codes == [0] and doc["preemptions"] == 0
+        out[steps] = doc["final_weights_sha256"]
+    return out
+
+
+def test_sigterm_at_random_steps_always_resumes_exactly(
+        tmp_path: Path, baseline: dict[int, str]) -> None:
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    for trial in range(6):
+        steps = sorted(rng.sample(range(1, 30), rng.randint(1, 3)))
+        tmp = tmp_path / f"t{trial}"
+        tmp.mkdir()
+        spec = write_spec(tmp, steps=30)
+        env = {"BURST_PREEMPT_AT_STEPS": ",".join(map(str, steps))}
+        codes, doc = _until_done(spec, f"trial-{trial}", tmp / "runs", env)
+        why = f"seed {seed} trial {trial} preempted at {steps}"
+        assert codes == [EXIT_PREEMPTED] * len(steps) + [0], why
+        assert doc["preemptions"] == len(steps), why
+        assert doc["final_weights_sha256"] == baseline[30], why
+        # a full emergency checkpoint fits the 30 s grace: each attempt resumes where the
+        # previous one was preempted
+        assert [a["resumed_from"] for a in doc["attempts"]] == [0, *steps], why
+        assert all(a["emergency_save"]["tier"] == "full" for a in doc["attempts"][:-1]), why
+
+
+def test_sigterm_from_another_process_at_random_moments_resumes_exactly(
+        tmp_path: Path, baseline: dict[int, str]) -> None:
+    """The signal lands anywhere: mid-step, mid-checkpoint, even before the handler exists
+    (then it kills, like a node loss, and the rerun resumes from the last commit)."""
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    preempted = 0
+    for trial in range(6):
+        tmp = tmp_path / f"a{trial}"
+        tmp.mkdir()
+        spec = write_spec(tmp, steps=200, interval=7)
+        run_id = f"async-{trial}"
+        codes: list[int] = []
+        for attempt in range(8):
+            a = start_attempt(spec, run_id, tmp / "runs")
+            if attempt < 2:
+                if rng.random() < 0.8:  # mostly once the watcher is there, else any time
+                    a.wait_until_watching()
+                time.sleep(rng.uniform(0.0, 0.5))
+                with contextlib.suppress(ProcessLookupError):  # it may have finished
+                    os.kill(a.pid, signal.SIGTERM)
+            codes.append(a.wait())
+            if codes[-1] == 0:
+                break
+            assert codes[-1] in (EXIT_PREEMPTED, -signal.SIGTERM), (seed, trial, codes)
+        why = f"seed {seed} trial {trial} exits {codes}"
+        assert codes[-1] == 0, why
+        doc = a.doc()
+        assert doc["final_weights_sha256"] == baseline[200], why
+        assert doc["preemptions"] == codes.count(EXIT_PREEMPTED), why
+        preempted += codes.count(EXIT_PREEMPTED)
+    assert preempted >= 1, f"seed {seed}: no attempt was preempted (all signals missed)"
+
+
+def test_no_time_for_any_save_exits_75_and_keeps_the_last_checkpoint(
+        tmp_path: Path, baseline: dict[int, str]) -> None:
+    spec = write_spec(tmp_path, steps=30)
+    root = tmp_path / "runs"
+    env = {"BURST_PREEMPT_AT_STEPS": "12", "BURST_SIGTERM_GRACE_S": "0"}
+    a = run_attempt(spec, "short", root, env)
+    assert a.code == EXIT_PREEMPTED
+    doc = a.doc()
+    emergency = doc["attempts"][0]["emergency_save"]
+    assert emergency["tier"] == "none"
+    assert emergency["last_committed"] == {"step": 10, "tier": "full"}
+    refs = committed(spec, "short")
+    assert [(r.step, r.tier) for r in refs] == [(5, "weights"), (10, "full")]
+    assert load_checkpoint(spec, "short", refs[-1])["step"] == 10  # intact: sha256 verified
+    a = run_attempt(spec, "short", root, env)
+    assert a.code == 0
+    doc = a.doc()
+    assert doc["resumed_from"] == 10 and doc["preemptions"] == 1
+    assert doc["final_weights_sha256"] == baseline[30]
+
+
+@pytest.mark.parametrize(("announce_in", "tier"), [(6.0, "full"), (-5.0, "none")])
+def test_imds_stop_notice_leads_to_the_save_that_fits_then_exit_75(
+        tmp_path: Path, httpserver: HTTPServer, announce_in: float, tier: str) -> None:
+    """AWS announces a stop 120 s ahead; scaled down 20x here to 6 s. A stop announced for a
+    time already past leaves no time for any save."""
+    imds = FakeIMDS(httpserver)
+    spec = write_spec(tmp_path, steps=5000, interval=50)
+    env = {"BURST_PREEMPT_WATCHERS": "aws", "BURST_AWS_IMDS_URL": imds.url,
+           "BURST_PREEMPT_POLL_S": "0.1"}
+    a = start_attempt(spec, "imds", tmp_path / "runs", env)
+    end = time.monotonic() + 120
+    while not committed(spec, "imds") and time.monotonic() < end:
+        time.sleep(0.05)
+    before = committed(spec, "imds")
+    assert before, "no checkpoint committed before the notice"
+    announced = imds.announce_stop(announce_in)
+    assert a.wait() == EXIT_PREEMPTED
+    doc = a.doc()
+    att = doc["attempts"][-1]
+    assert att["preempted"] and att["notice"]["source"] == "aws-spot-terminate"
+    deadline = att["notice"]["deadline"]
+    assert time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deadline)) == announced
+    emergency = att["emergency_save"]
+    assert emergency["tier"] == tier
+    refs = committed(spec, "imds")
+    last = refs[-1]
+    assert emergency["last_committed"] == {"step": last.step, "tier": last.tier}
+    assert load_checkpoint(spec, "imds", last)["step"] == last.step
+    if tier == "full":
+        assert emergency["committed_step"] == last.step == att["ended_at_step"]
+        assert emergency["before_deadline"] and emergency["committed_at"] <= deadline
+        assert last.step not in [r.step for r in before]
+    else:
+        assert att["ended_at_step"] > last.step  # the steps since the last commit are lost
+        assert "committed_step" not in emergency
