@@ -165,3 +165,16 @@ def test_anonymous_bearer_token_is_fetched(
     fetched = fresh.get_manifest(digest)
     assert fetched is not None and fetched.digest == digest
     assert mock.token_requests == 1
+
+
+def test_registry_serving_other_bytes_for_a_digest_is_refused(
+    mock_registry: tuple[MockOciRegistry, str], keys: Keys
+) -> None:
+    """A lying registry: the manifest it returns for digest D does not hash to D."""
+    mock, host = mock_registry
+    store = RegistryStore(host, "team/liar")
+    digest = push_tiny_image(store, {"a": b"honest"}, TRAINER_LABELS)
+    other = push_tiny_image(store, {"a": b"swapped"}, TRAINER_LABELS)
+    mock.manifests[digest] = mock.manifests[other]
+    with pytest.raises(PolicyRefusal, match=f"returned a manifest whose digest is {other}"):
+        verify_image(f"{host}/team/liar@{digest}", "team", keys.trust)

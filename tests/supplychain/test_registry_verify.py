@@ -24,7 +24,7 @@ from burst.supplychain.signature import (
     signature_layer,
     signature_manifest,
 )
-from burst.supplychain.store import OCI_MANIFEST
+from burst.supplychain.store import OCI_INDEX, OCI_MANIFEST
 from burst.supplychain.tinyimage import push_tiny_image
 from burst.supplychain.verify import verify_image
 
@@ -234,3 +234,35 @@ def test_stopped_registry_is_refused(
         reg.stop()
     msg = refused(ref, "team", keys)
     assert f"registry {reg.host} is unreachable" in msg and "fail closed" in msg
+
+
+def push_index(registry: LocalRegistry, path: str, platforms: list[tuple[str, str]]) -> str:
+    """A multi-platform index whose children are tiny images; return its pinned reference."""
+    store = RegistryStore(registry.host, path)
+    manifests = []
+    for os_name, arch in platforms:
+        labels = TRAINER_LABELS if arch == "amd64" else {"dev.burst.cuda.version": "arm-only"}
+        child = push_tiny_image(store, {"id": secrets.token_bytes(8)}, labels)
+        fetched = store.get_manifest(child)
+        assert fetched is not None
+        manifests.append({"mediaType": OCI_MANIFEST, "digest": child, "size": len(fetched.data),
+                          "platform": {"os": os_name, "architecture": arch}})  # fmt: skip
+    index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests}
+    digest = store.put_manifest(json.dumps(index).encode(), OCI_INDEX, None)
+    return f"{registry.host}/{path}@{digest}"
+
+
+def test_signed_index_verifies_and_labels_come_from_linux_amd64(
+    registry: LocalRegistry, keys: Keys
+) -> None:
+    ref = push_index(registry, "team/multi", [("linux", "arm64"), ("linux", "amd64")])
+    sign_image(ref, keys.private("team"))
+    verified = verify_image(ref, "team", keys.trust)
+    assert verified.manifest.media_type == OCI_INDEX
+    assert verified.labels == TRAINER_LABELS
+
+
+def test_index_without_linux_amd64_is_refused(registry: LocalRegistry, keys: Keys) -> None:
+    ref = push_index(registry, "team/armonly", [("linux", "arm64")])
+    sign_image(ref, keys.private("team"))
+    assert "index without a linux/amd64 image" in refused(ref, "team", keys)
