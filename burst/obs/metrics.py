@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,31 +80,63 @@ class RunMetrics:
                 raise BadInputError(f"metric label {name}={value!r} must be a one-line string")
         r = self.registry
         base = list(BASE_LABELS)
-        self._gpu_wait = Gauge("burst_gpu_wait_seconds",
-                               "Seconds from submission to the first training step.",
-                               base, registry=r)
-        self._preemptions = Counter("burst_preemptions", "Preemption notices acted on.",
-                                    base, registry=r)
-        self._ckpt_bytes = Histogram("burst_checkpoint_bytes",
-                                     "Bytes written per checkpoint, by storage tier.",
-                                     [*base, "tier"], buckets=BYTES_BUCKETS, registry=r)
-        self._ckpt_seconds = Histogram("burst_checkpoint_seconds",
-                                       "Seconds per checkpoint (stage to commit), by tier.",
-                                       [*base, "tier"], buckets=SECONDS_BUCKETS, registry=r)
-        self._ckpt_committed = Counter("burst_checkpoints_committed",
-                                       "Checkpoints committed (manifest written), by tier.",
-                                       [*base, "tier"], registry=r)
-        self._stall = Histogram("burst_checkpoint_stall_seconds",
-                                "Seconds training was blocked per checkpoint.",
-                                base, buckets=SECONDS_BUCKETS, registry=r)
-        self._egress = Counter("burst_egress_bytes", "Bytes moved between regions.",
-                               [*base, "src_region", "dst_region"], registry=r)
-        self._provision = Counter("burst_provision_attempts", "Provision attempts, by outcome.",
-                                  [*base, "region", "outcome"], registry=r)
-        self._cost = Gauge("burst_cost_usd", "Running cost estimate in USD, by component.",
-                           [*base, "component"], registry=r)
-        self._leaked = Gauge("burst_resources_leaked",
-                             "Resources of the run left after teardown.", base, registry=r)
+        self._gpu_wait = Gauge(
+            "burst_gpu_wait_seconds",
+            "Seconds from submission to the first training step.",
+            base,
+            registry=r,
+        )
+        self._preemptions = Counter(
+            "burst_preemptions", "Preemption notices acted on.", base, registry=r
+        )
+        self._ckpt_bytes = Histogram(
+            "burst_checkpoint_bytes",
+            "Bytes written per checkpoint, by storage tier.",
+            [*base, "tier"],
+            buckets=BYTES_BUCKETS,
+            registry=r,
+        )
+        self._ckpt_seconds = Histogram(
+            "burst_checkpoint_seconds",
+            "Seconds per checkpoint (stage to commit), by tier.",
+            [*base, "tier"],
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self._ckpt_committed = Counter(
+            "burst_checkpoints_committed",
+            "Checkpoints committed (manifest written), by tier.",
+            [*base, "tier"],
+            registry=r,
+        )
+        self._stall = Histogram(
+            "burst_checkpoint_stall_seconds",
+            "Seconds training was blocked per checkpoint.",
+            base,
+            buckets=SECONDS_BUCKETS,
+            registry=r,
+        )
+        self._egress = Counter(
+            "burst_egress_bytes",
+            "Bytes moved between regions.",
+            [*base, "src_region", "dst_region"],
+            registry=r,
+        )
+        self._provision = Counter(
+            "burst_provision_attempts",
+            "Provision attempts, by outcome.",
+            [*base, "region", "outcome"],
+            registry=r,
+        )
+        self._cost = Gauge(
+            "burst_cost_usd",
+            "Running cost estimate in USD, by component.",
+            [*base, "component"],
+            registry=r,
+        )
+        self._leaked = Gauge(
+            "burst_resources_leaked", "Resources of the run left after teardown.", base, registry=r
+        )
         self._base = {n: getattr(self, n) for n in BASE_LABELS}
 
     @classmethod
@@ -124,8 +157,9 @@ class RunMetrics:
     def record_preemption(self) -> None:
         self._preemptions.labels(**self._base).inc()
 
-    def record_checkpoint(self, tier: str, nbytes: int, seconds: float,
-                          *, committed: bool = True) -> None:
+    def record_checkpoint(
+        self, tier: str, nbytes: int, seconds: float, *, committed: bool = True
+    ) -> None:
         """One checkpoint of ``tier`` (``full``, ``weights``) written in ``seconds``."""
         if not isinstance(tier, str) or not TIER_RE.match(tier):
             raise BadInputError(f"checkpoint tier {tier!r} must be a short lowercase label")
@@ -140,19 +174,22 @@ class RunMetrics:
 
     def record_egress(self, src_region: str, dst_region: str, nbytes: int) -> None:
         self._egress.labels(**self._base, src_region=src_region, dst_region=dst_region).inc(
-            _non_negative("egress bytes", nbytes))
+            _non_negative("egress bytes", nbytes)
+        )
 
     def record_provision_attempt(self, region: str, outcome: str) -> None:
         if outcome not in PROVISION_OUTCOMES:
             raise BadInputError(
-                f"provision outcome {outcome!r} is not one of {', '.join(PROVISION_OUTCOMES)}")
+                f"provision outcome {outcome!r} is not one of {', '.join(PROVISION_OUTCOMES)}"
+            )
         self._provision.labels(**self._base, region=region, outcome=outcome).inc()
 
     def set_cost(self, component: str, usd: float) -> None:
         """The running estimate of one cost component (compute, egress, storage, orchestration)."""
         if component not in COST_COMPONENTS:
             raise BadInputError(
-                f"cost component {component!r} is not one of {', '.join(COST_COMPONENTS)}")
+                f"cost component {component!r} is not one of {', '.join(COST_COMPONENTS)}"
+            )
         self._cost.labels(**self._base, component=component).set(_non_negative("cost", usd))
 
     def set_leaked(self, count: int) -> None:
@@ -176,14 +213,20 @@ class RunMetrics:
         write_to_textfile(str(p), self.registry)
         return p
 
-    def push(self, gateway_url: str, step: str, *, job: str = "burst",
-             timeout: float = 10.0) -> None:
+    def push(
+        self, gateway_url: str, step: str, *, job: str = "burst", timeout: float = 10.0
+    ) -> None:
         """Push to a Prometheus Pushgateway, grouped by run id and step (PUT: replaces the
         group, so a retried step does not double count)."""
         from prometheus_client import push_to_gateway
 
-        push_to_gateway(gateway_url, job=job, registry=self.registry, timeout=timeout,
-                        grouping_key={"run_id": self.run_id, "step": step})
+        push_to_gateway(
+            gateway_url,
+            job=job,
+            registry=self.registry,
+            timeout=timeout,
+            grouping_key={"run_id": self.run_id, "step": step},
+        )
 
     def exposition(self) -> str:
         from prometheus_client import generate_latest
@@ -191,8 +234,9 @@ class RunMetrics:
         return generate_latest(self.registry).decode("utf-8")
 
 
-def export_from_env(metrics: RunMetrics, run_dir: Path, step: str,
-                    attempt: int | None = None) -> list[str]:
+def export_from_env(
+    metrics: RunMetrics, run_dir: Path, step: str, attempt: int | None = None
+) -> list[str]:
     """What a step calls at its end: write its metric file; push as well when
     ``BURST_PUSHGATEWAY`` is set. A failed push is logged, never fatal. Returns where it went."""
     where = [str(metrics.write_textfile(metrics_file(run_dir, step, attempt)))]
@@ -204,6 +248,20 @@ def export_from_env(metrics: RunMetrics, run_dir: Path, step: str,
         except OSError as exc:
             log.warning("could not push metrics to %s: %s", gateway, exc)
     return where
+
+
+@contextmanager
+def exported(metrics: RunMetrics, run_dir: Path, step: str,
+             attempt: int | None = None) -> Iterator[RunMetrics]:
+    """Export at the end of the block whatever happens in it (done, preempted, failed):
+    ``with exported(RunMetrics.for_job(run_id, job), run_dir, "train", attempt) as m: ...``"""
+    try:
+        yield metrics
+    finally:
+        try:
+            export_from_env(metrics, run_dir, step, attempt)
+        except OSError as exc:  # never hide the block's own outcome behind an export error
+            log.warning("could not write the metrics of %s: %s", step, exc)
 
 
 def _non_negative(what: str, value: float) -> float:
@@ -225,8 +283,11 @@ class MetricTotals:
     files: list[str] = field(default_factory=list)
 
     def total(self, name: str, **match: str) -> float:
-        return sum(v for (n, labels), v in self.samples.items()
-                   if n == name and all(dict(labels).get(k) == w for k, w in match.items()))
+        return sum(
+            v
+            for (n, labels), v in self.samples.items()
+            if n == name and all(dict(labels).get(k) == w for k, w in match.items())
+        )
 
     def by_label(self, name: str, label: str) -> dict[str, float]:
         out: dict[str, float] = {}

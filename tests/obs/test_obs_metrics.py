@@ -157,3 +157,16 @@ def test_push_to_a_real_pushgateway(tmp_path: Path) -> None:
     assert pre[0].labels["step"] == "train"
     assert pre[0].labels["job"] == "burst"
     assert pre[0].labels["team"] == "ml-research"
+
+
+def test_exported_writes_the_file_even_when_the_block_raises(tmp_path: Path) -> None:
+    from burst.errors import Preempted
+    from burst.obs.metrics import exported
+
+    with pytest.raises(Preempted), exported(RunMetrics(**LABELS), tmp_path, "train", 3) as m:
+        m.record_checkpoint("full", 10, 0.1)
+        m.record_preemption()
+        raise Preempted("notice")
+    totals = read_metric_files([tmp_path / "metrics" / "train.3.prom"])
+    assert totals.total("burst_preemptions_total") == 1
+    assert totals.total("burst_checkpoints_committed_total", tier="full") == 1
