@@ -16,6 +16,7 @@ def write_chart(doc: dict[str, Any], path: str | Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -56,6 +57,11 @@ def write_chart(doc: dict[str, Any], path: str | Path) -> Path:
         )
         ax.set_xscale("log")
         ax.set_yscale("log")
+        plain = FuncFormatter(lambda v, _: f"{v:g}")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(plain)
+            axis.set_minor_formatter(plain)
+        ax.tick_params(which="minor", labelsize=7)
         ax.set_xlabel("expected hours")
         ax.set_ylabel("expected cost (USD)")
         ax.set_title(

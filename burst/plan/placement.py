@@ -239,7 +239,10 @@ def plan(
         for region in job.compute.regions:
             if (provider, region) not in cat.regions:
                 exclude(
-                    provider, region, None, f"{region} is not a {provider} region in the catalog"
+                    provider,
+                    region,
+                    None,
+                    f"{region} is not in the catalog for provider {provider}",
                 )
                 continue
             decision = None

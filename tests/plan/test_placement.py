@@ -203,7 +203,7 @@ def test_rubin_has_no_price_anywhere(cat) -> None:  # type: ignore[no-untyped-de
 def test_region_of_another_provider_is_excluded(cat) -> None:  # type: ignore[no-untyped-def]
     doc = plan(make_spec(**{"compute.regions": ["ap-southeast-3", "asia-southeast1"]}), cat)
     assert {c["region"] for c in doc["candidates"]} == {"ap-southeast-3"}
-    assert any("not a aws region" in e["reason"] for e in doc["excluded"])
+    assert any("not in the catalog for provider aws" in e["reason"] for e in doc["excluded"])
 
 
 def test_bad_decision_record(cat) -> None:  # type: ignore[no-untyped-def]
