@@ -44,6 +44,8 @@ def render_text(view: RunView) -> str:
         total = s["cost_total_usd"]
         parts = ", ".join(f"{k} {usd(v)}" for k, v in cost.items()) if len(cost) > 1 else ""
         text = f"cost estimate {usd(total)}" + (f" ({parts})" if parts else "")
+        if s["cost_source"] not in (None, "report", "metrics"):
+            text += f" [{s['cost_source']}]"
     else:
         total = None
         text = "cost estimate: not recorded"
@@ -60,14 +62,20 @@ def render_text(view: RunView) -> str:
 
     ck = "not recorded" if s["checkpoints"] is None else f"{s['checkpoints']} committed"
     if s["checkpoint_bytes"]:
-        ck += " (" + ", ".join(f"{t} {human_bytes(b)}" for t, b in
-                               sorted(s["checkpoint_bytes"].items())) + ")"
-    pa = "" if s["provision_attempts"] is None else \
-        f", provision attempts {s['provision_attempts']}"
+        ck += (
+            " ("
+            + ", ".join(f"{t} {human_bytes(b)}" for t, b in sorted(s["checkpoint_bytes"].items()))
+            + ")"
+        )
+    pa = (
+        "" if s["provision_attempts"] is None else f", provision attempts {s['provision_attempts']}"
+    )
     lines.append(f"preemptions {s['preemptions']}, checkpoints {ck}{pa}")
     if s["egress_bytes"]:
-        lines.append("egress " + ", ".join(f"{k} {human_bytes(v)}"
-                                           for k, v in sorted(s["egress_bytes"].items())))
+        lines.append(
+            "egress "
+            + ", ".join(f"{k} {human_bytes(v)}" for k, v in sorted(s["egress_bytes"].items()))
+        )
     else:
         lines.append("egress none recorded")
     leaks = s["resources_remaining"]
@@ -91,8 +99,10 @@ def render_text(view: RunView) -> str:
             if st["attempts"] and st["attempts"] > 1:
                 extra.append(f"{st['attempts']} attempts")
             tail = f"  ({', '.join(extra)})" if extra else ""
-            lines.append(f"  {st['name']:<{width}}  {st['status']:<9}  "
-                         f"{human_seconds(st['seconds']):>8}{tail}")
+            lines.append(
+                f"  {st['name']:<{width}}  {st['status']:<9}  "
+                f"{human_seconds(st['seconds']):>8}{tail}"
+            )
     for w in s["warnings"]:
         lines.append(f"note: {w}")
     return "\n".join(lines) + "\n"

@@ -98,7 +98,8 @@ class RunView:
     @property
     def gpu_type(self) -> str | None:
         return _str(_dig(self.report, "candidate", "gpu_type")) or _str(
-            _dig(self.spec, "compute", "gpu_type"))
+            _dig(self.spec, "compute", "gpu_type")
+        )
 
     @property
     def train_seconds(self) -> float:
@@ -127,7 +128,8 @@ class RunView:
         if timed:
             return len(timed)
         return sum(max(s.attempts - 1, 0) for s in self.steps if s.name == "train") + sum(
-            1 for s in self.steps if s.exit_code == EXIT_PREEMPTED)
+            1 for s in self.steps if s.exit_code == EXIT_PREEMPTED
+        )
 
     @property
     def checkpoints(self) -> int | None:
@@ -196,16 +198,40 @@ class RunView:
         return _num(_dig(self.spec, "budget", "max_usd"))
 
     @property
+    def rented_seconds(self) -> float:
+        """From the start of provision to the end of teardown (the hardware exists then)."""
+        rented = [s for s in self.steps if s.name in ("provision", "train", "teardown")]
+        first = next((s for s in rented if s.name == "provision"), None)
+        last = next((s for s in reversed(rented) if s.name == "teardown"), None)
+        if first and last and first.start is not None and last.end is not None:
+            return max(last.end - first.start, 0.0)
+        return sum(s.seconds for s in rented)
+
+    @property
+    def cost_source(self) -> str | None:
+        return self._cost()[1]
+
+    @property
     def cost(self) -> dict[str, float]:
-        """The running estimate by component: report.json's ``cost``, else the metrics."""
+        """The running estimate by component (see ``cost_source`` for where it comes from)."""
+        return self._cost()[0]
+
+    def _cost(self) -> tuple[dict[str, float], str | None]:
         rep = self.report.get("cost")
         if isinstance(rep, dict):
             out = _cost_components(rep)
             if out:
-                return out
+                return out, "report"
         if (total := _num(rep)) is not None:
-            return {"total": total}
-        return {k: v for k, v in self.metrics.by_label("burst_cost_usd", "component").items()}
+            return {"total": total}, "report"
+        by = self.metrics.by_label("burst_cost_usd", "component")
+        if by:
+            return dict(by), "metrics"
+        # Last resort: the plan's hourly rate for the candidate it got, for the rented time.
+        rate = _num(_dig(self.report, "candidate", "price_per_hour"))
+        if rate is not None and self.rented_seconds > 0:
+            return {"compute": rate * self.rented_seconds / 3600.0}, "plan rate x rented time"
+        return {}, None
 
     @property
     def expected_cost(self) -> dict[str, float]:
@@ -218,8 +244,11 @@ class RunView:
                 out = _cost_components(cand[key])
                 if out:
                     return out
-        parts = {k: float(v) for k in ("compute", "egress", "storage", "orchestration", "labour")
-                 if (v := _num(cand.get(f"{k}_usd"))) is not None and v > 0}
+        parts = {
+            k: float(v)
+            for k in ("compute", "egress", "storage", "orchestration", "labour")
+            if (v := _num(cand.get(f"{k}_usd"))) is not None and v > 0
+        }
         if parts:
             return parts
         for key in ("expected_cost_usd", "expected_usd", "cost_usd", "expected_cost"):
@@ -237,13 +266,22 @@ class RunView:
             "team": self.team,
             "status": self.status,
             "wall_seconds": round(self.wall_seconds, 3),
-            "steps": [{"name": s.name, "status": s.status, "seconds": s.seconds,
-                       "exit_code": s.exit_code, "attempts": s.attempts} for s in self.steps],
+            "steps": [
+                {
+                    "name": s.name,
+                    "status": s.status,
+                    "seconds": s.seconds,
+                    "exit_code": s.exit_code,
+                    "attempts": s.attempts,
+                }
+                for s in self.steps
+            ],
             "gpu_type": self.gpu_type,
             "gpu_count": self.gpu_count,
             "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 4),
             "cost_usd": {k: round(v, 4) for k, v in cost.items()},
             "cost_total_usd": round(sum(cost.values()), 4) if cost else None,
+            "cost_source": self.cost_source,
             "expected_cost_usd": {k: round(v, 4) for k, v in self.expected_cost.items()},
             "budget_usd": self.budget_usd,
             "preemptions": self.preemptions,
@@ -257,8 +295,10 @@ class RunView:
             "terraform_state": self.report.get("terraform_state"),
             "failure": self.report.get("failure"),
             "timeline_source": self.timeline_source,
-            "events": [{"kind": e.kind, "at": e.at, "step": e.step, "detail": e.detail}
-                       for e in self.events],
+            "events": [
+                {"kind": e.kind, "at": e.at, "step": e.step, "detail": e.detail}
+                for e in self.events
+            ],
             "metric_files": self.metrics.files,
             "warnings": self.warnings,
         }
@@ -292,12 +332,23 @@ def load_run(run_dir: Path) -> RunView:
         warnings.append("no report.json: the run is still running or its runner died")
 
     source, started = _place_steps(steps, report, log_records)
-    events, attempts = _events(report, log_records, started, steps,
-                               _read_attempts(run_dir / ATTEMPTS_FILE))
-    return RunView(run_id=_str(report.get("run_id")) or run_dir.name, dir=run_dir,
-                   status=status, report=report, spec=spec, steps=steps, events=events,
-                   metrics=metrics, timeline_source=source, started_at=started,
-                   attempts=attempts, warnings=warnings)
+    events, attempts = _events(
+        report, log_records, started, steps, _read_attempts(run_dir / ATTEMPTS_FILE)
+    )
+    return RunView(
+        run_id=_str(report.get("run_id")) or run_dir.name,
+        dir=run_dir,
+        status=status,
+        report=report,
+        spec=spec,
+        steps=steps,
+        events=events,
+        metrics=metrics,
+        timeline_source=source,
+        started_at=started,
+        attempts=attempts,
+        warnings=warnings,
+    )
 
 
 def _steps(report: dict[str, Any], run_dir: Path) -> list[StepView]:
@@ -307,28 +358,38 @@ def _steps(report: dict[str, Any], run_dir: Path) -> list[StepView]:
         for item in raw:
             if not isinstance(item, dict) or not _str(item.get("name")):
                 continue
-            out.append(StepView(
-                name=str(item["name"]),
-                status=_str(item.get("status")) or "unknown",
-                seconds=max(_num(item.get("seconds")) or 0.0, 0.0),
-                exit_code=_int(item.get("exit_code")),
-                attempts=_int(item.get("attempts")) or 1,
-                start=_epoch(item.get("started_at", item.get("start"))),
-                end=_epoch(item.get("ended_at", item.get("finished_at", item.get("end")))),
-            ))
+            out.append(
+                StepView(
+                    name=str(item["name"]),
+                    status=_str(item.get("status")) or "unknown",
+                    seconds=max(_num(item.get("seconds")) or 0.0, 0.0),
+                    exit_code=_int(item.get("exit_code")),
+                    attempts=_int(item.get("attempts")) or 1,
+                    start=_epoch(item.get("started_at", item.get("start"))),
+                    end=_epoch(item.get("ended_at", item.get("finished_at", item.get("end")))),
+                )
+            )
         return out
     # No report: what the step documents say (a doc exists only for a step that finished).
     docs = run_dir / "docs"
-    for path in sorted(docs.glob("*.json"), key=lambda p: p.stat().st_mtime) if docs.is_dir() \
-            else []:
+    for path in (
+        sorted(docs.glob("*.json"), key=lambda p: p.stat().st_mtime) if docs.is_dir() else []
+    ):
         doc = _read_json(path, [])
-        out.append(StepView(name=path.stem, status="succeeded",
-                            seconds=max(_num(doc.get("seconds")) or 0.0, 0.0), exit_code=0))
+        out.append(
+            StepView(
+                name=path.stem,
+                status="succeeded",
+                seconds=max(_num(doc.get("seconds")) or 0.0, 0.0),
+                exit_code=0,
+            )
+        )
     return out
 
 
-def _place_steps(steps: list[StepView], report: dict[str, Any],
-                 log_records: dict[str, list[dict[str, Any]]]) -> tuple[str, float | None]:
+def _place_steps(
+    steps: list[StepView], report: dict[str, Any], log_records: dict[str, list[dict[str, Any]]]
+) -> tuple[str, float | None]:
     """Give every step a start and end on the timeline (seconds from the run's start)."""
     # 1. Times recorded in report.json.
     if steps and all(s.start is not None for s in steps if s.status != "skipped"):
@@ -340,10 +401,14 @@ def _place_steps(steps: list[StepView], report: dict[str, Any],
             s.start -= origin
         return "recorded", origin
     # 2. First and last JSON log record of each step.
-    spans = {name: (min(r["_t"] for r in recs), max(r["_t"] for r in recs))
-             for name, recs in log_records.items() if recs}
+    spans = {
+        name: (min(r["_t"] for r in recs), max(r["_t"] for r in recs))
+        for name, recs in log_records.items()
+        if recs
+    }
     if any(s.name in spans for s in steps) and all(
-            s.name in spans for s in steps if s.status != "skipped" and s.seconds):
+        s.name in spans for s in steps if s.status != "skipped" and s.seconds
+    ):
         origin = min(spans[s.name][0] for s in steps if s.name in spans)
         for s in steps:
             if s.name in spans:
@@ -359,9 +424,13 @@ def _place_steps(steps: list[StepView], report: dict[str, Any],
     return "sequential", _epoch(report.get("started_at"))
 
 
-def _events(report: dict[str, Any], log_records: dict[str, list[dict[str, Any]]],
-            origin: float | None, steps: list[StepView],
-            attempts: list[dict[str, Any]]) -> tuple[list[Event], list[Attempt]]:
+def _events(
+    report: dict[str, Any],
+    log_records: dict[str, list[dict[str, Any]]],
+    origin: float | None,
+    steps: list[StepView],
+    attempts: list[dict[str, Any]],
+) -> tuple[list[Event], list[Attempt]]:
     """Events on the timeline, from (in order) JSON-line logs, report.json ``events``, the
     train step's attempt records, and, as a last resort, steps that ended with exit 75."""
     # Absolute times are placed against the run's origin; without one (steps laid out one
@@ -388,11 +457,13 @@ def _events(report: dict[str, Any], log_records: dict[str, list[dict[str, Any]]]
     for step, recs in log_records.items():
         for r in recs:
             kind = {ev.PREEMPTION: "preemption", ev.CHECKPOINT: "checkpoint"}.get(
-                str(r.get("event")))
+                str(r.get("event"))
+            )
             if kind is None:
                 continue
-            detail = ", ".join(f"{k}={r[k]}" for k in ("train_step", "tier", "bytes", "source")
-                               if k in r)
+            detail = ", ".join(
+                f"{k}={r[k]}" for k in ("train_step", "tier", "bytes", "source") if k in r
+            )
             out.append(Event(kind, place(r["_t"], step), step, detail))
     raw = report.get("events")
     if isinstance(raw, list):
@@ -402,16 +473,28 @@ def _events(report: dict[str, Any], log_records: dict[str, list[dict[str, Any]]]
             kind = _str(item.get("kind", item.get("event"))) or ""
             kind = {ev.CHECKPOINT: "checkpoint"}.get(kind, kind)
             where = _str(item.get("step"))
-            out.append(Event(kind, place(_epoch(item.get("ts", item.get("at"))), where), where,
-                             _str(item.get("detail")) or ""))
+            out.append(
+                Event(
+                    kind,
+                    place(_epoch(item.get("ts", item.get("at"))), where),
+                    where,
+                    _str(item.get("detail")) or "",
+                )
+            )
 
     spans: list[Attempt] = []
     from_attempts: list[Event] = []
     for a in attempts:
         n = _int(a.get("attempt")) or len(spans) + 1
         outcome = _str(a.get("outcome")) or ("preempted" if a.get("preempted") else "unknown")
-        spans.append(Attempt(n, place(_epoch(a.get("started_at")), "train"),
-                             place(_epoch(a.get("finished_at")), "train"), outcome))
+        spans.append(
+            Attempt(
+                n,
+                place(_epoch(a.get("started_at")), "train"),
+                place(_epoch(a.get("finished_at")), "train"),
+                outcome,
+            )
+        )
         notice = _as_dict(a.get("notice"))
         if a.get("preempted") is True:
             t = _epoch(notice.get("received_at")) or _epoch(a.get("finished_at"))
@@ -421,9 +504,14 @@ def _events(report: dict[str, Any], log_records: dict[str, list[dict[str, Any]]]
             from_attempts.append(Event("preemption", place(t, "train"), "train", detail))
         save = _as_dict(a.get("emergency_save"))
         if _num(save.get("committed_at")) is not None:
-            from_attempts.append(Event(
-                "checkpoint", place(_epoch(save.get("committed_at")), "train"), "train",
-                f"emergency {save.get('tier')} save at step {save.get('committed_step')}"))
+            from_attempts.append(
+                Event(
+                    "checkpoint",
+                    place(_epoch(save.get("committed_at")), "train"),
+                    "train",
+                    f"emergency {save.get('tier')} save at step {save.get('committed_step')}",
+                )
+            )
     for kind in ("preemption", "checkpoint"):
         if not any(e.kind == kind for e in out):
             out += [e for e in from_attempts if e.kind == kind]
@@ -535,8 +623,9 @@ def _dig(d: Any, *keys: str) -> Any:
 
 
 def _str(v: Any) -> str | None:
-    return str(v) if isinstance(v, str | int | float) and not isinstance(v, bool) and v != "" \
-        else None
+    return (
+        str(v) if isinstance(v, str | int | float) and not isinstance(v, bool) and v != "" else None
+    )
 
 
 def _num(v: Any) -> float | None:

@@ -198,3 +198,21 @@ def test_human_logs_fall_back_to_durations_and_attempt_records(runs_root: Path) 
     page = render_html(view)
     assert page.count('class="attempt"') == 1
     assert page.count('class="preemption"') == 1
+
+
+def test_cost_falls_back_to_the_plan_rate_for_the_rented_time(runs_root: Path) -> None:
+    d = make_run(runs_root, "no-cost-metrics")
+    for f in (d / "metrics").glob("train*.prom"):
+        f.unlink()
+    rep = json.loads((d / "report.json").read_text())
+    rep["candidate"]["price_per_hour"] = 36.0
+    (d / "report.json").write_text(json.dumps(rep))
+    s = load_run(d).summary()
+    # provision starts at 2.5 s, teardown ends at 54.5 s: 52 s rented at $36/h
+    assert s["cost_usd"] == {"compute": pytest.approx(36.0 * 52 / 3600, abs=1e-4)}
+    assert s["cost_source"] == "plan rate x rented time"
+    assert "[plan rate x rented time]" in render_text(load_run(d))
+    del rep["candidate"]["price_per_hour"]
+    (d / "report.json").write_text(json.dumps(rep))
+    s = load_run(d).summary()
+    assert s["cost_usd"] == {} and s["cost_source"] is None
