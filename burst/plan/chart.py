@@ -16,7 +16,7 @@ def write_chart(doc: dict[str, Any], path: str | Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -58,9 +58,10 @@ def write_chart(doc: dict[str, Any], path: str | Path) -> Path:
         ax.set_xscale("log")
         ax.set_yscale("log")
         plain = FuncFormatter(lambda v, _: f"{v:g}")
-        for axis in (ax.xaxis, ax.yaxis):
+        for axis, (lo, hi) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
             axis.set_major_formatter(plain)
-            axis.set_minor_formatter(plain)
+            # label the minor ticks only when the axis spans less than a decade
+            axis.set_minor_formatter(plain if hi / lo < 10 else NullFormatter())
         ax.tick_params(which="minor", labelsize=7)
         ax.set_xlabel("expected hours")
         ax.set_ylabel("expected cost (USD)")
