@@ -395,7 +395,10 @@ def plan(
         "candidates": candidates,
         "excluded": excluded,
         "topology": {"span": span.span, "parallelism": span.parallelism, "reason": span.reason},
-        "catalog": {"files": cat.files},
+        "catalog": {
+            "files": cat.files,
+            "assumptions": {k: f.as_dict() for k, f in sorted(cat.assumptions.items())},
+        },
         "simulation": {"seed": opts.seed, "replicas": opts.replicas},
         "decision_record": "given" if decision_record is not None else "none (unchecked)",
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -371,3 +372,39 @@ def test_many_checkpoints_are_simulated_coarser_with_the_same_goodput(cat) -> No
     blocking = doc["workload"]["checkpoint_cost_s"]
     # on-demand fails about once in 6,300 node-hours: the overhead is the blocking copy
     assert c["goodput"] == pytest.approx(1 / (1 + blocking / 0.05), rel=2e-3)
+
+
+def test_step_plan_reads_burst_catalog(tmp_path: Path, runs_root: Path) -> None:
+    user = _spot_catalog(tmp_path, 20.0)
+    out = tmp_path / "plan.json"
+    env = {**os.environ, "BURST_CATALOG": str(user)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "steps.plan",
+            "--spec",
+            str(QUICKSTART),
+            "--run-id",
+            "plan-t3",
+            "--runs-root",
+            str(runs_root),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    first = doc["candidates"][0]
+    assert (first["region"], first["capacity"], first["price_basis"]) == (
+        "ap-southeast-3",
+        "spot",
+        "catalog",
+    )
+    assert first["price_per_hour"] == 20.0
+    assert doc["catalog"]["files"][-1] == str(user)
+    assert doc["catalog"]["assumptions"]["mfu"]["source"] == "assumption"
