@@ -75,7 +75,7 @@ def _service(s: ArgoSettings) -> Any:
 
 
 def _pinned(ref: str, what: str) -> str:
-    if not _PINNED.match(ref):
+    if "://" in ref or not _PINNED.match(ref):
         raise BadInputError(
             f"{what} {ref!r} must be a registry image pinned by digest "
             "(registry/name@sha256:<64 hex>) to run on Argo"
@@ -116,6 +116,7 @@ def build_workflow(spec_file: Path) -> dict[str, Any]:
 
 
 def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    import pydantic
     import requests
     from hera.exceptions import HeraException, NotFound, Unauthorized
 
@@ -129,6 +130,11 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise InfraError(f"the Argo server answered with an error: {exc}") from None
     except requests.RequestException as exc:
         raise InfraError(f"cannot reach the Argo server: {exc.__class__.__name__}") from None
+    except pydantic.ValidationError as exc:
+        raise InfraError(
+            "the Argo server's answer is not a Workflow: "
+            f"{exc.errors()[0].get('msg')} at {exc.errors()[0].get('loc')}"
+        ) from None
 
 
 def submit(spec_file: Path, settings: ArgoSettings) -> str:

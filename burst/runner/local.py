@@ -120,26 +120,42 @@ def _step_record(node: PodNode) -> dict[str, Any]:
     }
 
 
-def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[str, Any]]:
-    """Steps in pipeline order: what ran, then what never ran (skipped), the exit handler last.
+def _merge(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One entry for a step placed several times (requeued in the next candidate)."""
+    if len(records) == 1:
+        return records[0]
+    last = records[-1]
+    return {
+        **last,
+        "seconds": round(sum(r["seconds"] for r in records), 3),
+        "attempts": sum(r["attempts"] for r in records),
+        "placements": len(records),
+        "attempt_details": [a for r in records for a in r["attempt_details"]],
+    }
 
-    Helper containers (not ``python -m steps.*``, e.g. propagate-failure) are left out.
+
+def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[str, Any]]:
+    """One entry per pipeline step, in pipeline order, the exit handler's (teardown) last.
+
+    A step run more than once (train requeued in the next candidate, and its provision) is
+    one entry whose attempts add up; its status is its last run's. Steps that never ran are
+    "skipped". Helper containers (not ``python -m steps.*``, e.g. propagate-failure) are left
+    out: the failure they propagate is already the step's.
     """
-    ran = [n for n in nodes if step_module(n) and not n.exit_handler]
-    exit_nodes = [n for n in nodes if step_module(n) and n.exit_handler]
-    steps = [_step_record(n) for n in ran]
-    names = {s["name"] for s in steps}
+    spec = manifest["spec"]
     exit_names = (
-        set(
-            pipeline_order(
-                {"spec": {**manifest["spec"], "entrypoint": manifest["spec"].get("onExit")}}
-            )
-        )
-        if manifest["spec"].get("onExit")
-        else set()
+        pipeline_order({"spec": {**spec, "entrypoint": spec["onExit"]}})
+        if spec.get("onExit")
+        else []
     )
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for n in nodes:
+        if step_module(n) and not n.exit_handler:
+            rec = _step_record(n)
+            grouped.setdefault(rec["name"], []).append(rec)
+    steps = [_merge(recs) for recs in grouped.values()]
     for name in pipeline_order(manifest):
-        if name not in names and name not in exit_names:
+        if name not in grouped and name not in exit_names:
             steps.append(
                 {
                     "name": name,
@@ -149,8 +165,8 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
                     "attempts": 0,
                 }
             )
-            names.add(name)
-    steps += [_step_record(n) for n in exit_nodes]
+            grouped[name] = []
+    steps += [_step_record(n) for n in nodes if step_module(n) and n.exit_handler]
     return steps
 
 

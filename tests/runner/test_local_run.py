@@ -1,0 +1,120 @@
+"""`burst run` executes the compiled burst-train WorkflowTemplate: real steps as processes,
+real Terraform, real training, teardown always (slow: a few runs of the quickstart)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from burst.infra.terraform import count_state_resources
+from burst.runner.local import TEMPLATE, LocalRunner, RunOptions
+from burst.runs import run_paths
+
+REPO = Path(__file__).resolve().parents[2]
+LAYOUT = REPO / "examples" / "images" / "quickstart-oci"
+PIPELINE = ["preflight", "plan", "verify-image", "provision", "train", "teardown"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def spec(quickstart_in: Path) -> Path:
+    """The quickstart (store in tmp) with the committed, signed demo image (an OCI layout)."""
+    index = json.loads((LAYOUT / "index.json").read_text())
+    digest = next(m["digest"] for m in index["manifests"]
+                  if m.get("annotations", {}).get("org.opencontainers.image.ref.name")
+                  == "quickstart")
+    doc = yaml.safe_load(quickstart_in.read_text())
+    doc["image"]["reference"] = f"oci-layout://examples/images/quickstart-oci@{digest}"
+    quickstart_in.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return quickstart_in
+
+
+def _run(burst_cmd: list[str], spec: Path, run_id: str, *extra: str
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*burst_cmd, "run", str(spec), "--run-id", run_id, *extra],
+                          capture_output=True, text=True, check=False, timeout=600)
+
+
+def _report(runs_root: Path, run_id: str) -> dict[str, Any]:
+    return json.loads((runs_root / run_id / "report.json").read_text())
+
+
+def test_quickstart_runs_the_compiled_template_and_retries_preemption(
+    runs_root: Path, spec: Path, burst_cmd: list[str]
+) -> None:
+    proc = _run(burst_cmd, spec, "wf-ok", "--preempt-at-step", "12")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    r = _report(runs_root, "wf-ok")
+    assert r["status"] == "succeeded" and r["final_step"] == 30
+    assert r["workflow"]["template"] == str(TEMPLATE)
+    assert r["workflow"]["phase"] == "Succeeded"
+    assert [s["name"] for s in r["steps"]] == PIPELINE
+    train = r["steps"][4]
+    # exit 75 retried by the template's retryStrategy, each attempt in its own pod directory
+    assert [a["exit_code"] for a in train["attempt_details"]] == [75, 0]
+    assert train["attempts"] == 2
+    assert len({a["pod_dir"] for a in train["attempt_details"]}) == 2
+    for a in train["attempt_details"]:
+        assert (Path(a["outputs_dir"]) / "train.json").exists()
+    assert "requeued" in proc.stderr
+    assert r["resources_remaining"] == 0
+
+
+def test_failure_in_train_still_tears_down_and_leaves_nothing(
+    runs_root: Path, spec: Path, burst_cmd: list[str]
+) -> None:
+    proc = _run(burst_cmd, spec, "wf-fail", "--fail-at", "train")
+    assert proc.returncode == 1, proc.stderr
+    r = _report(runs_root, "wf-fail")
+    assert r["failure"]["step"] == "train"
+    statuses = {s["name"]: s["status"] for s in r["steps"]}
+    assert [s["name"] for s in r["steps"]] == PIPELINE  # the helper give-up is not a step
+    assert statuses["provision"] == "succeeded" and statuses["train"] == "failed"
+    assert statuses["teardown"] == "succeeded"
+    assert r["steps"][4]["attempts"] == 1  # exit 1 is not a preemption: no retry
+    assert r["resources_remaining"] == 0
+    assert count_state_resources(Path(r["terraform_state"])) == 0
+    provision = json.loads((runs_root / "wf-fail" / "docs" / "provision.json").read_text())
+    assert provision["outputs"]["node_names"]  # there was something to destroy
+
+
+def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: Path) -> None:
+    """With 0 retries per region, a preempted train is placed again (provision + train) in
+    the plan's next candidate by the template's requeue step, and the run succeeds."""
+    paths = run_paths("wf-requeue", runs_root)
+    options = RunOptions(env={"BURST_PREEMPT_AT_STEPS": "12"},
+                         parameters={"preemptions-per-region": "0"})
+    r = LocalRunner(paths, spec, options).run()
+    assert r["status"] == "succeeded", r["failure"]
+    by_name = {s["name"]: s for s in r["steps"]}
+    assert [s["name"] for s in r["steps"]] == PIPELINE
+    assert by_name["train"]["placements"] == 2
+    assert [a["exit_code"] for a in by_name["train"]["attempt_details"]] == [75, 0]
+    assert by_name["provision"]["placements"] == 2
+    indices = sorted(p.name for p in (paths.dir / "pods").iterdir())
+    assert [i.split("-", 1)[1] for i in indices] == [
+        "preflight", "plan", "verify-image", "provision", "train", "provision", "train",
+        "teardown"]
+    assert r["resources_remaining"] == 0
+
+
+def test_unsupported_template_is_refused_before_anything_runs(
+    runs_root: Path, spec: Path, burst_cmd: list[str], tmp_path: Path
+) -> None:
+    manifest = yaml.safe_load(TEMPLATE.read_text())
+    main = next(t for t in manifest["spec"]["templates"] if t["name"] == "main")
+    main["steps"][0][0]["withParam"] = "[1, 2]"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(yaml.safe_dump(manifest))
+    proc = _run(burst_cmd, spec, "wf-bad", "--template", str(broken))
+    assert proc.returncode == 2
+    assert "'withParam'" in proc.stderr and "not supported by the local runner" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (runs_root / "wf-bad").exists()
