@@ -1,0 +1,49 @@
+"""The fault-injection harness: whatever step fails, the run ends non-zero, the report names
+the failure and teardown's outcome, and nothing is left in the state (real Terraform)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from burst.infra.terraform import count_state_resources
+
+
+@pytest.mark.parametrize(
+    ("fail_at", "failed_step"),
+    [
+        ("preflight", "preflight"),
+        ("plan", "plan"),
+        ("verify-image", "verify-image"),
+        ("provision:midway", "provision"),
+        ("train", "train"),
+        ("teardown", "teardown"),
+    ],
+)
+def test_any_failure_ends_nonzero_with_nothing_left(
+    fail_at: str, failed_step: str, runs_root: Path, quickstart_in: Path,
+    burst_cmd: list[str]
+) -> None:
+    run_id = "fault-" + fail_at.replace(":", "-")
+    proc = subprocess.run([*burst_cmd, "run", str(quickstart_in), "--run-id", run_id,
+                           "--fail-at", fail_at], capture_output=True, text=True)
+    assert proc.returncode != 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    report = json.loads((runs_root / run_id / "report.json").read_text())
+    assert report["status"] == "failed"
+    assert report["failure"]["step"] == failed_step
+    assert report["resources_remaining"] == 0
+    assert count_state_resources(Path(report["terraform_state"])) == 0
+    steps = {s["name"]: s for s in report["steps"]}
+    assert steps["teardown"]["status"] == "succeeded"
+    assert report["teardown"]["destroyed"] is True
+    if fail_at == "provision:midway":
+        # the failed provision really created resources, which teardown then destroyed
+        log = (runs_root / run_id / "logs" / "teardown.log").read_text()
+        assert "Destroy complete! Resources: 0 destroyed" not in log
+    if fail_at == "teardown":
+        assert report["teardown"]["injected_failures"] == [1, 2]
+        assert report["teardown"]["attempts"] == 3
