@@ -18,8 +18,13 @@ PROVISION_ATTEMPT = "provision.attempt"
 KNOWN_EVENTS = (PREEMPTION, CHECKPOINT, FIRST_TRAIN_STEP, PROVISION_ATTEMPT)
 
 
-def emit(logger: logging.Logger, event: str, message: str | None = None,
-         level: int = logging.INFO, **fields: Any) -> None:
+def emit(
+    logger: logging.Logger,
+    event: str,
+    message: str | None = None,
+    level: int = logging.INFO,
+    **fields: Any,
+) -> None:
     """Log one event; ``fields`` become keys of the JSON record (and ``k=v`` in a terminal)."""
     text = message or event + "".join(f" {k}={v}" for k, v in fields.items())
     logger.log(level, text, extra={"fields": {"event": event, **fields}})

@@ -251,8 +251,9 @@ def export_from_env(
 
 
 @contextmanager
-def exported(metrics: RunMetrics, run_dir: Path, step: str,
-             attempt: int | None = None) -> Iterator[RunMetrics]:
+def exported(
+    metrics: RunMetrics, run_dir: Path, step: str, attempt: int | None = None
+) -> Iterator[RunMetrics]:
     """Export at the end of the block whatever happens in it (done, preempted, failed):
     ``with exported(RunMetrics.for_job(run_id, job), run_dir, "train", attempt) as m: ...``"""
     try:

@@ -20,15 +20,32 @@ def list_runs(root: Path) -> list[dict[str, Any]]:
     has a report.json, a spec.yaml or a docs/ folder."""
     if not root.is_dir():
         return []
-    dirs = [d for d in root.iterdir()
-            if d.is_dir() and d.name not in NOT_RUNS and RUN_ID_RE.match(d.name)
-            and ((d / "report.json").exists() or (d / "spec.yaml").exists()
-                 or (d / "docs").is_dir())]
+    dirs = [
+        d
+        for d in root.iterdir()
+        if d.is_dir()
+        and d.name not in NOT_RUNS
+        and RUN_ID_RE.match(d.name)
+        and ((d / "report.json").exists() or (d / "spec.yaml").exists() or (d / "docs").is_dir())
+    ]
     dirs.sort(key=lambda d: (d.stat().st_mtime, d.name), reverse=True)
     rows = []
     for d in dirs:
         s = load_run(d).summary()
-        rows.append({k: s[k] for k in ("run_id", "name", "team", "status", "wall_seconds",
-                                       "cost_total_usd", "preemptions", "checkpoints",
-                                       "resources_remaining")})
+        rows.append(
+            {
+                k: s[k]
+                for k in (
+                    "run_id",
+                    "name",
+                    "team",
+                    "status",
+                    "wall_seconds",
+                    "cost_total_usd",
+                    "preemptions",
+                    "checkpoints",
+                    "resources_remaining",
+                )
+            }
+        )
     return rows

@@ -10,7 +10,9 @@ from typing import Any
 SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 STATIC_KEY_NAMES = re.compile(
     r"aws[-_]access[-_]key[-_]id|aws[-_]secret[-_]access[-_]key|aws[-_]session[-_]token|"
-    r"GOOGLE_APPLICATION_CREDENTIALS|AZURE_CLIENT_SECRET", re.IGNORECASE)
+    r"GOOGLE_APPLICATION_CREDENTIALS|AZURE_CLIENT_SECRET",
+    re.IGNORECASE,
+)
 TEARDOWN = re.compile(r"python -m steps\.teardown\b.*--run-id")
 LAUNCH = re.compile(r"\bburst (run|submit)\b")
 
@@ -21,8 +23,9 @@ def _steps(job: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _always(cond: Any) -> bool:
-    return isinstance(cond, str) and re.search(r"\balways\(\)", cond) is not None \
-        and "&&" not in cond
+    return (
+        isinstance(cond, str) and re.search(r"\balways\(\)", cond) is not None and "&&" not in cond
+    )
 
 
 def check_github(doc: dict[str, Any], text: str) -> list[str]:
@@ -62,8 +65,11 @@ def check_github(doc: dict[str, Any], text: str) -> list[str]:
             uses = st.get("uses")
             if uses and not SHA_PIN.match(str(uses).split(" ")[0]):
                 problems.append(f"{where} step {i}: action {uses} is not pinned by commit SHA")
-            if uses and str(uses).startswith("actions/checkout@") and \
-                    (st.get("with") or {}).get("persist-credentials") is not False:
+            if (
+                uses
+                and str(uses).startswith("actions/checkout@")
+                and (st.get("with") or {}).get("persist-credentials") is not False
+            ):
                 problems.append(f"{where} step {i}: checkout must set persist-credentials: false")
             if uses and "configure-aws-credentials" in str(uses):
                 if not (st.get("with") or {}).get("role-to-assume"):
@@ -72,8 +78,10 @@ def check_github(doc: dict[str, Any], text: str) -> list[str]:
                     problems.append(f"{where}: uses OIDC but lacks permissions id-token: write")
             run = st.get("run")
             if isinstance(run, str) and "${{" in run:
-                problems.append(f"{where} step {i}: expression inside run: (script injection);"
-                                " pass it through env:")
+                problems.append(
+                    f"{where} step {i}: expression inside run: (script injection);"
+                    " pass it through env:"
+                )
         runs = [(i, str(s.get("run", ""))) for i, s in enumerate(steps)]
         launch = [i for i, r in runs if LAUNCH.search(r)]
         if not launch:
@@ -86,14 +94,20 @@ def check_github(doc: dict[str, Any], text: str) -> list[str]:
         for i in teardown:
             if not _always(steps[i].get("if")):
                 problems.append(f"{where} step {i}: teardown must run with if: always()")
-            creds = [j for j in range(first + 1, i)
-                     if "configure-aws-credentials" in str(steps[j].get("uses", ""))]
+            creds = [
+                j
+                for j in range(first + 1, i)
+                if "configure-aws-credentials" in str(steps[j].get("uses", ""))
+            ]
             if not creds or not all(_always(steps[j].get("if")) for j in creds):
-                problems.append(f"{where}: credentials are not refreshed (if: always()) "
-                                "before teardown")
+                problems.append(
+                    f"{where}: credentials are not refreshed (if: always()) before teardown"
+                )
         uploads = [s for s in steps if "upload-artifact" in str(s.get("uses", ""))]
-        if not any(_always(s.get("if")) and "report" in str((s.get("with") or {}).get("path"))
-                   for s in uploads):
+        if not any(
+            _always(s.get("if")) and "report" in str((s.get("with") or {}).get("path"))
+            for s in uploads
+        ):
             problems.append(f"{where}: the report is not uploaded with if: always()")
         if "burst run" in " ".join(r for _, r in runs):
             labels = job.get("runs-on")
@@ -116,6 +130,7 @@ def _merge(base: Any, over: Any) -> Any:
 
 def resolve_gitlab(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Jobs with ``extends`` merged in (GitLab's deep merge of hashes), hidden keys dropped."""
+
     def resolve(name: str, seen: tuple[str, ...] = ()) -> dict[str, Any]:
         job = doc.get(name)
         if not isinstance(job, dict) or name in seen:
@@ -127,10 +142,23 @@ def resolve_gitlab(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
             merged = _merge(merged, resolve(p, (*seen, name)))
         return _merge(merged, {k: v for k, v in job.items() if k != "extends"})
 
-    reserved = {"workflow", "variables", "stages", "default", "include", "image", "services",
-                "before_script", "after_script", "cache"}
-    return {n: resolve(n) for n, j in doc.items()
-            if isinstance(j, dict) and not n.startswith(".") and n not in reserved}
+    reserved = {
+        "workflow",
+        "variables",
+        "stages",
+        "default",
+        "include",
+        "image",
+        "services",
+        "before_script",
+        "after_script",
+        "cache",
+    }
+    return {
+        n: resolve(n)
+        for n, j in doc.items()
+        if isinstance(j, dict) and not n.startswith(".") and n not in reserved
+    }
 
 
 def flat(script: Any) -> list[str]:
@@ -180,7 +208,8 @@ def check_gitlab(doc: dict[str, Any], text: str) -> list[str]:
     if modes != {"run", "submit"}:
         problems.append("both modes (burst submit and burst run) must be present")
     backstop = [
-        (n, j) for n, j in jobs.items()
+        (n, j)
+        for n, j in jobs.items()
         if any(TEARDOWN.search(line) for line in flat(j.get("script")))
     ]
     if not backstop:
@@ -188,13 +217,15 @@ def check_gitlab(doc: dict[str, Any], text: str) -> list[str]:
     for n, j in backstop:
         if j.get("when") != "always":
             problems.append(f"job {n}: the teardown job must have when: always")
-        if train_stage_index is not None and (j.get("stage") not in stages or
-                                              stages.index(j["stage"]) <= train_stage_index):
+        if train_stage_index is not None and (
+            j.get("stage") not in stages or stages.index(j["stage"]) <= train_stage_index
+        ):
             problems.append(f"job {n}: the teardown job must be in a stage after training")
         if not (j.get("id_tokens") or {}):
             problems.append(f"job {n}: the teardown job has no OIDC id_tokens")
         art = j.get("artifacts") or {}
         if art.get("when") != "always" or "report" not in str(art.get("paths")) + str(
-                j.get("script")):
+            j.get("script")
+        ):
             problems.append(f"job {n}: the report must be kept as an artifact when: always")
     return problems

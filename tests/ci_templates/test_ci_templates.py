@@ -27,8 +27,11 @@ CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 
 def _offline_argv(argv: list[str]) -> list[str]:
     """Run without a network: in a new network namespace when this machine allows it."""
-    ok = shutil.which("unshare") and subprocess.run(
-        ["unshare", "-n", "true"], capture_output=True, check=False).returncode == 0
+    ok = (
+        shutil.which("unshare")
+        and subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode
+        == 0
+    )
     return ["unshare", "-n", *argv] if ok else argv
 
 
@@ -36,10 +39,22 @@ def schema_check(path: Path, kind: str) -> subprocess.CompletedProcess[str]:
     argv = [str(CHECK_JSONSCHEMA), "--builtin-schema", f"vendor.{kind}"]
     if kind == "gitlab-ci":
         argv += ["--data-transform", "gitlab-ci"]
-    env = dict(os.environ, HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9",
-               http_proxy="http://127.0.0.1:9", https_proxy="http://127.0.0.1:9", NO_PROXY="")
-    return subprocess.run(_offline_argv([*argv, str(path)]), capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
+    env = dict(
+        os.environ,
+        HTTP_PROXY="http://127.0.0.1:9",
+        HTTPS_PROXY="http://127.0.0.1:9",
+        http_proxy="http://127.0.0.1:9",
+        https_proxy="http://127.0.0.1:9",
+        NO_PROXY="",
+    )
+    return subprocess.run(
+        _offline_argv([*argv, str(path)]),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
 
 
 def load(path: Path) -> tuple[dict[str, Any], str]:
@@ -54,12 +69,16 @@ def test_template_passes_its_schema_offline(path: Path, kind: str) -> None:
     assert "ok -- validation done" in res.stdout
 
 
-@pytest.mark.parametrize(("path", "kind", "old", "new"), [
-    (GITHUB, "github-workflows", "timeout-minutes: 15", "timeout-minutez: 15"),
-    (GITLAB, "gitlab-ci", "resource_group: burst-gpu-$BURST_TEAM", "resource_grup: x"),
-])
-def test_schema_check_catches_a_typo(tmp_path: Path, path: Path, kind: str, old: str,
-                                     new: str) -> None:
+@pytest.mark.parametrize(
+    ("path", "kind", "old", "new"),
+    [
+        (GITHUB, "github-workflows", "timeout-minutes: 15", "timeout-minutez: 15"),
+        (GITLAB, "gitlab-ci", "resource_group: burst-gpu-$BURST_TEAM", "resource_grup: x"),
+    ],
+)
+def test_schema_check_catches_a_typo(
+    tmp_path: Path, path: Path, kind: str, old: str, new: str
+) -> None:
     text = path.read_text(encoding="utf-8")
     assert old in text
     bad = tmp_path / path.name
@@ -105,8 +124,10 @@ def _break_no_teardown(doc: dict[str, Any]) -> None:
 def _break_static_keys(doc: dict[str, Any]) -> None:
     for st in _gh_job(doc, "run")["steps"]:
         if "configure-aws-credentials" in str(st.get("uses")):
-            st["with"] = {"aws-access-key-id": "${{ secrets.AWS_ACCESS_KEY_ID }}",
-                          "aws-region": "ap-southeast-1"}
+            st["with"] = {
+                "aws-access-key-id": "${{ secrets.AWS_ACCESS_KEY_ID }}",
+                "aws-region": "ap-southeast-1",
+            }
 
 
 def _break_no_id_token(doc: dict[str, Any]) -> None:
@@ -139,19 +160,22 @@ def _break_target(doc: dict[str, Any]) -> None:
     doc[True]["pull_request_target"] = {"types": ["labeled"]}
 
 
-@pytest.mark.parametrize(("breaker", "expected"), [
-    (_break_no_always, "teardown must run with if: always()"),
-    (_break_success_only, "teardown must run with if: always()"),
-    (_break_no_teardown, "no teardown step"),
-    (_break_static_keys, "static cloud key"),
-    (_break_no_id_token, "id-token: write"),
-    (_break_unpinned, "not pinned by commit SHA"),
-    (_break_cancel, "cancel-in-progress"),
-    (_break_injection, "script injection"),
-    (_break_hosted_gpu, "self-hosted gpu runner"),
-    (_break_report_kept, "report is not uploaded"),
-    (_break_target, "pull_request_target"),
-])
+@pytest.mark.parametrize(
+    ("breaker", "expected"),
+    [
+        (_break_no_always, "teardown must run with if: always()"),
+        (_break_success_only, "teardown must run with if: always()"),
+        (_break_no_teardown, "no teardown step"),
+        (_break_static_keys, "static cloud key"),
+        (_break_no_id_token, "id-token: write"),
+        (_break_unpinned, "not pinned by commit SHA"),
+        (_break_cancel, "cancel-in-progress"),
+        (_break_injection, "script injection"),
+        (_break_hosted_gpu, "self-hosted gpu runner"),
+        (_break_report_kept, "report is not uploaded"),
+        (_break_target, "pull_request_target"),
+    ],
+)
 def test_github_rules_catch_a_broken_template(breaker: Any, expected: str) -> None:
     doc, _ = load(GITHUB)
     broken = copy.deepcopy(doc)
@@ -170,21 +194,25 @@ def _gl_break(path: list[str], value: Any = None, delete: bool = False) -> Any:
             del node[path[-1]]
         else:
             node[path[-1]] = value
+
     return breaker
 
 
-@pytest.mark.parametrize(("breaker", "expected"), [
-    (_gl_break(["burst:run", "after_script"], delete=True), "no teardown in after_script"),
-    (_gl_break(["burst:submit", "after_script"], ["echo done"]), "no teardown in after_script"),
-    (_gl_break(["teardown", "when"], "on_success"), "when: always"),
-    (_gl_break(["teardown", "stage"], "train"), "stage after training"),
-    (_gl_break(["burst:run", "tags"], ["gpu"]), "tagged gpu and rubin"),
-    (_gl_break(["burst:run", "resource_group"], delete=True), "resource_group missing"),
-    (_gl_break([".burst-job", "id_tokens"], delete=True), "id_tokens"),
-    (_gl_break(["variables", "AWS_SECRET_ACCESS_KEY"], "$MY_KEY"), "static cloud key"),
-    (_gl_break(["burst:run", "artifacts", "when"], "on_success"), "when: always"),
-    (_gl_break(["burst:submit", "interruptible"], True), "interruptible"),
-])
+@pytest.mark.parametrize(
+    ("breaker", "expected"),
+    [
+        (_gl_break(["burst:run", "after_script"], delete=True), "no teardown in after_script"),
+        (_gl_break(["burst:submit", "after_script"], ["echo done"]), "no teardown in after_script"),
+        (_gl_break(["teardown", "when"], "on_success"), "when: always"),
+        (_gl_break(["teardown", "stage"], "train"), "stage after training"),
+        (_gl_break(["burst:run", "tags"], ["gpu"]), "tagged gpu and rubin"),
+        (_gl_break(["burst:run", "resource_group"], delete=True), "resource_group missing"),
+        (_gl_break([".burst-job", "id_tokens"], delete=True), "id_tokens"),
+        (_gl_break(["variables", "AWS_SECRET_ACCESS_KEY"], "$MY_KEY"), "static cloud key"),
+        (_gl_break(["burst:run", "artifacts", "when"], "on_success"), "when: always"),
+        (_gl_break(["burst:submit", "interruptible"], True), "interruptible"),
+    ],
+)
 def test_gitlab_rules_catch_a_broken_template(breaker: Any, expected: str) -> None:
     doc, _ = load(GITLAB)
     broken = copy.deepcopy(doc)
@@ -194,14 +222,14 @@ def test_gitlab_rules_catch_a_broken_template(breaker: Any, expected: str) -> No
 
 
 def _bash_n(script: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True,
-                          timeout=30, check=False)
+    return subprocess.run(
+        ["bash", "-n"], input=script, capture_output=True, text=True, timeout=30, check=False
+    )
 
 
 def test_every_shell_script_parses() -> None:
     doc, _ = load(GITHUB)
-    scripts = [str(st["run"]) for job in doc["jobs"].values() for st in job["steps"]
-               if "run" in st]
+    scripts = [str(st["run"]) for job in doc["jobs"].values() for st in job["steps"] if "run" in st]
     gl = resolve_gitlab(load(GITLAB)[0])
     for job in gl.values():
         for key in ("before_script", "script", "after_script"):

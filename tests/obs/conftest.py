@@ -39,8 +39,9 @@ def _log_records(path: Path, step: str, records: list[tuple[float, str, dict[str
     fmt = JsonLineFormatter(RUN_ID, step)
     lines = []
     for t, event, fields in records:
-        rec = logging.LogRecord(f"burst.steps.{step}", logging.INFO, __file__, 0,
-                                event or "working", None, None)
+        rec = logging.LogRecord(
+            f"burst.steps.{step}", logging.INFO, __file__, 0, event or "working", None, None
+        )
         if event:
             rec.fields = {"event": event, **fields}
         rec.created, rec.msecs = t, (t % 1) * 1000
@@ -50,28 +51,41 @@ def _log_records(path: Path, step: str, records: list[tuple[float, str, dict[str
         f.write("\n".join(lines) + "\n")
 
 
-def make_run(root: Path, run_id: str = RUN_ID, *, with_report: bool = True,
-             leaked: int = 0) -> Path:
+def make_run(
+    root: Path, run_id: str = RUN_ID, *, with_report: bool = True, leaked: int = 0
+) -> Path:
     d = root / run_id
     for sub in ("docs", "logs", "terraform", "metrics"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     (d / "spec.yaml").write_text(
-        (REPO / "examples" / "quickstart.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+        (REPO / "examples" / "quickstart.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
 
     for name, start, secs, _status, _code, _att in STEPS:
-        recs: list[tuple[float, str, dict[str, Any]]] = [(T0 + start, "", {}),
-                                                         (T0 + start + secs, "", {})]
+        recs: list[tuple[float, str, dict[str, Any]]] = [
+            (T0 + start, "", {}),
+            (T0 + start + secs, "", {}),
+        ]
         if name == "train":
             # attempt 1: steps 1..7 (checkpoint at 5), preempted at 7 after ~12 s
             recs.append((T0 + start + 1.0, ev.FIRST_TRAIN_STEP, {"train_step": 1}))
-            recs.append((T0 + start + 8.0, ev.CHECKPOINT, {"train_step": 5, "tier": "full",
-                                                           "bytes": 812_000}))
-            recs.append((T0 + start + 12.0, ev.PREEMPTION, {"train_step": 7,
-                                                            "source": "sigterm"}))
+            recs.append(
+                (
+                    T0 + start + 8.0,
+                    ev.CHECKPOINT,
+                    {"train_step": 5, "tier": "full", "bytes": 812_000},
+                )
+            )
+            recs.append((T0 + start + 12.0, ev.PREEMPTION, {"train_step": 7, "source": "sigterm"}))
             # attempt 2: resumes from 5, checkpoints 10..30
             for i, k in enumerate(CHECKPOINT_STEPS[1:]):
-                recs.append((T0 + start + 18.0 + 4.0 * i, ev.CHECKPOINT,
-                             {"train_step": k, "tier": "full", "bytes": 812_000}))
+                recs.append(
+                    (
+                        T0 + start + 18.0 + 4.0 * i,
+                        ev.CHECKPOINT,
+                        {"train_step": k, "tier": "full", "bytes": 812_000},
+                    )
+                )
         _log_records(d / "logs" / f"{name}.log", name, recs)
         doc = {"step": name, "run_id": run_id, "seconds": secs}
         (d / "docs" / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
@@ -81,19 +95,40 @@ def make_run(root: Path, run_id: str = RUN_ID, *, with_report: bool = True,
         return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     attempts = [
-        {"attempt": 1, "started_at": iso(T0 + 9), "finished_at": iso(T0 + 22),
-         "preempted": True, "outcome": "preempted", "ended_at_step": 7,
-         "notice": {"source": "sigterm", "received_at": T0 + 21.0, "deadline": T0 + 51.0},
-         "emergency_save": {"tier": "weights", "committed_step": 7, "committed_at": T0 + 21.4,
-                            "bytes": 400_000}},
-        {"attempt": 2, "started_at": iso(T0 + 22), "finished_at": iso(T0 + 49),
-         "preempted": False, "outcome": "done", "resumed_from": 5},
+        {
+            "attempt": 1,
+            "started_at": iso(T0 + 9),
+            "finished_at": iso(T0 + 22),
+            "preempted": True,
+            "outcome": "preempted",
+            "ended_at_step": 7,
+            "notice": {"source": "sigterm", "received_at": T0 + 21.0, "deadline": T0 + 51.0},
+            "emergency_save": {
+                "tier": "weights",
+                "committed_step": 7,
+                "committed_at": T0 + 21.4,
+                "bytes": 400_000,
+            },
+        },
+        {
+            "attempt": 2,
+            "started_at": iso(T0 + 22),
+            "finished_at": iso(T0 + 49),
+            "preempted": False,
+            "outcome": "done",
+            "resumed_from": 5,
+        },
     ]
     (d / "train-attempts.jsonl").write_text(
-        "".join(json.dumps(a) + "\n" for a in attempts), encoding="utf-8")
+        "".join(json.dumps(a) + "\n" for a in attempts), encoding="utf-8"
+    )
 
-    labels = {"run_id": run_id, "team": "ml-research", "experiment": "quickstart",
-              "priority": "normal"}
+    labels = {
+        "run_id": run_id,
+        "team": "ml-research",
+        "experiment": "quickstart",
+        "priority": "normal",
+    }
     prov = RunMetrics(**labels)
     prov.record_provision_attempt("ap-southeast-1", "ok")
     prov.write_textfile(metrics_file(d, "provision"))
@@ -126,14 +161,20 @@ def make_run(root: Path, run_id: str = RUN_ID, *, with_report: bool = True,
             "status": "succeeded" if not leaked else "failed",
             "exit_code": 0 if not leaked else 4,
             "finished_at": "2026-11-21T23:00:55Z",
-            "steps": [{"name": n, "status": st, "exit_code": c, "seconds": s, "attempts": a}
-                      for n, _o, s, st, c, a in STEPS],
+            "steps": [
+                {"name": n, "status": st, "exit_code": c, "seconds": s, "attempts": a}
+                for n, _o, s, st, c, a in STEPS
+            ],
             "failure": None,
             "checkpoints": len(CHECKPOINT_STEPS),
             "final_step": 30,
             "final_weights_sha256": "9f" * 32,
-            "candidate": {"region": "ap-southeast-1", "provider": "aws",
-                          "capacity": "spot", "expected_cost_usd": 2.4},
+            "candidate": {
+                "region": "ap-southeast-1",
+                "provider": "aws",
+                "capacity": "spot",
+                "expected_cost_usd": 2.4,
+            },
             "provision_attempts": [{"region": "ap-southeast-1", "outcome": "ok"}],
             "terraform_state": str(d / "terraform" / "terraform.tfstate"),
             "resources_remaining": leaked,

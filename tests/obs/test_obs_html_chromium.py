@@ -25,10 +25,21 @@ def _rgb(hex_colour: str) -> tuple[int, int, int]:
 def screenshot(html_file: Path, png: Path, profile: Path) -> Image.Image:
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     assert binary, f"headless Chromium is needed for this test: {APT_LINE}"
-    argv = [binary, "--headless", "--no-sandbox", "--disable-gpu",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--no-first-run", "--hide-scrollbars", f"--user-data-dir={profile}",
-            "--window-size=1100,1300", f"--screenshot={png}", html_file.as_uri()]
+    argv = [
+        binary,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        "--window-size=1100,1300",
+        f"--screenshot={png}",
+        html_file.as_uri(),
+    ]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert res.returncode == 0 and png.exists(), res.stderr[-2000:]
     return Image.open(png).convert("RGB")
@@ -36,8 +47,11 @@ def screenshot(html_file: Path, png: Path, profile: Path) -> Image.Image:
 
 def _count_near(img: Image.Image, colour: str, tol: int = 12) -> int:
     r0, g0, b0 = _rgb(colour)
-    return sum(n for n, (r, g, b) in img.getcolors(maxcolors=1 << 20) or []
-               if abs(r - r0) <= tol and abs(g - g0) <= tol and abs(b - b0) <= tol)
+    return sum(
+        n
+        for n, (r, g, b) in img.getcolors(maxcolors=1 << 20) or []
+        if abs(r - r0) <= tol and abs(g - g0) <= tol and abs(b - b0) <= tol
+    )
 
 
 @pytest.mark.slow

@@ -20,10 +20,16 @@ from burst.spec import load_spec
 REPO = Path(__file__).resolve().parents[2]
 LABELS = {"run_id": "r-1", "team": "ml-research", "experiment": "exp-a", "priority": "high"}
 ISSUE_SAMPLES = (
-    "burst_gpu_wait_seconds", "burst_preemptions_total", "burst_checkpoint_bytes_sum",
-    "burst_checkpoint_seconds_sum", "burst_checkpoint_stall_seconds_sum",
-    "burst_egress_bytes_total", "burst_provision_attempts_total", "burst_cost_usd",
-    "burst_resources_leaked", "burst_checkpoints_committed_total",
+    "burst_gpu_wait_seconds",
+    "burst_preemptions_total",
+    "burst_checkpoint_bytes_sum",
+    "burst_checkpoint_seconds_sum",
+    "burst_checkpoint_stall_seconds_sum",
+    "burst_egress_bytes_total",
+    "burst_provision_attempts_total",
+    "burst_cost_usd",
+    "burst_resources_leaked",
+    "burst_checkpoints_committed_total",
 )
 
 
@@ -43,8 +49,12 @@ def _full() -> RunMetrics:
 
 
 def test_every_issue_metric_is_exposed_with_the_finops_labels() -> None:
-    samples = [s for fam in text_string_to_metric_families(_full().exposition())
-               for s in fam.samples if s.name.startswith("burst_")]
+    samples = [
+        s
+        for fam in text_string_to_metric_families(_full().exposition())
+        for s in fam.samples
+        if s.name.startswith("burst_")
+    ]
     names = {s.name for s in samples}
     for wanted in ISSUE_SAMPLES:
         assert wanted in names, wanted
@@ -54,8 +64,9 @@ def test_every_issue_metric_is_exposed_with_the_finops_labels() -> None:
     by = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in samples}
     tiers = {dict(k[1])["tier"] for k in by if k[0] == "burst_checkpoint_bytes_count"}
     assert tiers == {"full", "weights"}
-    outcomes = {dict(k[1])["outcome"]: v for k, v in by.items()
-                if k[0] == "burst_provision_attempts_total"}
+    outcomes = {
+        dict(k[1])["outcome"]: v for k, v in by.items() if k[0] == "burst_provision_attempts_total"
+    }
     assert outcomes == {"no_capacity": 1.0, "ok": 1.0}
 
 
@@ -65,13 +76,16 @@ def test_labels_come_from_the_job_spec() -> None:
     assert (m.team, m.experiment, m.priority) == ("ml-research", "quickstart", "normal")
 
 
-@pytest.mark.parametrize("call", [
-    lambda m: m.record_checkpoint("Full Tier!", 1, 1.0),
-    lambda m: m.record_checkpoint("full", -1, 1.0),
-    lambda m: m.record_stall(float("nan")),
-    lambda m: m.set_cost("gpu", 1.0),
-    lambda m: m.record_provision_attempt("ap-southeast-1", "maybe"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.record_checkpoint("Full Tier!", 1, 1.0),
+        lambda m: m.record_checkpoint("full", -1, 1.0),
+        lambda m: m.record_stall(float("nan")),
+        lambda m: m.set_cost("gpu", 1.0),
+        lambda m: m.record_provision_attempt("ap-southeast-1", "maybe"),
+    ],
+)
 def test_bad_values_are_refused(call: object) -> None:
     m = RunMetrics(**LABELS)
     with pytest.raises(BadInputError):
@@ -117,7 +131,8 @@ def test_serve_exposes_metrics_over_http() -> None:
     fams = {f.name: f for f in text_string_to_metric_families(body)}
     pre = fams["burst_preemptions"].samples
     assert [(s.name, s.value) for s in pre if s.name.endswith("_total")] == [
-        ("burst_preemptions_total", 1.0)]
+        ("burst_preemptions_total", 1.0)
+    ]
 
 
 def _free_port() -> int:
@@ -132,8 +147,11 @@ def test_push_to_a_real_pushgateway(tmp_path: Path) -> None:
     binary = shutil.which("prometheus-pushgateway")
     assert binary, "install it: apt-get install -y --no-install-recommends prometheus-pushgateway"
     port = _free_port()
-    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -150,8 +168,12 @@ def test_push_to_a_real_pushgateway(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    pre = [s for f in text_string_to_metric_families(body) for s in f.samples
-           if s.name == "burst_preemptions_total"]
+    pre = [
+        s
+        for f in text_string_to_metric_families(body)
+        for s in f.samples
+        if s.name == "burst_preemptions_total"
+    ]
     assert len(pre) == 1
     assert pre[0].value == 2.0
     assert pre[0].labels["step"] == "train"

@@ -14,16 +14,27 @@ from burst.obs.report_html import PREEMPT, STATUS_COLOURS
 
 
 @pytest.mark.slow
-def test_report_of_a_real_preempted_run(runs_root: Path, quickstart_in: Path,
-                                        burst_cmd: list[str], tmp_path: Path) -> None:
-    res = subprocess.run([*burst_cmd, "run", str(quickstart_in), "--preempt-at-step", "7"],
-                         capture_output=True, text=True, timeout=600, check=False)
+def test_report_of_a_real_preempted_run(
+    runs_root: Path, quickstart_in: Path, burst_cmd: list[str], tmp_path: Path
+) -> None:
+    res = subprocess.run(
+        [*burst_cmd, "run", str(quickstart_in), "--preempt-at-step", "7"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     (run_id,) = [d.name for d in runs_root.iterdir() if (d / "report.json").exists()]
 
     page = tmp_path / "out.html"
-    res = subprocess.run([*burst_cmd, "report", run_id, "--json", "--html", str(page)],
-                         capture_output=True, text=True, timeout=120, check=False)
+    res = subprocess.run(
+        [*burst_cmd, "report", run_id, "--json", "--html", str(page)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     s = json.loads(res.stdout)
     assert s["status"] == "succeeded"
@@ -35,8 +46,9 @@ def test_report_of_a_real_preempted_run(runs_root: Path, quickstart_in: Path,
     pre = [e for e in s["events"] if e["kind"] == "preemption"]
     assert len(pre) == 1 and pre[0]["at"] is not None
 
-    listing = subprocess.run([*burst_cmd, "runs", "--json"], capture_output=True, text=True,
-                             timeout=120, check=False)
+    listing = subprocess.run(
+        [*burst_cmd, "runs", "--json"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert [r["run_id"] for r in json.loads(listing.stdout)] == [run_id]
 
     img = screenshot(page, tmp_path / "shot.png", tmp_path / "profile")

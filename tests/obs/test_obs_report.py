@@ -26,8 +26,10 @@ def test_summary_figures(run_dir: Path) -> None:
     assert s["expected_cost_usd"] == {"total": 2.4}
     assert s["budget_usd"] == 5000
     assert s["gpu_hours"] == pytest.approx(8 * 40.0 / 3600, abs=1e-4)
-    assert s["egress_bytes"] == {"ap-southeast-1 -> ap-southeast-1": 4e6,
-                                 "ap-southeast-1 -> me-central-1": 2.5e6}
+    assert s["egress_bytes"] == {
+        "ap-southeast-1 -> ap-southeast-1": 4e6,
+        "ap-southeast-1 -> me-central-1": 2.5e6,
+    }
     assert s["resources_remaining"] == 0
     assert s["wall_seconds"] == pytest.approx(54.5)
     assert s["timeline_source"] == "logs"
@@ -67,15 +69,35 @@ def test_a_run_without_report_still_shows_what_is_known(runs_root: Path) -> None
     render_html(view)
 
 
-@pytest.mark.parametrize("report", [
-    "{not json",
-    "[1, 2]",
-    json.dumps({"status": 7, "steps": "all of them", "checkpoints": "many", "cost": [1],
-                "budget": {"max_usd": "lots"}, "candidate": "cheap", "events": [1, {"ts": "x"}],
-                "provision_attempts": {"n": 1}, "egress_bytes": "1 GB"}),
-    json.dumps({"steps": [{"name": "train", "seconds": -5, "exit_code": 75},
-                          {"status": "failed"}, "x"]}),
-])
+@pytest.mark.parametrize(
+    "report",
+    [
+        "{not json",
+        "[1, 2]",
+        json.dumps(
+            {
+                "status": 7,
+                "steps": "all of them",
+                "checkpoints": "many",
+                "cost": [1],
+                "budget": {"max_usd": "lots"},
+                "candidate": "cheap",
+                "events": [1, {"ts": "x"}],
+                "provision_attempts": {"n": 1},
+                "egress_bytes": "1 GB",
+            }
+        ),
+        json.dumps(
+            {
+                "steps": [
+                    {"name": "train", "seconds": -5, "exit_code": 75},
+                    {"status": "failed"},
+                    "x",
+                ]
+            }
+        ),
+    ],
+)
 def test_broken_inputs_never_crash_the_report(runs_root: Path, report: str) -> None:
     d = make_run(runs_root, "odd-run")
     (d / "report.json").write_text(report)
@@ -91,8 +113,11 @@ def test_html_is_self_contained_and_escaped(runs_root: Path) -> None:
     d = make_run(runs_root, "xss-run")
     rep = json.loads((d / "report.json").read_text())
     rep["status"] = "failed"
-    rep["failure"] = {"step": "train", "exit_code": 1,
-                      "message": '<img src=x onerror="alert(1)"><script>alert(2)</script>'}
+    rep["failure"] = {
+        "step": "train",
+        "exit_code": 1,
+        "message": '<img src=x onerror="alert(1)"><script>alert(2)</script>',
+    }
     (d / "report.json").write_text(json.dumps(rep))
     page = render_html(load_run(d))
     assert "<script" not in page.lower()
@@ -106,8 +131,9 @@ def test_html_is_self_contained_and_escaped(runs_root: Path) -> None:
 
 
 def _burst(burst_cmd: list[str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*burst_cmd, *args], capture_output=True, text=True, timeout=120,
-                          check=False)
+    return subprocess.run(
+        [*burst_cmd, *args], capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_cli_report_text_json_html(run_dir: Path, burst_cmd: list[str], tmp_path: Path) -> None:
@@ -122,8 +148,9 @@ def test_cli_report_text_json_html(run_dir: Path, burst_cmd: list[str], tmp_path
 
 
 @pytest.mark.parametrize("run", ["no-such-run", "Bad Id!"])
-def test_cli_report_unknown_run_is_bad_input(runs_root: Path, burst_cmd: list[str],
-                                             run: str) -> None:
+def test_cli_report_unknown_run_is_bad_input(
+    runs_root: Path, burst_cmd: list[str], run: str
+) -> None:
     res = _burst(burst_cmd, "report", run)
     assert res.returncode == 2
     assert res.stderr.startswith("burst: error: run ")
@@ -145,8 +172,10 @@ def test_cli_runs_lists_past_runs(runs_root: Path, burst_cmd: list[str]) -> None
     assert [ln.split()[0] for ln in lines[1:]] == ["second-run", "first-run"]
     assert lines[1].split()[1] == "failed"
     rows = json.loads(_burst(burst_cmd, "runs", "--json").stdout)
-    assert [(r["run_id"], r["resources_remaining"]) for r in rows] == [("second-run", 1),
-                                                                       ("first-run", 0)]
+    assert [(r["run_id"], r["resources_remaining"]) for r in rows] == [
+        ("second-run", 1),
+        ("first-run", 0),
+    ]
 
 
 ODD_VALUES = (None, "x", -1, 0, [], {}, 1e308, float("-inf"), True, [{"a": 1}], {"a": "b"})
@@ -156,8 +185,19 @@ def test_any_key_of_any_type_renders(runs_root: Path) -> None:
     """Every key of report.json (and of a step entry) replaced by values of the wrong type."""
     d = make_run(runs_root, "fuzz-run")
     good = json.loads((d / "report.json").read_text())
-    keys = [*good, "cost", "budget", "events", "gpu_hours", "egress_bytes", "leaks",
-            "preemptions", "started_at", "name", "team"]
+    keys = [
+        *good,
+        "cost",
+        "budget",
+        "events",
+        "gpu_hours",
+        "egress_bytes",
+        "leaks",
+        "preemptions",
+        "started_at",
+        "name",
+        "team",
+    ]
     rendered = 0
     for key in keys:
         for value in ODD_VALUES:

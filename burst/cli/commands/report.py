@@ -10,11 +10,18 @@ import click
 
 @click.command("report")
 @click.argument("run")
-@click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write a self-contained HTML page (timeline and cost chart) here.")
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a self-contained HTML page (timeline and cost chart) here.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option("--runs-root", type=click.Path(file_okay=False, path_type=Path),
-              help="Where run directories live (default $BURST_RUNS_ROOT or ./runs).")
+@click.option(
+    "--runs-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where run directories live (default $BURST_RUNS_ROOT or ./runs).",
+)
 def command(run: str, html_file: Path | None, as_json: bool, runs_root: Path | None) -> None:
     """Summarise RUN (a run id or a run directory): status, wall time per step, GPU hours,
     cost against budget, preemptions, checkpoints, egress and leaks."""

@@ -9,11 +9,20 @@ import click
 
 
 @click.command("runs")
-@click.option("--runs-root", type=click.Path(file_okay=False, path_type=Path),
-              help="Where run directories live (default $BURST_RUNS_ROOT or ./runs).")
+@click.option(
+    "--runs-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where run directories live (default $BURST_RUNS_ROOT or ./runs).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
-@click.option("-n", "--limit", type=click.IntRange(min=1), default=50, show_default=True,
-              help="Show at most this many runs.")
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(min=1),
+    default=50,
+    show_default=True,
+    help="Show at most this many runs.",
+)
 def command(runs_root: Path | None, as_json: bool, limit: int) -> None:
     """List past runs: id, status, wall time, cost estimate, preemptions, checkpoints, leaks."""
     from burst.obs.report_text import human_seconds, usd
@@ -34,6 +43,8 @@ def command(runs_root: Path | None, as_json: bool, limit: int) -> None:
         cost = "-" if r["cost_total_usd"] is None else usd(r["cost_total_usd"])
         ck = "-" if r["checkpoints"] is None else str(r["checkpoints"])
         left = "-" if r["resources_remaining"] is None else str(r["resources_remaining"])
-        click.echo(f"{r['run_id']:<{width}}  {r['status']:<9}  "
-                   f"{human_seconds(r['wall_seconds']):>8}  {cost:>10}  "
-                   f"{r['preemptions']:>7}  {ck:>4}  {left:>4}")
+        click.echo(
+            f"{r['run_id']:<{width}}  {r['status']:<9}  "
+            f"{human_seconds(r['wall_seconds']):>8}  {cost:>10}  "
+            f"{r['preemptions']:>7}  {ck:>4}  {left:>4}"
+        )
