@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint goldens checkov clean setup
+.PHONY: demo test lint goldens checkov clean setup system-deps
 
 setup: $(STAMP)
 
@@ -23,7 +23,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/burst run examples/quickstart.yaml
 
-test: $(STAMP)
+# Debian packages the tests use for real (docker-registry, chromium); see scripts/system-deps.sh
+system-deps:
+	bash scripts/system-deps.sh
+
+test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 

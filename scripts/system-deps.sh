@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# System packages the test suite runs for real: Debian's docker-registry (a real OCI registry
+# on loopback, for image-signature tests) and chromium (renders the HTML run report).
+# Idempotent; installs only what is missing, and only where it can (root with apt-get).
+set -euo pipefail
+missing=()
+command -v docker-registry >/dev/null 2>&1 || [ -x /usr/bin/docker-registry ] || missing+=(docker-registry)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "system-deps: please install: ${missing[*]} (Debian packages)" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "system-deps: installed ${missing[*]}"
