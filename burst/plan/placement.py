@@ -44,6 +44,7 @@ class PlanOptions:
     objective: str = "cost"  # cost | time
     seed: int = 0
     replicas: int = 32
+    floor_nodes: int = 0  # > 0: also rank "spot_with_floor" (that many on-demand nodes)
 
 
 # --------------------------------------------------------------------------- decisions
@@ -115,6 +116,23 @@ def _instance_price(
         "unknown",
         f"price unknown: highest known {gpu_type} on-demand price used "
         f"({src.provider}/{src.region} {src.instance})",
+    )
+
+
+def _floor_price(
+    cat: Catalog, offer: Offer | None, gpu_type: str, per_instance: int, nodes: int, floor: int
+) -> Price | None:
+    """``floor`` on-demand nodes and ``nodes - floor`` spot nodes, as a mean per instance."""
+    od = _instance_price(cat, offer, gpu_type, per_instance, "on_demand")
+    spot = _instance_price(cat, offer, gpu_type, per_instance, "spot")
+    if od is None or spot is None:
+        return None
+    mean = (floor * od.per_instance_hour + (nodes - floor) * spot.per_instance_hour) / nodes
+    basis = next((b for b in ("unknown", "spot-unknown") if b in (od.basis, spot.basis)), "catalog")
+    return Price(
+        mean,
+        basis,
+        f"{floor} on-demand node(s): {od.source}; {nodes - floor} spot node(s): {spot.source}",
     )
 
 
@@ -291,8 +309,16 @@ def plan(
                 continue
             per_instance = offer.gpus_per_instance if offer else job.compute.gpus_per_node
             nodes = max(1, math.ceil(job.compute.gpu_count / per_instance))
-            for capacity in CAPACITIES[str(job.compute.capacity)]:
-                price = _instance_price(cat, offer, gpu_type, per_instance, capacity)
+            capacities = list(CAPACITIES[str(job.compute.capacity)])
+            if 0 < opts.floor_nodes < nodes and "on_demand" in capacities:
+                capacities.append("spot_with_floor")
+            for capacity in capacities:
+                if capacity == "spot_with_floor":
+                    price = _floor_price(
+                        cat, offer, gpu_type, per_instance, nodes, opts.floor_nodes
+                    )
+                else:
+                    price = _instance_price(cat, offer, gpu_type, per_instance, capacity)
                 if price is None:
                     exclude(
                         provider,
@@ -320,6 +346,7 @@ def plan(
                     decision,
                     startup_s,
                     restart_s,
+                    opts.floor_nodes if capacity == "spot_with_floor" else 0,
                 )
                 if cand is None:
                     exclude(
@@ -422,13 +449,18 @@ def _price_candidate(
     decision: dict[str, Any] | None,
     startup_s: float,
     restart_s: float,
+    floor_nodes: int = 0,
 ) -> dict[str, Any] | None:
-    if capacity == "spot" and job.compute.mtbf_hours is not None:
-        mtbf_s, mtbf_source = job.compute.mtbf_hours * 3600.0, "spec compute.mtbf_hours (job)"
+    # with an on-demand floor only the spot nodes are pre-empted (any of them stops the job)
+    kind = "spot" if capacity == "spot_with_floor" else capacity
+    preemptible = nodes - floor_nodes
+    if kind == "spot" and job.compute.mtbf_hours is not None:
+        mtbf_s = job.compute.mtbf_hours * 3600.0 * nodes / preemptible
+        mtbf_source = "spec compute.mtbf_hours (job)"
     else:
-        node_h, mtbf_source = _node_mtbf_hours(cat, job, offer, provider, capacity)
-        mtbf_s = job_mtbf_s(node_h, nodes)
-    notice = _notice_s(cat, offer, provider, capacity)
+        node_h, mtbf_source = _node_mtbf_hours(cat, job, offer, provider, kind)
+        mtbf_s = job_mtbf_s(node_h, preemptible)
+    notice = _notice_s(cat, offer, provider, kind)
     choice = choose_interval(work.checkpoint_cost_s, mtbf_s, work.upload_s, work.step_s)
     steps = job.training.checkpoint.interval_steps
     if isinstance(steps, int):
@@ -466,6 +498,7 @@ def _price_candidate(
         "gpu_type": job.compute.gpu_type,
         "instance": offer.instance if offer else None,
         "nodes": nodes,
+        "floor_nodes": floor_nodes,
         "gpus": nodes * per_instance,
         "price_per_hour": price_per_hour,
         "price_per_gpu_hour": price.per_instance_hour / per_instance,

@@ -408,3 +408,31 @@ def test_step_plan_reads_burst_catalog(tmp_path: Path, runs_root: Path) -> None:
     assert first["price_per_hour"] == 20.0
     assert doc["catalog"]["files"][-1] == str(user)
     assert doc["catalog"]["assumptions"]["mfu"]["source"] == "assumption"
+
+
+def test_spot_with_an_on_demand_floor(tmp_path: Path) -> None:
+    cat = load_catalog([_spot_catalog(tmp_path, 30.0)], use_env=False)
+    spec = make_spec(
+        **{
+            "training.step_seconds": 3600.0,
+            "training.steps": 40,
+            "budget.max_hours": 100,
+            "budget.max_usd": 50000,
+            "training.checkpoint.interval_steps": "auto",
+            "model.parameters": 7e9,
+            "compute.gpu_count": 32,
+            "compute.regions": ["ap-southeast-3"],
+        }
+    )
+    plain = plan(spec, cat, opts=PlanOptions(replicas=16))
+    assert {c["capacity"] for c in plain["candidates"]} == {"spot", "on_demand"}
+    doc = plan(spec, cat, opts=PlanOptions(replicas=16, floor_nodes=1))
+    by = {c["capacity"]: c for c in doc["candidates"]}
+    floor, spot, od = by["spot_with_floor"], by["spot"], by["on_demand"]
+    assert floor["nodes"] == 4 and floor["floor_nodes"] == 1 and spot["floor_nodes"] == 0
+    assert floor["price_per_hour"] == pytest.approx(75.9552 + 3 * 30.0)
+    # only the three spot nodes are pre-empted
+    assert floor["mtbf_hours"] == pytest.approx(8 / 3)
+    assert spot["mtbf_hours"] == pytest.approx(8 / 4)
+    assert spot["goodput"] < floor["goodput"] < od["goodput"]
+    assert spot["expected_cost_usd"] < floor["expected_cost_usd"] < od["expected_cost_usd"]

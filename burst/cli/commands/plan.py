@@ -54,6 +54,14 @@ def _seconds(s: float) -> str:
     show_default=True,
     help="Simulated runs per candidate.",
 )
+@click.option(
+    "--floor-nodes",
+    type=click.IntRange(0, 4096),
+    default=0,
+    show_default=True,
+    help="Also rank spot with an on-demand floor of N nodes (spot_with_fallback specs with "
+    "more than N nodes).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan document as JSON.")
 @click.option(
     "--chart",
@@ -68,6 +76,7 @@ def command(
     objective: str,
     seed: int,
     replicas: int,
+    floor_nodes: int,
     as_json: bool,
     chart: Path | None,
 ) -> None:
@@ -84,7 +93,12 @@ def command(
     job = load_spec(spec)
     cat = load_catalog(catalogs)
     record = load_doc(str(decision), "decision record") if decision else None
-    doc = plan(job, cat, record, PlanOptions(objective=objective, seed=seed, replicas=replicas))
+    doc = plan(
+        job,
+        cat,
+        record,
+        PlanOptions(objective=objective, seed=seed, replicas=replicas, floor_nodes=floor_nodes),
+    )
     if chart is not None:
         from burst.plan.chart import write_chart
 
