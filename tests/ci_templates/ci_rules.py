@@ -59,6 +59,10 @@ def check_github(doc: dict[str, Any], text: str) -> list[str]:
         where = f"job {name}"
         if "timeout-minutes" not in job:
             problems.append(f"{where}: timeout-minutes missing")
+        elif str(job.get("runs-on", "")).startswith("ubuntu-") and not (
+            isinstance(job["timeout-minutes"], int) and job["timeout-minutes"] <= 360
+        ):
+            problems.append(f"{where}: GitHub-hosted jobs stop at 360 minutes; set at most that")
         steps = _steps(job)
         perms = job.get("permissions") or {}
         for i, st in enumerate(steps):

@@ -150,6 +150,10 @@ def _break_hosted_gpu(doc: dict[str, Any]) -> None:
     _gh_job(doc, "run")["runs-on"] = "ubuntu-latest"
 
 
+def _break_hosted_timeout(doc: dict[str, Any]) -> None:
+    _gh_job(doc, "submit")["timeout-minutes"] = 1440
+
+
 def _break_report_kept(doc: dict[str, Any]) -> None:
     for st in _gh_job(doc, "run")["steps"]:
         if "upload-artifact" in str(st.get("uses")):
@@ -173,6 +177,7 @@ def _break_target(doc: dict[str, Any]) -> None:
         (_break_injection, "script injection"),
         (_break_hosted_gpu, "self-hosted gpu runner"),
         (_break_report_kept, "report is not uploaded"),
+        (_break_hosted_timeout, "stop at 360 minutes"),
         (_break_target, "pull_request_target"),
     ],
 )
