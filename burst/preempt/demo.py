@@ -43,8 +43,10 @@ class DemoPreemptions:
             try:
                 self.fired = {int(s) for s in json.loads(record.read_text())["fired"]}
             except (ValueError, KeyError, TypeError):
-                raise BadInputError(f"{record}: not a preemption record "
-                                    '({"fired": [steps]}); delete it to start over') from None
+                raise BadInputError(
+                    f"{record}: not a preemption record "
+                    '({"fired": [steps]}); delete it to start over'
+                ) from None
 
     def maybe_fire(self, step: int) -> bool:
         """After step ``step``: SIGTERM this process if asked to and not done before."""

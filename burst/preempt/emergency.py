@@ -50,8 +50,12 @@ class EmergencyChoice:
         return d
 
 
-def choose_emergency_save(seconds_left: float | None, costs: SaveCosts,
-                          safety: float = SAFETY, reserve_s: float = RESERVE_S) -> EmergencyChoice:
+def choose_emergency_save(
+    seconds_left: float | None,
+    costs: SaveCosts,
+    safety: float = SAFETY,
+    reserve_s: float = RESERVE_S,
+) -> EmergencyChoice:
     full = costs.estimate_s("full")
     weights = costs.estimate_s("weights")
     source = "measured" if costs.bytes_per_s else "assumed"
@@ -63,11 +67,20 @@ def choose_emergency_save(seconds_left: float | None, costs: SaveCosts,
         return make("full", "no deadline known: full checkpoint")
     budget = seconds_left - reserve_s
     if full * safety <= budget:
-        return make("full", f"full checkpoint fits: ~{full:.3f}s x{safety:g} of "
-                    f"{seconds_left:.1f}s left ({source} throughput)")
+        return make(
+            "full",
+            f"full checkpoint fits: ~{full:.3f}s x{safety:g} of "
+            f"{seconds_left:.1f}s left ({source} throughput)",
+        )
     if weights * safety <= budget:
-        return make("weights", f"full checkpoint (~{full:.3f}s x{safety:g}) does not fit "
-                    f"{seconds_left:.1f}s left; weights-only (~{weights:.3f}s) does")
-    return make("none", f"no checkpoint fits {seconds_left:.1f}s left (weights-only needs "
-                f"~{weights:.3f}s x{safety:g} + {reserve_s:g}s reserve): relying on the last "
-                "committed checkpoint")
+        return make(
+            "weights",
+            f"full checkpoint (~{full:.3f}s x{safety:g}) does not fit "
+            f"{seconds_left:.1f}s left; weights-only (~{weights:.3f}s) does",
+        )
+    return make(
+        "none",
+        f"no checkpoint fits {seconds_left:.1f}s left (weights-only needs "
+        f"~{weights:.3f}s x{safety:g} + {reserve_s:g}s reserve): relying on the last "
+        "committed checkpoint",
+    )

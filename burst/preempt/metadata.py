@@ -62,8 +62,9 @@ class MetadataWatcher(threading.Thread, ABC):
     default_url = ""
     source = ""
 
-    def __init__(self, board: NoticeBoard, base_url: str | None = None,
-                 poll_s: float | None = None) -> None:
+    def __init__(
+        self, board: NoticeBoard, base_url: str | None = None, poll_s: float | None = None
+    ) -> None:
         super().__init__(name=f"burst-watch-{self.source}", daemon=True)
         self.board = board
         self.base_url = (base_url or os.environ.get(self.name_env) or self.default_url).rstrip("/")
@@ -88,15 +89,22 @@ class MetadataWatcher(threading.Thread, ABC):
                     self._failing = False
             except (requests.RequestException, ValueError, KeyError) as exc:
                 if not self._failing:
-                    log.warning("%s metadata at %s does not answer (%s); polling on",
-                                self.source, self.base_url, exc.__class__.__name__)
+                    log.warning(
+                        "%s metadata at %s does not answer (%s); polling on",
+                        self.source,
+                        self.base_url,
+                        exc.__class__.__name__,
+                    )
                 self._failing = True
                 notices = []
             stop = False
             for n in notices:
-                log.warning("preemption notice from %s: %s, deadline in %s s", n.source,
-                            n.detail, "n/a" if n.deadline is None
-                            else f"{n.seconds_left():.1f}")
+                log.warning(
+                    "preemption notice from %s: %s, deadline in %s s",
+                    n.source,
+                    n.detail,
+                    "n/a" if n.deadline is None else f"{n.seconds_left():.1f}",
+                )
                 self.board.post(n)
                 stop = stop or not n.advisory
             if stop:
@@ -126,9 +134,11 @@ class AWSSpotWatcher(MetadataWatcher):
 
     def _headers(self) -> dict[str, str]:
         if self._token is None or time.monotonic() > self._token_expires:
-            r = self.session.put(self.base_url + "/latest/api/token", timeout=TIMEOUT_S,
-                                 headers={"X-aws-ec2-metadata-token-ttl-seconds":
-                                          str(self.token_ttl_s)})
+            r = self.session.put(
+                self.base_url + "/latest/api/token",
+                timeout=TIMEOUT_S,
+                headers={"X-aws-ec2-metadata-token-ttl-seconds": str(self.token_ttl_s)},
+            )
             r.raise_for_status()
             self._token = r.text.strip()
             self._token_expires = time.monotonic() + self.token_ttl_s - 60
@@ -143,8 +153,14 @@ class AWSSpotWatcher(MetadataWatcher):
         elif r.status_code == 200:
             doc = json.loads(r.text)
             action = str(doc["action"])
-            out.append(Notice(f"aws-spot-{action}", time.time(), _iso_to_epoch(doc["time"]),
-                              detail=f"spot instance-action {action} at {doc['time']}"))
+            out.append(
+                Notice(
+                    f"aws-spot-{action}",
+                    time.time(),
+                    _iso_to_epoch(doc["time"]),
+                    detail=f"spot instance-action {action} at {doc['time']}",
+                )
+            )
         elif r.status_code != 404:
             r.raise_for_status()
         if not self._rebalance_seen:
@@ -152,8 +168,15 @@ class AWSSpotWatcher(MetadataWatcher):
             if r.status_code == 200:
                 doc = json.loads(r.text)
                 self._rebalance_seen = True
-                out.append(Notice("aws-rebalance", time.time(), None, advisory=True,
-                                  detail=f"rebalance recommendation at {doc.get('noticeTime')}"))
+                out.append(
+                    Notice(
+                        "aws-rebalance",
+                        time.time(),
+                        None,
+                        advisory=True,
+                        detail=f"rebalance recommendation at {doc.get('noticeTime')}",
+                    )
+                )
         return out
 
 
@@ -172,8 +195,14 @@ class GCPPreemptionWatcher(MetadataWatcher):
         if r.text.strip().upper() != "TRUE":
             return []
         now = time.time()
-        return [Notice("gcp-preempted", now, now + GCP_NOTICE_S,
-                       detail=f"instance/preempted TRUE (stop in at most {GCP_NOTICE_S:g}s)")]
+        return [
+            Notice(
+                "gcp-preempted",
+                now,
+                now + GCP_NOTICE_S,
+                detail=f"instance/preempted TRUE (stop in at most {GCP_NOTICE_S:g}s)",
+            )
+        ]
 
 
 class AzureScheduledEventsWatcher(MetadataWatcher):
@@ -192,8 +221,10 @@ class AzureScheduledEventsWatcher(MetadataWatcher):
     def _vm(self) -> str | None:
         if not self._vm_name_tried:
             self._vm_name_tried = True
-            r = self._get("/metadata/instance/compute/name?api-version=2021-02-01&format=text",
-                          {"Metadata": "true"})
+            r = self._get(
+                "/metadata/instance/compute/name?api-version=2021-02-01&format=text",
+                {"Metadata": "true"},
+            )
             if r.status_code == 200 and r.text.strip():
                 self._vm_name = r.text.strip()
         return self._vm_name
@@ -212,14 +243,25 @@ class AzureScheduledEventsWatcher(MetadataWatcher):
                 continue
             now = time.time()
             not_before = ev.get("NotBefore") or ""
-            deadline = (email.utils.parsedate_to_datetime(not_before).timestamp()
-                        if not_before else now + AZURE_NOTICE_S)
-            return [Notice("azure-preempt", now, deadline,
-                           detail=f"scheduled event {ev.get('EventId')} Preempt, "
-                                  f"NotBefore {not_before or 'unset'}")]
+            deadline = (
+                email.utils.parsedate_to_datetime(not_before).timestamp()
+                if not_before
+                else now + AZURE_NOTICE_S
+            )
+            return [
+                Notice(
+                    "azure-preempt",
+                    now,
+                    deadline,
+                    detail=f"scheduled event {ev.get('EventId')} Preempt, "
+                    f"NotBefore {not_before or 'unset'}",
+                )
+            ]
         return []
 
 
 WATCHERS: dict[str, type[MetadataWatcher]] = {
-    "aws": AWSSpotWatcher, "gcp": GCPPreemptionWatcher, "azure": AzureScheduledEventsWatcher,
+    "aws": AWSSpotWatcher,
+    "gcp": GCPPreemptionWatcher,
+    "azure": AzureScheduledEventsWatcher,
 }

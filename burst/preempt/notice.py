@@ -29,8 +29,9 @@ class Notice:
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["notice_s"] = None if self.deadline is None else round(
-            self.deadline - self.received_at, 3)
+        d["notice_s"] = (
+            None if self.deadline is None else round(self.deadline - self.received_at, 3)
+        )
         return d
 
 
@@ -49,8 +50,11 @@ class NoticeBoard:
             if notice.advisory:
                 self._advisories.append(notice)
                 return
-            if (self._stop is None or self._stop.deadline is None or (
-                    notice.deadline is not None and notice.deadline < self._stop.deadline)):
+            if (
+                self._stop is None
+                or self._stop.deadline is None
+                or (notice.deadline is not None and notice.deadline < self._stop.deadline)
+            ):
                 self._stop = notice
         self.stopping.set()
 
@@ -60,8 +64,10 @@ class NoticeBoard:
         CPython runs handlers in the main thread between bytecodes; an assignment is atomic.
         """
         if self._stop is None or (
-                notice.deadline is not None and self._stop.deadline is not None
-                and notice.deadline < self._stop.deadline):
+            notice.deadline is not None
+            and self._stop.deadline is not None
+            and notice.deadline < self._stop.deadline
+        ):
             self._stop = notice
         self.stopping.set()
 

@@ -43,8 +43,14 @@ def install_signal_watcher(board: NoticeBoard, grace_s: float | None = None) -> 
 
     def handler(signum: int, _frame: FrameType | None) -> None:
         now = time.time()
-        board.post_from_signal(Notice(names.get(signum, f"signal-{signum}"), now, now + grace,
-                                      detail=f"grace {grace:g}s ({GRACE_ENV})"))
+        board.post_from_signal(
+            Notice(
+                names.get(signum, f"signal-{signum}"),
+                now,
+                now + grace,
+                detail=f"grace {grace:g}s ({GRACE_ENV})",
+            )
+        )
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
     log.debug("signal watcher on SIGTERM/SIGINT, grace %.1fs", grace)

@@ -30,8 +30,9 @@ def watcher_names(raw: str | None = None) -> list[str]:
         return []
     for n in names:
         if n not in WATCHERS:
-            raise BadInputError(f"{WATCHERS_ENV}: unknown watcher {n!r} "
-                                f"(known: {', '.join(WATCHERS)}, none)")
+            raise BadInputError(
+                f"{WATCHERS_ENV}: unknown watcher {n!r} (known: {', '.join(WATCHERS)}, none)"
+            )
     return list(dict.fromkeys(names))
 
 

@@ -1,112 +1,152 @@
-"""The checkpoint store the training loop talks to, and what each save cost.
+"""The training loop's checkpoints, through the checkpoint engine (burst.checkpoint).
 
-``CheckpointBackend`` is the small surface the loop needs: save a state (full or weights-only)
-and say how long training was blocked and how long the write took, find the latest committed
-checkpoint of a tier, load one, count them, and wait for a save still under way.
+``RunCheckpoints`` wraps a ``CheckpointManager`` on the run's store (``storage.checkpoint_uri``
++ ``/<run-id>``, file:// or s3://) and keeps what the loop needs to plan: for each commit, how
+long training was blocked (the copy into the host buffer) and how long the background upload
+took. Saves are asynchronous: ``completed()`` returns the commits learned since the last call;
+``commit(timeout)`` waits for the save in flight.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse, urlunparse
 
 import torch
 
-from burst.errors import BadInputError
+from burst.checkpoint import CheckpointManager, CheckpointRef
+from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
-from burst.train.localckpt import LocalCheckpoints
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class SaveResult:
     step: int
     tier: str
-    bytes: int
+    bytes: int  # size of the checkpoint
+    uploaded_bytes: int  # what the upload sent (chunks the store did not hold yet)
     blocking_s: float  # training stopped this long
-    upload_s: float  # the write after that (background in an asynchronous store)
-    committed_at: float  # time.time() when the manifest was committed
+    upload_s: float  # background time from the request to the commit
+    committed_at: float  # time.time() when the commit was seen
 
 
-@dataclass(frozen=True)
-class CheckpointRef:
-    step: int
-    tier: str
+def run_store_url(job: BurstJob, run_id: str) -> str:
+    """The run's checkpoint store: ``storage.checkpoint_uri`` with ``/<run-id>`` appended.
+
+    A relative file:// path is taken from the current directory (where ``burst run`` runs).
+    """
+    uri = job.storage.checkpoint_uri
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        raw = (
+            (parsed.netloc + parsed.path)
+            if parsed.netloc not in ("", "localhost")
+            else (parsed.path)
+        )
+        return f"file://{(Path(raw).resolve() / run_id)}"
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise BadInputError(f"storage.checkpoint_uri {uri!r}: names no bucket")
+        path = "/".join(p for p in (parsed.path.strip("/"), run_id) if p)
+        return urlunparse(parsed._replace(path="/" + path))
+    raise BadInputError(f"storage.checkpoint_uri {uri!r}: must be file:// or s3://")
 
 
-class CheckpointBackend(ABC):
-    location: str
+class RunCheckpoints:
+    def __init__(self, job: BurstJob, run_id: str) -> None:
+        policy = job.training.checkpoint
+        self.location = run_store_url(job, run_id)
+        options: dict[str, Any] = {}
+        if job.storage.kms_key_id and self.location.startswith("s3://"):
+            options.update(sse="aws:kms", kms_key_id=job.storage.kms_key_id)
+        from burst.storage import open_store
 
-    @abstractmethod
-    def save(self, step: int, state: dict[str, Any], tier: str) -> SaveResult:
-        """Save and commit ``state`` as checkpoint ``step`` of ``tier`` (full | weights)."""
+        self.mgr = CheckpointManager(
+            open_store(self.location, **options),
+            keep_full=policy.keep_full,
+            keep_weights=policy.keep_weights,
+        )
+        self._seen: tuple[int, str] | None = None
+        self._queue: list[SaveResult] = []
+        self.failures: list[str] = []
 
-    @abstractmethod
+    def save(self, step: int, state: dict[str, Any], tier: str) -> float:
+        """Hand ``state`` to the background writer; returns the seconds training was blocked.
+
+        A save still in flight is waited for first (one at a time); if it failed, the failure
+        is logged and counted, and the checkpoint before it stands.
+        """
+        t0 = time.perf_counter()
+        if self.mgr.busy():
+            try:
+                self.mgr.wait()
+            except CheckpointError as exc:
+                self.failures.append(exc.one_line())
+                log.warning("a background checkpoint failed: %s", exc.one_line())
+        self._queue.extend(self._newest())
+        self.mgr.save(step, state, tier)
+        return time.perf_counter() - t0
+
+    def busy(self) -> bool:
+        return self.mgr.busy()
+
+    def _newest(self) -> list[SaveResult]:
+        last = self.mgr.status().last_committed
+        if last is None or (last.step, last.tier) == self._seen:
+            return []
+        self._seen = (last.step, last.tier)
+        return [
+            SaveResult(
+                last.step,
+                last.tier,
+                last.total_bytes,
+                last.uploaded_bytes,
+                last.stall_seconds,
+                last.seconds,
+                time.time(),
+            )
+        ]
+
+    def completed(self) -> list[SaveResult]:
+        """Commits not reported yet, oldest first."""
+        out, self._queue = [*self._queue, *self._newest()], []
+        return out
+
+    def commit(self, timeout: float | None = None) -> None:
+        """Wait for the save in flight to commit; CheckpointError if it fails or times out."""
+        self.mgr.wait(timeout)
+
     def latest(self, tier: str | None = None) -> CheckpointRef | None:
-        """The latest committed checkpoint (of ``tier``, if given)."""
+        return self.mgr.latest(tier)
 
-    @abstractmethod
-    def load(self, ref: CheckpointRef) -> dict[str, Any]:
-        """The state saved in ``ref``; CheckpointError if it is corrupt."""
-
-    @abstractmethod
     def refs(self) -> list[CheckpointRef]:
-        """The committed checkpoints of the run, oldest first."""
+        return self.mgr.checkpoints()
 
     def committed(self) -> int:
-        """How many committed checkpoints the run has in the store."""
         return len(self.refs())
 
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Release resources (background workers)."""
-
-
-class LocalDirBackend(CheckpointBackend):
-    """Whole-state files in a local directory (burst.train.localckpt), synchronous."""
-
-    def __init__(self, root: Path) -> None:
-        self.store = LocalCheckpoints(root)
-        self.location = f"file://{self.store.root}"
-
-    def save(self, step: int, state: dict[str, Any], tier: str) -> SaveResult:
-        started = time.monotonic()
-        m = self.store.save(step, state, tier)
-        total = time.monotonic() - started
-        blocking = float(m["blocking_s"])
-        return SaveResult(
-            step,
-            tier,
-            int(m["bytes"]),
-            blocking,
-            max(total - blocking, 0.0),
-            float(m["committed_at"]),
-        )
-
-    def latest(self, tier: str | None = None) -> CheckpointRef | None:
-        m = self.store.latest(tier)
-        return None if m is None else CheckpointRef(int(m["step"]), str(m["tier"]))
+    def restore_full(self) -> tuple[int, dict[str, Any]] | None:
+        """The newest full checkpoint that restores (older ones if it is corrupt)."""
+        if self.latest("full") is None:
+            return None
+        restored = self.mgr.restore(tier="full", fallback=True)
+        return restored.step, restored.state
 
     def load(self, ref: CheckpointRef) -> dict[str, Any]:
-        for m in self.store.committed():
-            if m["step"] == ref.step and m["tier"] == ref.tier:
-                return self.store.load(m)
-        from burst.errors import CheckpointError
+        state: dict[str, Any] = self.mgr.restore(ref.step, tier=ref.tier).state
+        return state
 
-        raise CheckpointError(
-            f"no committed checkpoint {ref.tier} at step {ref.step}", where=self.location
-        )
-
-    def refs(self) -> list[CheckpointRef]:
-        return [CheckpointRef(int(m["step"]), str(m["tier"])) for m in self.store.committed()]
-
-
-def open_backend(job: BurstJob, run_id: str) -> CheckpointBackend:
-    uri = job.storage.checkpoint_uri
-    if not uri.startswith("file://"):
-        raise BadInputError(f"storage.checkpoint_uri {uri!r}: the local train step needs file://")
-    return LocalDirBackend(Path(uri.removeprefix("file://")).resolve() / run_id)
+    def close(self, timeout: float | None = None) -> None:
+        try:
+            self.mgr.close(timeout)
+        except CheckpointError as exc:
+            log.warning("closing the checkpoint store: %s", exc.one_line())
 
 
 def state_nbytes(state: Any) -> int:

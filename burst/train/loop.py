@@ -1,11 +1,12 @@
 """The resilient training loop.
 
 Deterministic (seeded RNGs, deterministic algorithms, batches a pure function of the step),
-checkpointing on a schedule (``burst.train.schedule``), resuming from the latest FULL
-checkpoint with model, optimizer, scheduler, RNG states and data position. At every step
-boundary it reads the preemption notice board (``burst.preempt``): on a stop notice it saves
-what fits in the time left and raises ``Preempted`` (exit 75, requeue); an advisory notice
-(rebalance) makes it checkpoint now and carry on.
+checkpointing on a schedule (``burst.train.schedule``) through the checkpoint engine
+(asynchronous: training is blocked only while the state is copied to a host buffer), resuming
+from the latest FULL checkpoint with model, optimizer, scheduler, RNG states and data
+position. At every step boundary it reads the preemption notice board (``burst.preempt``): on
+a stop notice it saves what fits in the time left and raises ``Preempted`` (exit 75, requeue);
+an advisory notice (rebalance) makes it checkpoint now and carry on.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from burst.errors import Preempted
+from burst.errors import CheckpointError, Preempted
 from burst.preempt.demo import DemoPreemptions
-from burst.preempt.emergency import SaveCosts, choose_emergency_save
+from burst.preempt.emergency import RESERVE_S, SaveCosts, choose_emergency_save
 from burst.preempt.notice import Notice
 from burst.preempt.watch import Watchers, start_watchers
 from burst.runs import utcnow_iso
 from burst.spec import BurstJob
 from burst.train.attempts import FILE_NAME, AttemptLog
-from burst.train.checkpoints import CheckpointBackend, SaveResult, open_backend, state_nbytes
+from burst.train.checkpoints import RunCheckpoints, SaveResult, state_nbytes
 from burst.train.schedule import CheckpointSchedule
 from burst.train.setup import TrainSetup, load_entrypoint
 from burst.train.weights import weights_sha256
@@ -64,27 +65,37 @@ def apply_state(setup: TrainSetup, state: dict[str, Any]) -> int:
     setup.optimizer.load_state_dict(state["optimizer"])
     if setup.scheduler is not None and state.get("scheduler") is not None:
         setup.scheduler.load_state_dict(state["scheduler"])
-    torch.set_rng_state(state["rng"]["torch"])
-    np.random.set_state(state["rng"]["numpy"])
-    random.setstate(state["rng"]["python"])
+    rng = state["rng"]
+    torch.set_rng_state(rng["torch"])
+    np.random.set_state(tuple(rng["numpy"]))  # type: ignore[arg-type]
+    random.setstate(_as_tuples(rng["python"]))
     return int(state["data_position"])
+
+
+def _as_tuples(obj: Any) -> Any:
+    return tuple(_as_tuples(o) for o in obj) if isinstance(obj, list | tuple) else obj
 
 
 @dataclass
 class SaveMeter:
-    """Upload throughput and blocking cost per byte, measured on this run's saves."""
+    """Upload throughput and blocking cost per byte, measured on this run's commits."""
 
     bytes_per_s: float | None = None
     blocking_s_per_byte: float = 0.0
+    last_upload_s: float = 0.0
+    commits: int = 0
     saves: list[SaveResult] = field(default_factory=list)
 
     def record(self, res: SaveResult) -> None:
-        self.saves.append(res)
-        if res.bytes > 0:
-            rate = res.bytes / max(res.upload_s, 1e-6)
+        self.commits += 1
+        self.last_upload_s = res.upload_s
+        sent = res.uploaded_bytes or res.bytes
+        if sent > 0 and res.upload_s > 0:
+            rate = sent / res.upload_s
             self.bytes_per_s = (
-                rate if self.bytes_per_s is None else 0.7 * self.bytes_per_s + (0.3 * rate)
+                rate if self.bytes_per_s is None else (0.7 * self.bytes_per_s + 0.3 * rate)
             )
+        if res.bytes > 0:
             self.blocking_s_per_byte = res.blocking_s / res.bytes
 
     def as_dict(self) -> dict[str, float]:
@@ -105,7 +116,6 @@ class TrainRun:
         self.attempts = AttemptLog(run_dir / FILE_NAME)
         self.past = self.attempts.read()
         self.demo = DemoPreemptions(run_dir / "preempt-demo.json")
-        self.plan = plan
         last = self.past[-1] if self.past else {}
         self.meter = SaveMeter(
             **{
@@ -128,33 +138,35 @@ class TrainRun:
         # and acted on at the first step boundary.
         watchers = start_watchers()
         try:
-            backend = open_backend(self.job, self.run_id)
+            store = RunCheckpoints(self.job, self.run_id)
         except BaseException:
             watchers.stop()
             raise
         try:
             seed_everything(self.job.training.seed)
             setup = load_entrypoint(self.job)(self.job)
-            return self._train(setup, backend, watchers)
+            return self._train(setup, store, watchers)
         except Preempted:
+            store.close(timeout=RESERVE_S)
             raise
         except BaseException as exc:
             self.record.update(outcome="failed", error=f"{exc.__class__.__name__}: {exc}")
-            self._finish(backend)
+            self._finish(store)
+            store.close(timeout=RESERVE_S)
             raise
         finally:
             watchers.stop()
-            backend.close()
+            store.close()
 
     def _train(
-        self, setup: TrainSetup, backend: CheckpointBackend, watchers: Watchers
+        self, setup: TrainSetup, store: RunCheckpoints, watchers: Watchers
     ) -> dict[str, Any]:
         start = 0
-        resume = backend.latest("full")
-        if resume is not None:
-            start = apply_state(setup, backend.load(resume))
+        restored = store.restore_full()
+        if restored is not None:
+            start = apply_state(setup, restored[1])
             log.info("resumed from the full checkpoint at step %d", start)
-        newest = backend.latest()
+        newest = store.latest()
         if newest is not None and newest.step > start:
             log.info(
                 "a newer %s checkpoint at step %d cannot be resumed exactly (no optimizer "
@@ -166,15 +178,15 @@ class TrainRun:
             )
         self.record.update(resumed_from=start, watchers=watchers.names)
         self.schedule.start_at(start)
-        last_full = start if resume is not None else None
+        last_full = start if restored is not None else None
         total = self.job.training.steps
         policy = self.job.training.checkpoint
-        saves = backend.committed()
+        saves = store.committed()
         loss = float("nan")
         board = watchers.board
         notice = board.stop_notice()
         if notice is not None and start < total:
-            self._preempt(notice, start, setup, backend, last_full)
+            self._preempt(notice, start, setup, store, last_full)
         for step in range(start, total):
             t0 = time.monotonic()
             setup.model.train()
@@ -188,10 +200,11 @@ class TrainRun:
             loss = float(out.detach())
             done = step + 1
             self.schedule.record_step(time.monotonic() - t0)
+            self._learn(store)
             self.demo.maybe_fire(done)
             notice = board.stop_notice()
             if notice is not None and done < total:
-                self._preempt(notice, done, setup, backend, last_full)
+                self._preempt(notice, done, setup, store, last_full)
             advisories = board.take_advisories()
             for a in advisories:
                 log.warning("advisory %s (%s): checkpointing now", a.source, a.detail)
@@ -203,40 +216,48 @@ class TrainRun:
                     if saves % policy.full_every == 0 or done == total or advisories
                     else "weights"
                 )
-                res = self._save(backend, setup, done, tier)
+                self._save(store, setup, done, tier)
                 if tier == "full":
                     last_full = done
-                log.info(
-                    "step %d loss %.5f: %s checkpoint committed (%d bytes)",
-                    done,
-                    loss,
-                    tier,
-                    res.bytes,
-                )
+                log.info("step %d loss %.5f: %s checkpoint handed to the writer", done, loss, tier)
+        store.commit()
+        self._learn(store)
         notice = board.stop_notice()
         if notice is not None:
             self.record["late_notice"] = notice.as_dict()
             log.warning("notice from %s after the last step: the run is complete", notice.source)
         self.record.update(outcome="done", ended_at_step=total)
-        self._finish(backend)
-        doc = self._doc(backend, total)
+        self._finish(store)
+        doc = self._doc(store, total)
         doc.update(final_loss=loss, final_weights_sha256=weights_sha256(setup.model))
         return doc
 
-    def _save(
-        self, backend: CheckpointBackend, setup: TrainSetup, step: int, tier: str
-    ) -> SaveResult:
-        res = backend.save(step, capture_state(setup, step, tier), tier)
-        self.meter.record(res)
-        self.schedule.record_save(step, res.blocking_s, res.upload_s)
-        return res
+    def _save(self, store: RunCheckpoints, setup: TrainSetup, step: int, tier: str) -> float:
+        blocked = store.save(step, capture_state(setup, step, tier), tier)
+        self.schedule.saved_at(step)
+        self._learn(store)
+        return blocked
+
+    def _learn(self, store: RunCheckpoints) -> None:
+        """Take the measured costs of the commits that finished in the background."""
+        for res in store.completed():
+            self.meter.record(res)
+            self.schedule.record_save(res.blocking_s, res.upload_s)
+            log.info(
+                "checkpoint step %d (%s) committed: %d bytes, blocked %.4fs, upload %.4fs",
+                res.step,
+                res.tier,
+                res.bytes,
+                res.blocking_s,
+                res.upload_s,
+            )
 
     def _preempt(
         self,
         notice: Notice,
         step: int,
         setup: TrainSetup,
-        backend: CheckpointBackend,
+        store: RunCheckpoints,
         last_full: int | None,
     ) -> None:
         """Save what fits before the deadline, record the attempt, raise Preempted."""
@@ -251,8 +272,8 @@ class TrainRun:
         if last_full == step:
             emergency = {
                 "tier": "none",
-                "reason": f"the full checkpoint at step {step} is already committed",
                 "seconds_left": left,
+                "reason": f"the full checkpoint at step {step} is already saved",
             }
         else:
             costs = SaveCosts(
@@ -260,19 +281,22 @@ class TrainRun:
                 weights_bytes=state_nbytes(setup.model.state_dict()),
                 bytes_per_s=self.meter.bytes_per_s,
                 blocking_s_per_byte=self.meter.blocking_s_per_byte,
+                pending_s=self.meter.last_upload_s if store.busy() else 0.0,
             )
             choice = choose_emergency_save(left, costs)
             emergency = choice.as_dict()
             if choice.tier != "none":
-                res = self._save(backend, setup, step, choice.tier)
-                emergency.update(
-                    committed_step=step,
-                    bytes=res.bytes,
-                    seconds=round(res.blocking_s + res.upload_s, 6),
-                    committed_at=res.committed_at,
-                    before_deadline=notice.deadline is None or res.committed_at <= notice.deadline,
-                )
-        latest = backend.latest()
+                emergency.update(self._emergency_save(store, setup, step, choice.tier, notice))
+        try:  # a save still in flight commits, or not, before the deadline too
+            store.commit(
+                None
+                if notice.deadline is None
+                else max(0.05, notice.deadline - time.time() - RESERVE_S)
+            )
+        except CheckpointError as exc:
+            emergency.setdefault("error", exc.one_line())
+        self._learn(store)
+        latest = store.latest()
         emergency["last_committed"] = (
             None if latest is None else {"step": latest.step, "tier": latest.tier}
         )
@@ -284,27 +308,51 @@ class TrainRun:
             notice=notice.as_dict(),
             emergency_save=emergency,
         )
-        self._finish(backend)
-        exc = Preempted(
+        self._finish(store)
+        stop = Preempted(
             f"preempted at step {step} by {notice.source}; emergency save: "
             f"{emergency['tier']}; exit 75 to requeue"
         )
-        exc.doc = self._doc(backend, step)  # type: ignore[attr-defined]
-        raise exc
+        stop.doc = self._doc(store, step)  # type: ignore[attr-defined]
+        raise stop
+
+    def _emergency_save(
+        self, store: RunCheckpoints, setup: TrainSetup, step: int, tier: str, notice: Notice
+    ) -> dict[str, Any]:
+        started = time.monotonic()
+        self._save(store, setup, step, tier)
+        budget = (
+            None
+            if notice.deadline is None
+            else max(0.05, notice.deadline - time.time() - RESERVE_S)
+        )
+        try:
+            store.commit(budget)
+        except CheckpointError as exc:
+            return {"committed": False, "error": exc.one_line()}
+        committed_at = time.time()
+        return {
+            "committed": True,
+            "committed_step": step,
+            "seconds": round(time.monotonic() - started, 6),
+            "committed_at": committed_at,
+            "before_deadline": notice.deadline is None or committed_at <= notice.deadline,
+        }
 
     # ------------------------------------------------------------------ records
 
-    def _finish(self, backend: CheckpointBackend) -> None:
+    def _finish(self, store: RunCheckpoints) -> None:
         self.record.update(
             finished_at=utcnow_iso(),
-            checkpoints=backend.committed(),
+            commits=self.meter.commits,
+            save_failures=store.failures,
             measured=self.schedule.measured(),
             save_meter=self.meter.as_dict(),
             checkpoint_interval=self.schedule.describe(),
         )
         self.attempts.append(self.record)
 
-    def _doc(self, backend: CheckpointBackend, step: int) -> dict[str, Any]:
+    def _doc(self, store: RunCheckpoints, step: int) -> dict[str, Any]:
         attempts = [*self.past, self.record]
         summary = [
             {
@@ -317,6 +365,7 @@ class TrainRun:
                     "outcome",
                     "notice",
                     "emergency_save",
+                    "commits",
                     "started_at",
                     "finished_at",
                 )
@@ -326,8 +375,9 @@ class TrainRun:
         return {
             "final_step": step,
             "resumed_from": self.record.get("resumed_from"),
-            "checkpoints": backend.committed(),
-            "checkpoint_store": backend.location,
+            "checkpoints": sum(int(a.get("commits") or 0) for a in attempts),
+            "checkpoints_retained": store.committed(),
+            "checkpoint_store": store.location,
             "checkpoint_interval": self.schedule.describe(),
             "preemptions": sum(1 for a in attempts if a.get("preempted")),
             "attempts": summary,
@@ -339,12 +389,3 @@ def train(
     job: BurstJob, run_id: str, run_dir: Path, plan: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     return TrainRun(job, run_id, run_dir, plan).run()
-
-
-def store_dir(job: BurstJob, run_id: str) -> Path:
-    """The local checkpoint directory of a run (file:// stores)."""
-    from burst.train.checkpoints import LocalDirBackend
-
-    backend = open_backend(job, run_id)
-    assert isinstance(backend, LocalDirBackend)
-    return backend.store.root

@@ -119,10 +119,14 @@ class CheckpointSchedule:
         if first:
             self._recompute()
 
-    def record_save(self, step: int, blocking_s: float, upload_s: float) -> None:
+    def saved_at(self, step: int) -> None:
+        """A checkpoint of ``step`` was handed to the writer: the next one is due from here."""
+        self.last_save_step = step
+
+    def record_save(self, blocking_s: float, upload_s: float) -> None:
+        """The measured costs of a commit."""
         self.blocking_s = _ewma(self.blocking_s, blocking_s)
         self.upload_s = _ewma(self.upload_s, upload_s)
-        self.last_save_step = step
         self._recompute()
 
     def _recompute(self) -> None:

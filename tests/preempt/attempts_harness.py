@@ -24,9 +24,10 @@ import torch
 import burst.train.example
 import burst.train.loop
 import steps.train
+from burst.checkpoint import CheckpointRef
 from burst.spec import load_spec
 from burst.stepio import main as step_main
-from burst.train.checkpoints import CheckpointRef, open_backend
+from burst.train.checkpoints import RunCheckpoints
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
@@ -36,14 +37,20 @@ with contextlib.suppress(ImportError):  # the catalog (the interval's MTBF), whe
     import burst.plan.catalog  # noqa: F401
 
 
-def write_spec(tmp: Path, steps: int = 30, interval: int | str = 5, full_every: int = 2,
-               name: str = "spec.yaml") -> Path:
+def write_spec(
+    tmp: Path,
+    steps: int = 30,
+    interval: int | str = 5,
+    full_every: int = 2,
+    name: str = "spec.yaml",
+) -> Path:
     text = QUICKSTART.read_text()
-    for old, new in (("checkpoint_uri: file://runs/checkpoints",
-                      f"checkpoint_uri: file://{tmp}/store"),
-                     ("  steps: 30\n", f"  steps: {steps}\n"),
-                     ("interval_steps: 5", f"interval_steps: {interval}"),
-                     ("full_every: 2", f"full_every: {full_every}")):
+    for old, new in (
+        ("checkpoint_uri: file://runs/checkpoints", f"checkpoint_uri: file://{tmp}/store"),
+        ("  steps: 30\n", f"  steps: {steps}\n"),
+        ("interval_steps: 5", f"interval_steps: {interval}"),
+        ("full_every: 2", f"full_every: {full_every}"),
+    ):
         assert old in text, old
         text = text.replace(old, new)
     p = tmp / name
@@ -80,8 +87,9 @@ class Attempt:
                 return False
             if "State:\tZ" in status:
                 return False
-            caught = int(next(ln for ln in status.splitlines()
-                              if ln.startswith("SigCgt:")).split()[1], 16)
+            caught = int(
+                next(ln for ln in status.splitlines() if ln.startswith("SigCgt:")).split()[1], 16
+            )
             if caught & (1 << (signal.SIGTERM - 1)):
                 return True
             time.sleep(0.005)
@@ -91,11 +99,23 @@ class Attempt:
         return json.loads(self.out.read_text())  # type: ignore[no-any-return]
 
 
-def start_attempt(spec: Path, run_id: str, runs_root: Path, env: dict[str, str] | None = None,
-                  ) -> Attempt:
+def start_attempt(
+    spec: Path,
+    run_id: str,
+    runs_root: Path,
+    env: dict[str, str] | None = None,
+) -> Attempt:
     out = runs_root / f"{run_id}-out-{time.monotonic_ns()}.json"
-    argv = ["--spec", str(spec), "--run-id", run_id, "--runs-root", str(runs_root),
-            "--out", str(out)]
+    argv = [
+        "--spec",
+        str(spec),
+        "--run-id",
+        run_id,
+        "--runs-root",
+        str(runs_root),
+        "--out",
+        str(out),
+    ]
     sys.stdout.flush()
     sys.stderr.flush()
     pid = os.fork()
@@ -112,8 +132,9 @@ def start_attempt(spec: Path, run_id: str, runs_root: Path, env: dict[str, str] 
     return Attempt(pid, out)
 
 
-def run_attempt(spec: Path, run_id: str, runs_root: Path,
-                env: dict[str, str] | None = None) -> Attempt:
+def run_attempt(
+    spec: Path, run_id: str, runs_root: Path, env: dict[str, str] | None = None
+) -> Attempt:
     a = start_attempt(spec, run_id, runs_root, env)
     a.wait()
     return a
@@ -121,9 +142,17 @@ def run_attempt(spec: Path, run_id: str, runs_root: Path,
 
 def committed(spec: Path, run_id: str) -> list[CheckpointRef]:
     """The committed checkpoints of a run, read through the train loop's own store."""
-    return open_backend(load_spec(spec), run_id).refs()
+    store = RunCheckpoints(load_spec(spec), run_id)
+    try:
+        return store.refs()
+    finally:
+        store.close()
 
 
 def load_checkpoint(spec: Path, run_id: str, ref: CheckpointRef) -> dict[str, Any]:
-    """Load (and so verify) one committed checkpoint."""
-    return open_backend(load_spec(spec), run_id).load(ref)
+    """Restore (and so verify every chunk of) one committed checkpoint."""
+    store = RunCheckpoints(load_spec(spec), run_id)
+    try:
+        return store.load(ref)
+    finally:
+        store.close()

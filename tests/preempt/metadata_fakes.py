@@ -34,10 +34,12 @@ class FakeIMDS:
     def __post_init__(self) -> None:
         s = self.server
         s.expect_request("/latest/api/token", method="PUT").respond_with_handler(self._token)
-        s.expect_request("/latest/meta-data/spot/instance-action",
-                         method="GET").respond_with_handler(self._action)
-        s.expect_request("/latest/meta-data/events/recommendations/rebalance",
-                         method="GET").respond_with_handler(self._rebalance)
+        s.expect_request(
+            "/latest/meta-data/spot/instance-action", method="GET"
+        ).respond_with_handler(self._action)
+        s.expect_request(
+            "/latest/meta-data/events/recommendations/rebalance", method="GET"
+        ).respond_with_handler(self._rebalance)
 
     @property
     def url(self) -> str:
@@ -82,8 +84,9 @@ class FakeGCP:
     preempted: bool = False
 
     def __post_init__(self) -> None:
-        self.server.expect_request("/computeMetadata/v1/instance/preempted",
-                                   method="GET").respond_with_handler(self._preempted)
+        self.server.expect_request(
+            "/computeMetadata/v1/instance/preempted", method="GET"
+        ).respond_with_handler(self._preempted)
 
     @property
     def url(self) -> str:
@@ -92,8 +95,11 @@ class FakeGCP:
     def _preempted(self, req: Request) -> Response:
         if req.headers.get("Metadata-Flavor") != "Google":
             return Response("Missing Metadata-Flavor:Google header.", status=403)
-        return Response("TRUE" if self.preempted else "FALSE",
-                        headers={"Metadata-Flavor": "Google"}, content_type="application/text")
+        return Response(
+            "TRUE" if self.preempted else "FALSE",
+            headers={"Metadata-Flavor": "Google"},
+            content_type="application/text",
+        )
 
 
 @dataclass
@@ -105,9 +111,11 @@ class FakeAzure:
     def __post_init__(self) -> None:
         s = self.server
         s.expect_request("/metadata/scheduledevents", method="GET").respond_with_handler(
-            self._events)
+            self._events
+        )
         s.expect_request("/metadata/instance/compute/name", method="GET").respond_with_handler(
-            self._name)
+            self._name
+        )
 
     @property
     def url(self) -> str:
@@ -121,15 +129,23 @@ class FakeAzure:
     def _events(self, req: Request) -> Response:
         if req.headers.get("Metadata") != "true" or not req.args.get("api-version"):
             return Response("", status=400)
-        return Response(json.dumps({"DocumentIncarnation": len(self.events),
-                                    "Events": self.events}), content_type="application/json")
+        return Response(
+            json.dumps({"DocumentIncarnation": len(self.events), "Events": self.events}),
+            content_type="application/json",
+        )
 
     def preempt(self, in_seconds: float, resources: list[str] | None = None) -> None:
         when = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=in_seconds)
-        self.events.append({
-            "EventId": secrets.token_hex(4), "EventType": "Preempt",
-            "ResourceType": "VirtualMachine",
-            "Resources": [self.vm_name] if resources is None else resources,
-            "EventStatus": "Scheduled", "NotBefore": email.utils.format_datetime(when, True),
-            "Description": "Spot eviction", "EventSource": "Platform", "DurationInSeconds": -1,
-        })
+        self.events.append(
+            {
+                "EventId": secrets.token_hex(4),
+                "EventType": "Preempt",
+                "ResourceType": "VirtualMachine",
+                "Resources": [self.vm_name] if resources is None else resources,
+                "EventStatus": "Scheduled",
+                "NotBefore": email.utils.format_datetime(when, True),
+                "Description": "Spot eviction",
+                "EventSource": "Platform",
+                "DurationInSeconds": -1,
+            }
+        )

@@ -27,8 +27,9 @@ from burst.errors import EXIT_PREEMPTED
 pytestmark = pytest.mark.slow
 
 
-def _until_done(spec: Path, run_id: str, root: Path, env: dict[str, str],
-                max_attempts: int = 8) -> tuple[list[int], dict]:  # type: ignore[type-arg]
+def _until_done(
+    spec: Path, run_id: str, root: Path, env: dict[str, str], max_attempts: int = 8
+) -> tuple[list[int], dict]:  # type: ignore[type-arg]
     codes: list[int] = []
     while len(codes) < max_attempts:
         a = run_attempt(spec, run_id, root, env)
@@ -53,7 +54,8 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
 
 
 def test_sigterm_at_random_steps_always_resumes_exactly(
-        tmp_path: Path, baseline: dict[int, str]) -> None:
+    tmp_path: Path, baseline: dict[int, str]
+) -> None:
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     for trial in range(6):
@@ -74,7 +76,8 @@ def test_sigterm_at_random_steps_always_resumes_exactly(
 
 
 def test_sigterm_from_another_process_at_random_moments_resumes_exactly(
-        tmp_path: Path, baseline: dict[int, str]) -> None:
+    tmp_path: Path, baseline: dict[int, str]
+) -> None:
     """The signal lands anywhere: mid-step, mid-checkpoint, even before the handler exists
     (then it kills, like a node loss, and the rerun resumes from the last commit)."""
     seed = random.randrange(1 << 30)
@@ -108,7 +111,8 @@ def test_sigterm_from_another_process_at_random_moments_resumes_exactly(
 
 
 def test_no_time_for_any_save_exits_75_and_keeps_the_last_checkpoint(
-        tmp_path: Path, baseline: dict[int, str]) -> None:
+    tmp_path: Path, baseline: dict[int, str]
+) -> None:
     spec = write_spec(tmp_path, steps=30)
     root = tmp_path / "runs"
     env = {"BURST_PREEMPT_AT_STEPS": "12", "BURST_SIGTERM_GRACE_S": "0"}
@@ -130,13 +134,17 @@ def test_no_time_for_any_save_exits_75_and_keeps_the_last_checkpoint(
 
 @pytest.mark.parametrize(("announce_in", "tier"), [(6.0, "full"), (-5.0, "none")])
 def test_imds_stop_notice_leads_to_the_save_that_fits_then_exit_75(
-        tmp_path: Path, httpserver: HTTPServer, announce_in: float, tier: str) -> None:
+    tmp_path: Path, httpserver: HTTPServer, announce_in: float, tier: str
+) -> None:
     """AWS announces a stop 120 s ahead; scaled down 20x here to 6 s. A stop announced for a
     time already past leaves no time for any save."""
     imds = FakeIMDS(httpserver)
     spec = write_spec(tmp_path, steps=5000, interval=50)
-    env = {"BURST_PREEMPT_WATCHERS": "aws", "BURST_AWS_IMDS_URL": imds.url,
-           "BURST_PREEMPT_POLL_S": "0.1"}
+    env = {
+        "BURST_PREEMPT_WATCHERS": "aws",
+        "BURST_AWS_IMDS_URL": imds.url,
+        "BURST_PREEMPT_POLL_S": "0.1",
+    }
     a = start_attempt(spec, "imds", tmp_path / "runs", env)
     end = time.monotonic() + 120
     while not committed(spec, "imds") and time.monotonic() < end:
