@@ -1,8 +1,8 @@
 """Legal preflight: facts and Rego rules in ``policies/``, one decision per candidate.
 
-    from burst.policy import evaluate, load_policies, require_allow
-    record = evaluate(job, load_policies("policies"))      # the decision record (a dict)
-    require_allow(record, job, "policies", "ap-southeast-1", "aws")   # provision's gate
+from burst.policy import evaluate, load_policies, require_allow
+record = evaluate(job, load_policies("policies"))      # the decision record (a dict)
+require_allow(record, job, "policies", "ap-southeast-1", "aws")   # provision's gate
 """
 
 from burst.policy.loader import PolicyFileError, PolicySet, default_policy_dir, load_policies

@@ -40,8 +40,11 @@ def _walk(node: Any, parts: list[str], path: str) -> list[tuple[str, dict[str, A
         if isinstance(node, dict) and "confidence" in node:
             return [(path, node)]
         if isinstance(node, list):
-            return [(f"{path}.{item.get('id', i)}", item) for i, item in enumerate(node)
-                    if isinstance(item, dict) and "confidence" in item]
+            return [
+                (f"{path}.{item.get('id', i)}", item)
+                for i, item in enumerate(node)
+                if isinstance(item, dict) and "confidence" in item
+            ]
         return []
     head, rest = parts[0], parts[1:]
     if not isinstance(node, dict):
@@ -59,8 +62,10 @@ def facts_for(ps: PolicySet, patterns: str) -> list[str]:
     for pattern in (p.strip() for p in patterns.split(",") if p.strip()):
         for path, fact in _walk(facts, pattern.split("."), ""):
             src = fact.get("source") or ["(no source in the fact sheet)"]
-            lines.append(f"  {path}: confidence {fact['confidence']}, "
-                         f"last verified {fact['last_verified']}, source {src[0]}")
+            lines.append(
+                f"  {path}: confidence {fact['confidence']}, "
+                f"last verified {fact['last_verified']}, source {src[0]}"
+            )
     return lines
 
 

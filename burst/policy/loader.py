@@ -97,7 +97,8 @@ class PolicySet:
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
-    return model.model_dump(mode="json")
+    # unset facts are left out, so a rule tests them with `not x` (a null would be true)
+    return model.model_dump(mode="json", exclude_none=True)
 
 
 def default_policy_dir() -> Path:
@@ -326,9 +327,11 @@ def load_policies(root: str | Path | None = None) -> PolicySet:
                 exception_files[e.id] = f
 
     rules_dir = root / RULES_DIR
-    modules = [
-        RegoModule(p, p.read_text(encoding="utf-8")) for p in sorted(rules_dir.glob("*.rego"))
-    ] if rules_dir.is_dir() else []
+    modules = (
+        [RegoModule(p, p.read_text(encoding="utf-8")) for p in sorted(rules_dir.glob("*.rego"))]
+        if rules_dir.is_dir()
+        else []
+    )
     if not any(not m.is_test for m in modules):
         raise PolicyFileError("no Rego rules (*.rego) found", where=_display(rules_dir))
 

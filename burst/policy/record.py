@@ -82,7 +82,8 @@ def evaluate(
         "verdict": best,
         "allowed": [
             {"region": d["region"], "provider": d["provider"]}
-            for d in decisions if d["verdict"] == "allow"
+            for d in decisions
+            if d["verdict"] == "allow"
         ],
         "counts": counts,
         "decisions": decisions,
@@ -148,7 +149,8 @@ def require_allow(
             f"but {root} is now {current[:12]}: run preflight again"
         )
     match = [
-        d for d in record["decisions"]
+        d
+        for d in record["decisions"]
         if isinstance(d, dict) and d.get("region") == region and d.get("provider") == provider
     ]
     if not match:

@@ -62,6 +62,10 @@ abroad if {
 	dest_country != spec.organization.headquarters
 }
 
+# NOTE rego-cpp 1.x: sprintf("%s", [x]) prints a string computed by a builtin (concat,
+# sprintf, substring, ...) with its quotes and breaks the JSON result. Format only input and
+# data values with sprintf; join computed strings with concat("", [...]).
+
 # -- facts: source, confidence, age -----------------------------------------------------------
 source_of(fact) := fact.source[0] if {
 	count(fact.source) > 0

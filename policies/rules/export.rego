@@ -16,7 +16,7 @@ controlled_accelerator if accelerator_class in export.headquarters_rule.controll
 # facts: export.accelerator_classes.*
 reasons contains reason(
 	"EXP-ACCEL-UNKNOWN", "review",
-	sprintf("GPU type %q has no export class on record: cannot tell whether 3A090 rules apply", [spec.compute.gpu_type]),
+	sprintf("GPU type '%s' has no export class on record: cannot tell whether 3A090 rules apply", [spec.compute.gpu_type]),
 	{"source": [fact_sheet]}, "export.accelerator_classes",
 ) if {
 	not accelerator_class
@@ -126,7 +126,7 @@ reasons contains reason(
 # facts: export.controlled_models
 reasons contains reason(
 	"EXP-MODEL-CONTROLLED", "review",
-	sprintf("model classified %q would be trained in %s, outside %s: export review needed", [
+	sprintf("model classified '%s' would be trained in %s, outside %s: export review needed", [
 		spec.model.export_sensitivity, dest_country, spec.organization.headquarters,
 	]),
 	export.controlled_models, "export.controlled_models",

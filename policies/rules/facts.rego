@@ -21,7 +21,7 @@ used_facts["export.headquarters_rule"] := export.headquarters_rule if controlled
 # facts: regions.*, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, export.accelerator_classes.*, export.headquarters_rule
 reasons contains reason(
 	"FACT-LOW-CONFIDENCE", "review",
-	sprintf("%s is %s confidence (%s): verify it before relying on it", [id, fact.confidence, short(fact.rule)]),
+	concat("", [id, sprintf(" is %s confidence (", [fact.confidence]), short(fact.rule), "): verify it before relying on it"]),
 	fact, id,
 ) if {
 	some id, fact in used_facts
@@ -34,9 +34,9 @@ reasons contains reason(
 # facts: regions.*, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, export.accelerator_classes.*, export.headquarters_rule
 reasons contains reason(
 	"FACT-STALE", "review",
-	sprintf("%s was last verified %s, before %s (settings.max_fact_age_days): re-verify it", [
-		id, fact.last_verified, input.stale_before,
-	]),
+	concat("", [id, sprintf(" was last verified %s, before %s (settings.max_fact_age_days): re-verify it", [
+		fact.last_verified, input.stale_before,
+	])]),
 	fact, id,
 ) if {
 	some id, fact in used_facts

@@ -8,7 +8,7 @@ package burst.preflight
 # facts: regions.*
 reasons contains reason(
 	"PROVIDER-UNKNOWN", "deny",
-	sprintf("provider %q is not in the policy facts (regions.yaml, providers.yaml)", [cand.provider]),
+	sprintf("provider '%s' is not in the policy facts (regions.yaml, providers.yaml)", [cand.provider]),
 	{"source": [fact_sheet]}, "providers",
 ) if {
 	not provider_known
@@ -25,7 +25,7 @@ provider_known if {
 # facts: regions.*
 reasons contains reason(
 	"REGION-UNKNOWN", "deny",
-	sprintf("region %q of %s is not in regions.yaml: its country and law are unknown", [cand.region, cand.provider]),
+	sprintf("region '%s' of %s is not in regions.yaml: its country and law are unknown", [cand.region, cand.provider]),
 	provider_regions, sprintf("regions.%s", [cand.provider]),
 ) if {
 	provider_regions
@@ -37,7 +37,7 @@ reasons contains reason(
 # summary: the data's origin jurisdiction has no entry in policies/jurisdictions.yaml
 reasons contains reason(
 	"ORIGIN-UNKNOWN", effect,
-	sprintf("data origin %q has no entry in jurisdictions.yaml: its transfer rules are unknown", [spec.data.origin]),
+	sprintf("data origin '%s' has no entry in jurisdictions.yaml: its transfer rules are unknown", [spec.data.origin]),
 	{"source": [fact_sheet]}, "jurisdictions",
 ) if {
 	not origin
@@ -54,7 +54,7 @@ origin_unknown_effect := "review" if {
 # summary: the data class has no entry in policies/data_classes.yaml
 reasons contains reason(
 	"CLASS-UNKNOWN", "deny",
-	sprintf("data class %q has no entry in data_classes.yaml", [spec.data.classification]),
+	sprintf("data class '%s' has no entry in data_classes.yaml", [spec.data.classification]),
 	{"source": [fact_sheet]}, "data_classes",
 ) if {
 	not data_class

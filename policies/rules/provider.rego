@@ -9,7 +9,7 @@ provider := facts.providers[cand.provider]
 # facts: providers.*.customer_managed_keys
 reasons contains reason(
 	"PROV-CMK", effect,
-	sprintf("%s data needs customer-managed keys; %s: %s", [spec.data.classification, cand.provider, cmk_state]),
+	concat("", [sprintf("%s data needs customer-managed keys; %s: ", [spec.data.classification, cand.provider]), cmk_state]),
 	provider.customer_managed_keys, sprintf("providers.%s.customer_managed_keys", [cand.provider]),
 ) if {
 	data_class.requires_customer_managed_keys

@@ -8,9 +8,10 @@ package burst.preflight
 # facts: jurisdictions.*.localization
 reasons contains reason(
 	"RES-LOCALIZATION", effect_of(loc, loc.effect),
-	sprintf("%s %s data must stay in %s (%s: %s); %s is in %s", [
-		spec.data.origin, spec.data.classification, stay_in(origin), loc.id,
-		loc.rule, cand.region, dest_country,
+	concat("", [
+		sprintf("%s %s data must stay in ", [spec.data.origin, spec.data.classification]),
+		stay_in(origin),
+		sprintf(" (localization duty %s); %s is in %s", [loc.id, cand.region, dest_country]),
 	]),
 	loc, sprintf("jurisdictions.%s.localization.%s", [spec.data.origin, loc.id]),
 ) if {
@@ -20,7 +21,7 @@ reasons contains reason(
 	localization_applies(loc)
 }
 
-localization_applies(loc) if loc.headquarters_in == null
+localization_applies(loc) if not loc.headquarters_in
 
 localization_applies(loc) if spec.organization.headquarters in loc.headquarters_in
 
@@ -56,8 +57,10 @@ reasons contains reason(
 # facts: jurisdictions.*.outbound
 reasons contains reason(
 	"XFER-NO-SAFEGUARD", "deny",
-	sprintf("%s personal data to %s (%s) needs one of [%s] in data.transfer_safeguards", [
-		spec.data.origin, dest_country, cand.region, concat(", ", origin.outbound.accepted_safeguards),
+	concat("", [
+		sprintf("%s personal data to %s (%s) needs one of [", [spec.data.origin, dest_country, cand.region]),
+		concat(", ", origin.outbound.accepted_safeguards),
+		"] in data.transfer_safeguards",
 	]),
 	origin.outbound, sprintf("jurisdictions.%s.outbound", [spec.data.origin]),
 ) if {
@@ -95,7 +98,7 @@ reasons contains reason(
 	origin.outbound, sprintf("jurisdictions.%s.outbound", [spec.data.origin]),
 ) if {
 	transfer_out
-	origin.outbound.always_review != null
+	origin.outbound.always_review
 }
 
 # rule: INBOUND-UNKNOWN

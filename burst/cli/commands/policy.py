@@ -7,7 +7,10 @@ import click
 from burst.errors import EXIT_FAILURE
 
 POLICIES_OPTION = click.option(
-    "--policies", "policy_dir", type=click.Path(file_okay=False, path_type=str), default=None,
+    "--policies",
+    "policy_dir",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
     help="Policy directory (default: $BURST_POLICIES, else the repository's policies/).",
 )
 
