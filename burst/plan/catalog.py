@@ -86,7 +86,8 @@ OFFER: FactSchema = {
     "availability": (_availability, False, True),
     "spot_node_mtbf_hours": (POSITIVE, True, False),
     "notice_s": (NONNEG, True, False),
-    "max_gpus": (_number(1), True, False),
+    "max_gpus": (_number(1), True, False),  # the region can supply at most this many GPUs
+    "max_gpus_per_zone": (_number(1), True, False),
 }
 LINK: FactSchema = {
     "gb_per_s": (POSITIVE, False, True),

@@ -188,12 +188,17 @@ def recommend_span(gpus_needed: int, supply: dict[str, int | None]) -> SpanAdvic
     across continents loses throughput and money; with 2D parallelism the all-reduce stays
     inside one region (pipeline stages cross the boundary).
     """
-    zone = supply.get("same_az")
-    if zone is None or zone >= gpus_needed:
-        why = "supply unknown: assume one zone" if zone is None else "one zone has enough GPUs"
-        return SpanAdvice("same_az", "data", why)
-    region = supply.get("cross_az")
-    if region is not None and region >= gpus_needed:
+    zone, region = supply.get("same_az"), supply.get("cross_az")
+    if zone is not None and zone >= gpus_needed:
+        return SpanAdvice("same_az", "data", "one zone has enough GPUs")
+    if region is None or region >= gpus_needed:
+        if zone is None:
+            return SpanAdvice(
+                "same_az",
+                "data",
+                "zone supply unknown: one zone; if it falls short, spreading over the region's "
+                "zones costs little throughput (seed 002 finding 1)",
+            )
         return SpanAdvice(
             "cross_az", "data", "zones of one region cost little throughput (seed 002 finding 1)"
         )

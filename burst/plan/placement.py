@@ -119,6 +119,32 @@ def _instance_price(
     )
 
 
+def _known(offer: Offer | None, name: str) -> int | None:
+    fact = offer.fact(name) if offer else None
+    return int(fact.value) if fact is not None and fact.value is not None else None
+
+
+def _supply(cat: Catalog, job: BurstJob, provider: str, region: str) -> dict[str, int | None]:
+    """GPUs one zone, the region, the regions of its area and all the spec's regions can
+    supply (catalog ``max_gpus_per_zone`` / ``max_gpus``; None when any is unknown)."""
+    gpu = job.compute.gpu_type
+    offer = cat.offer(provider, region, gpu)
+
+    def total(regions: list[str]) -> int | None:
+        counts = [_known(cat.offer(provider, r, gpu), "max_gpus") for r in regions]
+        return None if any(n is None for n in counts) else sum(n or 0 for n in counts)
+
+    area = cat.area(provider, region)
+    same_area = [r for r in job.compute.regions if cat.area(provider, r) == area]
+    everywhere = [r for r in job.compute.regions if (provider, r) in cat.regions]
+    return {
+        "same_az": _known(offer, "max_gpus_per_zone"),
+        "cross_az": _known(offer, "max_gpus"),
+        "cross_region": total(same_area),
+        "cross_continent": total(everywhere),
+    }
+
+
 def _floor_price(
     cat: Catalog, offer: Offer | None, gpu_type: str, per_instance: int, nodes: int, floor: int
 ) -> Price | None:
@@ -307,6 +333,19 @@ def plan(
             if not data.feasible:
                 exclude(provider, region, None, data.reason)
                 continue
+            region_gpus = _known(offer, "max_gpus")
+            if region_gpus is not None and region_gpus < job.compute.gpu_count:
+                exclude(
+                    provider,
+                    region,
+                    None,
+                    f"the region supplies at most {region_gpus} {gpu_type} (catalog max_gpus), "
+                    f"the job needs {job.compute.gpu_count}: "
+                    + recommend_span(
+                        job.compute.gpu_count, _supply(cat, job, provider, region)
+                    ).reason,
+                )
+                continue
             per_instance = offer.gpus_per_instance if offer else job.compute.gpus_per_node
             nodes = max(1, math.ceil(job.compute.gpu_count / per_instance))
             capacities = list(CAPACITIES[str(job.compute.capacity)])
@@ -399,11 +438,8 @@ def plan(
     for i, c in enumerate(candidates, 1):
         c["rank"] = i
     first = candidates[0]
-    offer0 = cat.offer(first["provider"], first["region"], gpu_type)
-    max_gpus = offer0.fact("max_gpus") if offer0 else None
     span = recommend_span(
-        job.compute.gpu_count,
-        {"same_az": int(max_gpus.value) if max_gpus and max_gpus.value is not None else None},
+        job.compute.gpu_count, _supply(cat, job, first["provider"], first["region"])
     )
     return {
         "spec_sha256": job.sha256(),

@@ -436,3 +436,45 @@ def test_spot_with_an_on_demand_floor(tmp_path: Path) -> None:
     assert spot["mtbf_hours"] == pytest.approx(8 / 4)
     assert spot["goodput"] < floor["goodput"] < od["goodput"]
     assert spot["expected_cost_usd"] < floor["expected_cost_usd"] < od["expected_cost_usd"]
+
+
+def _supply_catalog(tmp_path: Path) -> Path:
+    user = tmp_path / "supply.yaml"
+    fact = "source: 'capacity reservation', date: 2026-11"
+    user.write_text(
+        "offers:\n"
+        "  - {provider: aws, region: ap-southeast-3, gpu_type: h100,\n"
+        f"     max_gpus: {{value: 16, {fact}}}, max_gpus_per_zone: {{value: 8, {fact}}}}}\n"
+        "  - {provider: aws, region: ap-southeast-1, gpu_type: h100,\n"
+        f"     max_gpus: {{value: 16, {fact}}}}}\n"
+        "  - {provider: aws, region: me-central-1, gpu_type: h100,\n"
+        f"     max_gpus: {{value: 64, {fact}}}}}\n"
+    )
+    return user
+
+
+def test_topology_follows_what_regions_can_supply(tmp_path: Path) -> None:
+    cat = load_catalog([_supply_catalog(tmp_path)], use_env=False)
+    one_zone = plan(make_spec(**{"compute.gpu_count": 8}), cat)
+    assert one_zone["topology"]["span"] == "same_az"
+    zones = plan(make_spec(**{"compute.gpu_count": 16}), cat)
+    assert zones["candidates"][0]["region"] == "ap-southeast-3"
+    assert zones["topology"]["span"] == "cross_az"
+    # 32 GPUs: neither SEA region alone; me-central-1 can, the SEA ones are excluded
+    big = plan(make_spec(**{"compute.gpu_count": 32, "budget.max_usd": 1e5}), cat)
+    assert {c["region"] for c in big["candidates"]} == {"me-central-1"}
+    sea = [e for e in big["excluded"] if e["region"] != "me-central-1"]
+    assert len(sea) == 2
+    assert all("supplies at most 16" in e["reason"] for e in sea)
+    # the two SEA regions together could: pipeline across them, all-reduce inside each
+    assert all("pipeline parallelism tolerates crossing regions" in e["reason"] for e in sea)
+
+
+def test_no_region_supplies_enough_is_refused_with_the_advice(tmp_path: Path) -> None:
+    cat = load_catalog([_supply_catalog(tmp_path)], use_env=False)
+    spec = make_spec(
+        **{"compute.gpu_count": 32, "compute.regions": ["ap-southeast-1", "ap-southeast-3"]}
+    )
+    with pytest.raises(PolicyRefusal, match="supplies at most 16") as exc:
+        plan(spec, cat)
+    assert "keep the all-reduce inside one region" in exc.value.one_line()
