@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # System packages the test suite runs for real: Debian's docker-registry (a real OCI registry
-# on loopback, for image-signature tests) and chromium (renders the HTML run report).
+# on loopback, for image-signature tests), chromium (renders the HTML run report) and
+# prometheus-pushgateway (a real Pushgateway on loopback for the metrics push).
 # Idempotent; installs only what is missing, and only where it can (root with apt-get).
 set -euo pipefail
 missing=()
 command -v docker-registry >/dev/null 2>&1 || [ -x /usr/bin/docker-registry ] || missing+=(docker-registry)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v prometheus-pushgateway >/dev/null 2>&1 || [ -x /usr/bin/prometheus-pushgateway ] \
+  || missing+=(prometheus-pushgateway)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: please install: ${missing[*]} (Debian packages)" >&2
