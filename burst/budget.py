@@ -41,10 +41,18 @@ class BudgetGuard:
     scale: float = 1.0
 
     @classmethod
-    def start(cls, max_usd: float, max_hours: float, usd_per_hour: float, *,
-              spent_usd: float = 0.0, spent_hours: float = 0.0) -> BudgetGuard:
-        return cls(max_usd, max_hours, usd_per_hour, spent_usd, spent_hours, time.monotonic(),
-                   time_scale())
+    def start(
+        cls,
+        max_usd: float,
+        max_hours: float,
+        usd_per_hour: float,
+        *,
+        spent_usd: float = 0.0,
+        spent_hours: float = 0.0,
+    ) -> BudgetGuard:
+        return cls(
+            max_usd, max_hours, usd_per_hour, spent_usd, spent_hours, time.monotonic(), time_scale()
+        )
 
     def hours(self, now: float | None = None) -> float:
         now = time.monotonic() if now is None else now
@@ -58,9 +66,13 @@ class BudgetGuard:
         """Raise BudgetExceeded (exit 3) once the hours or the dollars are spent."""
         hours, cost = self.hours(now), self.cost_usd(now)
         if hours > self.max_hours:
-            raise BudgetExceeded(f"budget exceeded: {hours:.2f} h used of max_hours "
-                                 f"{self.max_hours:g} (cost so far ${cost:,.2f})")
+            raise BudgetExceeded(
+                f"budget exceeded: {hours:.2f} h used of max_hours "
+                f"{self.max_hours:g} (cost so far ${cost:,.2f})"
+            )
         if cost > self.max_usd:
-            raise BudgetExceeded(f"budget exceeded: ${cost:,.2f} spent of max_usd "
-                                 f"${self.max_usd:,.2f} after {hours:.2f} h at "
-                                 f"${self.usd_per_hour:,.2f}/h")
+            raise BudgetExceeded(
+                f"budget exceeded: ${cost:,.2f} spent of max_usd "
+                f"${self.max_usd:,.2f} after {hours:.2f} h at "
+                f"${self.usd_per_hour:,.2f}/h"
+            )

@@ -268,8 +268,10 @@ def _describe(err: dict[str, Any]) -> str:
     if kind == "extra_forbidden":
         return "unknown field (not part of the spec; see `burst schema`)"
     msg = str(err["msg"]).removeprefix("Value error, ")
-    if "input" in err and kind not in ("model_type", "dict_type") and not isinstance(
-        err["input"], dict | list
+    if (
+        "input" in err
+        and kind not in ("model_type", "dict_type")
+        and not isinstance(err["input"], dict | list)
     ):
         msg += f" (got {err['input']!r})"
     return msg

@@ -82,8 +82,9 @@ def parse_args(step: str, argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(step: str, fn: StepFn, argv: list[str] | None = None, *,
-         step_fail_point: bool = True) -> int:
+def main(
+    step: str, fn: StepFn, argv: list[str] | None = None, *, step_fail_point: bool = True
+) -> int:
     """Run one step: parse arguments, call ``fn``, write its document, map errors to codes.
 
     ``step_fail_point=False`` lets a step place its own fault points (teardown does: an
@@ -102,8 +103,9 @@ def main(step: str, fn: StepFn, argv: list[str] | None = None, *,
             if not sep or not name:
                 raise BadInputError(f"--input {item!r} must be NAME=VALUE")
             inputs[name] = load_doc(value, f"input {name}")
-        ctx = StepContext(step, args.run_id, Path(args.spec), paths, inputs,
-                          Path(args.out) if args.out else None)
+        ctx = StepContext(
+            step, args.run_id, Path(args.spec), paths, inputs, Path(args.out) if args.out else None
+        )
         if step_fail_point:
             ctx.fail_point()
         doc = fn(ctx)
@@ -117,8 +119,9 @@ def main(step: str, fn: StepFn, argv: list[str] | None = None, *,
     except BurstError as exc:
         doc_on_error = getattr(exc, "doc", None)
         if isinstance(doc_on_error, dict) and "paths" in locals():
-            doc_on_error.update(step=step, run_id=args.run_id, error=exc.one_line(),
-                                exit_code=exc.exit_code)
+            doc_on_error.update(
+                step=step, run_id=args.run_id, error=exc.one_line(), exit_code=exc.exit_code
+            )
             write_json_atomic(paths.doc(step), doc_on_error)
             if args.out:
                 write_json_atomic(Path(args.out), doc_on_error)

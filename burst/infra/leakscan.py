@@ -47,8 +47,14 @@ class CloudResource:
         return self.tags.get(RUN_TAG)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "id": self.id, "region": self.region, "arn": self.arn,
-                "run_id": self.run_id, "expires_at": self.tags.get(EXPIRES_TAG)}
+        return {
+            "kind": self.kind,
+            "id": self.id,
+            "region": self.region,
+            "arn": self.arn,
+            "run_id": self.run_id,
+            "expires_at": self.tags.get(EXPIRES_TAG),
+        }
 
 
 class Inventory(Protocol):
@@ -61,8 +67,9 @@ class Inventory(Protocol):
     def delete(self, res: CloudResource) -> None: ...
 
 
-def _tags(items: Iterable[dict[str, str]] | None, key: str = "Key",
-          value: str = "Value") -> dict[str, str]:
+def _tags(
+    items: Iterable[dict[str, str]] | None, key: str = "Key", value: str = "Value"
+) -> dict[str, str]:
     return {t[key]: t[value] for t in items or []}
 
 
@@ -79,12 +86,17 @@ class AwsInventory:
 
     def tagged(self, run_id: str | None = None) -> list[CloudResource]:
         found: dict[tuple[str, str], CloudResource] = {}
-        for res in [*self._from_tagging_api(run_id), *self._ec2(run_id), *self._eks(run_id),
-                    *self._iam(run_id)]:
+        for res in [
+            *self._from_tagging_api(run_id),
+            *self._ec2(run_id),
+            *self._eks(run_id),
+            *self._iam(run_id),
+        ]:
             found[(res.kind, res.id)] = res
         live = [r for r in found.values() if self._is_live(r)]
-        return sorted(live, key=lambda r: (DELETE_ORDER.index(r.kind)
-                                           if r.kind in DELETE_ORDER else 99, r.id))
+        return sorted(
+            live, key=lambda r: (DELETE_ORDER.index(r.kind) if r.kind in DELETE_ORDER else 99, r.id)
+        )
 
     def _match(self, tags: dict[str, str], run_id: str | None) -> bool:
         return RUN_TAG in tags and (run_id is None or tags[RUN_TAG] == run_id)
@@ -104,18 +116,28 @@ class AwsInventory:
 
     def _ec2(self, run_id: str | None) -> list[CloudResource]:
         ec2 = self._client("ec2")
-        flt = [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]}] if run_id else [
-            {"Name": "tag-key", "Values": [RUN_TAG]}]
+        flt = (
+            [{"Name": f"tag:{RUN_TAG}", "Values": [run_id]}]
+            if run_id
+            else [{"Name": "tag-key", "Values": [RUN_TAG]}]
+        )
         out = []
         for gw in ec2.describe_vpn_gateways(Filters=flt)["VpnGateways"]:
-            out.append(CloudResource("vpn-gateway", gw["VpnGatewayId"], self.region,
-                                     _tags(gw.get("Tags"))))
+            out.append(
+                CloudResource("vpn-gateway", gw["VpnGatewayId"], self.region, _tags(gw.get("Tags")))
+            )
         for c in ec2.describe_vpn_connections(Filters=flt)["VpnConnections"]:
-            out.append(CloudResource("vpn-connection", c["VpnConnectionId"], self.region,
-                                     _tags(c.get("Tags"))))
+            out.append(
+                CloudResource(
+                    "vpn-connection", c["VpnConnectionId"], self.region, _tags(c.get("Tags"))
+                )
+            )
         for g in ec2.describe_customer_gateways(Filters=flt)["CustomerGateways"]:
-            out.append(CloudResource("customer-gateway", g["CustomerGatewayId"], self.region,
-                                     _tags(g.get("Tags"))))
+            out.append(
+                CloudResource(
+                    "customer-gateway", g["CustomerGatewayId"], self.region, _tags(g.get("Tags"))
+                )
+            )
         # Filters are a hint, not a guarantee (emulators ignore some): match the tags here.
         return [r for r in out if self._match(r.tags, run_id)]
 
@@ -126,14 +148,23 @@ class AwsInventory:
             cluster = eks.describe_cluster(name=name)["cluster"]
             ctags = cluster.get("tags") or {}
             if self._match(ctags, run_id):
-                out.append(CloudResource("eks-cluster", name, self.region, ctags,
-                                         cluster.get("arn", "")))
+                out.append(
+                    CloudResource("eks-cluster", name, self.region, ctags, cluster.get("arn", ""))
+                )
             for ng_name in eks.list_nodegroups(clusterName=name).get("nodegroups", []):
                 ng = eks.describe_nodegroup(clusterName=name, nodegroupName=ng_name)["nodegroup"]
                 tags = ng.get("tags") or {}
                 if self._match(tags, run_id):
-                    out.append(CloudResource("eks-nodegroup", ng_name, self.region, tags,
-                                             ng.get("nodegroupArn", ""), parent=name))
+                    out.append(
+                        CloudResource(
+                            "eks-nodegroup",
+                            ng_name,
+                            self.region,
+                            tags,
+                            ng.get("nodegroupArn", ""),
+                            parent=name,
+                        )
+                    )
         return out
 
     def _iam(self, run_id: str | None) -> list[CloudResource]:
@@ -143,8 +174,9 @@ class AwsInventory:
             for role in page["Roles"]:
                 tags = _tags(iam.list_role_tags(RoleName=role["RoleName"]).get("Tags"))
                 if self._match(tags, run_id):
-                    out.append(CloudResource("iam-role", role["RoleName"], self.region, tags,
-                                             role["Arn"]))
+                    out.append(
+                        CloudResource("iam-role", role["RoleName"], self.region, tags, role["Arn"])
+                    )
         return out
 
     def _is_live(self, res: CloudResource) -> bool:
@@ -156,8 +188,7 @@ class AwsInventory:
             return any(x["State"] not in ("deleted", "deleting") for x in g["VpnGateways"])
         if res.kind == "customer-gateway":
             g = self._client("ec2").describe_customer_gateways(CustomerGatewayIds=[res.id])
-            return any(x["State"] not in ("deleted", "deleting")
-                       for x in g["CustomerGateways"])
+            return any(x["State"] not in ("deleted", "deleting") for x in g["CustomerGateways"])
         if res.kind == "kms-key":
             meta = self._client("kms").describe_key(KeyId=res.id)["KeyMetadata"]
             return meta["KeyState"] not in ("PendingDeletion", "PendingReplicaDeletion")
@@ -204,17 +235,23 @@ def _kind_from_arn(arn: str) -> tuple[str | None, str]:
         return None, arn
     service, rest = parts[2], parts[5]
     rtype, _, rid = rest.partition("/")
-    kinds = {("ec2", "vpc"): "vpc", ("ec2", "vpn-connection"): "vpn-connection",
-             ("ec2", "vpn-gateway"): "vpn-gateway",
-             ("ec2", "customer-gateway"): "customer-gateway", ("kms", "key"): "kms-key"}
+    kinds = {
+        ("ec2", "vpc"): "vpc",
+        ("ec2", "vpn-connection"): "vpn-connection",
+        ("ec2", "vpn-gateway"): "vpn-gateway",
+        ("ec2", "customer-gateway"): "customer-gateway",
+        ("kms", "key"): "kms-key",
+    }
     return kinds.get((service, rtype)), rid
 
 
 def delete_in_order(inventory: Inventory, resources: list[CloudResource]) -> list[dict[str, Any]]:
     """Delete resources in dependency order; a failure is recorded, the rest still go."""
     done = []
-    ordered = sorted(resources, key=lambda r: DELETE_ORDER.index(r.kind)
-                     if r.kind in DELETE_ORDER else len(DELETE_ORDER))
+    ordered = sorted(
+        resources,
+        key=lambda r: DELETE_ORDER.index(r.kind) if r.kind in DELETE_ORDER else len(DELETE_ORDER),
+    )
     for res in ordered:
         entry = res.describe()
         try:

@@ -87,11 +87,17 @@ def live_run_ids() -> set[str]:
     return live
 
 
-def reap(now: dt.datetime, root: Path, inventories: list[Inventory], *,
-         act: bool) -> dict[str, Any]:
+def reap(
+    now: dt.datetime, root: Path, inventories: list[Inventory], *, act: bool
+) -> dict[str, Any]:
     live = live_run_ids()
-    doc: dict[str, Any] = {"now": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "dry_run": not act,
-                           "runs": [], "actions": [], "errors": 0}
+    doc: dict[str, Any] = {
+        "now": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "dry_run": not act,
+        "runs": [],
+        "actions": [],
+        "errors": 0,
+    }
 
     def verdict(expires: dt.datetime | None, run_id: str) -> str:
         if run_id in live:
@@ -102,13 +108,19 @@ def reap(now: dt.datetime, root: Path, inventories: list[Inventory], *,
 
     for run in runs_in_state_store(root):
         v = verdict(run.expires_at, run.run_id)
-        doc["runs"].append({"run_id": run.run_id, "source": "state", "resources": run.resources,
-                            "expires_at": run.expires_at.isoformat() if run.expires_at else None,
-                            "verdict": v, "state": str(state_file(run.workdir))})
+        doc["runs"].append(
+            {
+                "run_id": run.run_id,
+                "source": "state",
+                "resources": run.resources,
+                "expires_at": run.expires_at.isoformat() if run.expires_at else None,
+                "verdict": v,
+                "state": str(state_file(run.workdir)),
+            }
+        )
         if v == "expired" and act:
             result = destroy_run(run.workdir)
-            doc["actions"].append({"run_id": run.run_id, "action": "destroy-from-state",
-                                   **result})
+            doc["actions"].append({"run_id": run.run_id, "action": "destroy-from-state", **result})
             if result["resources_remaining"]:
                 doc["errors"] += 1
 
@@ -118,16 +130,31 @@ def reap(now: dt.datetime, root: Path, inventories: list[Inventory], *,
             by_run[res.run_id or "?"].append(res)
         for run_id, resources in sorted(by_run.items()):
             expiries = [parse_time(r.tags.get(EXPIRES_TAG)) for r in resources]
-            expires = None if any(e is None for e in expiries) else max(
-                e for e in expiries if e is not None)
+            expires = (
+                None
+                if any(e is None for e in expiries)
+                else max(e for e in expiries if e is not None)
+            )
             v = verdict(expires, run_id)
-            doc["runs"].append({"run_id": run_id, "source": "tags", "region": inv.region,
-                                "resources": [r.describe() for r in resources],
-                                "expires_at": expires.isoformat() if expires else None,
-                                "verdict": v})
+            doc["runs"].append(
+                {
+                    "run_id": run_id,
+                    "source": "tags",
+                    "region": inv.region,
+                    "resources": [r.describe() for r in resources],
+                    "expires_at": expires.isoformat() if expires else None,
+                    "verdict": v,
+                }
+            )
             if v == "expired" and act:
                 deleted = delete_in_order(inv, resources)
-                doc["actions"].append({"run_id": run_id, "action": "delete-by-tags",
-                                       "region": inv.region, "resources": deleted})
+                doc["actions"].append(
+                    {
+                        "run_id": run_id,
+                        "action": "delete-by-tags",
+                        "region": inv.region,
+                        "resources": deleted,
+                    }
+                )
                 doc["errors"] += sum(1 for d in deleted if d["result"] != "deleted")
     return doc

@@ -23,15 +23,25 @@ log = logging.getLogger(__name__)
 BeforeAttempt = Callable[[int], None]
 
 
-def destroy_run(workdir: Path, *, retries: int = 4, backoff_s: float = 0.5,
-                before_attempt: BeforeAttempt | None = None) -> dict[str, Any]:
+def destroy_run(
+    workdir: Path,
+    *,
+    retries: int = 4,
+    backoff_s: float = 0.5,
+    before_attempt: BeforeAttempt | None = None,
+) -> dict[str, Any]:
     """``terraform destroy`` the run's state, retried with exponential backoff on failure, then
     count what remains in the state."""
     state = state_file(workdir)
     if not (workdir / "main.tf").exists():
         log.info("nothing was provisioned for this run (no Terraform working directory)")
-        return {"destroyed": True, "attempts": 0, "errors": [], "resources_remaining": 0,
-                "terraform_state": str(state)}
+        return {
+            "destroyed": True,
+            "attempts": 0,
+            "errors": [],
+            "resources_remaining": 0,
+            "terraform_state": str(state),
+        }
     tf = Terraform(workdir)
     var_file = workdir / VARS_FILE
     errors: list[str] = []
@@ -55,9 +65,14 @@ def destroy_run(workdir: Path, *, retries: int = 4, backoff_s: float = 0.5,
             if attempt < retries:
                 time.sleep(backoff_s * 2 ** (attempt - 1))
     remaining = _remaining(tf, state)
-    return {"destroyed": succeeded and remaining == 0, "attempts": attempts, "errors": errors,
-            "stale_locks_released": unlocked, "resources_remaining": remaining,
-            "terraform_state": str(state)}
+    return {
+        "destroyed": succeeded and remaining == 0,
+        "attempts": attempts,
+        "errors": errors,
+        "stale_locks_released": unlocked,
+        "resources_remaining": remaining,
+        "terraform_state": str(state),
+    }
 
 
 def _remaining(tf: Terraform, state: Path) -> int:
@@ -80,8 +95,7 @@ def _release_if_stale(tf: Terraform, workdir: Path, message: str, unlocked: list
         return False
     alive = holders(workdir)
     if alive:
-        log.warning("state lock %s is held by live process(es) %s: not breaking it",
-                    lock.id, alive)
+        log.warning("state lock %s is held by live process(es) %s: not breaking it", lock.id, alive)
         return False
     log.warning("releasing stale state lock %s (held by %s, no live holder)", lock.id, lock.who)
     tf.run(["force-unlock", "-force", "-no-color", lock.id], json_events=False)
@@ -109,8 +123,9 @@ def leak_scan(run_id: str, workdir: Path) -> list[dict[str, Any]]:
     leaks: list[dict[str, Any]] = []
     remaining = count_state_resources(state_file(workdir))
     if remaining:
-        leaks.append({"kind": "terraform-state", "id": str(state_file(workdir)),
-                      "count": remaining})
+        leaks.append(
+            {"kind": "terraform-state", "id": str(state_file(workdir)), "count": remaining}
+        )
     provider, region = run_region(workdir)
     if cloud_scan_enabled() and provider == "aws" and region:
         from burst.infra.leakscan import AwsInventory

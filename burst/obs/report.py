@@ -23,17 +23,24 @@ def _doc(paths: RunPaths, step: str) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def _failure(steps: list[dict[str, Any]], paths: RunPaths,
-             teardown: dict[str, Any]) -> dict[str, Any] | None:
+def _failure(
+    steps: list[dict[str, Any]], paths: RunPaths, teardown: dict[str, Any]
+) -> dict[str, Any] | None:
     for s in steps:
         if s["status"] == "failed":
-            return {"step": s["name"], "exit_code": s["exit_code"],
-                    "message": _last_error_line(paths.log(s["name"]))}
+            return {
+                "step": s["name"],
+                "exit_code": s["exit_code"],
+                "message": _last_error_line(paths.log(s["name"])),
+            }
     injected = teardown.get("injected_failures") or []
     if injected:  # the harness asked for failures; teardown survived them, the run still failed
-        return {"step": "teardown", "exit_code": 1,
-                "message": f"failure injected in destroy attempt(s) {injected}; destroyed on "
-                           f"attempt {teardown.get('attempts')}"}
+        return {
+            "step": "teardown",
+            "exit_code": 1,
+            "message": f"failure injected in destroy attempt(s) {injected}; destroyed on "
+            f"attempt {teardown.get('attempts')}",
+        }
     return None
 
 
@@ -68,7 +75,10 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         "provision_attempts": provision.get("attempts", []),
         "terraform_state": str(state),
         "resources_remaining": remaining,
-        "teardown": {k: teardown.get(k) for k in ("destroyed", "attempts", "errors", "leaks",
-                                                 "injected_failures")}
-        if teardown else None,
+        "teardown": {
+            k: teardown.get(k)
+            for k in ("destroyed", "attempts", "errors", "leaks", "injected_failures")
+        }
+        if teardown
+        else None,
     }

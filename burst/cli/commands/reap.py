@@ -13,15 +13,28 @@ import click
 @click.command("reap")
 @click.option("--yes", is_flag=True, help="Act: destroy and delete. Without it, only report.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was found and done as JSON.")
-@click.option("--region", "regions", multiple=True, metavar="REGION",
-              help="AWS region to scan for tagged resources (repeatable; default "
-              "$BURST_REAP_REGIONS, comma-separated). Without any, only the state store.")
-@click.option("--runs-root", type=click.Path(file_okay=False, path_type=Path),
-              help="Local state store: run directories (default $BURST_RUNS_ROOT or ./runs).")
-@click.option("--now", "now_text", metavar="TIME",
-              help="Judge expiry as of this UTC time (ISO 8601), e.g. to preview a reap.")
-def command(yes: bool, as_json: bool, regions: tuple[str, ...], runs_root: Path | None,
-            now_text: str | None) -> None:
+@click.option(
+    "--region",
+    "regions",
+    multiple=True,
+    metavar="REGION",
+    help="AWS region to scan for tagged resources (repeatable; default "
+    "$BURST_REAP_REGIONS, comma-separated). Without any, only the state store.",
+)
+@click.option(
+    "--runs-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Local state store: run directories (default $BURST_RUNS_ROOT or ./runs).",
+)
+@click.option(
+    "--now",
+    "now_text",
+    metavar="TIME",
+    help="Judge expiry as of this UTC time (ISO 8601), e.g. to preview a reap.",
+)
+def command(
+    yes: bool, as_json: bool, regions: tuple[str, ...], runs_root: Path | None, now_text: str | None
+) -> None:
     """Find runs past their burst:expires-at with no live runner, and destroy them.
 
     A run with Terraform state is destroyed from its state; resources whose state is lost are
@@ -40,8 +53,9 @@ def command(yes: bool, as_json: bool, regions: tuple[str, ...], runs_root: Path 
         if parsed is None:
             raise BadInputError(f"--now {now_text!r}: not an ISO 8601 time")
         now = parsed
-    names = list(regions) or [r for r in os.environ.get("BURST_REAP_REGIONS", "").split(",")
-                              if r.strip()]
+    names = list(regions) or [
+        r for r in os.environ.get("BURST_REAP_REGIONS", "").split(",") if r.strip()
+    ]
     inventories = [AwsInventory(r.strip()) for r in names]
     doc = reap(now, (runs_root or default_root()).resolve(), list(inventories), act=yes)
     if as_json:
@@ -52,10 +66,12 @@ def command(yes: bool, as_json: bool, regions: tuple[str, ...], runs_root: Path 
         if not doc["runs"]:
             click.echo("  nothing found")
         for run in doc["runs"]:
-            what = (f"{run['resources']} resource(s) in state" if run["source"] == "state"
-                    else f"{len(run['resources'])} tagged resource(s) in {run['region']}")
-            click.echo(f"  {run['run_id']}: {what}, expires {run['expires_at']}: "
-                       f"{run['verdict']}")
+            what = (
+                f"{run['resources']} resource(s) in state"
+                if run["source"] == "state"
+                else f"{len(run['resources'])} tagged resource(s) in {run['region']}"
+            )
+            click.echo(f"  {run['run_id']}: {what}, expires {run['expires_at']}: {run['verdict']}")
         for act in doc["actions"]:
             click.echo(f"  -> {act['run_id']}: {act['action']}")
     if doc["errors"]:
