@@ -502,6 +502,11 @@ def _price_candidate(
     if isinstance(steps, int):
         interval_s = steps * work.step_s
         basis = f"spec training.checkpoint.interval_steps {steps} x {work.step_s:.3g} s a step"
+        if interval_s < work.upload_s:
+            basis += (
+                f"; shorter than the {work.upload_s:.3g} s upload, so checkpoints wait for "
+                "uploads (interval_steps: auto avoids it)"
+            )
     else:
         interval_s, basis = choice.interval_s, choice.reason
     sim = _goodput(work, mtbf_s, notice, restart_s, interval_s, opts)
