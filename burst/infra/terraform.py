@@ -8,10 +8,12 @@ failures become typed errors (``InfraError``, ``CapacityError``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -94,15 +96,27 @@ class Terraform:
     committed stack can serve many runs at once, each with its own data directory.
     """
 
-    def __init__(self, workdir: Path, on_event: Callable[[dict[str, Any]], None] | None = None,
-                 *, config_dir: Path | None = None, data_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        *,
+        config_dir: Path | None = None,
+        data_dir: Path | None = None,
+    ) -> None:
         self.workdir = Path(workdir)
         self.config_dir = Path(config_dir) if config_dir is not None else self.workdir
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self.on_event = on_event
 
-    def run(self, args: Sequence[str], *, json_events: bool = True, check: bool = True,
-            timeout: float | None = None) -> TfResult:
+    def run(
+        self,
+        args: Sequence[str],
+        *,
+        json_events: bool = True,
+        check: bool = True,
+        timeout: float | None = None,
+    ) -> TfResult:
         """Run one command; with ``json_events`` its events are streamed as they arrive."""
         argv = [*terraform_argv(), f"-chdir={self.config_dir}", *args]
         if json_events:
@@ -111,45 +125,46 @@ class Terraform:
         if self.data_dir is not None:
             env["TF_DATA_DIR"] = str(self.data_dir)
         log.debug("terraform %s", " ".join(args))
+        # Same process group as the step: a runner that stops the step's group stops it too.
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env)
         result = TfResult(list(args), -1)
-        err_chunks: list[str] = []
-        reader = threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()),  # type: ignore[union-attr]
-                                  daemon=True)
-        reader.start()
-        timer = None
-        timed_out = threading.Event()
-        if timeout is not None:
-            def _kill() -> None:
-                timed_out.set()
-                proc.kill()
-            timer = threading.Timer(timeout, _kill)
-            timer.start()
         out_lines: list[str] = []
-        try:
+        err_chunks: list[str] = []
+
+        def read_stdout() -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
                 out_lines.append(line)
-                if json_events:
-                    try:
-                        ev = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    if isinstance(ev, dict):
-                        result.events.append(ev)
-                        self._progress(ev)
+                if not json_events:
+                    continue
+                try:
+                    ev = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(ev, dict):
+                    result.events.append(ev)
+                    self._progress(ev)
+
+        readers = [threading.Thread(target=read_stdout, daemon=True),
+                   threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()),  # type: ignore[union-attr]
+                                    daemon=True)]
+        for t in readers:
+            t.start()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _stop(proc)
             proc.wait()
-        finally:
-            if timer is not None:
-                timer.cancel()
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            reader.join()
-        if timed_out.is_set():
+            for t in readers:  # a grandchild may still hold the pipes: do not wait for it
+                t.join(timeout=5)
             raise InfraError(f"terraform {args[0]} timed out after {timeout}s",
-                             where=str(self.config_dir))
+                             where=str(self.config_dir)) from None
+        except BaseException:
+            _stop(proc)
+            raise
+        for t in readers:
+            t.join()
         result.returncode = proc.returncode
         result.stdout, result.stderr = "".join(out_lines), "".join(err_chunks)
         if check and proc.returncode != 0:
@@ -192,9 +207,24 @@ class Terraform:
         if res.returncode != 0:
             if "No state file was found" in res.stderr:
                 return []
-            raise InfraError(f"terraform state list failed: {res.error_text()}",
-                             where=str(self.workdir))
+            raise InfraError(
+                f"terraform state list failed: {res.error_text()}", where=str(self.workdir)
+            )
         return [line for line in res.stdout.splitlines() if line.strip()]
+
+
+def _stop(proc: subprocess.Popen[str], grace_s: float = 10.0) -> None:
+    """Interrupt Terraform (SIGINT: it cancels what it runs and saves its state), then
+    SIGKILL it if it has not stopped after ``grace_s``."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
 
 
 def _var_args(var_file: Path | Sequence[Path] | None) -> list[str]:
