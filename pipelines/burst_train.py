@@ -1,8 +1,10 @@
 """The ``burst-train`` WorkflowTemplate: one run of the burst pipeline on Argo Workflows.
 
-    main:  preflight -> plan -> verify-image -> place(candidate 0)
+    main:  preflight -> plan -> verify-image -> place(candidate 0)   (nodes == 1)
+                                             or place-gang           (nodes > 1)
     place: provision -> train (retried on preemption) -> requeue in the next candidate
            (place(candidate+1)) when train was still preempted, else propagate its failure
+    place-gang: provision -> train as a gang-scheduled Volcano Job (pipelines/gang.py)
     onExit exit-handler: teardown, found from the run id alone ({{workflow.name}})
 
 Each step is a container running ``python -m steps.<name>`` (``burst.stepio`` is the contract);
@@ -16,8 +18,10 @@ from hera.workflows import (
     Artifact,
     Container,
     Env,
+    Parallel,
     Parameter,
     RawArtifact,
+    Resource,
     RetryStrategy,
     Step,
     Steps,
@@ -25,6 +29,7 @@ from hera.workflows import (
 )
 from hera.workflows import models as m
 
+from pipelines import gang
 from pipelines.common import (
     GPU_QUOTA_CONFIGMAP,
     OUTPUTS_DIR,
@@ -121,6 +126,9 @@ def build() -> WorkflowTemplate:
                       description="train retries in one region before requeueing elsewhere"),
             Parameter(name="max-placements", value="3",
                       description="how many of the plan's candidates train may be placed in"),
+            Parameter(name="nodes", value="1",
+                      description="train nodes: 1 runs a pod, more a gang-scheduled Volcano Job"),
+            Parameter(name="gpus-per-node", value="8", description="GPUs on each train node"),
         ],
         synchronization=m.Synchronization(semaphores=[m.SemaphoreRef(
             config_map_key_ref=m.ConfigMapKeySelector(
@@ -218,16 +226,49 @@ def build() -> WorkflowTemplate:
                        f"!({preempted} && {can_requeue})"),
                  arguments={"exit-code": "{{steps.train.exitCode}}"})
 
+        train_gang = Resource(
+            name="train-gang",
+            action="create",
+            set_owner_reference=True,
+            manifest=gang.manifest_text(),
+            success_condition="status.state.phase == Completed",
+            failure_condition="status.state.phase in (Failed, Aborted, Terminated)",
+            inputs=[Parameter(name=n) for n in ("infra", "plan", "node-selector", "tolerations")],
+            active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
+        )
+        with Steps(name="place-gang", inputs=[Parameter(name="decision"),
+                                               Parameter(name="plan")]) as place_gang:
+            Step(name="provision", template=provision, arguments={
+                "plan": "{{inputs.parameters.plan}}",
+                "decision": "{{inputs.parameters.decision}}",
+                "candidate-index": "0",
+            })
+            Step(name="train", template=train_gang, arguments={
+                "infra": "{{steps.provision.outputs.parameters.infra}}",
+                "plan": "{{inputs.parameters.plan}}",
+                "node-selector": ("{{=toJson(jsonpath(steps.provision.outputs.parameters"
+                                  ".infra, '$.outputs.node_selector'))}}"),
+                "tolerations": ("{{=toJson(jsonpath(steps.provision.outputs.parameters"
+                                ".infra, '$.outputs.tolerations'))}}"),
+            })
+
         with Steps(name="main"):
             Step(name="preflight", template=preflight)
             Step(name="plan", template=plan,
                  arguments={"decision": "{{steps.preflight.outputs.parameters.decision}}"})
             Step(name="verify-image", template=verify)
-            Step(name="place", template=place, arguments={
-                "decision": "{{steps.preflight.outputs.parameters.decision}}",
-                "plan": "{{steps.plan.outputs.parameters.plan}}",
-                "candidate-index": "0",
-            })
+            with Parallel():
+                Step(name="place", template=place,
+                     when="{{workflow.parameters.nodes}} == 1", arguments={
+                         "decision": "{{steps.preflight.outputs.parameters.decision}}",
+                         "plan": "{{steps.plan.outputs.parameters.plan}}",
+                         "candidate-index": "0",
+                     })
+                Step(name="place-gang", template=place_gang,
+                     when="{{workflow.parameters.nodes}} > 1", arguments={
+                         "decision": "{{steps.preflight.outputs.parameters.decision}}",
+                         "plan": "{{steps.plan.outputs.parameters.plan}}",
+                     })
 
         with Steps(name="exit-handler"):
             Step(name="teardown", template=teardown)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import BadInputError, InfraError
+from burst.infra.provision import node_count
 from burst.spec import BurstJob, load_spec
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,8 @@ def workflow_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
         "cost-centre": job.cost_centre,
         "owner": job.owner,
         "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
+        "nodes": str(node_count(job)),
+        "gpus-per-node": str(job.compute.gpus_per_node),
     }
     steps_image = os.environ.get("BURST_STEPS_IMAGE")
     if steps_image:

@@ -31,7 +31,7 @@ from typing import Any
 
 from burst.errors import BadInputError
 from burst.runner import expr
-from burst.runner.features import UnsupportedFeature, check_supported
+from burst.runner.features import UnsupportedFeature, check_supported, reachable_templates
 from burst.runner.lint import lint
 from burst.runner.tags import substitute, substitute_all
 
@@ -136,9 +136,16 @@ class WorkflowEngine:
     # -- before anything runs ----------------------------------------------------------
     def check(self) -> None:
         """Refuse, before any process starts, what this runner would not execute faithfully."""
-        check_supported(self.manifest)
+        declared = {p["name"]: p for p in (self.spec.get("arguments") or {}).get("parameters")
+                    or []}
+        params = {n: str(p.get("value", p.get("default", ""))) for n, p in declared.items()}
+        params.update(self.options.parameters)
+        reachable = reachable_templates(self.manifest, params)
+        check_supported(self.manifest, reachable)
         problems = lint(self.manifest)
         for t in self.templates.values():
+            if t["name"] not in reachable:
+                continue
             rs = t.get("retryStrategy")
             if rs is not None:
                 if "limit" not in rs:

@@ -4,13 +4,14 @@ Argo evaluates two languages: expr-lang (``{{=...}}`` tags, ``retryStrategy.expr
 ``labelsFrom``) and govaluate (a step's ``when``, after its ``{{...}}`` tags are replaced).
 Both share the subset implemented here: literals (numbers, quoted strings, true/false/nil,
 arrays), names with ``.member`` and ``['key']`` access, calls (asInt, asFloat, string, toJson,
-jsonpath, len), ``! not - + * / %``, comparisons, ``in contains matches startsWith endsWith``,
-and ``&& || and or``. Anything else is a parse error, so a manifest the local runner cannot
-evaluate is refused before a step runs.
+jsonpath, len, sprig.b64enc, sprig.b64dec), ``! not - + * / %``, comparisons,
+``in contains matches startsWith endsWith``, and ``&& || and or``. Anything else is a parse
+error, so a manifest the local runner cannot evaluate is refused before a step runs.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -24,21 +25,46 @@ class ExprError(BadInputError):
     """An expression that does not parse or cannot be evaluated."""
 
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<ws>\s+)
   | (?P<num>\d+\.\d+|\d+)
   | (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
   | (?P<op>&&|\|\||==|!=|<=|>=|[<>!+\-*/%(),.\[\]])
   | (?P<name>[A-Za-z_$][A-Za-z0-9_$]*)
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 
-_WORD_OPS = {"and": "&&", "or": "||", "not": "!", "in": "in", "contains": "contains",
-             "matches": "matches", "startsWith": "startsWith", "endsWith": "endsWith"}
+_WORD_OPS = {
+    "and": "&&",
+    "or": "||",
+    "not": "!",
+    "in": "in",
+    "contains": "contains",
+    "matches": "matches",
+    "startsWith": "startsWith",
+    "endsWith": "endsWith",
+}
 _BINARY_PRECEDENCE = {
-    "||": 1, "&&": 2,
-    "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
-    "in": 3, "contains": 3, "matches": 3, "startsWith": 3, "endsWith": 3,
-    "+": 4, "-": 4, "*": 5, "/": 5, "%": 5,
+    "||": 1,
+    "&&": 2,
+    "==": 3,
+    "!=": 3,
+    "<": 3,
+    "<=": 3,
+    ">": 3,
+    ">=": 3,
+    "in": 3,
+    "contains": 3,
+    "matches": 3,
+    "startsWith": 3,
+    "endsWith": 3,
+    "+": 4,
+    "-": 4,
+    "*": 5,
+    "/": 5,
+    "%": 5,
 }
 
 
@@ -84,8 +110,9 @@ class _Parser:
     def take(self, text: str | None = None) -> Tok:
         tok = self.toks[self.i]
         if text is not None and tok.text != text:
-            raise ExprError(f"expected {text!r} at {tok.pos} in {self.text!r}, "
-                            f"found {tok.text or 'end'!r}")
+            raise ExprError(
+                f"expected {text!r} at {tok.pos} in {self.text!r}, found {tok.text or 'end'!r}"
+            )
         self.i += 1
         return tok
 
@@ -154,7 +181,10 @@ class _Parser:
                 key = self.expr(0)
                 self.take("]")
                 node = ("member", node, key)
-            elif tok.text == "(" and node[0] == "name":
+            elif tok.text == "(" and (node[0] == "name" or (
+                    node[0] == "member" and node[1] == ("name", "sprig")
+                    and node[2][0] == "lit")):
+                fn = node[1] if node[0] == "name" else f"sprig.{node[2][1]}"
                 self.take()
                 args: list[Node] = []
                 while self.peek().text != ")":
@@ -162,7 +192,7 @@ class _Parser:
                     if self.peek().text != ")":
                         self.take(",")
                 self.take(")")
-                node = ("call", node[1], args)
+                node = ("call", fn, args)
             else:
                 return node
 
@@ -243,6 +273,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "toJson": lambda v: json.dumps(v, sort_keys=True, separators=(",", ":")),
     "jsonpath": _jsonpath,
     "len": lambda v: len(v),
+    "sprig.b64enc": lambda v: base64.b64encode(str(v).encode()).decode(),
+    "sprig.b64dec": lambda v: base64.b64decode(str(v)).decode(),
 }
 
 

@@ -18,49 +18,106 @@ ANY = "*"  # a subtree taken as a whole (no effect locally, or free-form)
 _SCHEMA: dict[str, dict[str, str]] = {
     "manifest": {"apiVersion": ANY, "kind": ANY, "metadata": ANY, "spec": "spec"},
     "spec": {
-        "entrypoint": ANY, "onExit": ANY, "arguments": "arguments", "templates": "[template]",
-        "activeDeadlineSeconds": ANY, "volumeClaimTemplates": "[claim]",
+        "entrypoint": ANY,
+        "onExit": ANY,
+        "arguments": "arguments",
+        "templates": "[template]",
+        "activeDeadlineSeconds": ANY,
+        "volumeClaimTemplates": "[claim]",
         # cluster-only: no effect on one machine
-        "serviceAccountName": ANY, "synchronization": ANY, "podGC": ANY, "ttlStrategy": ANY,
-        "podMetadata": ANY, "workflowMetadata": ANY, "securityContext": ANY,
-        "nodeSelector": ANY, "tolerations": ANY, "affinity": ANY, "priority": ANY,
-        "podPriorityClassName": ANY, "imagePullSecrets": ANY, "volumeClaimGC": ANY,
-        "automountServiceAccountToken": ANY, "archiveLogs": ANY, "podDisruptionBudget": ANY,
+        "serviceAccountName": ANY,
+        "synchronization": ANY,
+        "podGC": ANY,
+        "ttlStrategy": ANY,
+        "podMetadata": ANY,
+        "workflowMetadata": ANY,
+        "securityContext": ANY,
+        "nodeSelector": ANY,
+        "tolerations": ANY,
+        "affinity": ANY,
+        "priority": ANY,
+        "podPriorityClassName": ANY,
+        "imagePullSecrets": ANY,
+        "volumeClaimGC": ANY,
+        "automountServiceAccountToken": ANY,
+        "archiveLogs": ANY,
+        "podDisruptionBudget": ANY,
     },
     "claim": {"metadata": ANY, "spec": ANY},
     "arguments": {"parameters": "[parameter]"},
-    "parameter": {"name": ANY, "value": ANY, "default": ANY, "description": ANY, "enum": ANY,
-                  "valueFrom": "valueFrom"},
+    "parameter": {
+        "name": ANY,
+        "value": ANY,
+        "default": ANY,
+        "description": ANY,
+        "enum": ANY,
+        "valueFrom": "valueFrom",
+    },
     "valueFrom": {"path": ANY, "default": ANY},
     "template": {
-        "name": ANY, "inputs": "inputs", "outputs": "outputs", "container": "container",
-        "steps": "[[step]]", "dag": "dag", "retryStrategy": "retryStrategy",
+        "name": ANY,
+        "inputs": "inputs",
+        "outputs": "outputs",
+        "container": "container",
+        "steps": "[[step]]",
+        "dag": "dag",
+        "retryStrategy": "retryStrategy",
         "activeDeadlineSeconds": ANY,
         # cluster-only
-        "nodeSelector": ANY, "tolerations": ANY, "affinity": ANY, "podSpecPatch": ANY,
-        "metadata": ANY, "securityContext": ANY, "serviceAccountName": ANY,
-        "priorityClassName": ANY, "schedulerName": ANY, "synchronization": ANY,
+        "nodeSelector": ANY,
+        "tolerations": ANY,
+        "affinity": ANY,
+        "podSpecPatch": ANY,
+        "metadata": ANY,
+        "securityContext": ANY,
+        "serviceAccountName": ANY,
+        "priorityClassName": ANY,
+        "schedulerName": ANY,
+        "synchronization": ANY,
     },
     "inputs": {"parameters": "[parameter]", "artifacts": "[rawArtifact]"},
     "outputs": {"parameters": "[parameter]"},
     "rawArtifact": {"name": ANY, "path": ANY, "raw": "raw", "mode": ANY},
     "raw": {"data": ANY},
     "container": {
-        "image": ANY, "command": ANY, "args": ANY, "env": "[env]", "workingDir": ANY,
+        "image": ANY,
+        "command": ANY,
+        "args": ANY,
+        "env": "[env]",
+        "workingDir": ANY,
         "volumeMounts": "[volumeMount]",
         # cluster-only
-        "imagePullPolicy": ANY, "resources": ANY, "securityContext": ANY, "name": ANY,
+        "imagePullPolicy": ANY,
+        "resources": ANY,
+        "securityContext": ANY,
+        "name": ANY,
     },
     "env": {"name": ANY, "value": ANY},
     "volumeMount": {"name": ANY, "mountPath": ANY, "readOnly": ANY},
-    "step": {"name": ANY, "template": ANY, "arguments": "arguments", "when": ANY,
-             "continueOn": "continueOn"},
+    "step": {
+        "name": ANY,
+        "template": ANY,
+        "arguments": "arguments",
+        "when": ANY,
+        "continueOn": "continueOn",
+    },
     "continueOn": {"failed": ANY, "error": ANY},
     "dag": {"tasks": "[task]"},
-    "task": {"name": ANY, "template": ANY, "arguments": "arguments", "when": ANY,
-             "dependencies": ANY, "continueOn": "continueOn"},
-    "retryStrategy": {"limit": ANY, "retryPolicy": ANY, "expression": ANY, "backoff": "backoff",
-                      "affinity": ANY},
+    "task": {
+        "name": ANY,
+        "template": ANY,
+        "arguments": "arguments",
+        "when": ANY,
+        "dependencies": ANY,
+        "continueOn": "continueOn",
+    },
+    "retryStrategy": {
+        "limit": ANY,
+        "retryPolicy": ANY,
+        "expression": ANY,
+        "backoff": "backoff",
+        "affinity": ANY,
+    },
     "backoff": {"duration": ANY, "factor": ANY, "maxDuration": ANY, "cap": ANY},
 }
 
@@ -88,19 +145,70 @@ def _walk(value: Any, kind: str, path: str) -> None:
         if key not in allowed:
             raise UnsupportedFeature(
                 f"Argo feature {key!r} at {path}.{key} is not supported by the local runner "
-                f"(supported here: {', '.join(sorted(allowed))})")
+                f"(supported here: {', '.join(sorted(allowed))})"
+            )
         _walk(sub, allowed[key], f"{path}.{key}")
 
 
-def check_supported(manifest: dict[str, Any]) -> None:
-    """Raise :class:`UnsupportedFeature` naming the first field the runner cannot execute."""
+def check_supported(manifest: dict[str, Any], reachable: set[str] | None = None) -> None:
+    """Raise :class:`UnsupportedFeature` naming the first field the runner cannot execute.
+
+    ``reachable``: the templates this run can reach (see :func:`reachable_templates`); the
+    others (e.g. the multi-node branch of a one-node run) are not checked.
+    """
     kind = manifest.get("kind")
     if kind not in KINDS:
         raise UnsupportedFeature(f"kind {kind!r}: the local runner executes {' or '.join(KINDS)}")
-    _walk(manifest, "manifest", "")
     spec = manifest.get("spec") or {}
+    if reachable is not None:
+        templates = spec.get("templates") or []
+        spec = {**spec, "templates": [t for t in templates if t.get("name") in reachable]}
+        manifest = {**manifest, "spec": spec}
+    _walk(manifest, "manifest", "")
     for i, t in enumerate(spec.get("templates") or []):
         bodies = [k for k in ("container", "steps", "dag") if k in t]
         if len(bodies) != 1:
-            raise UnsupportedFeature(f"templates[{i}] ({t.get('name')}): a template needs "
-                                     "exactly one of container, steps, dag")
+            raise UnsupportedFeature(
+                f"templates[{i}] ({t.get('name')}): a template needs "
+                "exactly one of container, steps, dag"
+            )
+
+
+def reachable_templates(manifest: dict[str, Any], parameters: dict[str, str]) -> set[str]:
+    """Templates reachable from the entrypoint and the exit handler, leaving out the steps
+    whose ``when`` reads only workflow parameters and is false for these ``parameters``."""
+    from burst.runner import expr
+    from burst.runner.tags import TAG, substitute
+
+    spec = manifest.get("spec") or {}
+    templates = {t.get("name"): t for t in spec.get("templates") or []}
+    variables = {f"workflow.parameters.{k}": v for k, v in parameters.items()}
+    seen: set[str] = set()
+
+    def static_false(when: str) -> bool:
+        bodies = [mt.group(2) for mt in TAG.finditer(when)]
+        if not bodies or any(mt.group(1) for mt in TAG.finditer(when)):
+            return False
+        if not all(b.startswith("workflow.parameters.") and b in variables for b in bodies):
+            return False
+        try:
+            return not expr.evaluate_text(substitute(when, variables), {})
+        except expr.ExprError:
+            return False
+
+    def walk(name: str) -> None:
+        if name in seen or name not in templates:
+            return
+        seen.add(name)
+        t = templates[name]
+        calls = [s for g in t.get("steps") or [] for s in g or []]
+        calls += list((t.get("dag") or {}).get("tasks") or [])
+        for call in calls:
+            if "when" in call and static_false(str(call["when"])):
+                continue
+            walk(str(call.get("template")))
+
+    for root in (spec.get("entrypoint"), spec.get("onExit")):
+        if root:
+            walk(str(root))
+    return seen

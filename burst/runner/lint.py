@@ -17,8 +17,17 @@ from typing import Any
 from burst.runner import expr
 from burst.runner.tags import tags
 
-WORKFLOW_VARS = {"name", "namespace", "uid", "serviceAccountName", "status", "failures",
-                 "duration", "creationTimestamp", "mainEntrypoint"}
+WORKFLOW_VARS = {
+    "name",
+    "namespace",
+    "uid",
+    "serviceAccountName",
+    "status",
+    "failures",
+    "duration",
+    "creationTimestamp",
+    "mainEntrypoint",
+}
 LAST_RETRY_FIELDS = {"exitCode", "status", "duration", "message"}
 STEP_FIELDS = {"exitCode", "status", "startedAt", "finishedAt", "id", "ip", "hostNodeName"}
 _NUMERIC = re.compile(r"^-?\d+(\.\d+)?$")
@@ -57,13 +66,18 @@ class _Linter:
         on_exit = self.spec.get("onExit")
         if not on_exit:
             if self.require_exit_handler:
-                self.add("spec", "no exit handler (spec.onExit): teardown would not run "
-                         "when a step fails")
+                self.add(
+                    "spec",
+                    "no exit handler (spec.onExit): teardown would not run when a step fails",
+                )
         elif on_exit not in self.templates:
             self.add("spec.onExit", f"template {on_exit!r} does not exist")
         elif "steps" not in self.templates[on_exit]:
-            self.add("spec.onExit", f"exit handler {on_exit!r} must be a Steps template "
-                     "(DAG exit handlers are not run reliably under `argo stop`)")
+            self.add(
+                "spec.onExit",
+                f"exit handler {on_exit!r} must be a Steps template "
+                "(DAG exit handlers are not run reliably under `argo stop`)",
+            )
 
     # -- references --------------------------------------------------------------------
     def _check_ref(self, where: str, path: tuple[str, ...], scope: dict[str, Any]) -> None:
@@ -71,32 +85,42 @@ class _Linter:
         if head == "workflow":
             if len(path) >= 3 and path[1] == "parameters":
                 if path[2] not in self.wf_params:
-                    self.add(where, f"workflow parameter {path[2]!r} is not declared "
-                             "in spec.arguments")
+                    self.add(
+                        where, f"workflow parameter {path[2]!r} is not declared in spec.arguments"
+                    )
             elif len(path) < 2 or path[1] not in WORKFLOW_VARS | {"parameters"}:
                 self.add(where, f"unknown workflow variable {'.'.join(path)!r}")
         elif head == "inputs":
             if len(path) < 3 or path[1] != "parameters":
                 self.add(where, f"unsupported reference {'.'.join(path)!r}")
             elif path[2] not in scope["inputs"]:
-                self.add(where, f"input parameter {path[2]!r} is not declared by template "
-                         f"{scope['template']!r}")
+                self.add(
+                    where,
+                    f"input parameter {path[2]!r} is not declared by template "
+                    f"{scope['template']!r}",
+                )
         elif head in ("steps", "tasks"):
             if len(path) < 3:
                 self.add(where, f"incomplete reference {'.'.join(path)!r}")
                 return
             siblings = scope.get(head) or {}
             if path[1] not in siblings:
-                self.add(where, f"{head[:-1]} {path[1]!r} is not an earlier {head[:-1]} "
-                         f"of template {scope['template']!r}")
+                self.add(
+                    where,
+                    f"{head[:-1]} {path[1]!r} is not an earlier {head[:-1]} "
+                    f"of template {scope['template']!r}",
+                )
                 return
             rest = path[2:]
             target = self.templates.get(siblings[path[1]]) or {}
             if rest[0] == "outputs":
                 outs = {p.get("name") for p in _params(target.get("outputs"))}
                 if len(rest) < 3 or rest[1] != "parameters" or rest[2] not in outs:
-                    self.add(where, f"{'.'.join(path)!r}: template {siblings[path[1]]!r} "
-                             f"declares no such output (it has {sorted(outs)})")
+                    self.add(
+                        where,
+                        f"{'.'.join(path)!r}: template {siblings[path[1]]!r} "
+                        f"declares no such output (it has {sorted(outs)})",
+                    )
             elif rest[0] not in STEP_FIELDS:
                 self.add(where, f"unknown field {'.'.join(path)!r}")
         elif head == "retries":
@@ -104,8 +128,11 @@ class _Linter:
                 self.add(where, "{{retries}} used in a template without retryStrategy")
         elif head == "lastRetry":
             if not scope.get("lastRetry") or len(path) != 2 or path[1] not in LAST_RETRY_FIELDS:
-                self.add(where, f"{'.'.join(path)!r} is only valid as lastRetry."
-                         f"{{{'|'.join(sorted(LAST_RETRY_FIELDS))}}} in a retry expression")
+                self.add(
+                    where,
+                    f"{'.'.join(path)!r} is only valid as lastRetry."
+                    f"{{{'|'.join(sorted(LAST_RETRY_FIELDS))}}} in a retry expression",
+                )
         elif head not in expr.FUNCTIONS:
             self.add(where, f"unknown variable {'.'.join(path)!r}")
 
@@ -151,8 +178,11 @@ class _Linter:
             before = when[mt.start() - 1] if mt.start() > 0 else ""
             after = when[mt.end()] if mt.end() < len(when) else ""
             if before not in "'\"" or before == "" or after != before:
-                self.add(where, f"operand {{{{{body}}}}} must be quoted: govaluate reads an "
-                         "unquoted word as a variable")
+                self.add(
+                    where,
+                    f"operand {{{{{body}}}}} must be quoted: govaluate reads an "
+                    "unquoted word as a variable",
+                )
         substituted = re.sub(r"\{\{.*?\}\}", "0", when)
         try:
             expr.parse(substituted)
@@ -172,8 +202,9 @@ class _Linter:
                 self.add(where, f"passes parameter {p!r} that template {name!r} does not declare")
         for pname, p in declared.items():
             if pname not in passed and "value" not in p and "default" not in p:
-                self.add(where, f"does not pass parameter {pname!r} that template {name!r} "
-                         "requires")
+                self.add(
+                    where, f"does not pass parameter {pname!r} that template {name!r} requires"
+                )
         self._walk_strings(f"{where}.arguments", call.get("arguments") or {}, scope)
         if "when" in call:
             self._check_when(f"{where}.when", str(call["when"]), scope)
@@ -189,10 +220,20 @@ class _Linter:
             }
             rs = t.get("retryStrategy") or {}
             if "expression" in rs:
-                self._check_expr(f"{where}.retryStrategy.expression", str(rs["expression"]),
-                                 {**scope, "lastRetry": True, "inputs": set()})
-            for key in ("container", "activeDeadlineSeconds", "podSpecPatch", "nodeSelector",
-                        "inputs", "retryStrategy", "metadata"):
+                self._check_expr(
+                    f"{where}.retryStrategy.expression",
+                    str(rs["expression"]),
+                    {**scope, "lastRetry": True, "inputs": set()},
+                )
+            for key in (
+                "container",
+                "activeDeadlineSeconds",
+                "podSpecPatch",
+                "nodeSelector",
+                "inputs",
+                "retryStrategy",
+                "metadata",
+            ):
                 if key in t and key != "retryStrategy":
                     self._walk_strings(f"{where}.{key}", t[key], scope)
             if "limit" in rs:
@@ -206,8 +247,10 @@ class _Linter:
                     for step in group or []:
                         seen[step.get("name")] = step.get("template")
             if "dag" in t:
-                tasks = {task.get("name"): task.get("template")
-                         for task in (t.get("dag") or {}).get("tasks") or []}
+                tasks = {
+                    task.get("name"): task.get("template")
+                    for task in (t.get("dag") or {}).get("tasks") or []
+                }
                 for j, task in enumerate((t.get("dag") or {}).get("tasks") or []):
                     twhere = f"{where}.dag.tasks[{j}] ({task.get('name')})"
                     for dep in task.get("dependencies") or []:
@@ -219,12 +262,12 @@ class _Linter:
         labels_from = ((self.spec.get("workflowMetadata") or {}).get("labelsFrom")) or {}
         top: dict[str, Any] = {"template": "", "inputs": set()}
         for key, v in labels_from.items():
-            self._check_expr(f"spec.workflowMetadata.labelsFrom.{key}",
-                             str((v or {}).get("expression", "")), top)
+            self._check_expr(
+                f"spec.workflowMetadata.labelsFrom.{key}", str((v or {}).get("expression", "")), top
+            )
         for key in ("podMetadata", "synchronization"):
             if key in self.spec:
-                self._walk_strings(f"spec.{key}", self.spec[key],
-                                   {"template": "", "inputs": set()})
+                self._walk_strings(f"spec.{key}", self.spec[key], {"template": "", "inputs": set()})
 
 
 def _split_plain(body: str) -> list[str]:

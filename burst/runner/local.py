@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from burst.errors import BadInputError
+from burst.infra.provision import node_count
 from burst.obs.report import build_report
 from burst.runner.engine import SUCCEEDED, EngineOptions, PodNode, WorkflowEngine
 from burst.runs import RunPaths, write_json_atomic
@@ -192,6 +193,8 @@ class LocalRunner:
             "cost-centre": job.cost_centre,
             "owner": job.owner,
             "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
+            "nodes": str(node_count(job)),
+            "gpus-per-node": str(job.compute.gpus_per_node),
         }
         params.update(self.options.parameters)
         return params

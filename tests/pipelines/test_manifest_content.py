@@ -126,3 +126,35 @@ def test_reaper_is_a_forbid_cron_running_burst_reap(reaper: dict[str, Any]) -> N
     (t,) = reaper["spec"]["workflowSpec"]["templates"]
     assert t["container"]["command"] == ["burst", "reap"]
     assert reaper["spec"]["workflowSpec"]["serviceAccountName"] == "burst-reaper"
+
+
+def test_multi_node_train_is_a_gang_scheduled_volcano_job(train: dict[str, Any]) -> None:
+    import yaml as _yaml
+
+    main = _t(train, "main")
+    branches = {s["name"]: s["when"] for s in main["steps"][3]}
+    assert branches == {"place": "{{workflow.parameters.nodes}} == 1",
+                        "place-gang": "{{workflow.parameters.nodes}} > 1"}
+    gang = _t(train, "train-gang")["resource"]
+    assert gang["action"] == "create" and gang["setOwnerReference"] is True
+    assert "Completed" in gang["successCondition"] and "Failed" in gang["failureCondition"]
+    # after Argo substitutes the parameters, the Job is valid YAML with typed fields
+    text = gang["manifest"]
+    for tag, value in {
+        "{{workflow.parameters.nodes}}": "3",
+        "{{workflow.parameters.preemptions-per-region}}": "3",
+        "{{=asInt(workflow.parameters.nodes) - 1}}": "2",
+        "{{inputs.parameters.node-selector}}": '{"accelerator":"h100"}',
+        "{{inputs.parameters.tolerations}}": '[{"key":"nvidia.com/gpu","operator":"Exists"}]',
+    }.items():
+        text = text.replace(tag, value)
+    job = _yaml.safe_load(text)
+    assert job["kind"] == "Job" and job["apiVersion"] == "batch.volcano.sh/v1alpha1"
+    assert job["spec"]["minAvailable"] == 3  # gang: all nodes or none
+    assert {"exitCode": 75, "action": "RestartJob"} in job["spec"]["policies"]
+    assert {"event": "PodEvicted", "action": "RestartJob"} in job["spec"]["policies"]
+    assert [t["replicas"] for t in job["spec"]["tasks"]] == [1, 2]
+    pod = job["spec"]["tasks"][1]["template"]["spec"]
+    assert pod["nodeSelector"] == {"accelerator": "h100"}
+    assert "torchrun" in pod["containers"][0]["command"][2]
+    assert "-m steps.train" in pod["containers"][0]["command"][2]

@@ -212,14 +212,21 @@ def test_dag_runs_in_dependency_order(tmp_path: Path) -> None:
     assert order(tmp_path) == ["a", "b", "c", "bye"]
 
 
+def _call(m: dict[str, Any], template: dict[str, Any]) -> None:
+    """Add ``template`` and call it from main's second step."""
+    m["spec"]["templates"].append(template)
+    main = next(t for t in m["spec"]["templates"] if t["name"] == "main")
+    main["steps"].append([{"name": "then", "template": template["name"]}])
+
+
 @pytest.mark.parametrize(("mutate", "feature"), [
     (lambda m: m["spec"]["templates"][1]["steps"][0][0].update(withItems=[1, 2]), "withItems"),
-    (lambda m: m["spec"]["templates"].append(
-        {"name": "s", "script": {"image": "x", "source": "print(1)"}}), "script"),
+    (lambda m: _call(m, {"name": "s", "script": {"image": "x", "source": "print(1)"}}),
+     "script"),
     (lambda m: m["spec"]["templates"][0]["container"].update(
         envFrom=[{"secretRef": {"name": "creds"}}]), "envFrom"),
-    (lambda m: m["spec"]["templates"].append(
-        {"name": "r", "resource": {"action": "create", "manifest": "{}"}}), "resource"),
+    (lambda m: _call(m, {"name": "r", "resource": {"action": "create", "manifest": "{}"}}),
+     "resource"),
 ])
 def test_unsupported_feature_is_refused_before_anything_runs(
     tmp_path: Path, mutate: Any, feature: str
@@ -244,3 +251,19 @@ def test_lint_problems_and_missing_parameters_are_refused(tmp_path: Path) -> Non
     with pytest.raises(ManifestError, match="'needed' has no value"):
         run(m, tmp_path)
     assert order(tmp_path) == []
+
+
+def test_branch_switched_off_by_a_workflow_parameter_is_not_checked(tmp_path: Path) -> None:
+    """The multi-node branch (a resource template) of a one-node run is never reached, so
+    the runner accepts the manifest; with nodes=2 it refuses it, naming the feature."""
+    one = container("one", step_code(""), "one")
+    gang = {"name": "gang", "resource": {"action": "create", "manifest": "kind: Job"}}
+    main = steps("main", [
+        {"name": "one", "template": "one", "when": "{{workflow.parameters.nodes}} == 1"},
+        {"name": "gang", "template": "gang", "when": "{{workflow.parameters.nodes}} > 1"}])
+    m = workflow([one, gang, main], params=[{"name": "nodes", "value": "1"}])
+    assert run(m, tmp_path).phase == "Succeeded"
+    assert order(tmp_path) == ["one", "bye"]
+    with pytest.raises(UnsupportedFeature, match="'resource'"):
+        run(m, tmp_path, nodes="2")
+    assert order(tmp_path) == ["one", "bye"]

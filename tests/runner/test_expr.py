@@ -42,8 +42,9 @@ def test_unknown_names_and_functions_fail() -> None:
         expr.evaluate_text("Failed != 'Succeeded'", {})  # an unquoted operand
     with pytest.raises(expr.ExprError, match="unknown function 'upper'"):
         expr.evaluate_text("upper('x')", {})
-    with pytest.raises(expr.ExprError, match="unexpected"):  # sprig.* is not supported
-        expr.parse("sprig.upper('x')")
+    with pytest.raises(expr.ExprError, match=r"unknown function 'sprig\.upper'"):
+        expr.evaluate_text("sprig.upper('x')", {})  # only sprig.b64enc / b64dec
+    assert expr.evaluate_text("sprig.b64dec(sprig.b64enc('a: 1'))", {}) == "a: 1"
 
 
 def test_references_lists_every_name_path() -> None:

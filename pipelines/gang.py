@@ -1,0 +1,111 @@
+"""Multi-node train: a Volcano Job (gang scheduling) created by an Argo resource template.
+
+All ``nodes`` pods start together or not at all (``minAvailable``); Volcano's pytorch plugin
+gives each pod MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, and torchrun starts one
+``steps.train`` process per GPU. Preemption: the job restarts (from the latest checkpoint)
+on exit 75 or an evicted pod, at most ``preemptions-per-region`` times.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from pipelines.common import OUTPUTS_DIR, RUNS_MOUNT, RUNS_VOLUME
+
+SPEC_FILE = "/tmp/inputs/spec.yaml"
+
+
+def _trainer_command() -> list[str]:
+    script = (
+        'mkdir -p /tmp/inputs && printf "%s" "$BURST_SPEC_B64" | base64 -d > ' + SPEC_FILE + " && "
+        "exec torchrun --nnodes=\"$WORLD_SIZE\" --node-rank=\"$RANK\" "
+        "--nproc-per-node={{workflow.parameters.gpus-per-node}} "
+        "--master-addr=\"$MASTER_ADDR\" --master-port=\"$MASTER_PORT\" "
+        "-m steps.train --spec " + SPEC_FILE + " --run-id {{workflow.name}} "
+        "--runs-root " + RUNS_MOUNT + " "
+        "--input \"infra=$(printf %s \"$BURST_INFRA_B64\" | base64 -d)\" "
+        "--input \"plan=$(printf %s \"$BURST_PLAN_B64\" | base64 -d)\" "
+        "--out " + OUTPUTS_DIR + "/train.json"
+    )
+    return ["sh", "-c", script]
+
+
+def volcano_job() -> dict[str, Any]:
+    """The Volcano Job (batch.volcano.sh/v1alpha1) the ``train-gang`` template creates."""
+    pod = {
+        "metadata": {"labels": {"burst.dev/run-id": "{{workflow.name}}"}},
+        "spec": {
+            "serviceAccountName": "burst-run",
+            "restartPolicy": "Never",
+            "nodeSelector": "{{inputs.parameters.node-selector}}",
+            "tolerations": "{{inputs.parameters.tolerations}}",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+            "containers": [{
+                "name": "train",
+                "image": "{{workflow.parameters.trainer-image}}",
+                "command": _trainer_command(),
+                "env": [
+                    # base64: the documents and the spec survive Argo's textual substitution
+                    {"name": "BURST_SPEC_B64",
+                     "value": "{{=sprig.b64enc(workflow.parameters.spec)}}"},
+                    {"name": "BURST_INFRA_B64",
+                     "value": "{{=sprig.b64enc(inputs.parameters.infra)}}"},
+                    {"name": "BURST_PLAN_B64",
+                     "value": "{{=sprig.b64enc(inputs.parameters.plan)}}"},
+                    {"name": "BURST_RUNS_ROOT", "value": RUNS_MOUNT},
+                ],
+                "resources": {"limits": {
+                    "nvidia.com/gpu": "{{workflow.parameters.gpus-per-node}}"}},
+                "volumeMounts": [{"name": RUNS_VOLUME, "mountPath": RUNS_MOUNT}],
+            }],
+            "volumes": [{"name": RUNS_VOLUME, "emptyDir": {}}],
+        },
+    }
+    job = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"generateName": "{{workflow.name}}-train-",
+                     "labels": {"burst.dev/run-id": "{{workflow.name}}",
+                                "burst.dev/team": "{{workflow.parameters.team}}"}},
+        "spec": {
+            "schedulerName": "volcano",
+            "minAvailable": "{{workflow.parameters.nodes}}",
+            "maxRetry": "{{workflow.parameters.preemptions-per-region}}",
+            "queue": "{{workflow.parameters.team}}",
+            "plugins": {"pytorch": ["--master=master", "--worker=worker", "--port=29500"],
+                        "svc": [], "env": []},
+            "policies": [
+                {"exitCode": 75, "action": "RestartJob"},
+                {"event": "PodEvicted", "action": "RestartJob"},
+                {"event": "TaskCompleted", "action": "CompleteJob"},
+            ],
+            "tasks": [
+                {"name": "master", "replicas": 1, "template": pod},
+                {"name": "worker", "replicas": "{{=asInt(workflow.parameters.nodes) - 1}}",
+                 "template": pod},
+            ],
+        },
+    }
+    return job
+
+
+#: Tags whose substituted value must stay YAML (a number, a mapping, a list), not a string.
+UNQUOTED = ("{{inputs.parameters.node-selector}}", "{{inputs.parameters.tolerations}}",
+            "{{workflow.parameters.nodes}}", "{{workflow.parameters.preemptions-per-region}}",
+            "{{=asInt(workflow.parameters.nodes) - 1}}")
+
+
+class _NoAliases(yaml.SafeDumper):
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def manifest_text() -> str:
+    """The Job as YAML; the tags of :data:`UNQUOTED` lose their quotes so that Argo's textual
+    substitution leaves a number, a mapping or a list in their place."""
+    text = yaml.dump(volcano_job(), Dumper=_NoAliases, sort_keys=False, width=1000)
+    for tag in UNQUOTED:
+        text = text.replace(f"'{tag}'", tag)
+    return text
