@@ -1,15 +1,17 @@
 """When to checkpoint: the spec's ``interval_steps``, or Young/Daly from measured costs.
 
 With ``interval_steps: auto`` the interval is ``sqrt(2 * C * MTBF)`` (Young 1974; Daly 2006 to
-first order), where C is the measured *blocking* cost of one checkpoint (the time training
-stops) and MTBF the expected time between preemptions of the chosen capacity. It is never
-shorter than the measured background upload time (a checkpoint must finish before the next
-one starts). The first checkpoint of an attempt is taken after ``PROBE_STEPS`` steps to
-measure C, the step time and the upload time, unless an earlier attempt measured them.
+first order; the planner's ``burst.plan.interval``), where C is the measured *blocking* cost
+of one checkpoint (the time training stops) and MTBF the expected time between preemptions of
+the job on the chosen capacity. It is never shorter than the measured background upload time
+(a checkpoint must finish before the next one starts). The first checkpoint of an attempt is
+taken after ``PROBE_STEPS`` steps to measure C, the step time and the upload time, unless an
+earlier attempt measured them; every commit updates the measurements and the interval.
 
-MTBF, first that is known: spec ``compute.mtbf_hours``; the plan's first candidate
-(``mtbf_hours``); the catalog (spot: provider ``spot_node_mtbf_hours``; on demand:
-``on_demand_node_mtbf_hours``); else ``ASSUMED_MTBF_HOURS`` (the catalog's shortest, spot).
+MTBF of the job, first that is known: spec ``compute.mtbf_hours``; the plan's first candidate
+(``mtbf_hours``, the train step's ``--input plan=``); the catalog (spot: the provider's
+``spot_node_mtbf_hours``; on demand: ``on_demand_node_mtbf_hours``) divided by the nodes; else
+``ASSUMED_MTBF_HOURS`` a node (the catalog's shortest, spot).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from burst.errors import BurstError
+from burst.plan.interval import choose_interval, job_mtbf_s, young_daly
 from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
@@ -26,50 +30,57 @@ log = logging.getLogger(__name__)
 PROBE_STEPS = 3
 ASSUMED_MTBF_HOURS = 8.0
 EWMA = 0.3
+MAX_HISTORY = 20  # interval changes kept for the document
 
 
-def young_daly_interval_s(checkpoint_cost_s: float, mtbf_s: float) -> float:
-    """Optimal seconds of work between checkpoints: sqrt(2 C M)."""
-    return math.sqrt(2.0 * checkpoint_cost_s * mtbf_s)
+def _nodes(job: BurstJob, cand: dict[str, Any] | None) -> int:
+    if cand and isinstance(cand.get("nodes"), int) and cand["nodes"] >= 1:
+        return int(cand["nodes"])
+    return max(1, -(-job.compute.gpu_count // job.compute.gpus_per_node))
 
 
 def resolve_mtbf(job: BurstJob, plan: dict[str, Any] | None) -> tuple[float, str]:
-    """Expected seconds between preemptions, and where the figure comes from."""
+    """Expected seconds between preemptions of the whole job, and where the figure comes from.
+
+    Nodes are preempted independently: a job of N nodes stops N times as often as one node.
+    """
     if job.compute.mtbf_hours is not None:
-        return job.compute.mtbf_hours * 3600, "spec compute.mtbf_hours"
-    cand = ((plan or {}).get("candidates") or [None])[0]
-    if isinstance(cand, dict) and isinstance(cand.get("mtbf_hours"), int | float):
+        return job.compute.mtbf_hours * 3600, "spec compute.mtbf_hours (job)"
+    first = ((plan or {}).get("candidates") or [None])[0]
+    cand = first if isinstance(first, dict) else None
+    if cand and isinstance(cand.get("mtbf_hours"), int | float) and cand["mtbf_hours"] > 0:
         return float(cand["mtbf_hours"]) * 3600, (
-            f"plan candidate {cand.get('provider')}/{cand.get('region')} mtbf_hours"
+            f"plan candidate {cand.get('provider')}/{cand.get('region')} "
+            f"({cand.get('mtbf_source') or 'mtbf_hours'})"
         )
-    provider = (cand or {}).get("provider") if isinstance(cand, dict) else None
-    provider = provider or job.compute.providers[0]
-    capacity = str(
-        (cand or {}).get("capacity") if isinstance(cand, dict) else None or job.compute.capacity
-    )
-    found = _catalog_mtbf_hours(provider, capacity)
+    provider = str((cand or {}).get("provider") or job.compute.providers[0])
+    capacity = str((cand or {}).get("capacity") or job.compute.capacity)
+    nodes = _nodes(job, cand)
+    found = _catalog_node_mtbf_hours(provider, capacity)
     if found is not None:
-        return found[0] * 3600, found[1]
-    return ASSUMED_MTBF_HOURS * 3600, (
-        f"assumed {ASSUMED_MTBF_HOURS:g} h (no catalog figure for {provider} {capacity})"
+        return job_mtbf_s(found[0], nodes), f"{found[1]} / {nodes} node(s)"
+    return job_mtbf_s(ASSUMED_MTBF_HOURS, nodes), (
+        f"assumed {ASSUMED_MTBF_HOURS:g} h a node (no catalog figure for {provider} "
+        f"{capacity}) / {nodes} node(s)"
     )
 
 
-def _catalog_mtbf_hours(provider: str, capacity: str) -> tuple[float, str] | None:
-    try:
-        from burst.plan.catalog import load_catalog
+def _catalog_node_mtbf_hours(provider: str, capacity: str) -> tuple[float, str] | None:
+    from burst.plan.catalog import load_catalog
 
+    try:
         cat = load_catalog()
-        if capacity == "on_demand":
-            return (
-                float(cat.assumption("on_demand_node_mtbf_hours")),
-                "catalog assumptions.on_demand_node_mtbf_hours",
-            )
-        fact = cat.provider_fact(provider, "spot_node_mtbf_hours")
-        if fact is not None and fact.value is not None:
-            return float(fact.value), f"catalog providers.{provider}.spot_node_mtbf_hours"
-    except Exception as exc:  # the catalog is optional here: fall back to the assumption
-        log.warning("no MTBF from the catalog (%s: %s)", exc.__class__.__name__, exc)
+    except BurstError as exc:  # a broken catalog file: fall back to the assumption, loudly
+        log.warning("no MTBF from the catalog: %s", exc.one_line())
+        return None
+    if capacity == "on_demand":
+        return (
+            float(cat.assumption("on_demand_node_mtbf_hours")),
+            "catalog assumptions.on_demand_node_mtbf_hours",
+        )
+    fact = cat.provider_fact(provider, "spot_node_mtbf_hours")
+    if fact is not None and fact.value is not None:
+        return float(fact.value), f"catalog providers.{provider}.spot_node_mtbf_hours"
     return None
 
 
@@ -144,16 +155,13 @@ class CheckpointSchedule:
                 f"auto: first checkpoint after {PROBE_STEPS} steps to measure the checkpoint cost"
             )
             return
-        yd = young_daly_interval_s(self.blocking_s, self.mtbf_s)
-        interval_s = max(yd, self.upload_s)
+        choice = choose_interval(self.blocking_s, self.mtbf_s, self.upload_s, self.step_s)
+        interval_s = choice.interval_s
         steps = max(1, math.ceil(interval_s / max(self.step_s, 1e-9)))
         self.interval_steps = steps
-        bound = "Young/Daly" if yd >= self.upload_s else "the upload time (longer than Young/Daly)"
         self.why = (
-            f"auto: sqrt(2 x {self.blocking_s:.4f}s blocking x {self.mtbf_s:.0f}s MTBF "
-            f"({self.mtbf_source})) = {yd:.1f}s; upload {self.upload_s:.3f}s; "
-            f"interval {interval_s:.1f}s set by {bound} = {steps} steps of "
-            f"{self.step_s:.4f}s"
+            f"auto: {choice.reason} (blocking cost C measured, MTBF from {self.mtbf_source}; "
+            f"upload {self.upload_s:.3g} s) = {steps} steps of {self.step_s:.3g} s"
         )
         entry = {
             "after_step": self.last_save_step,
@@ -161,7 +169,7 @@ class CheckpointSchedule:
             "interval_s": round(interval_s, 3),
         }
         if not self.history or self.history[-1]["interval_steps"] != steps:
-            self.history.append(entry)
+            self.history = [*self.history, entry][-MAX_HISTORY:]
 
     def due(self, done: int) -> bool:
         assert self.interval_steps is not None
@@ -173,11 +181,7 @@ class CheckpointSchedule:
         def r(v: float | None) -> float | None:
             return None if v is None else round(v, 6)
 
-        yd = (
-            young_daly_interval_s(self.blocking_s, self.mtbf_s)
-            if self.blocking_s is not None
-            else None
-        )
+        yd = young_daly(self.blocking_s, self.mtbf_s) if self.blocking_s is not None else None
         return {
             "mode": "spec" if self.explicit_steps is not None else "young_daly",
             "interval_steps": self.interval_steps,

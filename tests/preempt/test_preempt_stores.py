@@ -1,0 +1,78 @@
+"""The train step through the checkpoint engine: on a real S3 server on loopback (rclone serve
+s3), with the Young/Daly interval, and with bad input. Real child processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from attempts_harness import run_attempt, write_spec
+
+from burst.errors import EXIT_BAD_INPUT, EXIT_PREEMPTED
+
+pytestmark = pytest.mark.slow
+
+
+def _finish(spec: Path, run_id: str, root: Path, env: dict[str, str]) -> tuple[list[int], dict]:  # type: ignore[type-arg]
+    codes: list[int] = []
+    for _ in range(6):
+        a = run_attempt(spec, run_id, root, env)
+        codes.append(a.code)  # type: ignore[arg-type]
+        if a.code != EXIT_PREEMPTED:
+            break
+    return codes, a.doc()
+
+
+def test_preempted_twice_on_s3_resumes_exactly(tmp_path: Path, s3_bucket: str) -> None:
+    local = write_spec(tmp_path, name="local.yaml")
+    codes, base = _finish(local, "s3-base", tmp_path / "runs", {})
+    assert codes == [0]
+    spec = tmp_path / "s3.yaml"
+    spec.write_text(
+        local.read_text().replace(
+            f"checkpoint_uri: file://{tmp_path}/store", f"checkpoint_uri: s3://{s3_bucket}/ckpt"
+        )
+    )
+    env = {"BURST_PREEMPT_AT_STEPS": "7,19"}
+    codes, doc = _finish(spec, "s3-run", tmp_path / "runs", env)
+    assert codes == [EXIT_PREEMPTED, EXIT_PREEMPTED, 0]
+    assert doc["checkpoint_store"] == f"s3://{s3_bucket}/ckpt/s3-run"
+    assert doc["preemptions"] == 2
+    assert [a["resumed_from"] for a in doc["attempts"]] == [0, 7, 19]
+    assert doc["final_weights_sha256"] == base["final_weights_sha256"]
+
+
+def test_auto_interval_follows_young_daly_and_leaves_the_weights_alone(tmp_path: Path) -> None:
+    fixed = write_spec(tmp_path, steps=60, name="fixed.yaml")
+    codes, base = _finish(fixed, "fixed", tmp_path / "runs", {})
+    assert codes == [0]
+    auto = write_spec(tmp_path, steps=60, interval="auto", name="auto.yaml")
+    # an MTBF of 3.6 s makes Young/Daly short enough to show in 60 steps
+    auto.write_text(
+        auto.read_text().replace(
+            "  providers: [aws]\n", "  providers: [aws]\n  mtbf_hours: 0.001\n"
+        )
+    )
+    codes, doc = _finish(auto, "auto", tmp_path / "runs", {"BURST_PREEMPT_AT_STEPS": "20"})
+    assert codes == [EXIT_PREEMPTED, 0]
+    ci = doc["checkpoint_interval"]
+    assert ci["mode"] == "young_daly" and ci["mtbf_s"] == pytest.approx(3.6)
+    assert ci["blocking_s"] > 0 and ci["upload_s"] > 0 and ci["step_s"] > 0
+    assert ci["interval_s"] >= min(ci["upload_s"], ci["young_daly_interval_s"])
+    assert ci["interval_steps"] >= 1 and ci["why"].startswith("auto:")
+    assert doc["final_weights_sha256"] == base["final_weights_sha256"]
+
+
+def test_bad_preempt_steps_is_one_line_and_exit_2(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    spec = write_spec(tmp_path)
+    a = run_attempt(spec, "bad", tmp_path / "runs", {"BURST_PREEMPT_AT_STEPS": "7,seven"})
+    assert a.code == EXIT_BAD_INPUT
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if "error" in ln]
+    assert lines == [
+        "burst train: error: BURST_PREEMPT_AT_STEPS='7,seven': 'seven' is not a "
+        "step number (1 or more)"
+    ]
+    assert "Traceback" not in err
