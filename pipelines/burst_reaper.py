@@ -26,8 +26,13 @@ def build() -> CronWorkflow:
         entrypoint="reap",
         service_account_name=REAPER_SERVICE_ACCOUNT,
         active_deadline_seconds=3 * 3600,
-        arguments=[Parameter(name="steps-image", value=STEPS_IMAGE,
-                             description="steps image (holds the burst CLI), pinned by digest")],
+        arguments=[
+            Parameter(
+                name="steps-image",
+                value=STEPS_IMAGE,
+                description="steps image (holds the burst CLI), pinned by digest",
+            )
+        ],
         pod_gc=m.PodGC(strategy="OnPodSuccess"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
         security_context=m.PodSecurityContext(run_as_non_root=True, run_as_user=1000),

@@ -112,64 +112,101 @@ def build() -> WorkflowTemplate:
         active_deadline_seconds=WORKFLOW_DEADLINE_S,
         arguments=[
             Parameter(name="spec", description="the job spec (YAML text)"),
-            Parameter(name="steps-image", value=STEPS_IMAGE,
-                      description="steps image, pinned by digest"),
-            Parameter(name="trainer-image", value=TRAINER_IMAGE,
-                      description="trainer image, pinned by digest (verified by verify-image)"),
-            Parameter(name="team", value="default",
-                      description="team: the GPU quota semaphore key and a cost label"),
+            Parameter(
+                name="steps-image", value=STEPS_IMAGE, description="steps image, pinned by digest"
+            ),
+            Parameter(
+                name="trainer-image",
+                value=TRAINER_IMAGE,
+                description="trainer image, pinned by digest (verified by verify-image)",
+            ),
+            Parameter(
+                name="team",
+                value="default",
+                description="team: the GPU quota semaphore key and a cost label",
+            ),
             Parameter(name="cost-centre", value="unassigned", description="cost label"),
             Parameter(name="owner", value="unknown", description="cost label"),
-            Parameter(name="train-deadline-seconds", value=str(DEFAULT_DEADLINE_S),
-                      description="train's deadline: the budget's hours in seconds"),
-            Parameter(name="preemptions-per-region", value="3",
-                      description="train retries in one region before requeueing elsewhere"),
-            Parameter(name="max-placements", value="3",
-                      description="how many of the plan's candidates train may be placed in"),
-            Parameter(name="nodes", value="1",
-                      description="train nodes: 1 runs a pod, more a gang-scheduled Volcano Job"),
+            Parameter(
+                name="train-deadline-seconds",
+                value=str(DEFAULT_DEADLINE_S),
+                description="train's deadline: the budget's hours in seconds",
+            ),
+            Parameter(
+                name="preemptions-per-region",
+                value="3",
+                description="train retries in one region before requeueing elsewhere",
+            ),
+            Parameter(
+                name="max-placements",
+                value="3",
+                description="how many of the plan's candidates train may be placed in",
+            ),
+            Parameter(
+                name="nodes",
+                value="1",
+                description="train nodes: 1 runs a pod, more a gang-scheduled Volcano Job",
+            ),
             Parameter(name="gpus-per-node", value="8", description="GPUs on each train node"),
         ],
-        synchronization=m.Synchronization(semaphores=[m.SemaphoreRef(
-            config_map_key_ref=m.ConfigMapKeySelector(
-                name=GPU_QUOTA_CONFIGMAP, key="{{workflow.parameters.team}}"),
-        )]),
-        workflow_metadata=m.WorkflowMetadata(labels_from={
-            "burst.dev/team": m.LabelValueFrom(expression="workflow.parameters.team"),
-            "burst.dev/cost-centre": m.LabelValueFrom(
-                expression="workflow.parameters['cost-centre']"),
-            "burst.dev/owner": m.LabelValueFrom(expression="workflow.parameters.owner"),
-        }),
-        pod_metadata=m.Metadata(labels={
-            **PART_OF,
-            "burst.dev/run-id": "{{workflow.name}}",
-            "burst.dev/team": "{{workflow.parameters.team}}",
-            "burst.dev/cost-centre": "{{workflow.parameters.cost-centre}}",
-        }),
+        synchronization=m.Synchronization(
+            semaphores=[
+                m.SemaphoreRef(
+                    config_map_key_ref=m.ConfigMapKeySelector(
+                        name=GPU_QUOTA_CONFIGMAP, key="{{workflow.parameters.team}}"
+                    ),
+                )
+            ]
+        ),
+        workflow_metadata=m.WorkflowMetadata(
+            labels_from={
+                "burst.dev/team": m.LabelValueFrom(expression="workflow.parameters.team"),
+                "burst.dev/cost-centre": m.LabelValueFrom(
+                    expression="workflow.parameters['cost-centre']"
+                ),
+                "burst.dev/owner": m.LabelValueFrom(expression="workflow.parameters.owner"),
+            }
+        ),
+        pod_metadata=m.Metadata(
+            labels={
+                **PART_OF,
+                "burst.dev/run-id": "{{workflow.name}}",
+                "burst.dev/team": "{{workflow.parameters.team}}",
+                "burst.dev/cost-centre": "{{workflow.parameters.cost-centre}}",
+            }
+        ),
         pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
-        volume_claim_templates=[m.PersistentVolumeClaim(
-            metadata=m.ObjectMeta(name=RUNS_VOLUME),
-            spec=m.PersistentVolumeClaimSpec(
-                access_modes=["ReadWriteOnce"],
-                resources=m.VolumeResourceRequirements(requests={"storage": m.Quantity("1Gi")}),
-            ),
-        )],
-        security_context=m.PodSecurityContext(run_as_non_root=True, run_as_user=1000,
-                                              fs_group=1000),
+        volume_claim_templates=[
+            m.PersistentVolumeClaim(
+                metadata=m.ObjectMeta(name=RUNS_VOLUME),
+                spec=m.PersistentVolumeClaimSpec(
+                    access_modes=["ReadWriteOnce"],
+                    resources=m.VolumeResourceRequirements(requests={"storage": m.Quantity("1Gi")}),
+                ),
+            )
+        ],
+        security_context=m.PodSecurityContext(
+            run_as_non_root=True, run_as_user=1000, fs_group=1000
+        ),
     ) as wt:
         preflight = _step_container("preflight", output="decision")
         plan = _step_container("plan", inputs=("decision",), output="plan")
         verify = _step_container("verify-image", output="image")
         provision = _step_container(
-            "provision", inputs=("plan", "decision"), output="infra",
-            extra_env=(state_key,
-                       Env(name="BURST_CANDIDATE_INDEX",
-                           value="{{inputs.parameters.candidate-index}}")),
+            "provision",
+            inputs=("plan", "decision"),
+            output="infra",
+            extra_env=(
+                state_key,
+                Env(name="BURST_CANDIDATE_INDEX", value="{{inputs.parameters.candidate-index}}"),
+            ),
             extra_inputs=("candidate-index",),
         )
         train = _step_container(
-            "train", inputs=("infra", "plan"), output="train",
+            "train",
+            inputs=("infra", "plan"),
+            output="train",
             image="{{workflow.parameters.trainer-image}}",
             extra_env=(Env(name="BURST_ATTEMPT", value="{{retries}}"),),
             extra_inputs=("node-selector", "tolerations"),
@@ -179,12 +216,13 @@ def build() -> WorkflowTemplate:
                 limit="{{workflow.parameters.preemptions-per-region}}",
                 retry_policy="Always",
                 expression=RETRY_ON_PREEMPTION,
-                backoff=m.Backoff(duration="10s", factor=m.IntOrString(root=2),
-                                  max_duration="30m"),
+                backoff=m.Backoff(duration="10s", factor=m.IntOrString(root=2), max_duration="30m"),
             ),
             # the node group provision made: its selector and taints come from its outputs
-            pod_spec_patch=('{"nodeSelector": {{inputs.parameters.node-selector}}, '
-                            '"tolerations": {{inputs.parameters.tolerations}}}'),
+            pod_spec_patch=(
+                '{"nodeSelector": {{inputs.parameters.node-selector}}, '
+                '"tolerations": {{inputs.parameters.tolerations}}}'
+            ),
         )
         teardown = _step_container("teardown", output="teardown", extra_env=(state_key,))
         propagate = Container(
@@ -199,32 +237,59 @@ def build() -> WorkflowTemplate:
         next_index = "{{=asInt(inputs.parameters['candidate-index']) + 1}}"
         preempted = "{{steps.train.exitCode}} == 75"
         can_requeue = f"{next_index} < {{{{workflow.parameters.max-placements}}}}"
-        with Steps(name="place", inputs=[Parameter(name="decision"), Parameter(name="plan"),
-                                          Parameter(name="candidate-index")]) as place:
-            Step(name="provision", template=provision, arguments={
-                "plan": "{{inputs.parameters.plan}}",
-                "decision": "{{inputs.parameters.decision}}",
-                "candidate-index": "{{inputs.parameters.candidate-index}}",
-            })
-            Step(name="train", template=train, continue_on=m.ContinueOn(failed=True, error=True),
-                 arguments={
-                     "infra": "{{steps.provision.outputs.parameters.infra}}",
-                     "plan": "{{inputs.parameters.plan}}",
-                     "node-selector": ("{{=toJson(jsonpath(steps.provision.outputs.parameters"
-                                       ".infra, '$.outputs.node_selector'))}}"),
-                     "tolerations": ("{{=toJson(jsonpath(steps.provision.outputs.parameters"
-                                     ".infra, '$.outputs.tolerations'))}}"),
-                 })
-            Step(name="requeue", template="place", when=f"{preempted} && {can_requeue}",
-                 arguments={
-                     "decision": "{{inputs.parameters.decision}}",
-                     "plan": "{{inputs.parameters.plan}}",
-                     "candidate-index": next_index,
-                 })
-            Step(name="give-up", template=propagate,
-                 when=(f"'{{{{steps.train.status}}}}' != 'Succeeded' && "
-                       f"!({preempted} && {can_requeue})"),
-                 arguments={"exit-code": "{{steps.train.exitCode}}"})
+        with Steps(
+            name="place",
+            inputs=[
+                Parameter(name="decision"),
+                Parameter(name="plan"),
+                Parameter(name="candidate-index"),
+            ],
+        ) as place:
+            Step(
+                name="provision",
+                template=provision,
+                arguments={
+                    "plan": "{{inputs.parameters.plan}}",
+                    "decision": "{{inputs.parameters.decision}}",
+                    "candidate-index": "{{inputs.parameters.candidate-index}}",
+                },
+            )
+            Step(
+                name="train",
+                template=train,
+                continue_on=m.ContinueOn(failed=True, error=True),
+                arguments={
+                    "infra": "{{steps.provision.outputs.parameters.infra}}",
+                    "plan": "{{inputs.parameters.plan}}",
+                    "node-selector": (
+                        "{{=toJson(jsonpath(steps.provision.outputs.parameters"
+                        ".infra, '$.outputs.node_selector'))}}"
+                    ),
+                    "tolerations": (
+                        "{{=toJson(jsonpath(steps.provision.outputs.parameters"
+                        ".infra, '$.outputs.tolerations'))}}"
+                    ),
+                },
+            )
+            Step(
+                name="requeue",
+                template="place",
+                when=f"{preempted} && {can_requeue}",
+                arguments={
+                    "decision": "{{inputs.parameters.decision}}",
+                    "plan": "{{inputs.parameters.plan}}",
+                    "candidate-index": next_index,
+                },
+            )
+            Step(
+                name="give-up",
+                template=propagate,
+                when=(
+                    f"'{{{{steps.train.status}}}}' != 'Succeeded' && "
+                    f"!({preempted} && {can_requeue})"
+                ),
+                arguments={"exit-code": "{{steps.train.exitCode}}"},
+            )
 
         train_gang = Resource(
             name="train-gang",
@@ -236,39 +301,63 @@ def build() -> WorkflowTemplate:
             inputs=[Parameter(name=n) for n in ("infra", "plan", "node-selector", "tolerations")],
             active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
         )
-        with Steps(name="place-gang", inputs=[Parameter(name="decision"),
-                                               Parameter(name="plan")]) as place_gang:
-            Step(name="provision", template=provision, arguments={
-                "plan": "{{inputs.parameters.plan}}",
-                "decision": "{{inputs.parameters.decision}}",
-                "candidate-index": "0",
-            })
-            Step(name="train", template=train_gang, arguments={
-                "infra": "{{steps.provision.outputs.parameters.infra}}",
-                "plan": "{{inputs.parameters.plan}}",
-                "node-selector": ("{{=toJson(jsonpath(steps.provision.outputs.parameters"
-                                  ".infra, '$.outputs.node_selector'))}}"),
-                "tolerations": ("{{=toJson(jsonpath(steps.provision.outputs.parameters"
-                                ".infra, '$.outputs.tolerations'))}}"),
-            })
+        with Steps(
+            name="place-gang", inputs=[Parameter(name="decision"), Parameter(name="plan")]
+        ) as place_gang:
+            Step(
+                name="provision",
+                template=provision,
+                arguments={
+                    "plan": "{{inputs.parameters.plan}}",
+                    "decision": "{{inputs.parameters.decision}}",
+                    "candidate-index": "0",
+                },
+            )
+            Step(
+                name="train",
+                template=train_gang,
+                arguments={
+                    "infra": "{{steps.provision.outputs.parameters.infra}}",
+                    "plan": "{{inputs.parameters.plan}}",
+                    "node-selector": (
+                        "{{=toJson(jsonpath(steps.provision.outputs.parameters"
+                        ".infra, '$.outputs.node_selector'))}}"
+                    ),
+                    "tolerations": (
+                        "{{=toJson(jsonpath(steps.provision.outputs.parameters"
+                        ".infra, '$.outputs.tolerations'))}}"
+                    ),
+                },
+            )
 
         with Steps(name="main"):
             Step(name="preflight", template=preflight)
-            Step(name="plan", template=plan,
-                 arguments={"decision": "{{steps.preflight.outputs.parameters.decision}}"})
+            Step(
+                name="plan",
+                template=plan,
+                arguments={"decision": "{{steps.preflight.outputs.parameters.decision}}"},
+            )
             Step(name="verify-image", template=verify)
             with Parallel():
-                Step(name="place", template=place,
-                     when="{{workflow.parameters.nodes}} == 1", arguments={
-                         "decision": "{{steps.preflight.outputs.parameters.decision}}",
-                         "plan": "{{steps.plan.outputs.parameters.plan}}",
-                         "candidate-index": "0",
-                     })
-                Step(name="place-gang", template=place_gang,
-                     when="{{workflow.parameters.nodes}} > 1", arguments={
-                         "decision": "{{steps.preflight.outputs.parameters.decision}}",
-                         "plan": "{{steps.plan.outputs.parameters.plan}}",
-                     })
+                Step(
+                    name="place",
+                    template=place,
+                    when="{{workflow.parameters.nodes}} == 1",
+                    arguments={
+                        "decision": "{{steps.preflight.outputs.parameters.decision}}",
+                        "plan": "{{steps.plan.outputs.parameters.plan}}",
+                        "candidate-index": "0",
+                    },
+                )
+                Step(
+                    name="place-gang",
+                    template=place_gang,
+                    when="{{workflow.parameters.nodes}} > 1",
+                    arguments={
+                        "decision": "{{steps.preflight.outputs.parameters.decision}}",
+                        "plan": "{{steps.plan.outputs.parameters.plan}}",
+                    },
+                )
 
         with Steps(name="exit-handler"):
             Step(name="teardown", template=teardown)

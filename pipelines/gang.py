@@ -20,13 +20,13 @@ SPEC_FILE = "/tmp/inputs/spec.yaml"
 def _trainer_command() -> list[str]:
     script = (
         'mkdir -p /tmp/inputs && printf "%s" "$BURST_SPEC_B64" | base64 -d > ' + SPEC_FILE + " && "
-        "exec torchrun --nnodes=\"$WORLD_SIZE\" --node-rank=\"$RANK\" "
+        'exec torchrun --nnodes="$WORLD_SIZE" --node-rank="$RANK" '
         "--nproc-per-node={{workflow.parameters.gpus-per-node}} "
-        "--master-addr=\"$MASTER_ADDR\" --master-port=\"$MASTER_PORT\" "
+        '--master-addr="$MASTER_ADDR" --master-port="$MASTER_PORT" '
         "-m steps.train --spec " + SPEC_FILE + " --run-id {{workflow.name}} "
         "--runs-root " + RUNS_MOUNT + " "
-        "--input \"infra=$(printf %s \"$BURST_INFRA_B64\" | base64 -d)\" "
-        "--input \"plan=$(printf %s \"$BURST_PLAN_B64\" | base64 -d)\" "
+        '--input "infra=$(printf %s "$BURST_INFRA_B64" | base64 -d)" '
+        '--input "plan=$(printf %s "$BURST_PLAN_B64" | base64 -d)" '
         "--out " + OUTPUTS_DIR + "/train.json"
     )
     return ["sh", "-c", script]
@@ -42,40 +42,56 @@ def volcano_job() -> dict[str, Any]:
             "nodeSelector": "{{inputs.parameters.node-selector}}",
             "tolerations": "{{inputs.parameters.tolerations}}",
             "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
-            "containers": [{
-                "name": "train",
-                "image": "{{workflow.parameters.trainer-image}}",
-                "command": _trainer_command(),
-                "env": [
-                    # base64: the documents and the spec survive Argo's textual substitution
-                    {"name": "BURST_SPEC_B64",
-                     "value": "{{=sprig.b64enc(workflow.parameters.spec)}}"},
-                    {"name": "BURST_INFRA_B64",
-                     "value": "{{=sprig.b64enc(inputs.parameters.infra)}}"},
-                    {"name": "BURST_PLAN_B64",
-                     "value": "{{=sprig.b64enc(inputs.parameters.plan)}}"},
-                    {"name": "BURST_RUNS_ROOT", "value": RUNS_MOUNT},
-                ],
-                "resources": {"limits": {
-                    "nvidia.com/gpu": "{{workflow.parameters.gpus-per-node}}"}},
-                "volumeMounts": [{"name": RUNS_VOLUME, "mountPath": RUNS_MOUNT}],
-            }],
+            "containers": [
+                {
+                    "name": "train",
+                    "image": "{{workflow.parameters.trainer-image}}",
+                    "command": _trainer_command(),
+                    "env": [
+                        # base64: the documents and the spec survive Argo's textual substitution
+                        {
+                            "name": "BURST_SPEC_B64",
+                            "value": "{{=sprig.b64enc(workflow.parameters.spec)}}",
+                        },
+                        {
+                            "name": "BURST_INFRA_B64",
+                            "value": "{{=sprig.b64enc(inputs.parameters.infra)}}",
+                        },
+                        {
+                            "name": "BURST_PLAN_B64",
+                            "value": "{{=sprig.b64enc(inputs.parameters.plan)}}",
+                        },
+                        {"name": "BURST_RUNS_ROOT", "value": RUNS_MOUNT},
+                    ],
+                    "resources": {
+                        "limits": {"nvidia.com/gpu": "{{workflow.parameters.gpus-per-node}}"}
+                    },
+                    "volumeMounts": [{"name": RUNS_VOLUME, "mountPath": RUNS_MOUNT}],
+                }
+            ],
             "volumes": [{"name": RUNS_VOLUME, "emptyDir": {}}],
         },
     }
     job = {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
-        "metadata": {"generateName": "{{workflow.name}}-train-",
-                     "labels": {"burst.dev/run-id": "{{workflow.name}}",
-                                "burst.dev/team": "{{workflow.parameters.team}}"}},
+        "metadata": {
+            "generateName": "{{workflow.name}}-train-",
+            "labels": {
+                "burst.dev/run-id": "{{workflow.name}}",
+                "burst.dev/team": "{{workflow.parameters.team}}",
+            },
+        },
         "spec": {
             "schedulerName": "volcano",
             "minAvailable": "{{workflow.parameters.nodes}}",
             "maxRetry": "{{workflow.parameters.preemptions-per-region}}",
             "queue": "{{workflow.parameters.team}}",
-            "plugins": {"pytorch": ["--master=master", "--worker=worker", "--port=29500"],
-                        "svc": [], "env": []},
+            "plugins": {
+                "pytorch": ["--master=master", "--worker=worker", "--port=29500"],
+                "svc": [],
+                "env": [],
+            },
             "policies": [
                 {"exitCode": 75, "action": "RestartJob"},
                 {"event": "PodEvicted", "action": "RestartJob"},
@@ -83,8 +99,11 @@ def volcano_job() -> dict[str, Any]:
             ],
             "tasks": [
                 {"name": "master", "replicas": 1, "template": pod},
-                {"name": "worker", "replicas": "{{=asInt(workflow.parameters.nodes) - 1}}",
-                 "template": pod},
+                {
+                    "name": "worker",
+                    "replicas": "{{=asInt(workflow.parameters.nodes) - 1}}",
+                    "template": pod,
+                },
             ],
         },
     }
@@ -92,9 +111,13 @@ def volcano_job() -> dict[str, Any]:
 
 
 #: Tags whose substituted value must stay YAML (a number, a mapping, a list), not a string.
-UNQUOTED = ("{{inputs.parameters.node-selector}}", "{{inputs.parameters.tolerations}}",
-            "{{workflow.parameters.nodes}}", "{{workflow.parameters.preemptions-per-region}}",
-            "{{=asInt(workflow.parameters.nodes) - 1}}")
+UNQUOTED = (
+    "{{inputs.parameters.node-selector}}",
+    "{{inputs.parameters.tolerations}}",
+    "{{workflow.parameters.nodes}}",
+    "{{workflow.parameters.preemptions-per-region}}",
+    "{{=asInt(workflow.parameters.nodes) - 1}}",
+)
 
 
 class _NoAliases(yaml.SafeDumper):

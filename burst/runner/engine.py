@@ -136,8 +136,9 @@ class WorkflowEngine:
     # -- before anything runs ----------------------------------------------------------
     def check(self) -> None:
         """Refuse, before any process starts, what this runner would not execute faithfully."""
-        declared = {p["name"]: p for p in (self.spec.get("arguments") or {}).get("parameters")
-                    or []}
+        declared = {
+            p["name"]: p for p in (self.spec.get("arguments") or {}).get("parameters") or []
+        }
         params = {n: str(p.get("value", p.get("default", ""))) for n, p in declared.items()}
         params.update(self.options.parameters)
         reachable = reachable_templates(self.manifest, params)

@@ -181,9 +181,10 @@ class _Parser:
                 key = self.expr(0)
                 self.take("]")
                 node = ("member", node, key)
-            elif tok.text == "(" and (node[0] == "name" or (
-                    node[0] == "member" and node[1] == ("name", "sprig")
-                    and node[2][0] == "lit")):
+            elif tok.text == "(" and (
+                node[0] == "name"
+                or (node[0] == "member" and node[1] == ("name", "sprig") and node[2][0] == "lit")
+            ):
                 fn = node[1] if node[0] == "name" else f"sprig.{node[2][1]}"
                 self.take()
                 args: list[Node] = []

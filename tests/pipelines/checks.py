@@ -62,8 +62,11 @@ def schema_errors(manifest: dict[str, Any], kind: str = "lenient") -> list[str]:
 def _hera_class(kind: str) -> Any:
     from hera.workflows import CronWorkflow, Workflow, WorkflowTemplate
 
-    return {"WorkflowTemplate": WorkflowTemplate, "CronWorkflow": CronWorkflow,
-            "Workflow": Workflow}[kind]
+    return {
+        "WorkflowTemplate": WorkflowTemplate,
+        "CronWorkflow": CronWorkflow,
+        "Workflow": Workflow,
+    }[kind]
 
 
 def roundtrip_diff(manifest: dict[str, Any]) -> list[str]:
@@ -71,14 +74,20 @@ def roundtrip_diff(manifest: dict[str, Any]) -> list[str]:
     so a typo shows up here too."""
     from hera.workflows.models import CronWorkflow, Workflow, WorkflowTemplate
 
-    model_cls = {"WorkflowTemplate": WorkflowTemplate, "CronWorkflow": CronWorkflow,
-                 "Workflow": Workflow}[manifest["kind"]]
+    model_cls = {
+        "WorkflowTemplate": WorkflowTemplate,
+        "CronWorkflow": CronWorkflow,
+        "Workflow": Workflow,
+    }[manifest["kind"]]
     try:
         model = model_cls.model_validate(manifest)
     except Exception as exc:  # pydantic.ValidationError: report, do not crash the check
         return [f"model rejects the manifest: {str(exc).splitlines()[0]}"]
-    back = _hera_class(manifest["kind"]).from_dict(
-        model.model_dump(by_alias=True, exclude_none=True)).to_dict()
+    back = (
+        _hera_class(manifest["kind"])
+        .from_dict(model.model_dump(by_alias=True, exclude_none=True))
+        .to_dict()
+    )
     return _diff(manifest, back, "")
 
 
@@ -96,8 +105,11 @@ def _diff(a: Any, b: Any, path: str) -> list[str]:
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return [f"{path}: {len(a)} items became {len(b)}"]
-        return [d for i, (x, y) in enumerate(zip(a, b, strict=True))
-                for d in _diff(x, y, f"{path}[{i}]")]
+        return [
+            d
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for d in _diff(x, y, f"{path}[{i}]")
+        ]
     if a != b and str(a) != str(b):
         return [f"{path}: {a!r} became {b!r}"]
     return []

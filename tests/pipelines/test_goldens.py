@@ -15,13 +15,15 @@ def test_goldens_match_the_definitions() -> None:
     assert sorted(rendered) == GOLDENS
     for name, text in rendered.items():
         assert (COMPILED / name).read_text(encoding="utf-8") == text, (
-            f"pipelines/compiled/{name} drifted from pipelines/: run `make goldens`")
+            f"pipelines/compiled/{name} drifted from pipelines/: run `make goldens`"
+        )
 
 
 def test_compile_writes_the_goldens(tmp_path: Path, burst_cmd: list[str]) -> None:
     out = tmp_path / "compiled"
-    proc = subprocess.run([*burst_cmd, "compile", "--out", str(out)], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [*burst_cmd, "compile", "--out", str(out)], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == GOLDENS
     for name in GOLDENS:
@@ -31,13 +33,21 @@ def test_compile_writes_the_goldens(tmp_path: Path, burst_cmd: list[str]) -> Non
 def test_compile_check_fails_on_drift(tmp_path: Path, burst_cmd: list[str]) -> None:
     out = tmp_path / "compiled"
     subprocess.run([*burst_cmd, "compile", "--out", str(out)], check=True, capture_output=True)
-    ok = subprocess.run([*burst_cmd, "compile", "--check", "--out", str(out)],
-                        capture_output=True, text=True, check=False)
+    ok = subprocess.run(
+        [*burst_cmd, "compile", "--check", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert ok.returncode == 0, ok.stderr
     golden = out / "burst-train.yaml"
     golden.write_text(golden.read_text().replace("limit: '{{workflow", "limit: '{{ workflow"))
-    drift = subprocess.run([*burst_cmd, "compile", "--check", "--out", str(out)],
-                           capture_output=True, text=True, check=False)
+    drift = subprocess.run(
+        [*burst_cmd, "compile", "--check", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert drift.returncode == 1
     assert "burst-train.yaml" in drift.stdout and "make goldens" in drift.stderr
     assert "{{ workflow" in golden.read_text()  # --check writes nothing

@@ -22,14 +22,17 @@ def _params(manifest: dict[str, Any]) -> dict[str, Any]:
     return {p["name"]: p for p in manifest["spec"]["arguments"]["parameters"]}
 
 
-@pytest.mark.parametrize(("exit_code", "message", "retried"), [
-    ("75", "", True),
-    ("-1", "pod deleted", True),
-    ("-1", "Pod was terminated in response to imminent node shutdown.", True),
-    ("1", "Error (exit code 1)", False),
-    ("-1", "OOMKilled", False),
-    ("3", "pod deleted", False),
-])
+@pytest.mark.parametrize(
+    ("exit_code", "message", "retried"),
+    [
+        ("75", "", True),
+        ("-1", "pod deleted", True),
+        ("-1", "Pod was terminated in response to imminent node shutdown.", True),
+        ("1", "Error (exit code 1)", False),
+        ("-1", "OOMKilled", False),
+        ("3", "pod deleted", False),
+    ],
+)
 def test_train_retries_on_preemption_and_node_loss_only(
     train: dict[str, Any], exit_code: str, message: str, retried: bool
 ) -> None:
@@ -79,7 +82,8 @@ def test_deadlines_and_semaphore(train: dict[str, Any]) -> None:
     spec = train["spec"]
     assert spec["activeDeadlineSeconds"] > int(_params(train)["train-deadline-seconds"]["value"])
     assert _t(train, "train")["activeDeadlineSeconds"] == (
-        "{{workflow.parameters.train-deadline-seconds}}")
+        "{{workflow.parameters.train-deadline-seconds}}"
+    )
     (sem,) = spec["synchronization"]["semaphores"]
     assert sem["configMapKeyRef"]["key"] == "{{workflow.parameters.team}}"
 
@@ -89,7 +93,10 @@ def test_gc_ttl_labels_service_account(train: dict[str, Any]) -> None:
     assert spec["podGC"]["strategy"] == "OnPodSuccess"
     assert spec["ttlStrategy"]["secondsAfterSuccess"] > 0
     assert set(spec["workflowMetadata"]["labelsFrom"]) >= {
-        "burst.dev/team", "burst.dev/cost-centre", "burst.dev/owner"}
+        "burst.dev/team",
+        "burst.dev/cost-centre",
+        "burst.dev/owner",
+    }
     assert spec["podMetadata"]["labels"]["burst.dev/cost-centre"]
     assert spec["serviceAccountName"] == "burst-run"
 
@@ -133,8 +140,10 @@ def test_multi_node_train_is_a_gang_scheduled_volcano_job(train: dict[str, Any])
 
     main = _t(train, "main")
     branches = {s["name"]: s["when"] for s in main["steps"][3]}
-    assert branches == {"place": "{{workflow.parameters.nodes}} == 1",
-                        "place-gang": "{{workflow.parameters.nodes}} > 1"}
+    assert branches == {
+        "place": "{{workflow.parameters.nodes}} == 1",
+        "place-gang": "{{workflow.parameters.nodes}} > 1",
+    }
     gang = _t(train, "train-gang")["resource"]
     assert gang["action"] == "create" and gang["setOwnerReference"] is True
     assert "Completed" in gang["successCondition"] and "Failed" in gang["failureCondition"]

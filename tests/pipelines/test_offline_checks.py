@@ -35,7 +35,8 @@ def test_schema_copy_is_argo_v4_and_says_int_or_string_is_a_string() -> None:
     # the published schema's IntOrString is only "string": the patch is needed because Hera
     # writes backoff.factor (and a literal activeDeadlineSeconds) as integers
     assert schema["definitions"]["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] == {
-        "type": "string"}
+        "type": "string"
+    }
 
 
 def test_unpatched_schema_rejects_an_integer_int_or_string(train: dict[str, Any]) -> None:
@@ -91,7 +92,8 @@ def test_exit_handler_naming_a_missing_or_dag_template_fails_lint(train: dict[st
 def test_undeclared_workflow_parameter_fails_lint(train: dict[str, Any]) -> None:
     broken = copy.deepcopy(train)
     broken["spec"]["arguments"]["parameters"] = [
-        p for p in broken["spec"]["arguments"]["parameters"] if p["name"] != "team"]
+        p for p in broken["spec"]["arguments"]["parameters"] if p["name"] != "team"
+    ]
     assert schema_errors(broken, "strict") == []
     problems = lint(broken)
     assert any("workflow parameter 'team' is not declared" in p for p in problems), problems
@@ -100,8 +102,9 @@ def test_undeclared_workflow_parameter_fails_lint(train: dict[str, Any]) -> None
 def test_undeclared_input_parameter_fails_lint(train: dict[str, Any]) -> None:
     broken = copy.deepcopy(train)
     t = _template(broken, "provision")
-    t["inputs"]["parameters"] = [p for p in t["inputs"]["parameters"]
-                                 if p["name"] != "candidate-index"]
+    t["inputs"]["parameters"] = [
+        p for p in t["inputs"]["parameters"] if p["name"] != "candidate-index"
+    ]
     problems = lint(broken)
     assert any("input parameter 'candidate-index' is not declared" in p for p in problems)
     assert any("passes parameter 'candidate-index'" in p for p in problems)
@@ -118,7 +121,8 @@ def test_reference_to_a_later_step_fails_lint(train: dict[str, Any]) -> None:
     broken = copy.deepcopy(train)
     main = _template(broken, "main")
     main["steps"][1][0]["arguments"]["parameters"][0]["value"] = (
-        "{{steps.place.outputs.parameters.decision}}")
+        "{{steps.place.outputs.parameters.decision}}"
+    )
     assert any("not an earlier step" in p for p in lint(broken))
 
 

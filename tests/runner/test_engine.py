@@ -21,10 +21,17 @@ RECORD = "W, T = os.environ['WORK'], os.environ['TMPD']\nopen(W + '/order.txt', 
 def container(name: str, code: str, *args: str, **extra: Any) -> dict[str, Any]:
     """A template running ``python -c CODE ARGS``; /work is the test's directory. The code
     finds /work and /tmp through $WORK and $TMPD (the runner maps paths in args and env)."""
-    return {"name": name, **extra, "container": {
-        "image": "python:3.11", "command": ["python", "-c", code], "args": list(args),
-        "env": [{"name": "WORK", "value": "/work"}, {"name": "TMPD", "value": "/tmp"}],
-        "volumeMounts": [{"name": "work", "mountPath": "/work"}]}}
+    return {
+        "name": name,
+        **extra,
+        "container": {
+            "image": "python:3.11",
+            "command": ["python", "-c", code],
+            "args": list(args),
+            "env": [{"name": "WORK", "value": "/work"}, {"name": "TMPD", "value": "/tmp"}],
+            "volumeMounts": [{"name": "work", "mountPath": "/work"}],
+        },
+    }
 
 
 def step_code(body: str) -> str:
@@ -32,31 +39,57 @@ def step_code(body: str) -> str:
     return f"import os, pathlib, sys, json, time, signal\n{RECORD}\n{body}"
 
 
-def workflow(templates: list[dict[str, Any]], *, entry: str = "main", on_exit: str | None = "bye",
-             params: list[dict[str, Any]] | None = None, **spec: Any) -> dict[str, Any]:
-    bye = container("bye", step_code(
-        "pathlib.Path(W + '/status.txt').write_text(sys.argv[2])"), "bye", "{{workflow.status}}")
-    s: dict[str, Any] = {"entrypoint": entry, "templates": [*templates, bye],
-                         "arguments": {"parameters": params or []}, **spec}
+def workflow(
+    templates: list[dict[str, Any]],
+    *,
+    entry: str = "main",
+    on_exit: str | None = "bye",
+    params: list[dict[str, Any]] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    bye = container(
+        "bye",
+        step_code("pathlib.Path(W + '/status.txt').write_text(sys.argv[2])"),
+        "bye",
+        "{{workflow.status}}",
+    )
+    s: dict[str, Any] = {
+        "entrypoint": entry,
+        "templates": [*templates, bye],
+        "arguments": {"parameters": params or []},
+        **spec,
+    }
     if on_exit:
         s["onExit"] = "exit-handler"
-        s["templates"].append({"name": "exit-handler",
-                               "steps": [[{"name": "bye", "template": "bye"}]]})
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowTemplate",
-            "metadata": {"name": "t"}, "spec": s}
+        s["templates"].append(
+            {"name": "exit-handler", "steps": [[{"name": "bye", "template": "bye"}]]}
+        )
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "WorkflowTemplate",
+        "metadata": {"name": "t"},
+        "spec": s,
+    }
 
 
 def steps(name: str, *groups: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {"name": name, "steps": list(groups), **extra}
 
 
-def run(manifest: dict[str, Any], tmp_path: Path, events: list[tuple[str, str]] | None = None,
-        **params: str) -> Any:
-    opts = EngineOptions(workflow_name="wf-1", parameters=params,
-                         volumes={"work": tmp_path}, pods_dir=tmp_path / "pods",
-                         backoff_scale=0.01)
-    cb = (lambda step, status, info: events.append((step, status))) if events is not None \
-        else None
+def run(
+    manifest: dict[str, Any],
+    tmp_path: Path,
+    events: list[tuple[str, str]] | None = None,
+    **params: str,
+) -> Any:
+    opts = EngineOptions(
+        workflow_name="wf-1",
+        parameters=params,
+        volumes={"work": tmp_path},
+        pods_dir=tmp_path / "pods",
+        backoff_scale=0.01,
+    )
+    cb = (lambda step, status, info: events.append((step, status))) if events is not None else None
     return WorkflowEngine(manifest, opts, cb).run()
 
 
@@ -65,37 +98,71 @@ def order(tmp_path: Path) -> list[str]:
     return f.read_text().split() if f.exists() else []
 
 
-RETRY_75 = {"limit": "3", "retryPolicy": "Always", "backoff": {"duration": "1s", "factor": 2},
-            "expression": "lastRetry.exitCode == '75' || (lastRetry.exitCode == '-1' && "
-                          "lastRetry.message contains 'pod deleted')"}
+RETRY_75 = {
+    "limit": "3",
+    "retryPolicy": "Always",
+    "backoff": {"duration": "1s", "factor": 2},
+    "expression": "lastRetry.exitCode == '75' || (lastRetry.exitCode == '-1' && "
+    "lastRetry.message contains 'pod deleted')",
+}
 
 
 def counter_code(then: str) -> str:
     """Counts attempts in /work/n.txt; ``then`` decides the exit from ``n``."""
-    return step_code("f = pathlib.Path(W + '/n.txt'); n = int(f.read_text()) + 1 if f.exists() "
-                     f"else 1; f.write_text(str(n))\n{then}")
+    return step_code(
+        "f = pathlib.Path(W + '/n.txt'); n = int(f.read_text()) + 1 if f.exists() "
+        f"else 1; f.write_text(str(n))\n{then}"
+    )
 
 
 def test_steps_parameters_outputs_and_raw_artifacts(tmp_path: Path) -> None:
     produce = container(
         "produce",
-        step_code("note = pathlib.Path(T + '/inputs/note.txt').read_text()\n"
-                  "os.makedirs(T + '/outputs', exist_ok=True)\n"
-                  "pathlib.Path(sys.argv[2]).write_text(json.dumps({'note': note, "
-                  "'run': sys.argv[3]}))"),
-        "produce", "/tmp/outputs/doc.json", "{{workflow.name}}",
-        inputs={"artifacts": [{"name": "note", "path": "/tmp/inputs/note.txt",
-                               "raw": {"data": "{{workflow.parameters.greeting}}"}}]},
-        outputs={"parameters": [{"name": "doc", "valueFrom": {"path": "/tmp/outputs/doc.json"}}]})
+        step_code(
+            "note = pathlib.Path(T + '/inputs/note.txt').read_text()\n"
+            "os.makedirs(T + '/outputs', exist_ok=True)\n"
+            "pathlib.Path(sys.argv[2]).write_text(json.dumps({'note': note, "
+            "'run': sys.argv[3]}))"
+        ),
+        "produce",
+        "/tmp/outputs/doc.json",
+        "{{workflow.name}}",
+        inputs={
+            "artifacts": [
+                {
+                    "name": "note",
+                    "path": "/tmp/inputs/note.txt",
+                    "raw": {"data": "{{workflow.parameters.greeting}}"},
+                }
+            ]
+        },
+        outputs={"parameters": [{"name": "doc", "valueFrom": {"path": "/tmp/outputs/doc.json"}}]},
+    )
     consume = container(
         "consume",
-        step_code("pathlib.Path(W + '/got.json').write_text(sys.argv[2].split('=', 1)[1])\n"
-                  "assert not pathlib.Path(T + '/outputs/doc.json').exists()"),
-        "consume", "doc={{inputs.parameters.doc}}",
-        inputs={"parameters": [{"name": "doc"}]})
-    main = steps("main", [{"name": "produce", "template": "produce"}],
-                 [{"name": "consume", "template": "consume", "arguments": {"parameters": [
-                     {"name": "doc", "value": "{{steps.produce.outputs.parameters.doc}}"}]}}])
+        step_code(
+            "pathlib.Path(W + '/got.json').write_text(sys.argv[2].split('=', 1)[1])\n"
+            "assert not pathlib.Path(T + '/outputs/doc.json').exists()"
+        ),
+        "consume",
+        "doc={{inputs.parameters.doc}}",
+        inputs={"parameters": [{"name": "doc"}]},
+    )
+    main = steps(
+        "main",
+        [{"name": "produce", "template": "produce"}],
+        [
+            {
+                "name": "consume",
+                "template": "consume",
+                "arguments": {
+                    "parameters": [
+                        {"name": "doc", "value": "{{steps.produce.outputs.parameters.doc}}"}
+                    ]
+                },
+            }
+        ],
+    )
     m = workflow([produce, consume, main], params=[{"name": "greeting", "value": "hello"}])
     result = run(m, tmp_path, greeting="hi there")
     assert result.phase == "Succeeded"
@@ -108,11 +175,13 @@ def test_steps_parameters_outputs_and_raw_artifacts(tmp_path: Path) -> None:
 
 
 def test_exit_75_is_retried_with_backoff_until_success(tmp_path: Path) -> None:
-    flaky = container("flaky", counter_code("sys.exit(75 if n < 3 else 0)"), "flaky",
-                      retryStrategy=RETRY_75)
+    flaky = container(
+        "flaky", counter_code("sys.exit(75 if n < 3 else 0)"), "flaky", retryStrategy=RETRY_75
+    )
     events: list[tuple[str, str]] = []
-    result = run(workflow([flaky, steps("main", [{"name": "flaky", "template": "flaky"}])]),
-                 tmp_path, events)
+    result = run(
+        workflow([flaky, steps("main", [{"name": "flaky", "template": "flaky"}])]), tmp_path, events
+    )
     assert result.phase == "Succeeded"
     node = result.nodes[0]
     assert [a.exit_code for a in node.attempts] == [75, 75, 0]
@@ -123,8 +192,9 @@ def test_exit_75_is_retried_with_backoff_until_success(tmp_path: Path) -> None:
 def test_other_exit_codes_are_not_retried_and_exit_handler_sees_failure(tmp_path: Path) -> None:
     bad = container("bad", counter_code("sys.exit(1)"), "bad", retryStrategy=RETRY_75)
     after = container("after", step_code(""), "after")
-    main = steps("main", [{"name": "bad", "template": "bad"}],
-                 [{"name": "after", "template": "after"}])
+    main = steps(
+        "main", [{"name": "bad", "template": "bad"}], [{"name": "after", "template": "after"}]
+    )
     result = run(workflow([bad, after, main]), tmp_path)
     assert result.phase == "Failed"
     assert [a.exit_code for a in result.nodes[0].attempts] == [1]
@@ -135,8 +205,10 @@ def test_other_exit_codes_are_not_retried_and_exit_handler_sees_failure(tmp_path
 def test_retry_limit_caps_attempts(tmp_path: Path) -> None:
     rs = {**RETRY_75, "limit": "{{workflow.parameters.retries}}"}
     always = container("always", counter_code("sys.exit(75)"), "always", retryStrategy=rs)
-    m = workflow([always, steps("main", [{"name": "always", "template": "always"}])],
-                 params=[{"name": "retries", "value": "2"}])
+    m = workflow(
+        [always, steps("main", [{"name": "always", "template": "always"}])],
+        params=[{"name": "retries", "value": "2"}],
+    )
     result = run(m, tmp_path)
     assert result.phase == "Failed"
     assert [a.exit_code for a in result.nodes[0].attempts] == [75, 75, 75]
@@ -145,8 +217,7 @@ def test_retry_limit_caps_attempts(tmp_path: Path) -> None:
 def test_killed_process_counts_as_node_loss_and_is_retried(tmp_path: Path) -> None:
     code = counter_code("if n == 1: os.kill(os.getpid(), signal.SIGKILL)\nsys.exit(0)")
     lost = container("lost", code, "lost", retryStrategy=RETRY_75)
-    result = run(workflow([lost, steps("main", [{"name": "lost", "template": "lost"}])]),
-                 tmp_path)
+    result = run(workflow([lost, steps("main", [{"name": "lost", "template": "lost"}])]), tmp_path)
     assert result.phase == "Succeeded"
     first, second = result.nodes[0].attempts
     assert (first.exit_code, first.phase) == (-1, "Error")
@@ -158,17 +229,20 @@ def test_retry_policy_on_failure_does_not_retry_node_loss(tmp_path: Path) -> Non
     code = counter_code("os.kill(os.getpid(), signal.SIGKILL)")
     rs = {"limit": "2", "retryPolicy": "OnFailure"}
     lost = container("lost", code, "lost", retryStrategy=rs)
-    result = run(workflow([lost, steps("main", [{"name": "lost", "template": "lost"}])]),
-                 tmp_path)
+    result = run(workflow([lost, steps("main", [{"name": "lost", "template": "lost"}])]), tmp_path)
     assert result.phase == "Failed"
     assert len(result.nodes[0].attempts) == 1
 
 
 def test_template_deadline_stops_a_step_and_teardown_still_runs(tmp_path: Path) -> None:
-    slow = container("slow", step_code("time.sleep(120)"), "slow", activeDeadlineSeconds="1",
-                     retryStrategy=RETRY_75)
-    result = run(workflow([slow, steps("main", [{"name": "slow", "template": "slow"}])]),
-                 tmp_path)
+    slow = container(
+        "slow",
+        step_code("time.sleep(120)"),
+        "slow",
+        activeDeadlineSeconds="1",
+        retryStrategy=RETRY_75,
+    )
+    result = run(workflow([slow, steps("main", [{"name": "slow", "template": "slow"}])]), tmp_path)
     assert result.phase == "Failed"
     node = result.nodes[0]
     assert len(node.attempts) == 1 and "activeDeadlineSeconds" in node.message
@@ -178,8 +252,9 @@ def test_template_deadline_stops_a_step_and_teardown_still_runs(tmp_path: Path) 
 def test_workflow_deadline_fails_the_run_but_not_the_exit_handler(tmp_path: Path) -> None:
     slow = container("slow", step_code("time.sleep(120)"), "slow")
     never = container("never", step_code(""), "never")
-    main = steps("main", [{"name": "slow", "template": "slow"}],
-                 [{"name": "never", "template": "never"}])
+    main = steps(
+        "main", [{"name": "slow", "template": "slow"}], [{"name": "never", "template": "never"}]
+    )
     result = run(workflow([slow, never, main], activeDeadlineSeconds=1), tmp_path)
     assert result.phase == "Failed"
     assert result.exit_handler_phase == "Succeeded"
@@ -193,9 +268,15 @@ def test_when_and_continue_on(tmp_path: Path) -> None:
     main = steps(
         "main",
         [{"name": "fails", "template": "fails", "continueOn": {"failed": True}}],
-        [{"name": "on-fail", "template": "on-fail",
-          "when": "'{{steps.fails.status}}' == 'Failed' && {{steps.fails.exitCode}} == 3"},
-         {"name": "skipped", "template": "skipped", "when": "{{steps.fails.exitCode}} == 0"}])
+        [
+            {
+                "name": "on-fail",
+                "template": "on-fail",
+                "when": "'{{steps.fails.status}}' == 'Failed' && {{steps.fails.exitCode}} == 3",
+            },
+            {"name": "skipped", "template": "skipped", "when": "{{steps.fails.exitCode}} == 0"},
+        ],
+    )
     result = run(workflow([fails, on_fail, skipped, main]), tmp_path)
     assert result.phase == "Succeeded"
     assert order(tmp_path) == ["fails", "on-fail", "bye"]
@@ -203,10 +284,16 @@ def test_when_and_continue_on(tmp_path: Path) -> None:
 
 def test_dag_runs_in_dependency_order(tmp_path: Path) -> None:
     a, b, c = (container(n, step_code(""), n) for n in "abc")
-    dag = {"name": "main", "dag": {"tasks": [
-        {"name": "c", "template": "c", "dependencies": ["a", "b"]},
-        {"name": "b", "template": "b", "dependencies": ["a"]},
-        {"name": "a", "template": "a"}]}}
+    dag = {
+        "name": "main",
+        "dag": {
+            "tasks": [
+                {"name": "c", "template": "c", "dependencies": ["a", "b"]},
+                {"name": "b", "template": "b", "dependencies": ["a"]},
+                {"name": "a", "template": "a"},
+            ]
+        },
+    }
     result = run(workflow([a, b, c, dag]), tmp_path)
     assert result.phase == "Succeeded"
     assert order(tmp_path) == ["a", "b", "c", "bye"]
@@ -219,15 +306,26 @@ def _call(m: dict[str, Any], template: dict[str, Any]) -> None:
     main["steps"].append([{"name": "then", "template": template["name"]}])
 
 
-@pytest.mark.parametrize(("mutate", "feature"), [
-    (lambda m: m["spec"]["templates"][1]["steps"][0][0].update(withItems=[1, 2]), "withItems"),
-    (lambda m: _call(m, {"name": "s", "script": {"image": "x", "source": "print(1)"}}),
-     "script"),
-    (lambda m: m["spec"]["templates"][0]["container"].update(
-        envFrom=[{"secretRef": {"name": "creds"}}]), "envFrom"),
-    (lambda m: _call(m, {"name": "r", "resource": {"action": "create", "manifest": "{}"}}),
-     "resource"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "feature"),
+    [
+        (lambda m: m["spec"]["templates"][1]["steps"][0][0].update(withItems=[1, 2]), "withItems"),
+        (
+            lambda m: _call(m, {"name": "s", "script": {"image": "x", "source": "print(1)"}}),
+            "script",
+        ),
+        (
+            lambda m: m["spec"]["templates"][0]["container"].update(
+                envFrom=[{"secretRef": {"name": "creds"}}]
+            ),
+            "envFrom",
+        ),
+        (
+            lambda m: _call(m, {"name": "r", "resource": {"action": "create", "manifest": "{}"}}),
+            "resource",
+        ),
+    ],
+)
 def test_unsupported_feature_is_refused_before_anything_runs(
     tmp_path: Path, mutate: Any, feature: str
 ) -> None:
@@ -245,9 +343,13 @@ def test_lint_problems_and_missing_parameters_are_refused(tmp_path: Path) -> Non
     m = workflow([first, steps("main", [{"name": "first", "template": "first"}])])
     with pytest.raises(ManifestError, match="'nope' is not declared"):
         run(m, tmp_path)
-    m = workflow([container("first", step_code(""), "first"),
-                  steps("main", [{"name": "first", "template": "first"}])],
-                 params=[{"name": "needed"}])
+    m = workflow(
+        [
+            container("first", step_code(""), "first"),
+            steps("main", [{"name": "first", "template": "first"}]),
+        ],
+        params=[{"name": "needed"}],
+    )
     with pytest.raises(ManifestError, match="'needed' has no value"):
         run(m, tmp_path)
     assert order(tmp_path) == []
@@ -258,9 +360,13 @@ def test_branch_switched_off_by_a_workflow_parameter_is_not_checked(tmp_path: Pa
     the runner accepts the manifest; with nodes=2 it refuses it, naming the feature."""
     one = container("one", step_code(""), "one")
     gang = {"name": "gang", "resource": {"action": "create", "manifest": "kind: Job"}}
-    main = steps("main", [
-        {"name": "one", "template": "one", "when": "{{workflow.parameters.nodes}} == 1"},
-        {"name": "gang", "template": "gang", "when": "{{workflow.parameters.nodes}} > 1"}])
+    main = steps(
+        "main",
+        [
+            {"name": "one", "template": "one", "when": "{{workflow.parameters.nodes}} == 1"},
+            {"name": "gang", "template": "gang", "when": "{{workflow.parameters.nodes}} > 1"},
+        ],
+    )
     m = workflow([one, gang, main], params=[{"name": "nodes", "value": "1"}])
     assert run(m, tmp_path).phase == "Succeeded"
     assert order(tmp_path) == ["one", "bye"]

@@ -8,26 +8,32 @@ from burst.runner import expr
 from burst.runner.tags import UnresolvedTag, substitute
 
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("1 + 2 * 3", 7),
-    ("(1 + 2) * 3", 9),
-    ("10 % 4 == 2 && !false", True),
-    ("'a' == 'a' || x == 1", True),
-    ("asInt('41') + 1", 42),
-    ("'pod deleted by kubelet' contains 'pod deleted'", True),
-    ("'imminent node shutdown' matches 'node (shutdown|loss)'", True),
-    ("'abc' startsWith 'ab' and 'abc' endsWith 'bc'", True),
-    ("2 in [1, 2, 3]", True),
-    ("not (3 >= 4)", True),
-    ("-2 < -1", True),
-    ("inputs.parameters['candidate-index'] == '0'", True),
-    ("jsonpath(doc, '$.outputs.sel.zone')", "a"),
-    ("toJson(jsonpath(doc, '$.outputs.list'))", "[1,2]"),
-    ("len(jsonpath(doc, '$.outputs.list'))", 2),
-])
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1 + 2 * 3", 7),
+        ("(1 + 2) * 3", 9),
+        ("10 % 4 == 2 && !false", True),
+        ("'a' == 'a' || x == 1", True),
+        ("asInt('41') + 1", 42),
+        ("'pod deleted by kubelet' contains 'pod deleted'", True),
+        ("'imminent node shutdown' matches 'node (shutdown|loss)'", True),
+        ("'abc' startsWith 'ab' and 'abc' endsWith 'bc'", True),
+        ("2 in [1, 2, 3]", True),
+        ("not (3 >= 4)", True),
+        ("-2 < -1", True),
+        ("inputs.parameters['candidate-index'] == '0'", True),
+        ("jsonpath(doc, '$.outputs.sel.zone')", "a"),
+        ("toJson(jsonpath(doc, '$.outputs.list'))", "[1,2]"),
+        ("len(jsonpath(doc, '$.outputs.list'))", 2),
+    ],
+)
 def test_evaluates(text: str, value: object) -> None:
-    env = {"x": 0, "inputs": {"parameters": {"candidate-index": "0"}},
-           "doc": '{"outputs": {"sel": {"zone": "a"}, "list": [1, 2]}}'}
+    env = {
+        "x": 0,
+        "inputs": {"parameters": {"candidate-index": "0"}},
+        "doc": '{"outputs": {"sel": {"zone": "a"}, "list": [1, 2]}}',
+    }
     assert expr.evaluate_text(text, env) == value
 
 
@@ -49,8 +55,10 @@ def test_unknown_names_and_functions_fail() -> None:
 
 def test_references_lists_every_name_path() -> None:
     node = expr.parse("asInt(inputs.parameters['n']) + steps.a.outputs.parameters.x")
-    assert expr.references(node) == [("inputs", "parameters", "n"),
-                                     ("steps", "a", "outputs", "parameters", "x")]
+    assert expr.references(node) == [
+        ("inputs", "parameters", "n"),
+        ("steps", "a", "outputs", "parameters", "x"),
+    ]
 
 
 def test_substitute_plain_and_expression_tags() -> None:

@@ -26,19 +26,27 @@ pytestmark = pytest.mark.slow
 def spec(quickstart_in: Path) -> Path:
     """The quickstart (store in tmp) with the committed, signed demo image (an OCI layout)."""
     index = json.loads((LAYOUT / "index.json").read_text())
-    digest = next(m["digest"] for m in index["manifests"]
-                  if m.get("annotations", {}).get("org.opencontainers.image.ref.name")
-                  == "quickstart")
+    digest = next(
+        m["digest"]
+        for m in index["manifests"]
+        if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == "quickstart"
+    )
     doc = yaml.safe_load(quickstart_in.read_text())
     doc["image"]["reference"] = f"oci-layout://examples/images/quickstart-oci@{digest}"
     quickstart_in.write_text(yaml.safe_dump(doc, sort_keys=False))
     return quickstart_in
 
 
-def _run(burst_cmd: list[str], spec: Path, run_id: str, *extra: str
-         ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*burst_cmd, "run", str(spec), "--run-id", run_id, *extra],
-                          capture_output=True, text=True, check=False, timeout=600)
+def _run(
+    burst_cmd: list[str], spec: Path, run_id: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*burst_cmd, "run", str(spec), "--run-id", run_id, *extra],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
 
 
 def _report(runs_root: Path, run_id: str) -> dict[str, Any]:
@@ -89,8 +97,9 @@ def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: 
     """With 0 retries per region, a preempted train is placed again (provision + train) in
     the plan's next candidate by the template's requeue step, and the run succeeds."""
     paths = run_paths("wf-requeue", runs_root)
-    options = RunOptions(env={"BURST_PREEMPT_AT_STEPS": "12"},
-                         parameters={"preemptions-per-region": "0"})
+    options = RunOptions(
+        env={"BURST_PREEMPT_AT_STEPS": "12"}, parameters={"preemptions-per-region": "0"}
+    )
     r = LocalRunner(paths, spec, options).run()
     assert r["status"] == "succeeded", r["failure"]
     by_name = {s["name"]: s for s in r["steps"]}
@@ -100,8 +109,15 @@ def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: 
     assert by_name["provision"]["placements"] == 2
     indices = sorted(p.name for p in (paths.dir / "pods").iterdir())
     assert [i.split("-", 1)[1] for i in indices] == [
-        "preflight", "plan", "verify-image", "provision", "train", "provision", "train",
-        "teardown"]
+        "preflight",
+        "plan",
+        "verify-image",
+        "provision",
+        "train",
+        "provision",
+        "train",
+        "teardown",
+    ]
     assert r["resources_remaining"] == 0
 
 

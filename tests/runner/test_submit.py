@@ -34,8 +34,9 @@ def argo_env(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> HTTPSer
 
 
 def _burst(burst_cmd: list[str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*burst_cmd, *args], capture_output=True, text=True, check=False,
-                          timeout=120)
+    return subprocess.run(
+        [*burst_cmd, *args], capture_output=True, text=True, check=False, timeout=120
+    )
 
 
 def test_submit_posts_a_workflow_calling_the_template(
@@ -45,10 +46,11 @@ def test_submit_posts_a_workflow_calling_the_template(
 
     def handler(request: Request) -> Response:
         seen.append({"auth": request.headers.get("Authorization"), "body": request.get_json()})
-        body = {"metadata": {"name": "quickstart-x7k2p", "namespace": "ml"},
-                "spec": request.get_json()["workflow"]["spec"]}
-        return Response(json.dumps(body),
-                        content_type="application/json")
+        body = {
+            "metadata": {"name": "quickstart-x7k2p", "namespace": "ml"},
+            "spec": request.get_json()["workflow"]["spec"],
+        }
+        return Response(json.dumps(body), content_type="application/json")
 
     argo_env.expect_request("/api/v1/workflows/ml", method="POST").respond_with_handler(handler)
     proc = _burst(burst_cmd, "submit", str(spec))
@@ -66,8 +68,11 @@ def test_submit_posts_a_workflow_calling_the_template(
     assert params["team"] == "ml-research" and params["cost-centre"] == "cc-1001"
     assert params["train-deadline-seconds"] == str(24 * 3600)
     # every parameter it sends is one the compiled template declares
-    template = yaml.safe_load((Path(__file__).resolve().parents[2] / "pipelines" / "compiled"
-                               / "burst-train.yaml").read_text())
+    template = yaml.safe_load(
+        (
+            Path(__file__).resolve().parents[2] / "pipelines" / "compiled" / "burst-train.yaml"
+        ).read_text()
+    )
     declared = {p["name"] for p in template["spec"]["arguments"]["parameters"]}
     assert set(params) <= declared
 
@@ -100,7 +105,8 @@ def test_submit_rejected_token_is_one_line(
     argo_env: HTTPServer, spec: Path, burst_cmd: list[str]
 ) -> None:
     argo_env.expect_request("/api/v1/workflows/ml", method="POST").respond_with_json(
-        {"code": 16, "message": "token not valid"}, status=401)
+        {"code": 16, "message": "token not valid"}, status=401
+    )
     proc = _burst(burst_cmd, "submit", str(spec))
     assert proc.returncode == 2
     assert "refused ARGO_TOKEN" in proc.stderr and "Traceback" not in proc.stderr
@@ -116,14 +122,22 @@ def test_submit_unreachable_server_is_infrastructure(
 
 
 def _workflow(phase: str, nodes: dict[str, Any]) -> dict[str, Any]:
-    return {"metadata": {"name": "quickstart-x7k2p"},
-            "spec": {"workflowTemplateRef": {"name": "burst-train"}},
-            "status": {"phase": phase, "progress": f"{len(nodes)}/6", "nodes": nodes}}
+    return {
+        "metadata": {"name": "quickstart-x7k2p"},
+        "spec": {"workflowTemplateRef": {"name": "burst-train"}},
+        "status": {"phase": phase, "progress": f"{len(nodes)}/6", "nodes": nodes},
+    }
 
 
 def _node(name: str, phase: str, started: str, exit_code: str | None = None) -> dict[str, Any]:
-    n: dict[str, Any] = {"id": name, "name": f"quickstart-x7k2p.{name}", "displayName": name,
-                         "type": "Pod", "phase": phase, "startedAt": started}
+    n: dict[str, Any] = {
+        "id": name,
+        "name": f"quickstart-x7k2p.{name}",
+        "displayName": name,
+        "type": "Pod",
+        "phase": phase,
+        "startedAt": started,
+    }
     if exit_code is not None:
         n["outputs"] = {"exitCode": exit_code}
     return n
@@ -134,14 +148,21 @@ def test_status_follows_until_finished(argo_env: HTTPServer, burst_cmd: list[str
     states = [
         _workflow("Running", {"a": pre}),
         _workflow("Running", {"a": pre, "b": _node("train", "Running", "2026-01-01T00:01:00Z")}),
-        _workflow("Failed", {"a": pre,
-                             "b": _node("train", "Failed", "2026-01-01T00:01:00Z", "1"),
-                             "c": _node("teardown", "Succeeded", "2026-01-01T00:02:00Z", "0")}),
+        _workflow(
+            "Failed",
+            {
+                "a": pre,
+                "b": _node("train", "Failed", "2026-01-01T00:01:00Z", "1"),
+                "c": _node("teardown", "Succeeded", "2026-01-01T00:02:00Z", "0"),
+            },
+        ),
     ]
     for state in states:
         argo_env.expect_ordered_request(
-            "/api/v1/workflows/ml/quickstart-x7k2p", method="GET",
-            headers={"Authorization": "Bearer t0k3n"}).respond_with_json(state)
+            "/api/v1/workflows/ml/quickstart-x7k2p",
+            method="GET",
+            headers={"Authorization": "Bearer t0k3n"},
+        ).respond_with_json(state)
     proc = _burst(burst_cmd, "status", "quickstart-x7k2p", "--interval", "0.1")
     assert proc.returncode == 1, proc.stderr  # the workflow failed
     lines = proc.stdout.splitlines()
@@ -155,10 +176,12 @@ def test_status_follows_until_finished(argo_env: HTTPServer, burst_cmd: list[str
 
 def test_status_no_follow_and_not_found(argo_env: HTTPServer, burst_cmd: list[str]) -> None:
     argo_env.expect_request("/api/v1/workflows/ml/quickstart-x7k2p").respond_with_json(
-        _workflow("Running", {}))
+        _workflow("Running", {})
+    )
     proc = _burst(burst_cmd, "status", "quickstart-x7k2p", "--no-follow")
     assert proc.returncode == 0 and "Running" in proc.stdout
     argo_env.expect_request("/api/v1/workflows/ml/nope").respond_with_json(
-        {"code": 5, "message": "not found"}, status=404)
+        {"code": 5, "message": "not found"}, status=404
+    )
     proc = _burst(burst_cmd, "status", "nope")
     assert proc.returncode == 2 and "not found" in proc.stderr

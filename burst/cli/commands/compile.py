@@ -8,11 +8,19 @@ import click
 
 
 @click.command("compile")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("pipelines/compiled"), show_default=True,
-              help="Directory the manifests are written to.")
-@click.option("--check", is_flag=True,
-              help="Write nothing; exit 1 when a file in --out differs from the definitions.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("pipelines/compiled"),
+    show_default=True,
+    help="Directory the manifests are written to.",
+)
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 when a file in --out differs from the definitions.",
+)
 def command(out_dir: Path, check: bool) -> None:
     """Compile pipelines/*.py (Hera) into one YAML manifest each: burst-train (the
     WorkflowTemplate) and burst-reaper (the CronWorkflow).
