@@ -365,6 +365,7 @@ class TrainRun:
                     "outcome",
                     "notice",
                     "emergency_save",
+                    "advisories",
                     "commits",
                     "started_at",
                     "finished_at",

@@ -171,3 +171,24 @@ def test_imds_stop_notice_leads_to_the_save_that_fits_then_exit_75(
     else:
         assert att["ended_at_step"] > last.step  # the steps since the last commit are lost
         assert "committed_step" not in emergency
+
+
+def test_rebalance_recommendation_checkpoints_early_and_carries_on(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    imds = FakeIMDS(httpserver)
+    imds.rebalance = {"noticeTime": "2026-11-22T00:00:00Z"}
+    env = {
+        "BURST_PREEMPT_WATCHERS": "aws",
+        "BURST_AWS_IMDS_URL": imds.url,
+        "BURST_PREEMPT_POLL_S": "0.1",
+    }
+    spec = write_spec(tmp_path, steps=40, interval=20)
+    plain = run_attempt(spec, "plain", tmp_path / "runs")
+    a = run_attempt(spec, "rebalance", tmp_path / "runs", env)
+    assert plain.code == 0 and a.code == 0
+    doc, base = a.doc(), plain.doc()
+    (att,) = doc["attempts"]
+    assert not att["preempted"] and [n["source"] for n in att["advisories"]] == ["aws-rebalance"]
+    assert doc["checkpoints"] == base["checkpoints"] + 1  # the early one, then the schedule
+    assert doc["final_weights_sha256"] == base["final_weights_sha256"]
