@@ -146,3 +146,18 @@ def test_cli_reports_bad_policy_in_one_line(policy_copy: Path, edit_yaml: Callab
     assert len(lines) == 1, proc.stderr
     assert "regions.yaml" in lines[0] and "entry gcp/me-central2" in lines[0]
     assert "field country" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_every_rule_has_a_policy_test_case(shipped: Any) -> None:
+    """Each rule in rules/*.rego is cited by at least one case in policies/tests/*.yaml."""
+    import yaml
+
+    from burst.policy.loader import rule_catalog
+
+    cited: set[str] = set()
+    for f in (shipped.root / "tests").glob("*.yaml"):
+        for case in yaml.safe_load(f.read_text())["cases"]:
+            cited.update(case.get("rules", []))
+            cited.update(case.get("absent", []))
+    missing = set(rule_catalog(shipped)) - cited
+    assert not missing, f"rules without a test case: {sorted(missing)}"
