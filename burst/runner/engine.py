@@ -276,6 +276,19 @@ class WorkflowEngine:
         for k, v in outcome.outputs.items():
             scope[f"{kind}.{name}.outputs.parameters.{k}"] = v
 
+    def _invoke(self, call: dict[str, Any], scope: dict[str, str], where: str) -> Outcome:
+        """Run one step or task: its ``when``, its arguments, its template. A tag that cannot
+        be resolved at this point (e.g. the output of a step that failed) errors the node,
+        as in Argo, instead of stopping the whole run (the exit handler must still run)."""
+        try:
+            if not self._when(call, scope, where):
+                return Outcome(SKIPPED, message=f"when {call['when']!r} was false")
+            args = self._call_args(call, scope, where)
+        except BadInputError as exc:
+            log.warning("%s: %s", where, exc.one_line())
+            return Outcome(ERROR, message=exc.one_line())
+        return self._template(call["template"], args, where, call["name"])
+
     def _deadline_passed(self) -> bool:
         return self._deadline is not None and time.monotonic() >= self._deadline
 
@@ -287,12 +300,7 @@ class WorkflowEngine:
                 where = f"{path}/{step['name']}"
                 if self._deadline_passed():
                     return Outcome(FAILED, message="activeDeadlineSeconds exceeded (workflow)")
-                if not self._when(step, scope, where):
-                    outcome = Outcome(SKIPPED, message=f"when {step['when']!r} was false")
-                else:
-                    args = self._call_args(step, scope, where)
-                    outcome = self._template(step["template"], args, where, step["name"])
-                results.append((step, outcome))
+                results.append((step, self._invoke(step, scope, where)))
             for step, outcome in results:
                 self._record(scope, "steps", step["name"], outcome)
             for step, outcome in results:
@@ -327,11 +335,8 @@ class WorkflowEngine:
             )
             if not deps_ok or self._deadline_passed():
                 outcome = Outcome(OMITTED, message="a dependency did not succeed")
-            elif not self._when(task, scope, where):
-                outcome = Outcome(SKIPPED, message=f"when {task['when']!r} was false")
             else:
-                args = self._call_args(task, scope, where)
-                outcome = self._template(task["template"], args, where, task["name"])
+                outcome = self._invoke(task, scope, where)
             done[task["name"]] = (task, outcome)
             self._record(scope, "tasks", task["name"], outcome)
             if outcome.phase in (FAILED, ERROR) and not _continues(task, outcome):
@@ -352,7 +357,12 @@ class WorkflowEngine:
         self.nodes.append(node)
         rs = t.get("retryStrategy")
         scope = self._scope(inputs)
-        limit = int(substitute(str(rs["limit"]), scope, path)) if rs else 0
+        try:
+            limit = int(substitute(str(rs["limit"]), scope, path)) if rs else 0
+        except (BadInputError, ValueError) as exc:
+            msg = exc.one_line() if isinstance(exc, BadInputError) else str(exc)
+            node.phase, node.message = ERROR, f"retryStrategy.limit: {msg}"
+            return Outcome(ERROR, message=node.message)
         policy = RETRY_POLICIES[rs.get("retryPolicy", "OnFailure")] if rs else set()
         retry_expr = expr.parse(rs["expression"]) if rs and rs.get("expression") else None
         backoff = (rs or {}).get("backoff") or {}
@@ -432,6 +442,16 @@ class WorkflowEngine:
         self._seq += 1
         pod = self.options.pods_dir / f"{self._seq:03d}-{node.step}"
         (pod / "tmp").mkdir(parents=True, exist_ok=True)
+        try:
+            return self._run_pod(t, scope, node, path, pod)
+        except BadInputError as exc:  # an unresolvable tag: the pod cannot be created
+            outcome = Outcome(ERROR, message=exc.one_line())
+            node.attempts.append(Attempt(None, ERROR, outcome.message, 0.0, str(pod)))
+            return outcome
+
+    def _run_pod(
+        self, t: dict[str, Any], scope: dict[str, str], node: PodNode, path: str, pod: Path
+    ) -> Outcome:
         c = substitute_all(t["container"], scope, path)
         mounts = sorted(
             (

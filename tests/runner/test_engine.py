@@ -373,3 +373,29 @@ def test_branch_switched_off_by_a_workflow_parameter_is_not_checked(tmp_path: Pa
     with pytest.raises(UnsupportedFeature, match="'resource'"):
         run(m, tmp_path, nodes="2")
     assert order(tmp_path) == ["one", "bye"]
+
+
+def test_unresolvable_reference_errors_the_node_and_teardown_still_runs(tmp_path: Path) -> None:
+    """A step reading the output of a step that failed (continueOn) before writing it: the
+    node errors, as in Argo, and the exit handler still runs."""
+    fails = container(
+        "fails",
+        step_code("sys.exit(1)"),
+        "fails",
+        outputs={"parameters": [{"name": "doc", "valueFrom": {"path": "/tmp/outputs/d.json"}}]},
+    )
+    reads = container(
+        "reads", step_code(""), "reads", "{{inputs.parameters.doc}}",
+        inputs={"parameters": [{"name": "doc"}]},
+    )  # fmt: skip
+    main = steps(
+        "main",
+        [{"name": "fails", "template": "fails", "continueOn": {"failed": True}}],
+        [{"name": "reads", "template": "reads", "arguments": {"parameters": [
+            {"name": "doc", "value": "{{steps.fails.outputs.parameters.doc}}"}]}}],
+    )  # fmt: skip
+    result = run(workflow([fails, reads, main]), tmp_path)
+    assert result.phase == "Failed"
+    assert "steps.fails.outputs.parameters.doc" in result.message
+    assert order(tmp_path) == ["fails", "bye"]
+    assert result.exit_handler_phase == "Succeeded"
