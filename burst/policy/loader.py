@@ -269,6 +269,16 @@ def _cross_check(ps: PolicySet) -> None:
                         f"{c!r} (see data_classes.yaml)",
                         where=jpath,
                     )
+    owner: dict[str, str] = {}
+    for code, j in ps.jurisdictions.jurisdictions.items():
+        for country in j.countries:
+            if country in owner:
+                raise PolicyFileError(
+                    f"entry {code}: field countries: {country} is already in {owner[country]} "
+                    "(a country belongs to one jurisdiction)",
+                    where=jpath,
+                )
+            owner[country] = code
     rule_ids = set(rule_catalog(ps))
     for exc in ps.exceptions:
         if exc.rule not in rule_ids:

@@ -161,3 +161,10 @@ def test_every_rule_has_a_policy_test_case(shipped: Any) -> None:
             cited.update(case.get("absent", []))
     missing = set(rule_catalog(shipped)) - cited
     assert not missing, f"rules without a test case: {sorted(missing)}"
+
+
+def test_country_in_two_jurisdictions(policy_copy: Path, edit_yaml: Callable[..., None]) -> None:
+    edit_yaml(policy_copy / "jurisdictions.yaml",
+              lambda d: d["jurisdictions"]["AE-DIFC"].update(countries=["AE"]))
+    msg = error_of(policy_copy)
+    assert "entry AE-DIFC" in msg and "field countries" in msg and "already in AE" in msg
