@@ -15,12 +15,21 @@ import os
 import sys
 from typing import Any
 
+from burst.errors import BurstError
 from burst.infra.provision import gate_candidates, provision
+from burst.obs.metrics import RunMetrics, exported
 from burst.stepio import StepContext, main
+
+OUTCOMES = {"ok": "ok", "capacity": "no_capacity", "error": "error", "injected": "error"}
 
 
 def _wants(point: str) -> bool:
     return point in {p.strip() for p in os.environ.get("BURST_FAIL_AT", "").split(",")}
+
+
+def _record(metrics: RunMetrics, attempts: list[dict[str, Any]]) -> None:
+    for a in attempts:
+        metrics.record_provision_attempt(a["region"], OUTCOMES[a["result"]])
 
 
 def run(ctx: StepContext) -> dict[str, Any]:
@@ -28,11 +37,27 @@ def run(ctx: StepContext) -> dict[str, Any]:
     decision = ctx.optional_input("decision")
     allowed, refused = gate_candidates(decision, ctx.spec, plan.get("candidates", []))
     ctx.fail_point("before")
-    doc = provision(ctx.spec, ctx.run_id, ctx.paths.terraform, allowed,
-                    fail_midway=_wants("provision:midway"))
+    with exported(RunMetrics.for_job(ctx.run_id, ctx.spec), ctx.paths.dir, "provision") as m:
+        try:
+            doc = provision(
+                ctx.spec,
+                ctx.run_id,
+                ctx.paths.terraform,
+                allowed,
+                fail_midway=_wants("provision:midway"),
+            )
+        except BurstError as exc:
+            failed = getattr(exc, "doc", None)
+            if isinstance(failed, dict):
+                _record(m, failed.get("attempts", []))
+                failed["refused"] = refused
+            raise
+        _record(m, doc["attempts"])
     doc["refused"] = refused
-    doc["decision"] = {"spec_sha256": decision["spec_sha256"] if decision else None,
-                       "policy_sha256": decision["policy_sha256"] if decision else None}
+    doc["decision"] = {
+        "spec_sha256": decision["spec_sha256"] if decision else None,
+        "policy_sha256": decision["policy_sha256"] if decision else None,
+    }
     return doc
 
 

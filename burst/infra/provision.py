@@ -29,6 +29,7 @@ from typing import Any
 from burst.errors import BadInputError, CapacityError, InfraError, InjectedFailure, PolicyRefusal
 from burst.infra.terraform import Terraform
 from burst.infra.workspace import VARS_FILE, Workspace, workspace_for, write_vars
+from burst.obs.events import PROVISION_ATTEMPT, emit
 from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
@@ -81,10 +82,12 @@ def check_candidates(candidates: Any) -> list[dict[str, Any]]:
     return candidates
 
 
-def gate_candidates(decision: dict[str, Any] | None, job: BurstJob,
-                    candidates: list[dict[str, Any]],
-                    policy_dir: str | Path | None = None) -> tuple[list[dict[str, Any]],
-                                                                 list[dict[str, Any]]]:
+def gate_candidates(
+    decision: dict[str, Any] | None,
+    job: BurstJob,
+    candidates: list[dict[str, Any]],
+    policy_dir: str | Path | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Keep the candidates the decision record allows for exactly this spec and these
     policies (``burst.policy.require_allow``); the others are returned as refused.
 
@@ -94,24 +97,28 @@ def gate_candidates(decision: dict[str, Any] | None, job: BurstJob,
     from burst.policy import require_allow
 
     if not decision:
-        raise PolicyRefusal("provision needs the preflight decision record "
-                            "(--input decision=...): refusing to provision without one")
+        raise PolicyRefusal(
+            "provision needs the preflight decision record "
+            "(--input decision=...): refusing to provision without one"
+        )
     allowed: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     for cand in check_candidates(candidates):
         try:
             require_allow(decision, job, policy_dir, cand["region"], cand["provider"])
         except PolicyRefusal as exc:
-            refused.append({"region": cand["region"], "provider": cand["provider"],
-                            "reason": exc.message})
-            log.warning("not provisioning %s/%s: %s", cand["provider"], cand["region"],
-                        exc.message)
+            refused.append(
+                {"region": cand["region"], "provider": cand["provider"], "reason": exc.message}
+            )
+            log.warning("not provisioning %s/%s: %s", cand["provider"], cand["region"], exc.message)
             continue
         allowed.append(cand)
     if not allowed:
-        raise PolicyRefusal("no candidate of the plan has an allow decision for this spec "
-                            f"and these policies; first: {refused[0]['provider']}/"
-                            f"{refused[0]['region']}: {refused[0]['reason']}")
+        raise PolicyRefusal(
+            "no candidate of the plan has an allow decision for this spec "
+            f"and these policies; first: {refused[0]['provider']}/"
+            f"{refused[0]['region']}: {refused[0]['reason']}"
+        )
     return allowed, refused
 
 
@@ -127,8 +134,9 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return all(a.get(k) == b.get(k) for k in ("region", "provider", "capacity"))
 
 
-def _order(candidates: list[dict[str, Any]],
-           previous: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _order(
+    candidates: list[dict[str, Any]], previous: dict[str, Any] | None
+) -> list[dict[str, Any]]:
     """The candidate that already succeeded for this run goes first (idempotent re-runs)."""
     if previous is None:
         return list(candidates)
@@ -139,10 +147,17 @@ def _order(candidates: list[dict[str, Any]],
 class Provisioner:
     """One run's provisioning: the workspace, its Terraform, and the attempts so far."""
 
-    def __init__(self, job: BurstJob, run_id: str, workdir: Path, *,
-                 policy: FailoverPolicy = NEXT_CANDIDATE, env: dict[str, str] | None = None,
-                 fail_midway: bool = False,
-                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self,
+        job: BurstJob,
+        run_id: str,
+        workdir: Path,
+        *,
+        policy: FailoverPolicy = NEXT_CANDIDATE,
+        env: dict[str, str] | None = None,
+        fail_midway: bool = False,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.job = job
         self.run_id = run_id
         self.workdir = Path(workdir)
@@ -163,8 +178,11 @@ class Provisioner:
         try:
             self.tf.destroy(self.ws.var_files(region))
         except InfraError as exc:
-            return {"destroyed": False, "resources_remaining": self._remaining(),
-                    "error": exc.message}
+            return {
+                "destroyed": False,
+                "resources_remaining": self._remaining(),
+                "error": exc.message,
+            }
         remaining = self._remaining()
         return {"destroyed": remaining == 0, "resources_remaining": remaining, "error": None}
 
@@ -176,13 +194,18 @@ class Provisioner:
             return
         if self._remaining() == 0:
             return
-        log.warning("run %s has state from an earlier attempt in %s: destroying it first",
-                    self.run_id, previous_vars.get("region"))
+        log.warning(
+            "run %s has state from an earlier attempt in %s: destroying it first",
+            self.run_id,
+            previous_vars.get("region"),
+        )
         cleanup = self._clean_up(str(previous_vars.get("region")))
         if cleanup["resources_remaining"]:
-            raise InfraError(f"cannot clean up the earlier attempt in "
-                             f"{previous_vars.get('region')}: {cleanup['error']}",
-                             where=self.ws.state)
+            raise InfraError(
+                f"cannot clean up the earlier attempt in "
+                f"{previous_vars.get('region')}: {cleanup['error']}",
+                where=self.ws.state,
+            )
 
     def _fail(self, exc: InfraError | InjectedFailure, doc: dict[str, Any]) -> None:
         doc.update(status="failed", attempts=self.attempts)
@@ -200,30 +223,52 @@ class Provisioner:
         ordered = _order(candidates, record.get("candidate"))
         if self.policy.max_attempts is not None:
             ordered = ordered[: self.policy.max_attempts]
-        base = {"expires_at": expiry, "tags": tags, "terraform": self._terraform_info(),
-                "terraform_dir": str(self.workdir),
-                "failover": {"policy": self.policy.name, "candidates": len(ordered)}}
+        base = {
+            "expires_at": expiry,
+            "tags": tags,
+            "terraform": self._terraform_info(),
+            "terraform_dir": str(self.workdir),
+            "failover": {"policy": self.policy.name, "candidates": len(ordered)},
+        }
         self._converge_leftovers(ordered[0])
         if self.fail_midway and self.ws.kind != "local":
-            self._fail(InjectedFailure("failure injected at provision:midway (BURST_FAIL_AT)"),
-                       dict(base))
+            self._fail(
+                InjectedFailure("failure injected at provision:midway (BURST_FAIL_AT)"), dict(base)
+            )
         for index, cand in enumerate(ordered, start=1):
             region = cand["region"]
             capacity = str(cand.get("capacity") or self.job.compute.capacity.value)
             cand = {**cand, "capacity": capacity}
             variables = self.ws.variables(
-                run_id=self.run_id, candidate=cand, gpu_type=self.job.compute.gpu_type,
-                node_count=node_count(self.job), tags=tags,
-                simulate_no_capacity=self.no_capacity, fail_midway=self.fail_midway)
+                run_id=self.run_id,
+                candidate=cand,
+                gpu_type=self.job.compute.gpu_type,
+                node_count=node_count(self.job),
+                tags=tags,
+                simulate_no_capacity=self.no_capacity,
+                fail_midway=self.fail_midway,
+            )
             write_vars(self.workdir, variables)
-            attempt: dict[str, Any] = {"index": index, "region": region,
-                                       "provider": cand["provider"], "capacity": capacity,
-                                       "result": "ok", "error": None, "changes": None,
-                                       "cleanup": None}
+            attempt: dict[str, Any] = {
+                "index": index,
+                "region": region,
+                "provider": cand["provider"],
+                "capacity": capacity,
+                "result": "ok",
+                "error": None,
+                "changes": None,
+                "cleanup": None,
+            }
             self.attempts.append(attempt)
             started = time.monotonic()
-            log.info("attempt %d/%d: applying in %s/%s (%s)", index, len(ordered),
-                     cand["provider"], region, capacity)
+            log.info(
+                "attempt %d/%d: applying in %s/%s (%s)",
+                index,
+                len(ordered),
+                cand["provider"],
+                region,
+                capacity,
+            )
             try:
                 result = self.tf.apply(self.ws.var_files(region))
             except InfraError as exc:
@@ -231,45 +276,102 @@ class Provisioner:
                 attempt["error"] = exc.message
                 if self.fail_midway and MIDWAY_MARKER in exc.message:
                     attempt["result"] = "injected"
-                    self._fail(InjectedFailure(
-                        f"failure injected at provision:midway in {region}; the partial "
-                        "state is left for teardown"), dict(base))
+                    self._emit(attempt)
+                    self._fail(
+                        InjectedFailure(
+                            f"failure injected at provision:midway in {region}; the partial "
+                            "state is left for teardown"
+                        ),
+                        dict(base),
+                    )
                 if not self.policy.fails_over(exc):
                     attempt["result"] = "error"
+                    self._emit(attempt)
                     self._fail(exc, dict(base))
                 attempt["result"] = "capacity"
-                log.warning("no capacity in %s/%s: %s; cleaning up and failing over",
-                            cand["provider"], region, exc.message)
+                log.warning(
+                    "no capacity in %s/%s: %s; cleaning up and failing over",
+                    cand["provider"],
+                    region,
+                    exc.message,
+                )
                 attempt["cleanup"] = self._clean_up(region)
+                self._emit(attempt)
                 left = attempt["cleanup"]["resources_remaining"]
                 if left:
-                    self._fail(InfraError(
-                        f"capacity error in {region}, and {left} resource(s) of the attempt "
-                        f"could not be destroyed: {attempt['cleanup']['error']}",
-                        where=self.ws.state), dict(base))
+                    self._fail(
+                        InfraError(
+                            f"capacity error in {region}, and {left} resource(s) of the attempt "
+                            f"could not be destroyed: {attempt['cleanup']['error']}",
+                            where=self.ws.state,
+                        ),
+                        dict(base),
+                    )
                 continue
             attempt["seconds"] = round(time.monotonic() - started, 3)
             attempt["changes"] = result.changes()
+            self._emit(attempt)
             outputs = self.tf.outputs()
-            (self.workdir / RECORD_FILE).write_text(json.dumps(
-                {"expires_at": expiry, "candidate": cand}, indent=2, sort_keys=True) + "\n")
-            log.info("provisioned %s in %s/%s (changes %s)", outputs.get("node_group_name"),
-                     cand["provider"], region, attempt["changes"])
-            return {**base, "status": "provisioned", "candidate": cand,
-                    "attempts": self.attempts, "outputs": outputs,
-                    "changes": attempt["changes"]}
-        self._fail(CapacityError("no capacity in any candidate: " + ", ".join(
-            f"{a['provider']}/{a['region']}" for a in self.attempts)), dict(base))
+            (self.workdir / RECORD_FILE).write_text(
+                json.dumps({"expires_at": expiry, "candidate": cand}, indent=2, sort_keys=True)
+                + "\n"
+            )
+            log.info(
+                "provisioned %s in %s/%s (changes %s)",
+                outputs.get("node_group_name"),
+                cand["provider"],
+                region,
+                attempt["changes"],
+            )
+            return {
+                **base,
+                "status": "provisioned",
+                "candidate": cand,
+                "attempts": self.attempts,
+                "outputs": outputs,
+                "changes": attempt["changes"],
+            }
+        self._fail(
+            CapacityError(
+                "no capacity in any candidate: "
+                + ", ".join(f"{a['provider']}/{a['region']}" for a in self.attempts)
+            ),
+            dict(base),
+        )
         raise AssertionError("unreachable")  # _fail always raises
 
+    @staticmethod
+    def _emit(attempt: dict[str, Any]) -> None:
+        emit(
+            log,
+            PROVISION_ATTEMPT,
+            region=attempt["region"],
+            provider=attempt["provider"],
+            capacity=attempt["capacity"],
+            result=attempt["result"],
+            index=attempt["index"],
+        )
+
     def _terraform_info(self) -> dict[str, Any]:
-        return {"kind": self.ws.kind, "workdir": str(self.workdir),
-                "config_dir": str(self.ws.config_dir), "state": self.ws.state}
+        return {
+            "kind": self.ws.kind,
+            "workdir": str(self.workdir),
+            "config_dir": str(self.ws.config_dir),
+            "state": self.ws.state,
+        }
 
 
-def provision(job: BurstJob, run_id: str, workdir: Path, candidates: list[dict[str, Any]],
-              *, env: dict[str, str] | None = None, fail_midway: bool = False,
-              policy: FailoverPolicy = NEXT_CANDIDATE) -> dict[str, Any]:
+def provision(
+    job: BurstJob,
+    run_id: str,
+    workdir: Path,
+    candidates: list[dict[str, Any]],
+    *,
+    env: dict[str, str] | None = None,
+    fail_midway: bool = False,
+    policy: FailoverPolicy = NEXT_CANDIDATE,
+) -> dict[str, Any]:
     """Apply the run's stack in the first candidate that has capacity; the provision doc."""
-    return Provisioner(job, run_id, workdir, policy=policy, env=env,
-                       fail_midway=fail_midway).run(candidates)
+    return Provisioner(job, run_id, workdir, policy=policy, env=env, fail_midway=fail_midway).run(
+        candidates
+    )

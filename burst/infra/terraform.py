@@ -126,8 +126,9 @@ class Terraform:
             env["TF_DATA_DIR"] = str(self.data_dir)
         log.debug("terraform %s", " ".join(args))
         # Same process group as the step: a runner that stops the step's group stops it too.
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=env)
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         result = TfResult(list(args), -1)
         out_lines: list[str] = []
         err_chunks: list[str] = []
@@ -146,9 +147,13 @@ class Terraform:
                     result.events.append(ev)
                     self._progress(ev)
 
-        readers = [threading.Thread(target=read_stdout, daemon=True),
-                   threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()),  # type: ignore[union-attr]
-                                    daemon=True)]
+        readers = [
+            threading.Thread(target=read_stdout, daemon=True),
+            threading.Thread(
+                target=lambda: err_chunks.append(proc.stderr.read()),  # type: ignore[union-attr]
+                daemon=True,
+            ),
+        ]
         for t in readers:
             t.start()
         try:
@@ -158,8 +163,9 @@ class Terraform:
             proc.wait()
             for t in readers:  # a grandchild may still hold the pipes: do not wait for it
                 t.join(timeout=5)
-            raise InfraError(f"terraform {args[0]} timed out after {timeout}s",
-                             where=str(self.config_dir)) from None
+            raise InfraError(
+                f"terraform {args[0]} timed out after {timeout}s", where=str(self.config_dir)
+            ) from None
         except BaseException:
             _stop(proc)
             raise

@@ -134,11 +134,16 @@ class Workspace:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.kind == "local":
             write_root(self.workdir, self.run_id)
-        record = {"kind": self.kind, "run_id": self.run_id,
-                  "config_dir": str(self.config_dir), "backend_config": self.backend_config,
-                  "site_vars": str(self.site_vars) if self.site_vars else None}
-        (self.workdir / WORKSPACE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True)
-                                                   + "\n")
+        record = {
+            "kind": self.kind,
+            "run_id": self.run_id,
+            "config_dir": str(self.config_dir),
+            "backend_config": self.backend_config,
+            "site_vars": str(self.site_vars) if self.site_vars else None,
+        }
+        (self.workdir / WORKSPACE_FILE).write_text(
+            json.dumps(record, indent=2, sort_keys=True) + "\n"
+        )
 
     def terraform(self) -> Terraform:
         return Terraform(self.workdir, config_dir=self.config_dir, data_dir=self.data_dir)
@@ -158,36 +163,67 @@ class Workspace:
             files.append(self.site_vars)
         return [*files, self.workdir / VARS_FILE]
 
-    def variables(self, *, run_id: str, candidate: dict[str, Any], gpu_type: str,
-                  node_count: int, tags: dict[str, str],
-                  simulate_no_capacity: list[str] | None = None,
-                  fail_midway: bool = False) -> dict[str, Any]:
+    def variables(
+        self,
+        *,
+        run_id: str,
+        candidate: dict[str, Any],
+        gpu_type: str,
+        node_count: int,
+        tags: dict[str, str],
+        simulate_no_capacity: list[str] | None = None,
+        fail_midway: bool = False,
+    ) -> dict[str, Any]:
         """The run's variables for one candidate, in the shape this kind of stack takes."""
         capacity = candidate.get("capacity", "spot")
         if self.kind == "local":
-            return {"run_id": run_id, "region": candidate["region"],
-                    "cloud_provider": candidate["provider"], "capacity": capacity,
-                    "gpu_type": gpu_type, "node_count": node_count, "tags": tags,
-                    "simulate_no_capacity": list(simulate_no_capacity or []),
-                    "fail_midway": fail_midway}
-        extra = {k: v for k, v in tags.items()
-                 if k not in ("burst:run-id", "burst:expires-at", "burst:owner", "burst:team",
-                              "burst:cost-centre")}
+            return {
+                "run_id": run_id,
+                "region": candidate["region"],
+                "cloud_provider": candidate["provider"],
+                "capacity": capacity,
+                "gpu_type": gpu_type,
+                "node_count": node_count,
+                "tags": tags,
+                "simulate_no_capacity": list(simulate_no_capacity or []),
+                "fail_midway": fail_midway,
+            }
+        extra = {
+            k: v
+            for k, v in tags.items()
+            if k
+            not in (
+                "burst:run-id",
+                "burst:expires-at",
+                "burst:owner",
+                "burst:team",
+                "burst:cost-centre",
+            )
+        }
         variables: dict[str, Any] = {
-            "run_id": run_id, "region": candidate["region"], "capacity": capacity,
-            "expires_at": tags["burst:expires-at"], "owner": tags["burst:owner"],
-            "team": tags["burst:team"], "cost_centre": tags["burst:cost-centre"],
-            "extra_tags": extra, "accelerator": gpu_type, "node_count": node_count,
+            "run_id": run_id,
+            "region": candidate["region"],
+            "capacity": capacity,
+            "expires_at": tags["burst:expires-at"],
+            "owner": tags["burst:owner"],
+            "team": tags["burst:team"],
+            "cost_centre": tags["burst:cost-centre"],
+            "extra_tags": extra,
+            "accelerator": gpu_type,
+            "node_count": node_count,
         }
         if candidate.get("instance"):
             variables["instance_types"] = [candidate["instance"]]
         else:
-            region_vars = TERRAFORM_DIR / "stacks" / "burst-run" / "regions" / \
-                f"{candidate['region']}.tfvars"
+            region_vars = (
+                TERRAFORM_DIR / "stacks" / "burst-run" / "regions" / f"{candidate['region']}.tfvars"
+            )
             if not region_vars.exists():
-                raise BadInputError(f"no variable set for region {candidate['region']!r} "
-                                    f"(expected {region_vars}) and the candidate names no "
-                                    "instance type")
+                raise BadInputError(
+                    f"no variable set for region {candidate['region']!r} "
+                    f"(expected {region_vars}) and the candidate names no "
+                    "instance type"
+                )
         return variables
 
 
@@ -199,16 +235,23 @@ def workspace_for(run_id: str, workdir: Path, env: dict[str, str] | None = None)
         raise BadInputError(f"BURST_TF_STACK={kind!r} is not one of {', '.join(STACK_KINDS)}")
     if kind == "local":
         return Workspace("local", run_id, workdir)
-    missing = [n for n in ("BURST_TF_STATE_BUCKET", "BURST_TF_STATE_REGION", "BURST_TF_SITE_VARS")
-               if not env.get(n)]
+    missing = [
+        n
+        for n in ("BURST_TF_STATE_BUCKET", "BURST_TF_STATE_REGION", "BURST_TF_SITE_VARS")
+        if not env.get(n)
+    ]
     if missing:
         raise BadInputError(f"BURST_TF_STACK=aws needs {', '.join(missing)} to be set")
     site = Path(env["BURST_TF_SITE_VARS"]).resolve()
     if not site.is_file():
         raise BadInputError(f"BURST_TF_SITE_VARS: no such file {site}")
-    backend = {"bucket": env["BURST_TF_STATE_BUCKET"], "key": state_key(run_id),
-               "region": env["BURST_TF_STATE_REGION"], "use_lockfile": "true",
-               "encrypt": "true"}
+    backend = {
+        "bucket": env["BURST_TF_STATE_BUCKET"],
+        "key": state_key(run_id),
+        "region": env["BURST_TF_STATE_REGION"],
+        "use_lockfile": "true",
+        "encrypt": "true",
+    }
     return Workspace("aws", run_id, workdir, backend, site)
 
 
@@ -216,12 +259,16 @@ def load_workspace(workdir: Path) -> Workspace | None:
     """Reopen the workspace a provision recorded in ``workspace.json`` (None if none)."""
     path = workdir / WORKSPACE_FILE
     if not path.exists():
-        return Workspace("local", workdir.parent.name, workdir) \
-            if (workdir / "main.tf").exists() else None
+        return (
+            Workspace("local", workdir.parent.name, workdir)
+            if (workdir / "main.tf").exists()
+            else None
+        )
     try:
         rec = json.loads(path.read_text())
         site = Path(rec["site_vars"]) if rec.get("site_vars") else None
-        return Workspace(rec["kind"], rec["run_id"], workdir, dict(rec.get("backend_config") or {}),
-                         site)
+        return Workspace(
+            rec["kind"], rec["run_id"], workdir, dict(rec.get("backend_config") or {}), site
+        )
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise BadInputError(f"{path}: not a burst workspace record ({exc})") from None

@@ -25,7 +25,8 @@ def decision(job: BurstJob) -> dict[str, Any]:
 
     record = evaluate(job, load_policies())
     assert {(d["region"], d["verdict"]) for d in record["decisions"]} >= {
-        (r, "allow") for r in REGIONS}, "the quickstart must be allowed in its three regions"
+        (r, "allow") for r in REGIONS
+    }, "the quickstart must be allowed in its three regions"
     return record
 
 

@@ -20,9 +20,14 @@ def state_resources(workdir: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     doc = json.loads(path.read_text())
-    return [{"address": f"{r.get('module', '')}.{r['type']}.{r['name']}",
-             "input": inst["attributes"].get("input", {}).get("value")}
-            for r in doc.get("resources", []) for inst in r.get("instances", [])]
+    return [
+        {
+            "address": f"{r.get('module', '')}.{r['type']}.{r['name']}",
+            "input": inst["attributes"].get("input", {}).get("value"),
+        }
+        for r in doc.get("resources", [])
+        for inst in r.get("instances", [])
+    ]
 
 
 def test_capacity_errors_in_first_two_fail_over_to_third(
@@ -35,7 +40,10 @@ def test_capacity_errors_in_first_two_fail_over_to_third(
     assert doc["status"] == "provisioned"
     assert doc["candidate"]["region"] == "me-central-1"
     assert [(a["region"], a["result"]) for a in doc["attempts"]] == [
-        ("ap-southeast-1", "capacity"), ("ap-southeast-3", "capacity"), ("me-central-1", "ok")]
+        ("ap-southeast-1", "capacity"),
+        ("ap-southeast-3", "capacity"),
+        ("me-central-1", "ok"),
+    ]
     for failed in doc["attempts"][:2]:
         assert "InsufficientInstanceCapacity" in failed["error"]
         assert failed["cleanup"] == {"destroyed": True, "resources_remaining": 0, "error": None}
@@ -135,8 +143,7 @@ def test_failover_policy_caps_attempts(
     workdir = tmp_path / "run-f" / "terraform"
     env = {"BURST_SIMULATE_NO_CAPACITY": "ap-southeast-1,ap-southeast-3"}
     with pytest.raises(CapacityError):
-        provision(job, "run-f", workdir, candidates, env=env,
-                  policy=FailoverPolicy(max_attempts=2))
+        provision(job, "run-f", workdir, candidates, env=env, policy=FailoverPolicy(max_attempts=2))
     assert state_resources(workdir) == []
 
 
@@ -144,8 +151,12 @@ def test_bad_plan_is_one_line_bad_input(job: BurstJob, tmp_path: Path) -> None:
     from burst.errors import BadInputError
 
     with pytest.raises(BadInputError, match=r"candidates\[1\]\.region"):
-        provision(job, "run-g", tmp_path / "t", [{"region": "ap-southeast-1", "provider": "aws"},
-                                                 {"provider": "aws"}])
+        provision(
+            job,
+            "run-g",
+            tmp_path / "t",
+            [{"region": "ap-southeast-1", "provider": "aws"}, {"provider": "aws"}],
+        )
     with pytest.raises(InfraError, match="plan is empty"):
         provision(job, "run-g", tmp_path / "t", [])
     assert not (tmp_path / "t" / "terraform.tfstate").exists()

@@ -15,17 +15,34 @@ from burst.infra.terraform import count_state_resources
 from burst.spec import BurstJob
 
 
-def _step(runs_root: Path, spec: Path, run_id: str, inputs: dict[str, Any],
-          env: dict[str, str] | None = None) -> tuple[int, dict[str, Any] | None, str]:
-    argv = [sys.executable, "-m", "steps.provision", "--spec", str(spec), "--run-id", run_id,
-            "--runs-root", str(runs_root), "--out", str(runs_root / f"{run_id}.provision.json")]
+def _step(
+    runs_root: Path,
+    spec: Path,
+    run_id: str,
+    inputs: dict[str, Any],
+    env: dict[str, str] | None = None,
+) -> tuple[int, dict[str, Any] | None, str]:
+    argv = [
+        sys.executable,
+        "-m",
+        "steps.provision",
+        "--spec",
+        str(spec),
+        "--run-id",
+        run_id,
+        "--runs-root",
+        str(runs_root),
+        "--out",
+        str(runs_root / f"{run_id}.provision.json"),
+    ]
     for name, doc in inputs.items():
         path = runs_root / f"{run_id}.{name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(doc))
         argv += ["--input", f"{name}={path}"]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})}
+    )
     out = runs_root / f"{run_id}.provision.json"
     return proc.returncode, json.loads(out.read_text()) if out.exists() else None, proc.stderr
 
@@ -45,27 +62,27 @@ def test_refuses_without_a_decision_record(
 
 
 def test_refuses_a_record_for_another_spec(
-    runs_root: Path, quickstart_in: Path, candidates: list[dict[str, Any]],
-    decision: dict[str, Any]
+    runs_root: Path, quickstart_in: Path, candidates: list[dict[str, Any]], decision: dict[str, Any]
 ) -> None:
     stale = {**decision, "spec_sha256": "0" * 64}
-    code, _, err = _step(runs_root, quickstart_in, "stale",
-                         {"plan": _plan(candidates), "decision": stale})
+    code, _, err = _step(
+        runs_root, quickstart_in, "stale", {"plan": _plan(candidates), "decision": stale}
+    )
     assert code == 3
     assert "not this spec" in err
     assert not (runs_root / "stale" / "terraform" / "main.tf").exists()
 
 
 def test_only_allowed_candidates_are_attempted(
-    runs_root: Path, quickstart_in: Path, candidates: list[dict[str, Any]],
-    decision: dict[str, Any]
+    runs_root: Path, quickstart_in: Path, candidates: list[dict[str, Any]], decision: dict[str, Any]
 ) -> None:
     edited = json.loads(json.dumps(decision))
     for d in edited["decisions"]:
         if d["region"] == "ap-southeast-1":
             d["verdict"] = "review"
-    code, doc, err = _step(runs_root, quickstart_in, "gate",
-                           {"plan": _plan(candidates), "decision": edited})
+    code, doc, err = _step(
+        runs_root, quickstart_in, "gate", {"plan": _plan(candidates), "decision": edited}
+    )
     assert code == 0, err
     assert doc is not None
     assert [a["region"] for a in doc["attempts"]] == ["ap-southeast-3"]
@@ -73,14 +90,30 @@ def test_only_allowed_candidates_are_attempted(
     assert "review" in doc["refused"][0]["reason"]
     assert doc["decision"]["spec_sha256"] == decision["spec_sha256"]
     teardown = subprocess.run(
-        [sys.executable, "-m", "steps.teardown", "--spec", str(quickstart_in), "--run-id", "gate",
-         "--runs-root", str(runs_root)], capture_output=True, text=True, check=False)
+        [
+            sys.executable,
+            "-m",
+            "steps.teardown",
+            "--spec",
+            str(quickstart_in),
+            "--run-id",
+            "gate",
+            "--runs-root",
+            str(runs_root),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert teardown.returncode == 0, teardown.stderr
 
 
 def test_failover_document_and_idempotent_rerun(
-    runs_root: Path, quickstart_in: Path, candidates: list[dict[str, Any]],
-    decision: dict[str, Any], job: BurstJob
+    runs_root: Path,
+    quickstart_in: Path,
+    candidates: list[dict[str, Any]],
+    decision: dict[str, Any],
+    job: BurstJob,
 ) -> None:
     env = {"BURST_SIMULATE_NO_CAPACITY": "ap-southeast-1,ap-southeast-3"}
     inputs = {"plan": _plan(candidates), "decision": decision}
@@ -97,9 +130,21 @@ def test_failover_document_and_idempotent_rerun(
     assert again is not None
     assert again["changes"] == {"add": 0, "change": 0, "remove": 0}
     assert len(again["attempts"]) == 1
-    subprocess.run([sys.executable, "-m", "steps.teardown", "--spec", str(quickstart_in),
-                    "--run-id", "fo", "--runs-root", str(runs_root)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "steps.teardown",
+            "--spec",
+            str(quickstart_in),
+            "--run-id",
+            "fo",
+            "--runs-root",
+            str(runs_root),
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.mark.slow
@@ -109,8 +154,11 @@ def test_burst_run_fails_over_and_reports_attempts(
     """`burst run` with no capacity in the plan's first two candidates provisions in the
     third; the report lists the attempts; nothing is left of any attempt."""
     # the plan's candidates for this spec, from the real plan step
-    pre = subprocess.run([*burst_cmd, "run", str(quickstart_in), "--run-id", "probe",
-                          "--fail-at", "verify-image"], capture_output=True, text=True)
+    pre = subprocess.run(
+        [*burst_cmd, "run", str(quickstart_in), "--run-id", "probe", "--fail-at", "verify-image"],
+        capture_output=True,
+        text=True,
+    )
     assert pre.returncode == 1, pre.stderr
     plan = json.loads((runs_root / "probe" / "docs" / "plan.json").read_text())["candidates"]
     first_two = {c["region"] for c in plan[:2]}
@@ -118,8 +166,12 @@ def test_burst_run_fails_over_and_reports_attempts(
     assert third["region"] not in first_two, "test precondition: a third region to fail over to"
 
     env = {**os.environ, "BURST_SIMULATE_NO_CAPACITY": ",".join(sorted(first_two))}
-    proc = subprocess.run([*burst_cmd, "run", str(quickstart_in), "--run-id", "failover"],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [*burst_cmd, "run", str(quickstart_in), "--run-id", "failover"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads((runs_root / "failover" / "report.json").read_text())
     attempts = report["provision_attempts"]

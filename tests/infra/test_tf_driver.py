@@ -55,11 +55,18 @@ def test_other_errors_are_not_capacity(message: str) -> None:
 
 
 def test_diagnostics_and_change_summary_from_events() -> None:
-    res = TfResult(["apply"], 1, events=[
-        {"type": "change_summary", "changes": {"add": 2, "change": 1, "remove": 0}},
-        {"type": "diagnostic", "@level": "error",
-         "diagnostic": {"summary": "Resource postcondition failed", "detail": "boom"}},
-    ])
+    res = TfResult(
+        ["apply"],
+        1,
+        events=[
+            {"type": "change_summary", "changes": {"add": 2, "change": 1, "remove": 0}},
+            {
+                "type": "diagnostic",
+                "@level": "error",
+                "diagnostic": {"summary": "Resource postcondition failed", "detail": "boom"},
+            },
+        ],
+    )
     assert res.changes() == {"add": 2, "change": 1, "remove": 0}
     assert res.error_text() == "Resource postcondition failed: boom"
     assert TfResult(["x"], 1, stderr="a\nb\n").error_text() == "a | b"
@@ -73,7 +80,9 @@ def _config(tmp_path: Path, body: str) -> Path:
 
 
 def test_events_stream_to_the_callback_and_errors_are_typed(tmp_path: Path) -> None:
-    d = _config(tmp_path, '''
+    d = _config(
+        tmp_path,
+        """
 variable "region" { type = string }
 resource "terraform_data" "a" { input = var.region }
 resource "terraform_data" "b" {
@@ -85,7 +94,8 @@ resource "terraform_data" "b" {
     }
   }
 }
-''')
+""",
+    )
     seen: list[dict[str, Any]] = []
     tf = Terraform(d, on_event=seen.append)
     tf.init()
@@ -114,13 +124,16 @@ resource "terraform_data" "b" {
 
 def test_timeout_stops_terraform_and_raises(tmp_path: Path) -> None:
     pidfile = tmp_path / "sleeper.pid"
-    d = _config(tmp_path, f'''
+    d = _config(
+        tmp_path,
+        f"""
 resource "terraform_data" "slow" {{
   provisioner "local-exec" {{
     command = "echo $$ > {pidfile}; exec sleep 60"
   }}
 }}
-''')
+""",
+    )
     tf = Terraform(d)
     tf.init()
     try:
@@ -137,8 +150,9 @@ def test_external_binary_from_environment(tmp_path: Path, monkeypatch: pytest.Mo
     embedded Terraform that also records that it ran."""
     marker = tmp_path / "ran"
     wrapper = tmp_path / "terraform"
-    wrapper.write_text(f"#!/bin/sh\necho \"$@\" >> {marker}\n"
-                       f"exec {sys.executable} -m burst.infra.tfbin \"$@\"\n")
+    wrapper.write_text(
+        f'#!/bin/sh\necho "$@" >> {marker}\nexec {sys.executable} -m burst.infra.tfbin "$@"\n'
+    )
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("BURST_TERRAFORM_BIN", str(wrapper))
     d = _config(tmp_path, 'resource "terraform_data" "x" { input = 1 }\n')
@@ -155,8 +169,12 @@ def test_external_binary_from_environment(tmp_path: Path, monkeypatch: pytest.Mo
 def _aws_env(tmp_path: Path) -> dict[str, str]:
     site = tmp_path / "site.tfvars"
     site.write_text('cluster_name = "gpu-burst"\n')
-    return {"BURST_TF_STACK": "aws", "BURST_TF_STATE_BUCKET": "burst-state",
-            "BURST_TF_STATE_REGION": "ap-southeast-1", "BURST_TF_SITE_VARS": str(site)}
+    return {
+        "BURST_TF_STACK": "aws",
+        "BURST_TF_STATE_BUCKET": "burst-state",
+        "BURST_TF_STATE_REGION": "ap-southeast-1",
+        "BURST_TF_SITE_VARS": str(site),
+    }
 
 
 def test_aws_workspace_needs_its_settings(tmp_path: Path) -> None:
@@ -173,26 +191,49 @@ def test_aws_workspace_backend_key_vars_and_record(tmp_path: Path) -> None:
     workdir = tmp_path / "runs" / "r1" / "terraform"
     ws = workspace_for("r1", workdir, _aws_env(tmp_path))
     assert ws.kind == "aws"
-    assert ws.backend_config == {"bucket": "burst-state", "key": state_key("r1"),
-                                 "region": "ap-southeast-1", "use_lockfile": "true",
-                                 "encrypt": "true"}
+    assert ws.backend_config == {
+        "bucket": "burst-state",
+        "key": state_key("r1"),
+        "region": "ap-southeast-1",
+        "use_lockfile": "true",
+        "encrypt": "true",
+    }
     assert state_key("r1") == "burst/runs/r1/terraform.tfstate"
     assert ws.config_dir.name == "burst-run" and ws.data_dir == workdir / ".terraform"
-    tags = {"burst:run-id": "r1", "burst:expires-at": "2030-01-01T00:00:00Z",
-            "burst:owner": "alice", "burst:team": "ml", "burst:cost-centre": "cc-1",
-            "burst:priority": "normal"}
-    v = ws.variables(run_id="r1", candidate={"region": "me-central-1", "provider": "aws",
-                                             "capacity": "spot_with_fallback",
-                                             "instance": "p5.48xlarge"},
-                     gpu_type="h100", node_count=2, tags=tags)
+    tags = {
+        "burst:run-id": "r1",
+        "burst:expires-at": "2030-01-01T00:00:00Z",
+        "burst:owner": "alice",
+        "burst:team": "ml",
+        "burst:cost-centre": "cc-1",
+        "burst:priority": "normal",
+    }
+    v = ws.variables(
+        run_id="r1",
+        candidate={
+            "region": "me-central-1",
+            "provider": "aws",
+            "capacity": "spot_with_fallback",
+            "instance": "p5.48xlarge",
+        },
+        gpu_type="h100",
+        node_count=2,
+        tags=tags,
+    )
     assert v["instance_types"] == ["p5.48xlarge"] and v["capacity"] == "spot_with_fallback"
     assert v["expires_at"] == "2030-01-01T00:00:00Z" and v["extra_tags"] == {
-        "burst:priority": "normal"}
+        "burst:priority": "normal"
+    }
     files = ws.var_files("me-central-1")
     assert [f.name for f in files] == ["me-central-1.tfvars", "site.tfvars", VARS_FILE]
     with pytest.raises(BadInputError, match="no variable set for region 'xx-nowhere-1'"):
-        ws.variables(run_id="r1", candidate={"region": "xx-nowhere-1", "provider": "aws"},
-                     gpu_type="h100", node_count=1, tags=tags)
+        ws.variables(
+            run_id="r1",
+            candidate={"region": "xx-nowhere-1", "provider": "aws"},
+            gpu_type="h100",
+            node_count=1,
+            tags=tags,
+        )
     ws.prepare()
     again = load_workspace(workdir)
     assert again == ws
@@ -205,10 +246,12 @@ def test_aws_stack_command_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     the driver gives it for the AWS stack."""
     log = tmp_path / "calls.jsonl"
     fake = tmp_path / "fake-terraform"
-    fake.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
-                    f"open({str(log)!r}, 'a').write(json.dumps("
-                    "{'argv': sys.argv[1:], 'TF_DATA_DIR': os.environ.get('TF_DATA_DIR')})"
-                    " + '\\n')\n")
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"open({str(log)!r}, 'a').write(json.dumps("
+        "{'argv': sys.argv[1:], 'TF_DATA_DIR': os.environ.get('TF_DATA_DIR')})"
+        " + '\\n')\n"
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("BURST_TERRAFORM_BIN", str(fake))
     workdir = tmp_path / "runs" / "r2" / "terraform"
@@ -226,8 +269,7 @@ def test_aws_stack_command_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert "-backend-config=use_lockfile=true" in init["argv"]
     assert "-reconfigure" in init["argv"]
     var_files = [a.split("=", 1)[1] for a in apply["argv"] if a.startswith("-var-file=")]
-    assert [Path(f).name for f in var_files] == ["ap-southeast-5.tfvars", "site.tfvars",
-                                                 VARS_FILE]
+    assert [Path(f).name for f in var_files] == ["ap-southeast-5.tfvars", "site.tfvars", VARS_FILE]
     assert os.path.isabs(var_files[-1])
 
 

@@ -21,7 +21,14 @@ def tf() -> TfRun:
 
     def run(*args: str, chdir: Path | None = None) -> subprocess.CompletedProcess[str]:
         argv = [*terraform_argv(), *([f"-chdir={chdir}"] if chdir else []), *args]
-        return subprocess.run(argv, capture_output=True, text=True, env=terraform_env(),
-                              cwd=REPO, timeout=300, check=False)
+        return subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            env=terraform_env(),
+            cwd=REPO,
+            timeout=300,
+            check=False,
+        )
 
     return run

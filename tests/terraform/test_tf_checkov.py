@@ -17,8 +17,14 @@ SCRIPT = REPO_ROOT / "scripts" / "checkov.sh"
 
 
 def _checkov(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=900, check=False)
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=900,
+        check=False,
+    )
 
 
 @pytest.mark.slow
@@ -31,8 +37,10 @@ def test_checkov_zero_failed_checks() -> None:
     passed, failed, skipped = map(int, m.groups())
     assert failed == 0 and proc.returncode == 0, out[-3000:]
     assert passed > 100
-    inline = sum(len(re.findall(r"#checkov:skip=", p.read_text()))
-                 for p in (REPO_ROOT / "terraform").rglob("*.tf"))
+    inline = sum(
+        len(re.findall(r"#checkov:skip=", p.read_text()))
+        for p in (REPO_ROOT / "terraform").rglob("*.tf")
+    )
     assert skipped == inline
 
 
@@ -50,13 +58,26 @@ def test_checkov_fails_on_a_real_problem(tmp_path: Path) -> None:
     mod = tmp_path / "aws-checkpoint-bucket"
     shutil.copytree(REPO_ROOT / "terraform" / "modules" / "aws-checkpoint-bucket", mod)
     main_tf = mod / "main.tf"
-    main_tf.write_text(main_tf.read_text().replace('status = "Enabled"\n  }\n}',
-                                                   'status = "Suspended"\n  }\n}', 1))
+    main_tf.write_text(
+        main_tf.read_text().replace('status = "Enabled"\n  }\n}', 'status = "Suspended"\n  }\n}', 1)
+    )
     venv = Path(os.environ.get("BURST_CHECKOV_VENV", REPO_ROOT / ".venv-checkov"))
     proc = subprocess.run(
-        [str(venv / "bin" / "checkov"), "--directory", str(mod), "--framework", "terraform",
-         "--skip-download", "--quiet", "--compact"],
-        capture_output=True, text=True, env={"BC_SKIP_MAPPING": "TRUE", "PATH": "/usr/bin:/bin"},
-        timeout=300, check=False)
+        [
+            str(venv / "bin" / "checkov"),
+            "--directory",
+            str(mod),
+            "--framework",
+            "terraform",
+            "--skip-download",
+            "--quiet",
+            "--compact",
+        ],
+        capture_output=True,
+        text=True,
+        env={"BC_SKIP_MAPPING": "TRUE", "PATH": "/usr/bin:/bin"},
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 1
     assert "CKV_AWS_21" in proc.stdout

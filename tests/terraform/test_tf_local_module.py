@@ -37,9 +37,9 @@ def test_terraform_test_fails_when_the_emulation_breaks(tf: Any, tmp_path: Path)
     mod = _copy_module(tmp_path)
     main_tf = mod / "main.tf"
     text = main_tf.read_text()
-    marker = "condition     = self.id == \"\" || !local.no_capacity"
+    marker = 'condition     = self.id == "" || !local.no_capacity'
     assert marker in text
-    main_tf.write_text(text.replace(marker, "condition     = self.id != \"never\""))
+    main_tf.write_text(text.replace(marker, 'condition     = self.id != "never"'))
     assert tf("init", "-input=false", "-no-color", chdir=mod).returncode == 0
     test = tf("test", "-no-color", chdir=mod)
     assert test.returncode != 0

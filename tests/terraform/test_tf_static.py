@@ -20,8 +20,14 @@ STACK = TERRAFORM / "stacks" / "burst-run"
 BROKEN = Path(__file__).resolve().parent / "fixtures" / "broken"
 
 AWS_MODULES = ("aws-gpu-nodegroup", "aws-site-vpn", "aws-checkpoint-bucket", "aws-run-iam")
-REGIONS = ("ap-southeast-1", "ap-southeast-3", "ap-southeast-5", "me-central-1", "me-south-1",
-           "il-central-1")
+REGIONS = (
+    "ap-southeast-1",
+    "ap-southeast-3",
+    "ap-southeast-5",
+    "me-central-1",
+    "me-south-1",
+    "il-central-1",
+)
 
 
 def test_fmt_check_passes_on_everything(tf: Any) -> None:
@@ -54,8 +60,13 @@ def test_broken_fixture_fails_naming_file_and_resource() -> None:
 
 
 def test_hclcheck_command_exit_code_and_message() -> None:
-    proc = subprocess.run([sys.executable, "-m", "burst.infra.hclcheck", str(BROKEN)],
-                          capture_output=True, text=True, cwd=REPO, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "burst.infra.hclcheck", str(BROKEN)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     assert proc.returncode == 1
     main_tf = str(BROKEN / "main.tf")
     bucket = [ln for ln in proc.stderr.splitlines() if "aws_s3_bucket.untagged: [tags]" in ln]
@@ -63,22 +74,44 @@ def test_hclcheck_command_exit_code_and_message() -> None:
     assert bucket and bucket[0].startswith(f"{main_tf}:10:")
     assert imds and imds[0].startswith(f"{main_tf}:14:")
     assert "Traceback" not in proc.stderr
-    clean = subprocess.run([sys.executable, "-m", "burst.infra.hclcheck", "terraform"],
-                           capture_output=True, text=True, cwd=REPO, check=False)
+    clean = subprocess.run(
+        [sys.executable, "-m", "burst.infra.hclcheck", "terraform"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     assert clean.returncode == 0, clean.stderr
 
 
-@pytest.mark.parametrize("mutation, rule", [
-    (('http_tokens                 = "required"', 'http_tokens                 = "optional"'),
-     "imdsv2"),
-    (("encrypted             = true", "encrypted             = false"), "encryption"),
-    (('    tags          = local.tags\n  }\n\n  tag_specifications {\n    resource_type = "volume"',
-      '    tags          = {}\n  }\n\n  tag_specifications {\n    resource_type = "volume"'),
-     "tags"),
-    (("cidr_ipv4         = each.value", 'cidr_ipv4         = "0.0.0.0/0"'), "ingress"),
-    (("vpc_id      = var.vpc_id", 'vpc_id      = "vpc-0123"\n  # ap-southeast-1\n  name = "x-me-central-1"'),
-     "region"),
-])
+@pytest.mark.parametrize(
+    "mutation, rule",
+    [
+        (
+            (
+                'http_tokens                 = "required"',
+                'http_tokens                 = "optional"',
+            ),
+            "imdsv2",
+        ),
+        (("encrypted             = true", "encrypted             = false"), "encryption"),
+        (
+            (
+                '    tags          = local.tags\n  }\n\n  tag_specifications {\n    resource_type = "volume"',
+                '    tags          = {}\n  }\n\n  tag_specifications {\n    resource_type = "volume"',
+            ),
+            "tags",
+        ),
+        (("cidr_ipv4         = each.value", 'cidr_ipv4         = "0.0.0.0/0"'), "ingress"),
+        (
+            (
+                "vpc_id      = var.vpc_id",
+                'vpc_id      = "vpc-0123"\n  # ap-southeast-1\n  name = "x-me-central-1"',
+            ),
+            "region",
+        ),
+    ],
+)
 def test_each_rule_catches_a_regression_in_a_real_module(
     tmp_path: Path, mutation: tuple[str, str], rule: str
 ) -> None:
@@ -92,7 +125,9 @@ def test_each_rule_catches_a_regression_in_a_real_module(
     assert rule in rules
 
 
-def test_parse_error_is_exit_2_with_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_parse_error_is_exit_2_with_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "main.tf").write_text('resource "aws_s3_bucket" "x" {\n  bucket = \n')
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -127,7 +162,7 @@ def test_modules_have_the_four_file_shape_and_documented_variables() -> None:
 def test_aws_module_outputs_use_try() -> None:
     for name in AWS_MODULES:
         text = (MODULES / name / "outputs.tf").read_text()
-        for m in re.finditer(r'value\s*=\s*(.+)', text):
+        for m in re.finditer(r"value\s*=\s*(.+)", text):
             expr = m.group(1)
             if re.search(r"\baws_\w+\.", expr):
                 assert expr.startswith("try("), f"{name}: {expr}"
