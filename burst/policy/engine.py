@@ -103,16 +103,19 @@ class Engine:
             try:
                 self._compiled = self.rego.build(None, [DECISION_ENTRYPOINT])
             except Exception as exc:  # regopy.RegoError: rules that do not compile
-                raise PolicyFileError(f"Rego rules do not compile: {_first_line(exc)}",
-                                      where=_display(self.policies.root / "rules")) from None
+                raise PolicyFileError(
+                    f"Rego rules do not compile: {_first_line(exc)}",
+                    where=_display(self.policies.root / "rules"),
+                ) from None
             self._runner = Interpreter()
         return self._compiled
 
     def _parse(self, ok: bool, text: str, what: str) -> Any:
         where = _display(self.policies.root / "rules")
         if not ok:
-            raise PolicyFileError(f"Rego evaluation failed for {what}: {_first_line(text)}",
-                                  where=where)
+            raise PolicyFileError(
+                f"Rego evaluation failed for {what}: {_first_line(text)}", where=where
+            )
         if text.strip() == "undefined":
             return None
         try:
@@ -120,8 +123,10 @@ class Engine:
         except json.JSONDecodeError as exc:
             raise PolicyFileError(
                 f"Rego result of {what} is not valid JSON near "
-                f"{text[max(0, exc.pos - 60):exc.pos + 20]!r} (a sprintf of a computed string? "
-                "see the note in rules/common.rego)", where=where) from None
+                f"{text[max(0, exc.pos - 60) : exc.pos + 20]!r} (a sprintf of a computed string? "
+                "see the note in rules/common.rego)",
+                where=where,
+            ) from None
         if isinstance(doc, list):
             doc = doc[0] if doc else {}
         exprs = doc.get("expressions", [])
@@ -158,8 +163,7 @@ class Engine:
         bundle = self._bundle()
         self._input = Input(doc)  # keep it alive while the interpreter may read it
         self._runner.set_input(self._input)
-        impl = rego_bundle_query_entrypoint(self._runner._impl, bundle._impl,
-                                            DECISION_ENTRYPOINT)
+        impl = rego_bundle_query_entrypoint(self._runner._impl, bundle._impl, DECISION_ENTRYPOINT)
         try:
             ok, text = rego_output_ok(impl), rego_output_string(impl)
         finally:

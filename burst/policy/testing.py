@@ -84,13 +84,17 @@ def _load_cases(path: Path) -> CaseFile:
         entry = "(file)"
         if len(loc) >= 2 and loc[0] == "cases" and isinstance(loc[1], int):
             items = data.get("cases") or []
-            entry = str(items[loc[1]].get("name", f"#{loc[1] + 1}")) if loc[1] < len(items) \
-                and isinstance(items[loc[1]], dict) else f"#{loc[1] + 1}"
+            entry = (
+                str(items[loc[1]].get("name", f"#{loc[1] + 1}"))
+                if loc[1] < len(items) and isinstance(items[loc[1]], dict)
+                else f"#{loc[1] + 1}"
+            )
             loc = loc[2:]
         field = ".".join(str(p) for p in loc) or "(entry)"
         msg = str(err["msg"]).removeprefix("Value error, ")
-        raise PolicyFileError(f"entry {entry}: field {field}: {msg}",
-                              where=_display(path)) from None
+        raise PolicyFileError(
+            f"entry {entry}: field {field}: {msg}", where=_display(path)
+        ) from None
 
 
 def _input(case: Case, base: dict[str, Any], policies: PolicySet) -> dict[str, Any]:
@@ -183,4 +187,3 @@ def run_policy_tests(policies: PolicySet, match: str | None = None) -> list[Test
             where=_display(policies.root),
         )
     return results
-

@@ -33,12 +33,36 @@ CLOSED_BIG: dict[str, Any] = {"model": {"weights": "closed", "training_ops": 3.0
 MATRIX: list[tuple[str, dict[str, Any], str, str, str, str | None]] = [
     ("sg-personal-home", SG_PERSONAL, "aws", "ap-southeast-1", "allow", None),
     ("sg-personal-home-gcp", SG_PERSONAL, "gcp", "asia-southeast1", "allow", None),
-    ("sg-personal-uae-no-safeguard", SG_PERSONAL, "aws", "me-central-1", "deny",
-     "XFER-NO-SAFEGUARD"),
-    ("sg-personal-uae-scc", {**SG_PERSONAL, "data": {**SG_PERSONAL["data"],
-     "transfer_safeguards": ["scc"]}}, "aws", "me-central-1", "review", "FACT-LOW-CONFIDENCE"),
-    ("sg-personal-jakarta-contract", {"data": {"classification": "personal", "origin": "SG",
-     "transfer_safeguards": ["contract"]}}, "aws", "ap-southeast-3", "allow", None),
+    (
+        "sg-personal-uae-no-safeguard",
+        SG_PERSONAL,
+        "aws",
+        "me-central-1",
+        "deny",
+        "XFER-NO-SAFEGUARD",
+    ),
+    (
+        "sg-personal-uae-scc",
+        {**SG_PERSONAL, "data": {**SG_PERSONAL["data"], "transfer_safeguards": ["scc"]}},
+        "aws",
+        "me-central-1",
+        "review",
+        "FACT-LOW-CONFIDENCE",
+    ),
+    (
+        "sg-personal-jakarta-contract",
+        {
+            "data": {
+                "classification": "personal",
+                "origin": "SG",
+                "transfer_safeguards": ["contract"],
+            }
+        },
+        "aws",
+        "ap-southeast-3",
+        "allow",
+        None,
+    ),
     ("uae-health-singapore", UAE_HEALTH, "aws", "ap-southeast-1", "deny", "RES-LOCALIZATION"),
     ("uae-health-jakarta", UAE_HEALTH, "gcp", "asia-southeast2", "deny", "RES-LOCALIZATION"),
     ("uae-health-bahrain", UAE_HEALTH, "aws", "me-south-1", "deny", "RES-LOCALIZATION"),
@@ -51,56 +75,166 @@ MATRIX: list[tuple[str, dict[str, Any], str, str, str, str | None]] = [
     ("ksa-gov-in-kingdom", KSA_GOV, "gcp", "me-central2", "review", "PROV-CMK"),
     ("d5-rubin-singapore", D5_RUBIN, "aws", "ap-southeast-1", "deny", "EXP-HQ-D5"),
     ("d5-rubin-dammam", D5_RUBIN, "gcp", "me-central2", "deny", "EXP-HQ-D5"),
-    ("d5-hq-h100-jeddah", {"organization": {"headquarters": "CN"}}, "oci", "me-jeddah-1",
-     "deny", "EXP-HQ-D5"),
+    (
+        "d5-hq-h100-jeddah",
+        {"organization": {"headquarters": "CN"}},
+        "oci",
+        "me-jeddah-1",
+        "deny",
+        "EXP-HQ-D5",
+    ),
     ("closed-1e26-abroad", CLOSED_BIG, "aws", "ap-southeast-3", "review", "EXP-WEIGHTS-4E091"),
     ("closed-1e26-home", CLOSED_BIG, "aws", "ap-southeast-1", "allow", None),
-    ("closed-no-ops-abroad", {"model": {"weights": "closed"}}, "aws", "me-central-1", "review",
-     "EXP-WEIGHTS-OPS-UNKNOWN"),
+    (
+        "closed-no-ops-abroad",
+        {"model": {"weights": "closed"}},
+        "aws",
+        "me-central-1",
+        "review",
+        "EXP-WEIGHTS-OPS-UNKNOWN",
+    ),
     ("unknown-region", {}, "aws", "eu-nowhere-9", "deny", "REGION-UNKNOWN"),
     ("unknown-provider", {}, "acme", "ap-southeast-1", "deny", "PROVIDER-UNKNOWN"),
-    ("unknown-gpu", {"compute": {"gpu_type": "mystery9000"}}, "aws", "ap-southeast-1",
-     "review", "EXP-ACCEL-UNKNOWN"),
-    ("unscreened-hq", {"organization": {"headquarters": "BR"}}, "aws", "ap-southeast-1",
-     "review", "EXP-HQ-UNSCREENED"),
-    ("confidential-cmk-unknown", {"data": {"classification": "confidential"}}, "aws",
-     "ap-southeast-1", "review", "PROV-CMK"),
-    ("vietnam-personal-abroad", {"data": {"classification": "personal", "origin": "VN"}},
-     "aws", "ap-southeast-1", "review", "XFER-FILING"),
-    ("malaysia-personal-scc-no-tia", {"data": {"classification": "personal", "origin": "MY",
-     "transfer_safeguards": ["scc"]}}, "aws", "ap-southeast-1", "review", "XFER-ASSESSMENT"),
-    ("malaysia-personal-consent", {"data": {"classification": "personal", "origin": "MY",
-     "transfer_safeguards": ["consent"]}}, "aws", "ap-southeast-1", "allow", None),
-    ("indonesia-government-abroad", {"data": {"classification": "government", "origin": "ID"}},
-     "aws", "ap-southeast-1", "deny", "RES-LOCALIZATION"),
-    ("eu-personal-israel", {"data": {"classification": "personal", "origin": "EU"}},
-     "gcp", "me-west1", "review", "INBOUND-UNKNOWN"),
-    ("eu-personal-singapore-no-scc", {"data": {"classification": "personal", "origin": "EU"}},
-     "gcp", "asia-southeast1", "deny", "XFER-NO-SAFEGUARD"),
-    ("difc-personal-uae-onshore", {"data": {"classification": "personal", "origin": "AE-DIFC"}},
-     "azure", "uaenorth", "deny", "XFER-NO-SAFEGUARD"),
-    ("china-personal-abroad-scc", {"data": {"classification": "personal", "origin": "CN",
-     "transfer_safeguards": ["scc"]}}, "aws", "ap-southeast-1", "review", "XFER-FILING"),
-    ("unknown-origin-personal", {"data": {"classification": "personal", "origin": "ZZ"}},
-     "aws", "ap-southeast-1", "deny", "ORIGIN-UNKNOWN"),
-    ("export-controlled-data-abroad", {"data": {"classification": "export_controlled"}}, "aws",
-     "me-central-1", "review", "EXP-DATA-CONTROLLED"),
+    (
+        "unknown-gpu",
+        {"compute": {"gpu_type": "mystery9000"}},
+        "aws",
+        "ap-southeast-1",
+        "review",
+        "EXP-ACCEL-UNKNOWN",
+    ),
+    (
+        "unscreened-hq",
+        {"organization": {"headquarters": "BR"}},
+        "aws",
+        "ap-southeast-1",
+        "review",
+        "EXP-HQ-UNSCREENED",
+    ),
+    (
+        "confidential-cmk-unknown",
+        {"data": {"classification": "confidential"}},
+        "aws",
+        "ap-southeast-1",
+        "review",
+        "PROV-CMK",
+    ),
+    (
+        "vietnam-personal-abroad",
+        {"data": {"classification": "personal", "origin": "VN"}},
+        "aws",
+        "ap-southeast-1",
+        "review",
+        "XFER-FILING",
+    ),
+    (
+        "malaysia-personal-scc-no-tia",
+        {"data": {"classification": "personal", "origin": "MY", "transfer_safeguards": ["scc"]}},
+        "aws",
+        "ap-southeast-1",
+        "review",
+        "XFER-ASSESSMENT",
+    ),
+    (
+        "malaysia-personal-consent",
+        {
+            "data": {
+                "classification": "personal",
+                "origin": "MY",
+                "transfer_safeguards": ["consent"],
+            }
+        },
+        "aws",
+        "ap-southeast-1",
+        "allow",
+        None,
+    ),
+    (
+        "indonesia-government-abroad",
+        {"data": {"classification": "government", "origin": "ID"}},
+        "aws",
+        "ap-southeast-1",
+        "deny",
+        "RES-LOCALIZATION",
+    ),
+    (
+        "eu-personal-israel",
+        {"data": {"classification": "personal", "origin": "EU"}},
+        "gcp",
+        "me-west1",
+        "review",
+        "INBOUND-UNKNOWN",
+    ),
+    (
+        "eu-personal-singapore-no-scc",
+        {"data": {"classification": "personal", "origin": "EU"}},
+        "gcp",
+        "asia-southeast1",
+        "deny",
+        "XFER-NO-SAFEGUARD",
+    ),
+    (
+        "difc-personal-uae-onshore",
+        {"data": {"classification": "personal", "origin": "AE-DIFC"}},
+        "azure",
+        "uaenorth",
+        "deny",
+        "XFER-NO-SAFEGUARD",
+    ),
+    (
+        "china-personal-abroad-scc",
+        {"data": {"classification": "personal", "origin": "CN", "transfer_safeguards": ["scc"]}},
+        "aws",
+        "ap-southeast-1",
+        "review",
+        "XFER-FILING",
+    ),
+    (
+        "unknown-origin-personal",
+        {"data": {"classification": "personal", "origin": "ZZ"}},
+        "aws",
+        "ap-southeast-1",
+        "deny",
+        "ORIGIN-UNKNOWN",
+    ),
+    (
+        "export-controlled-data-abroad",
+        {"data": {"classification": "export_controlled"}},
+        "aws",
+        "me-central-1",
+        "review",
+        "EXP-DATA-CONTROLLED",
+    ),
 ]
 
 
-def decide(policies: PolicySet, over: dict[str, Any], provider: str, region: str,
-           today: dt.date = TODAY) -> dict[str, Any]:
-    job = job_from({**over, "compute": {**over.get("compute", {}), "regions": [region],
-                                        "providers": [provider]}})
+def decide(
+    policies: PolicySet, over: dict[str, Any], provider: str, region: str, today: dt.date = TODAY
+) -> dict[str, Any]:
+    job = job_from(
+        {
+            **over,
+            "compute": {**over.get("compute", {}), "regions": [region], "providers": [provider]},
+        }
+    )
     record = evaluate(job, policies, today=today)
     assert len(record["decisions"]) == 1
     return record["decisions"][0]
 
 
-@pytest.mark.parametrize(("over", "provider", "region", "verdict", "rule"),
-                         [m[1:] for m in MATRIX], ids=[m[0] for m in MATRIX])
-def test_matrix(shipped: PolicySet, over: dict[str, Any], provider: str, region: str,
-                verdict: str, rule: str | None) -> None:
+@pytest.mark.parametrize(
+    ("over", "provider", "region", "verdict", "rule"),
+    [m[1:] for m in MATRIX],
+    ids=[m[0] for m in MATRIX],
+)
+def test_matrix(
+    shipped: PolicySet,
+    over: dict[str, Any],
+    provider: str,
+    region: str,
+    verdict: str,
+    rule: str | None,
+) -> None:
     d = decide(shipped, over, provider, region)
     rules = {r["rule"] for r in d["reasons"]}
     assert d["verdict"] == verdict, d["reasons"]
@@ -110,8 +244,9 @@ def test_matrix(shipped: PolicySet, over: dict[str, Any], provider: str, region:
         assert r["rule"] and r["message"] and r["source"], r
         assert "\n" not in r["message"]
     if verdict == "allow":
-        assert not [r for r in d["reasons"] if r["effect"] in ("deny", "review")
-                    and "waived_by" not in r]
+        assert not [
+            r for r in d["reasons"] if r["effect"] in ("deny", "review") and "waived_by" not in r
+        ]
 
 
 def test_matrix_is_large_enough() -> None:
@@ -148,8 +283,9 @@ def test_quickstart_has_an_allowed_home_region(shipped: PolicySet) -> None:
 def test_denied_example_denies_every_candidate(shipped: PolicySet) -> None:
     from burst.spec import load_spec
 
-    record = evaluate(load_spec(Path(__file__).parents[2] / "examples" / "denied.yaml"),
-                      shipped, today=TODAY)
+    record = evaluate(
+        load_spec(Path(__file__).parents[2] / "examples" / "denied.yaml"), shipped, today=TODAY
+    )
     assert record["allowed"] == [] and record["verdict"] == "deny"
     assert all(d["verdict"] == "deny" for d in record["decisions"])
     assert all(d["reasons"][0]["rule"] == "RES-LOCALIZATION" for d in record["decisions"])
@@ -165,22 +301,28 @@ def test_max_fact_age_setting_is_honoured(policy_copy: Path) -> None:
     (policy_copy / "settings.yaml").write_text("max_fact_age_days: 30\n")
     d = decide(load_policies(policy_copy), SG_PERSONAL, "aws", "ap-southeast-1")
     assert d["verdict"] == "review"
-    record = evaluate(job_from(SG_PERSONAL), load_policies(policy_copy), today=TODAY,
-                      max_fact_age_days=400)
+    record = evaluate(
+        job_from(SG_PERSONAL), load_policies(policy_copy), today=TODAY, max_fact_age_days=400
+    )
     assert record["decisions"][0]["verdict"] == "allow"
 
 
 def test_provider_without_cmk_denies_confidential(policy_copy: Path, edit_yaml: Any) -> None:
     def no_cmk(doc: Any) -> None:
         doc["providers"]["gcp"]["customer_managed_keys"] = {
-            "rule": "test fact: no customer-managed keys", "source": ["test"],
-            "confidence": "high", "last_verified": "2026-10-01", "available": False}
+            "rule": "test fact: no customer-managed keys",
+            "source": ["test"],
+            "confidence": "high",
+            "last_verified": "2026-10-01",
+            "available": False,
+        }
 
     edit_yaml(policy_copy / "providers.yaml", no_cmk)
     over = {"data": {"classification": "confidential"}}
     d = decide(load_policies(policy_copy), over, "gcp", "asia-southeast1")
     assert d["verdict"] == "deny"
     assert d["reasons"][0]["rule"] == "PROV-CMK" and "none offered" in d["reasons"][0]["message"]
+
     # the same data on a provider whose CMK is on record as available and sure: allowed
     def yes_cmk(doc: Any) -> None:
         doc["providers"]["gcp"]["customer_managed_keys"].update(available=True)
@@ -202,7 +344,8 @@ EXCEPTION = """exceptions:
 
 def write_exception(policy_copy: Path, ident: str, approved: str, expires: str) -> None:
     (policy_copy / "exceptions" / f"{ident}.yaml").write_text(
-        EXCEPTION.format(id=ident, approved=approved, expires=expires))
+        EXCEPTION.format(id=ident, approved=approved, expires=expires)
+    )
 
 
 CONF = {"data": {"classification": "confidential"}}
@@ -231,6 +374,8 @@ def test_exception_outside_its_scope_is_not_honoured(policy_copy: Path) -> None:
 def test_exception_cannot_turn_deny_into_allow(policy_copy: Path) -> None:
     (policy_copy / "exceptions" / "x.yaml").write_text(
         EXCEPTION.format(id="x", approved="2026-06-01", expires="2027-01-31")
-        .replace("PROV-CMK", "XFER-NO-SAFEGUARD").replace("ap-southeast-1", "me-central-1"))
+        .replace("PROV-CMK", "XFER-NO-SAFEGUARD")
+        .replace("ap-southeast-1", "me-central-1")
+    )
     d = decide(load_policies(policy_copy), SG_PERSONAL, "aws", "me-central-1")
     assert d["verdict"] == "deny"

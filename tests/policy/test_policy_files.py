@@ -22,39 +22,59 @@ def error_of(policy_dir: Path) -> str:
 
 
 def test_shipped_policies_load(shipped: Any) -> None:
-    assert {"SG", "MY", "ID", "TH", "VN", "PH", "AE", "AE-DIFC", "AE-ADGM", "SA", "QA", "BH",
-            "IL", "CN", "EU"} <= set(shipped.jurisdictions.jurisdictions)
+    assert {
+        "SG",
+        "MY",
+        "ID",
+        "TH",
+        "VN",
+        "PH",
+        "AE",
+        "AE-DIFC",
+        "AE-ADGM",
+        "SA",
+        "QA",
+        "BH",
+        "IL",
+        "CN",
+        "EU",
+    } <= set(shipped.jurisdictions.jurisdictions)
     assert set(shipped.regions.providers) == {"aws", "gcp", "azure", "oci"}
     assert "me-central-1" in shipped.regions.providers["aws"].regions
 
 
-def test_region_with_bad_country_names_file_entry_field(policy_copy: Path,
-                                                         edit_yaml: Callable[..., None]) -> None:
-    edit_yaml(policy_copy / "regions.yaml",
-              lambda d: d["providers"]["aws"]["regions"]["me-central-1"].update(country="UAE"))
+def test_region_with_bad_country_names_file_entry_field(
+    policy_copy: Path, edit_yaml: Callable[..., None]
+) -> None:
+    edit_yaml(
+        policy_copy / "regions.yaml",
+        lambda d: d["providers"]["aws"]["regions"]["me-central-1"].update(country="UAE"),
+    )
     msg = error_of(policy_copy)
     assert "regions.yaml:" in msg
     assert "entry aws/me-central-1" in msg and "field country" in msg and "'UAE'" in msg
 
 
 def test_jurisdiction_missing_field(policy_copy: Path, edit_yaml: Callable[..., None]) -> None:
-    edit_yaml(policy_copy / "jurisdictions.yaml",
-              lambda d: d["jurisdictions"]["MY"]["outbound"].pop("confidence"))
+    edit_yaml(
+        policy_copy / "jurisdictions.yaml",
+        lambda d: d["jurisdictions"]["MY"]["outbound"].pop("confidence"),
+    )
     msg = error_of(policy_copy)
     assert "jurisdictions.yaml" in msg and "entry MY" in msg
     assert "field outbound.confidence" in msg and "required field is missing" in msg
 
 
 def test_bad_confidence_value(policy_copy: Path, edit_yaml: Callable[..., None]) -> None:
-    edit_yaml(policy_copy / "export.yaml",
-              lambda d: d["headquarters_rule"].update(confidence="certain"))
+    edit_yaml(
+        policy_copy / "export.yaml", lambda d: d["headquarters_rule"].update(confidence="certain")
+    )
     msg = error_of(policy_copy)
     assert "export.yaml" in msg and "headquarters_rule" in msg and "confidence" in msg
 
 
 def test_unknown_field_is_refused(policy_copy: Path, edit_yaml: Callable[..., None]) -> None:
-    edit_yaml(policy_copy / "providers.yaml",
-              lambda d: d["providers"]["oci"].update(cmk_typo=True))
+    edit_yaml(policy_copy / "providers.yaml", lambda d: d["providers"]["oci"].update(cmk_typo=True))
     msg = error_of(policy_copy)
     assert "providers.yaml" in msg and "entry oci" in msg and "field cmk_typo" in msg
 
@@ -70,10 +90,13 @@ def test_missing_fact_file(policy_copy: Path) -> None:
     assert "providers.yaml: policy file is missing" in error_of(policy_copy)
 
 
-def test_localization_names_unknown_data_class(policy_copy: Path,
-                                               edit_yaml: Callable[..., None]) -> None:
-    edit_yaml(policy_copy / "jurisdictions.yaml",
-              lambda d: d["jurisdictions"]["AE"]["localization"][0].update(classes=["medical"]))
+def test_localization_names_unknown_data_class(
+    policy_copy: Path, edit_yaml: Callable[..., None]
+) -> None:
+    edit_yaml(
+        policy_copy / "jurisdictions.yaml",
+        lambda d: d["jurisdictions"]["AE"]["localization"][0].update(classes=["medical"]),
+    )
     msg = error_of(policy_copy)
     assert "entry AE" in msg and "localization.health-ict-law.classes" in msg and "medical" in msg
 
@@ -82,7 +105,8 @@ def test_exception_expiring_before_approval(policy_copy: Path) -> None:
     (policy_copy / "exceptions" / "bad.yaml").write_text(
         "exceptions:\n  - id: cmk-bad\n    rule: PROV-CMK\n    scope: {}\n"
         "    approver: Sam <sam@example.com>\n    approved: 2026-06-01\n"
-        "    expires: 2026-01-01\n    justification: checked by hand in the console\n")
+        "    expires: 2026-01-01\n    justification: checked by hand in the console\n"
+    )
     msg = error_of(policy_copy)
     assert "exceptions/bad.yaml" in msg and "entry cmk-bad" in msg
     assert "expires must be after approved" in msg
@@ -92,7 +116,8 @@ def test_exception_naming_unknown_rule(policy_copy: Path) -> None:
     (policy_copy / "exceptions" / "typo.yaml").write_text(
         "exceptions:\n  - id: typo\n    rule: PROV-CMX\n    scope: {}\n"
         "    approver: Sam <sam@example.com>\n    approved: 2026-06-01\n"
-        "    expires: 2026-12-01\n    justification: checked by hand in the console\n")
+        "    expires: 2026-12-01\n    justification: checked by hand in the console\n"
+    )
     msg = error_of(policy_copy)
     assert "exceptions/typo.yaml" in msg and "entry typo" in msg and "PROV-CMX" in msg
 
@@ -103,10 +128,11 @@ def test_rego_syntax_error_names_file_and_line(policy_copy: Path) -> None:
     from burst.policy.record import evaluate
 
     rules = policy_copy / "rules" / "provider.rego"
-    text = rules.read_text().replace("cmk := provider.customer_managed_keys",
-                                     "cmk := provider.customer_managed_keys {{")
+    text = rules.read_text().replace(
+        "cmk := provider.customer_managed_keys", "cmk := provider.customer_managed_keys {{"
+    )
     rules.write_text(text)
-    line = text[:text.index("{{")].count("\n") + 1
+    line = text[: text.index("{{")].count("\n") + 1
     with pytest.raises(PolicyFileError) as info:
         evaluate(job_from({}), load_policies(policy_copy))
     assert f"rules/provider.rego:{line}" in info.value.one_line()
@@ -117,7 +143,8 @@ def test_whole_input_with_is_refused(policy_copy: Path) -> None:
 
     (policy_copy / "rules" / "bad_test.rego").write_text(
         "package burst.bad_test\n\ntest_x if {\n"
-        "\tdata.burst.preflight.verdict == \"allow\" with input as {}\n}\n")
+        '\tdata.burst.preflight.verdict == "allow" with input as {}\n}\n'
+    )
     with pytest.raises(PolicyFileError) as info:
         run_policy_tests(load_policies(policy_copy))
     assert "bad_test.rego:4" in info.value.one_line() and "with input as" in info.value.one_line()
@@ -133,13 +160,18 @@ def test_policy_hash_covers_facts_rules_exceptions_not_keys(policy_copy: Path) -
     assert policy_sha256(policy_copy) != before
 
 
-def test_cli_reports_bad_policy_in_one_line(policy_copy: Path, edit_yaml: Callable[..., None],
-                                            burst_cmd: list[str]) -> None:
-    edit_yaml(policy_copy / "regions.yaml",
-              lambda d: d["providers"]["gcp"]["regions"]["me-central2"].pop("country"))
+def test_cli_reports_bad_policy_in_one_line(
+    policy_copy: Path, edit_yaml: Callable[..., None], burst_cmd: list[str]
+) -> None:
+    edit_yaml(
+        policy_copy / "regions.yaml",
+        lambda d: d["providers"]["gcp"]["regions"]["me-central2"].pop("country"),
+    )
     proc = subprocess.run(
         [*burst_cmd, "preflight", "examples/quickstart.yaml", "--policies", str(policy_copy)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -164,7 +196,9 @@ def test_every_rule_has_a_policy_test_case(shipped: Any) -> None:
 
 
 def test_country_in_two_jurisdictions(policy_copy: Path, edit_yaml: Callable[..., None]) -> None:
-    edit_yaml(policy_copy / "jurisdictions.yaml",
-              lambda d: d["jurisdictions"]["AE-DIFC"].update(countries=["AE"]))
+    edit_yaml(
+        policy_copy / "jurisdictions.yaml",
+        lambda d: d["jurisdictions"]["AE-DIFC"].update(countries=["AE"]),
+    )
     msg = error_of(policy_copy)
     assert "entry AE-DIFC" in msg and "field countries" in msg and "already in AE" in msg

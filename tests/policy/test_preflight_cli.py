@@ -47,8 +47,9 @@ def test_preflight_denied_exits_3(burst_cmd: list[str]) -> None:
 
 def test_preflight_bad_spec_exits_2(burst_cmd: list[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text((REPO / "examples/quickstart.yaml").read_text().replace("origin: SG",
-                                                                           "origin: Singapore"))
+    bad.write_text(
+        (REPO / "examples/quickstart.yaml").read_text().replace("origin: SG", "origin: Singapore")
+    )
     proc = run([*burst_cmd, "preflight", str(bad)])
     assert proc.returncode == EXIT_BAD_INPUT and "data.origin" in proc.stderr
 
@@ -69,13 +70,16 @@ def test_policy_test_passes_and_fails(burst_cmd: list[str], tmp_path: Path) -> N
     copy = tmp_path / "p"
     shutil.copytree(POLICIES, copy, ignore=shutil.ignore_patterns("keys", "admission"))
     cases = copy / "tests" / "preflight.yaml"
-    cases.write_text(cases.read_text().replace(
-        "  - name: uae-health-abroad-denied\n    candidate: gcp/asia-southeast1\n"
-        "    spec: {data: {classification: health, origin: AE}, organization: {headquarters: AE}}\n"
-        "    expect: deny",
-        "  - name: uae-health-abroad-denied\n    candidate: gcp/asia-southeast1\n"
-        "    spec: {data: {classification: health, origin: AE}, organization: {headquarters: AE}}\n"
-        "    expect: allow"))
+    cases.write_text(
+        cases.read_text().replace(
+            "  - name: uae-health-abroad-denied\n    candidate: gcp/asia-southeast1\n"
+            "    spec: {data: {classification: health, origin: AE}, organization: {headquarters: AE}}\n"
+            "    expect: deny",
+            "  - name: uae-health-abroad-denied\n    candidate: gcp/asia-southeast1\n"
+            "    spec: {data: {classification: health, origin: AE}, organization: {headquarters: AE}}\n"
+            "    expect: allow",
+        )
+    )
     proc = run([*burst_cmd, "policy", "test", "--policies", str(copy)])
     assert proc.returncode == EXIT_FAILURE
     assert "FAIL preflight.yaml::uae-health-abroad-denied" in proc.stdout
@@ -84,23 +88,50 @@ def test_policy_test_passes_and_fails(burst_cmd: list[str], tmp_path: Path) -> N
 def test_policy_explain(burst_cmd: list[str]) -> None:
     proc = run([*burst_cmd, "policy", "explain", "RES-LOCALIZATION"])
     assert proc.returncode == 0
-    assert "residency.rego" in proc.stdout and "jurisdictions.AE.localization.health-ict-law" \
-        in proc.stdout and "https://" in proc.stdout
+    assert (
+        "residency.rego" in proc.stdout
+        and "jurisdictions.AE.localization.health-ict-law" in proc.stdout
+        and "https://" in proc.stdout
+    )
     proc = run([*burst_cmd, "policy", "explain", "NO-SUCH-RULE"])
     assert proc.returncode == EXIT_BAD_INPUT and "no rule" in proc.stderr
 
 
 def test_step_writes_record_and_refuses(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
-    proc = run([sys.executable, "-m", "steps.preflight", "--spec", "examples/denied.yaml",
-                "--run-id", "denied-1", "--runs-root", str(tmp_path / "runs"), "--out", str(out)])
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "steps.preflight",
+            "--spec",
+            "examples/denied.yaml",
+            "--run-id",
+            "denied-1",
+            "--runs-root",
+            str(tmp_path / "runs"),
+            "--out",
+            str(out),
+        ]
+    )
     assert proc.returncode == EXIT_REFUSED, proc.stderr
     doc = json.loads((tmp_path / "runs" / "denied-1" / "docs" / "preflight.json").read_text())
     assert doc == json.loads(out.read_text())
     assert doc["allowed"] == [] and doc["step"] == "preflight"
     assert doc["decisions"][0]["reasons"][0]["rule"] == "RES-LOCALIZATION"
-    proc = run([sys.executable, "-m", "steps.preflight", "--spec", "examples/quickstart.yaml",
-                "--run-id", "qs-1", "--runs-root", str(tmp_path / "runs")])
+    proc = run(
+        [
+            sys.executable,
+            "-m",
+            "steps.preflight",
+            "--spec",
+            "examples/quickstart.yaml",
+            "--run-id",
+            "qs-1",
+            "--runs-root",
+            str(tmp_path / "runs"),
+        ]
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "runs" / "qs-1" / "docs" / "preflight.json").read_text())
     assert doc["spec_sha256"] == load_spec(REPO / "examples/quickstart.yaml").sha256()

@@ -24,7 +24,10 @@ def test_record_fields(shipped: object) -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["created_at"])
     assert record["evaluated_on"] == "2026-11-21"
     assert [(d["region"], d["provider"]) for d in record["decisions"]] == [
-        ("ap-southeast-1", "aws"), ("ap-southeast-3", "aws"), ("me-central-1", "aws")]
+        ("ap-southeast-1", "aws"),
+        ("ap-southeast-3", "aws"),
+        ("me-central-1", "aws"),
+    ]
     for d in record["decisions"]:
         assert d["verdict"] in ("allow", "review", "deny")
         for r in d["reasons"]:
@@ -71,13 +74,13 @@ def test_require_allow_refuses_when_its_exception_expired(policy_copy: Path) -> 
     (policy_copy / "exceptions" / "cmk.yaml").write_text(
         "exceptions:\n  - id: cmk\n    rule: PROV-CMK\n    scope: {providers: [aws]}\n"
         "    approver: Sam <sam@example.com>\n    approved: 2026-06-01\n"
-        "    expires: 2026-12-01\n    justification: checked by hand in the console\n")
+        "    expires: 2026-12-01\n    justification: checked by hand in the console\n"
+    )
     job = job_from({"data": {"classification": "confidential"}})
     record = evaluate(job, load_policies(policy_copy), today=TODAY)
     require_allow(record, job, policy_copy, "ap-southeast-1", "aws", today=TODAY)
     with pytest.raises(PolicyRefusal, match="expired"):
-        require_allow(record, job, policy_copy, "ap-southeast-1", "aws",
-                      today=dt.date(2026, 12, 2))
+        require_allow(record, job, policy_copy, "ap-southeast-1", "aws", today=dt.date(2026, 12, 2))
 
 
 def test_require_allow_rejects_what_is_not_a_record() -> None:

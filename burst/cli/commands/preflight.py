@@ -17,18 +17,37 @@ from burst.errors import EXIT_REFUSED
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the decision record as JSON.")
 @click.option(
-    "--policies", "policy_dir", type=click.Path(file_okay=False, path_type=str), default=None,
+    "--policies",
+    "policy_dir",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
     help="Policy directory (default: $BURST_POLICIES, else the repository's policies/).",
 )
-@click.option("--max-fact-age-days", type=click.IntRange(min=1), default=None,
-              help="Facts verified longer ago never allow (default: policies/settings.yaml).")
-@click.option("--today", type=click.DateTime(formats=["%Y-%m-%d"]), default=None,
-              help="Evaluate as of this date (exception expiry, fact age). Default: today (UTC).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="Also write the decision record to this file.")
+@click.option(
+    "--max-fact-age-days",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Facts verified longer ago never allow (default: policies/settings.yaml).",
+)
+@click.option(
+    "--today",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="Evaluate as of this date (exception expiry, fact age). Default: today (UTC).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=str),
+    default=None,
+    help="Also write the decision record to this file.",
+)
 def command(
-    spec: str, as_json: bool, policy_dir: str | None, max_fact_age_days: int | None,
-    today: dt.datetime | None, out: str | None,
+    spec: str,
+    as_json: bool,
+    policy_dir: str | None,
+    max_fact_age_days: int | None,
+    today: dt.datetime | None,
+    out: str | None,
 ) -> None:
     """Decide allow / review / deny for each candidate region and provider of SPEC."""
     from pathlib import Path
@@ -39,8 +58,9 @@ def command(
 
     job = load_spec(spec)
     policies = load_policies(policy_dir)
-    record = evaluate(job, policies, today=today.date() if today else None,
-                      max_fact_age_days=max_fact_age_days)
+    record = evaluate(
+        job, policies, today=today.date() if today else None, max_fact_age_days=max_fact_age_days
+    )
     if out:
         write_json_atomic(Path(out), record)
     if as_json:
@@ -58,9 +78,12 @@ def command(
             table.add_row(d["region"], d["provider"], f"[{colour[v]}]{v}[/]", first_reason(d))
         Console(width=max(100, Console().width)).print(table)
         c = record["counts"]
-        click.echo(f"{c['allow']} allowed, {c['review']} to review, {c['deny']} denied; "
-                   f"`burst preflight {spec} --json` shows every reason")
+        click.echo(
+            f"{c['allow']} allowed, {c['review']} to review, {c['deny']} denied; "
+            f"`burst preflight {spec} --json` shows every reason"
+        )
     if not record["allowed"]:
-        click.echo(f"burst preflight: no candidate of {spec} is allowed (exit {EXIT_REFUSED})",
-                   err=True)
+        click.echo(
+            f"burst preflight: no candidate of {spec} is allowed (exit {EXIT_REFUSED})", err=True
+        )
         raise SystemExit(EXIT_REFUSED)
