@@ -24,9 +24,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from burst.errors import BadInputError, CapacityError, InfraError, InjectedFailure, PolicyRefusal
+from burst.errors import (
+    BadInputError,
+    BurstError,
+    CapacityError,
+    InfraError,
+    InjectedFailure,
+    PolicyRefusal,
+)
 from burst.infra.terraform import Terraform
 from burst.infra.workspace import VARS_FILE, Workspace, workspace_for, write_vars
 from burst.obs.events import PROVISION_ATTEMPT, emit
@@ -207,9 +214,9 @@ class Provisioner:
                 where=self.ws.state,
             )
 
-    def _fail(self, exc: InfraError | InjectedFailure, doc: dict[str, Any]) -> None:
+    def _fail(self, exc: BurstError, doc: dict[str, Any]) -> NoReturn:
         doc.update(status="failed", attempts=self.attempts)
-        exc.doc = doc  # type: ignore[attr-defined]
+        exc.doc = doc  # type: ignore[attr-defined]  # stepio writes it (see burst/stepio.py)
         raise exc
 
     # ------------------------------------------------------------------ the loop
@@ -338,7 +345,6 @@ class Provisioner:
             ),
             dict(base),
         )
-        raise AssertionError("unreachable")  # _fail always raises
 
     @staticmethod
     def _emit(attempt: dict[str, Any]) -> None:
