@@ -272,3 +272,23 @@ def load_workspace(workdir: Path) -> Workspace | None:
         )
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise BadInputError(f"{path}: not a burst workspace record ({exc})") from None
+
+
+def terraform_for_run(workdir: Path) -> tuple[Terraform, list[Path]] | None:
+    """What teardown (and the reaper) need to destroy a run from its directory alone: an
+    initialised Terraform for the stack the run used, and the ``-var-file`` list of its last
+    apply. None when nothing was ever prepared for the run."""
+    ws = load_workspace(workdir)
+    if ws is None:
+        return None
+    tf = ws.terraform()
+    ws.init(tf)
+    last = workdir / VARS_FILE
+    region = None
+    if last.exists():
+        try:
+            region = json.loads(last.read_text()).get("region")
+        except json.JSONDecodeError:
+            region = None
+    files = [f for f in ws.var_files(region) if f.exists()]
+    return tf, files

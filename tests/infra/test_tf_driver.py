@@ -279,3 +279,63 @@ def test_local_workspace_is_the_default(tmp_path: Path) -> None:
     ws.prepare()
     assert (tmp_path / "t" / "main.tf").exists()
     assert load_workspace(tmp_path / "t") == Workspace("local", "r3", tmp_path / "t")
+
+
+def test_terraform_for_run_reopens_a_local_run(tmp_path: Path) -> None:
+    from burst.infra.workspace import terraform_for_run
+
+    workdir = tmp_path / "r4" / "terraform"
+    assert terraform_for_run(workdir) is None
+    ws = workspace_for("r4", workdir, {})
+    ws.prepare()
+    tf = ws.terraform()
+    ws.init(tf)
+    write_vars(
+        workdir,
+        ws.variables(
+            run_id="r4",
+            candidate={"region": "me-south-1", "provider": "aws"},
+            gpu_type="h100",
+            node_count=1,
+            tags={"burst:run-id": "r4"},
+        ),
+    )
+    tf.apply(ws.var_files("me-south-1"))
+    reopened = terraform_for_run(workdir)
+    assert reopened is not None
+    tf2, files = reopened
+    assert [f.name for f in files] == [VARS_FILE]
+    assert len(tf2.state_resources()) == 3
+    tf2.destroy(files)
+    assert tf2.state_resources() == []
+
+
+def test_terraform_for_run_reopens_an_aws_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MOCK (named as such): a recording stand-in for terraform, as above."""
+    from burst.infra.workspace import terraform_for_run
+
+    log = tmp_path / "calls.jsonl"
+    fake = tmp_path / "fake-terraform"
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+    )
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("BURST_TERRAFORM_BIN", str(fake))
+    workdir = tmp_path / "runs" / "r5" / "terraform"
+    ws = workspace_for("r5", workdir, _aws_env(tmp_path))
+    ws.prepare()
+    write_vars(workdir, {"run_id": "r5", "region": "il-central-1"})
+    reopened = terraform_for_run(workdir)
+    assert reopened is not None
+    tf, files = reopened
+    tf.destroy(files)
+    init, destroy = (json.loads(line) for line in log.read_text().splitlines())
+    assert "-backend-config=key=burst/runs/r5/terraform.tfstate" in init
+    assert [Path(a.split("=", 1)[1]).name for a in destroy if a.startswith("-var-file=")] == [
+        "il-central-1.tfvars",
+        "site.tfvars",
+        VARS_FILE,
+    ]
