@@ -1,14 +1,16 @@
 """Where each array sits in the host buffer, and how the buffer is cut into chunks.
 
-Arrays are laid out one after another, each starting on a 64-byte boundary. Chunks never cut
-an array except a large one, which is cut at fixed offsets from its own start: small arrays
-that follow each other share a chunk up to ``chunk_size``; an array of ``chunk_size`` or more
-starts a new chunk and is split into ``chunk_size`` pieces. A frozen layer therefore yields
-the same chunk bytes save after save, and its chunks are not uploaded again.
+Each array starts on a 64-byte boundary. A large array (at least ``chunk_size / 16``) gets
+chunks of its own, cut at fixed offsets from its start (``chunk_size`` each, the last one
+shorter). Small arrays (biases, norms, step counters, RNG states) are laid out after all the
+large ones and packed together, whole, into chunks of up to ``chunk_size``, so they do not
+cost one object each. No chunk ever holds part of two large arrays: a frozen layer yields the
+same chunk bytes save after save, and its chunks are not uploaded again.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from dataclasses import asdict, dataclass
@@ -68,13 +70,29 @@ def describe(arrays: list[Any]) -> list[tuple[str, str, tuple[int, ...], int]]:
     return out
 
 
-def build_layout(arrays: list[Any]) -> tuple[list[ArrayEntry], int]:
-    entries: list[ArrayEntry] = []
+def small_limit(chunk_size: int) -> int:
+    """Arrays below this many bytes are packed together with other small ones."""
+    return max(ALIGN, chunk_size // 16)
+
+
+def build_layout(
+    arrays: list[Any], chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> tuple[list[ArrayEntry], int]:
+    """Entries in the arrays' order; large arrays placed first, then the small ones."""
+    described = describe(arrays)
+    limit = small_limit(chunk_size)
+    order = [i for i, d in enumerate(described) if d[3] >= limit]
+    order += [i for i, d in enumerate(described) if d[3] < limit]
+    offsets = [0] * len(described)
     pos = 0
-    for kind, dtype, shape, nbytes in describe(arrays):
+    for i in order:
         pos = _align(pos)
-        entries.append(ArrayEntry(kind, dtype, shape, pos, nbytes))
-        pos += nbytes
+        offsets[i] = pos
+        pos += described[i][3]
+    entries = [
+        ArrayEntry(kind, dtype, shape, offsets[i], nbytes)
+        for i, (kind, dtype, shape, nbytes) in enumerate(described)
+    ]
     return entries, _align(pos)
 
 
@@ -89,10 +107,11 @@ def plan_chunks(entries: list[ArrayEntry], chunk_size: int) -> list[ChunkSpan]:
     spans: list[ChunkSpan] = []
     start: int | None = None
     end = 0
-    for e in entries:
+    limit = small_limit(chunk_size)
+    for e in sorted(entries, key=lambda e: e.offset):
         if e.nbytes == 0:
             continue
-        if e.nbytes >= chunk_size:
+        if e.nbytes >= limit:
             if start is not None:
                 spans.append(ChunkSpan(start, end - start))
                 start = None
@@ -110,17 +129,24 @@ def plan_chunks(entries: list[ArrayEntry], chunk_size: int) -> list[ChunkSpan]:
     return spans
 
 
-def segments(
-    span: ChunkSpan, entries: list[ArrayEntry], first: int = 0
-) -> list[tuple[int, int, int, int]]:
-    """(entry index, offset in entry, offset in chunk, length) pieces of one chunk."""
-    out = []
-    lo, hi = span.offset, span.offset + span.size
-    for i in range(first, len(entries)):
-        e = entries[i]
-        if e.offset >= hi:
-            break
-        a, b = max(lo, e.offset), min(hi, e.offset + e.nbytes)
-        if a < b:
-            out.append((i, a - e.offset, a - lo, b - a))
-    return out
+class SpanIndex:
+    """Finds which arrays a byte range of the buffer covers."""
+
+    def __init__(self, entries: list[ArrayEntry]) -> None:
+        self.entries = entries
+        self.order = sorted(range(len(entries)), key=lambda i: entries[i].offset)
+        self.starts = [entries[i].offset for i in self.order]
+
+    def segments(self, span: ChunkSpan) -> list[tuple[int, int, int, int]]:
+        """(entry index, offset in entry, offset in chunk, length) pieces of one chunk."""
+        out = []
+        lo, hi = span.offset, span.offset + span.size
+        k = max(0, bisect.bisect_right(self.starts, lo) - 1)
+        for i in self.order[k:]:
+            e = self.entries[i]
+            if e.offset >= hi:
+                break
+            a, b = max(lo, e.offset), min(hi, e.offset + e.nbytes)
+            if a < b:
+                out.append((i, a - e.offset, a - lo, b - a))
+        return out

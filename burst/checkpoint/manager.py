@@ -217,7 +217,7 @@ class CheckpointManager:
             self._wait_idle()
         t0 = time.perf_counter()
         tree, arrays = flatten(state)
-        entries, total = build_layout(arrays)
+        entries, total = build_layout(arrays, self.chunk_size)
         if self._buffer is None or self._buffer.size < total:
             if self._buffer is not None:
                 self._buffer.close()

@@ -6,7 +6,6 @@ with ``fallback=True`` then tries the previous complete checkpoint.
 
 from __future__ import annotations
 
-import bisect
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ import blake3
 import numpy as np
 
 from burst.checkpoint.catalog import list_checkpoints, load_manifest
-from burst.checkpoint.layout import ArrayEntry, segments
+from burst.checkpoint.layout import ArrayEntry, SpanIndex
 from burst.checkpoint.manifest import CheckpointRef, ChunkRef, Manifest, chunk_key
 from burst.checkpoint.tree import array_paths, flatten, unflatten
 from burst.errors import CheckpointError
@@ -81,7 +80,7 @@ def fetch_arrays(
         out, raw = _allocate(entry, targets[i] if targets else None)
         outs.append(out)
         raws.append(raw)
-    starts = [e.offset for e in manifest.arrays]
+    index = SpanIndex(manifest.arrays)
 
     def fetch(chunk: ChunkRef) -> None:
         try:
@@ -95,8 +94,7 @@ def fetch_arrays(
                 f"{name}: chunk {chunk.digest[:16]} is corrupt (checksum mismatch)", where=where
             )
         src = np.frombuffer(data, dtype=np.uint8)
-        first = max(0, bisect.bisect_right(starts, chunk.offset) - 1)
-        for idx, e_off, c_off, length in segments(chunk.span, manifest.arrays, first):
+        for idx, e_off, c_off, length in index.segments(chunk.span):
             raws[idx][e_off : e_off + length] = src[c_off : c_off + length]
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ckpt-get") as pool:

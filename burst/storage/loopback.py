@@ -74,16 +74,27 @@ class LoopbackS3:
             self.port = free_port()
             with open(self.log_path, "ab") as logf:
                 self.proc = subprocess.Popen(
-                    [rclone_binary(), "serve", "s3", "--addr", f"127.0.0.1:{self.port}",
-                     "--force-path-style=true", str(self.root)],
-                    env=env, stdout=logf, stderr=logf, start_new_session=True,
+                    [
+                        rclone_binary(),
+                        "serve",
+                        "s3",
+                        "--addr",
+                        f"127.0.0.1:{self.port}",
+                        "--force-path-style=true",
+                        str(self.root),
+                    ],
+                    env=env,
+                    stdout=logf,
+                    stderr=logf,
+                    start_new_session=True,
                 )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     break
-                with contextlib.suppress(OSError), socket.create_connection(
-                    ("127.0.0.1", self.port), timeout=0.5
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
                 ):
                     log.info("rclone serve s3 up at %s (attempt %d)", self.endpoint, attempt + 1)
                     return self
@@ -92,7 +103,19 @@ class LoopbackS3:
         raise InfraError(f"rclone serve s3 did not start; see {self.log_path}")
 
     def create_bucket(self, name: str) -> None:
-        (self.root / name).mkdir(parents=True, exist_ok=True)
+        """Create a bucket through the S3 API (a directory made behind rclone's back can stay
+        invisible for minutes: rclone caches directory listings)."""
+        from burst.storage.s3 import S3Store
+
+        store = S3Store(name, endpoint_url=self.endpoint, region=self.region)
+        import boto3
+
+        store._client = boto3.session.Session(
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+        ).client("s3", endpoint_url=self.endpoint, region_name=self.region)
+        store.ensure_bucket()
+        store.close()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -1,0 +1,329 @@
+"""Checkpoint benchmark: burst's CheckpointManager against torch.save + boto3 upload_file.
+
+    python benchmarks/checkpoint.py [--quick] [--reps N] [--out FILE]
+
+Everything runs in one process against one `rclone serve s3` on loopback, A and B alternated,
+medians of --reps (at least 3) repetitions, and the ratios are written as JSON to
+benchmarks/results/checkpoint.json:
+
+  state_bytes               full state: model + Adam + scheduler + RNG (>= 512 MiB; 256 quick)
+  stall_ratio               time save() blocks the loop / torch.save + upload_file      (<= 0.05)
+  step_slowdown             step time during a background upload / step time without  (<= 1.3)
+  delta_bytes_ratio_weights 2nd checkpoint of a fine-tune (2 of 12 layers trainable),
+                            bytes uploaded / bytes of a full upload, weights only      (<= 0.25)
+  delta_bytes_ratio_full    the same with Adam state                                    (<= 0.5)
+  upload_ratio              our upload throughput / upload_file's (default settings)    (>= 0.95)
+  restore_ratio             our restore throughput / one plain GET of the same bytes    (>= 0.8)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from burst.checkpoint import CheckpointManager, capture_state  # noqa: E402
+from burst.storage import open_store  # noqa: E402
+from burst.storage.loopback import LoopbackS3  # noqa: E402
+
+LAYERS = 12
+GOALS = {
+    "stall_ratio": ("<=", 0.05),
+    "step_slowdown": ("<=", 1.3),
+    "delta_bytes_ratio_weights": ("<=", 0.25),
+    "delta_bytes_ratio_full": ("<=", 0.5),
+    "upload_ratio": (">=", 0.95),
+    "restore_ratio": (">=", 0.8),
+}
+# width of the 12 square layers: full state = 12 * width^2 * 4 bytes * 3 (weights + Adam)
+WIDTHS = {"full": 1984, "quick": 1408, "smoke": 64}  # 541 MiB, 272 MiB, tiny
+
+
+class Net(torch.nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(LAYERS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return x
+
+
+class Trainer:
+    def __init__(self, width: int, trainable: int = LAYERS, seed: int = 0) -> None:
+        torch.manual_seed(seed)
+        self.width = width
+        self.model = Net(width)
+        for layer in self.model.layers[: LAYERS - trainable]:
+            layer.requires_grad_(False)
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.opt = torch.optim.Adam(params, lr=1e-4)
+        self.sched = torch.optim.lr_scheduler.StepLR(self.opt, step_size=100)
+        self.batch = torch.randn(32, width)
+        self.position = 0
+
+    def step(self) -> float:
+        t0 = time.perf_counter()
+        loss = self.model(self.batch).pow(2).mean()
+        self.opt.zero_grad(set_to_none=False)
+        loss.backward()
+        self.opt.step()
+        self.sched.step()
+        self.position += 1
+        return time.perf_counter() - t0
+
+    def state(self, tier: str = "full") -> dict[str, Any]:
+        return capture_state(
+            self.model,
+            self.opt,
+            self.sched,
+            tier=tier,
+            data_position={"index": self.position},
+            metadata={"bench": True},
+        )
+
+
+def state_nbytes(state: Any) -> int:
+    from burst.checkpoint.tree import flatten
+
+    return sum(
+        a.numel() * a.element_size() if isinstance(a, torch.Tensor) else a.nbytes
+        for a in flatten(state)[1]
+    )
+
+
+def med(xs: list[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def bench_stall_and_upload(
+    tr: Trainer, server: LoopbackS3, bucket: str, work: Path, reps: int, log: list[str]
+) -> dict[str, Any]:
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=server.endpoint, region_name=server.region)
+    mgr = CheckpointManager(open_store(f"s3://{bucket}/ours"))
+    tr.step()
+    t0 = time.perf_counter()
+    mgr.save(tr.position, tr.state())
+    first_stall = time.perf_counter() - t0
+    mgr.wait()
+    stall_a, stall_b, thr_a, thr_b = [], [], [], []
+    path = work / "baseline.pt"
+    for rep in range(reps):
+        for side in "AB" if rep % 2 == 0 else "BA":
+            tr.step()  # every weight and moment changes: a full upload, no delta
+            if side == "A":
+                t0 = time.perf_counter()
+                mgr.save(tr.position, tr.state())
+                stall_a.append(time.perf_counter() - t0)
+                res = mgr.wait()
+                assert res is not None
+                thr_a.append(res.uploaded_bytes / res.seconds)
+            else:
+                t0 = time.perf_counter()
+                torch.save(tr.state(), path)
+                t1 = time.perf_counter()
+                s3.upload_file(str(path), bucket, "baseline/state.pt")
+                t2 = time.perf_counter()
+                stall_b.append(t2 - t0)
+                thr_b.append(path.stat().st_size / (t2 - t1))
+        log.append(
+            f"rep {rep}: stall A {stall_a[-1]:.3f}s B {stall_b[-1]:.3f}s; "
+            f"upload A {thr_a[-1] / 2**20:.0f} MiB/s B {thr_b[-1] / 2**20:.0f} MiB/s"
+        )
+    mgr.close()
+    return {
+        "stall_ratio": med(stall_a) / med(stall_b),
+        "upload_ratio": med(thr_a) / med(thr_b),
+        "stall_seconds_ours": med(stall_a),
+        "stall_seconds_baseline": med(stall_b),
+        "first_save_stall_seconds": first_stall,
+        "upload_mib_s_ours": med(thr_a) / 2**20,
+        "upload_mib_s_baseline": med(thr_b) / 2**20,
+        "baseline_key": "baseline/state.pt",
+        "baseline_bytes": path.stat().st_size,
+    }
+
+
+def bench_restore(
+    tr: Trainer, server: LoopbackS3, bucket: str, reps: int, baseline_key: str, log: list[str]
+) -> dict[str, Any]:
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=server.endpoint, region_name=server.region)
+    mgr = CheckpointManager(open_store(f"s3://{bucket}/ours"))
+    target = tr.state()  # restore straight into the live model's and optimizer's tensors
+    thr_a, thr_b = [], []
+    for rep in range(reps):
+        for side in "AB" if rep % 2 == 0 else "BA":
+            if side == "A":
+                t0 = time.perf_counter()
+                restored = mgr.restore(into=target)
+                dt_a = time.perf_counter() - t0
+                thr_a.append(restored.manifest.total_bytes / dt_a)
+            else:
+                t0 = time.perf_counter()
+                data = s3.get_object(Bucket=bucket, Key=baseline_key)["Body"].read()
+                dt_b = time.perf_counter() - t0
+                thr_b.append(len(data) / dt_b)
+                del data
+        log.append(
+            f"rep {rep}: restore A {thr_a[-1] / 2**20:.0f} MiB/s, "
+            f"GET B {thr_b[-1] / 2**20:.0f} MiB/s"
+        )
+    mgr.close()
+    return {
+        "restore_ratio": med(thr_a) / med(thr_b),
+        "restore_mib_s_ours": med(thr_a) / 2**20,
+        "get_mib_s_baseline": med(thr_b) / 2**20,
+    }
+
+
+def bench_step_slowdown(tr: Trainer, bucket: str, reps: int, log: list[str]) -> dict[str, Any]:
+    mgr = CheckpointManager(open_store(f"s3://{bucket}/slowdown"))
+    mgr.save(tr.position, tr.state())  # warm the buffer and the worker
+    mgr.wait()
+    quiet_meds, busy_meds = [], []
+    for rep in range(reps):
+        for side in "AB" if rep % 2 == 0 else "BA":
+            if side == "A":
+                quiet_meds.append(med([tr.step() for _ in range(6)]))
+            else:
+                tr.step()
+                mgr.save(tr.position, tr.state())
+                times = []
+                while mgr.busy() or len(times) < 2:
+                    times.append(tr.step())
+                mgr.wait()
+                busy_meds.append(med(times))
+        log.append(
+            f"rep {rep}: step quiet {quiet_meds[-1] * 1e3:.1f} ms, "
+            f"during upload {busy_meds[-1] * 1e3:.1f} ms"
+        )
+    mgr.close()
+    return {
+        "step_slowdown": med(busy_meds) / med(quiet_meds),
+        "step_seconds_quiet": med(quiet_meds),
+        "step_seconds_during_upload": med(busy_meds),
+    }
+
+
+def bench_delta(width: int, bucket: str, reps: int, log: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for tier in ("weights", "full"):
+        ratios = []
+        for rep in range(reps):
+            tr = Trainer(width, trainable=2, seed=rep)
+            tr.step()
+            mgr = CheckpointManager(open_store(f"s3://{bucket}/delta-{tier}-{rep}"))
+            mgr.save(1, tr.state(tier), tier=tier)
+            first = mgr.wait()
+            tr.step()
+            mgr.save(2, tr.state(tier), tier=tier)
+            second = mgr.wait()
+            mgr.close()
+            assert first is not None and second is not None
+            ratios.append(second.uploaded_bytes / first.uploaded_bytes)
+            log.append(
+                f"delta {tier} rep {rep}: {second.uploaded_bytes} of "
+                f"{first.uploaded_bytes} bytes ({ratios[-1]:.3f})"
+            )
+        out[f"delta_bytes_ratio_{tier}"] = med(ratios)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="256 MiB state, under 3 minutes")
+    ap.add_argument("--smoke", action="store_true", help="a tiny state (tests of this script)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/checkpoint.json")
+    ap.add_argument(
+        "--train-threads",
+        type=int,
+        default=1,
+        help="torch threads of the training loop (default 1: on a GPU box the loop leaves the"
+        " host CPU mostly idle; 1 also avoids OpenMP stalls on a shared machine)",
+    )
+    args = ap.parse_args(argv)
+    if args.reps < 3:
+        ap.error("--reps must be at least 3 (medians of at least three)")
+    torch.set_num_threads(args.train_threads)
+    size = "smoke" if args.smoke else "quick" if args.quick else "full"
+    width = WIDTHS[size]
+    log: list[str] = []
+    started = time.time()
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="burst-bench-") as tmp:
+        work = Path(tmp)
+        server = LoopbackS3(work / "s3").start()
+        saved_env = {k: os.environ.get(k) for k in server.client_env()}
+        os.environ.update(server.client_env())
+        bucket = "bench"
+        server.create_bucket(bucket)
+        try:
+            tr = Trainer(width)
+            tr.step()
+            state_bytes = state_nbytes(tr.state())
+            print(f"state {state_bytes / 2**20:.0f} MiB, {args.reps} reps", file=sys.stderr)
+            res: dict[str, Any] = {}
+            res.update(bench_stall_and_upload(tr, server, bucket, work, args.reps, log))
+            res.update(bench_restore(tr, server, bucket, args.reps, res.pop("baseline_key"), log))
+            res.update(bench_step_slowdown(tr, bucket, args.reps, log))
+            res.update(bench_delta(width, bucket, args.reps, log))
+        finally:
+            server.stop()
+            for k, v in saved_env.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    checks = {
+        k: (res[k] <= goal if op == "<=" else res[k] >= goal) for k, (op, goal) in GOALS.items()
+    }
+    doc = {
+        "benchmark": "checkpoint",
+        "size": size,
+        "state_bytes": state_bytes,
+        **{k: round(res[k], 4) for k in GOALS},
+        "goals": {k: f"{op} {goal}" for k, (op, goal) in GOALS.items()},
+        "meets_goals": checks,
+        "server": "rclone serve s3 on 127.0.0.1 (local directory backend), same host",
+        "cores": os.cpu_count(),
+        "reps": args.reps,
+        "train_threads": args.train_threads,
+        "details": {
+            k: (round(v, 4) if isinstance(v, float) else v)
+            for k, v in res.items()
+            if k not in GOALS
+        },
+        "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "seconds": round(time.time() - started, 1),
+        "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "log": log,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    for line in log:
+        print(line, file=sys.stderr)
+    print(json.dumps({k: doc[k] for k in ("state_bytes", *GOALS)}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
