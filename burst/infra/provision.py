@@ -42,6 +42,8 @@ from burst.spec import BurstJob
 log = logging.getLogger(__name__)
 
 SIMULATE_ENV = "BURST_SIMULATE_NO_CAPACITY"
+TIMEOUT_ENV = "BURST_TF_TIMEOUT_S"  # one apply or destroy; a GPU node group takes minutes
+DEFAULT_TIMEOUT_S = 7200.0
 RECORD_FILE = "provision-record.json"
 MIDWAY_MARKER = "Injected failure midway"
 
@@ -74,6 +76,19 @@ def node_count(job: BurstJob) -> int:
 def simulated_no_capacity(env: dict[str, str] | None = None) -> list[str]:
     raw = (os.environ if env is None else env).get(SIMULATE_ENV, "")
     return [r.strip() for r in raw.split(",") if r.strip()]
+
+
+def apply_timeout(env: dict[str, str] | None = None) -> float:
+    raw = (os.environ if env is None else env).get(TIMEOUT_ENV, "")
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise BadInputError(f"{TIMEOUT_ENV}={raw!r} must be a positive number of seconds")
+    return value
 
 
 def check_candidates(candidates: Any) -> list[dict[str, Any]]:
@@ -171,6 +186,7 @@ class Provisioner:
         self.policy = policy
         self.fail_midway = fail_midway
         self.no_capacity = simulated_no_capacity(env)
+        self.timeout_s = apply_timeout(env)
         self.ws: Workspace = workspace_for(run_id, self.workdir, env)
         self.tf: Terraform = self.ws.terraform()
         self.tf.on_event = on_event
@@ -183,7 +199,7 @@ class Provisioner:
     def _clean_up(self, region: str) -> dict[str, Any]:
         """Destroy what a failed attempt created; report what is left."""
         try:
-            self.tf.destroy(self.ws.var_files(region))
+            self.tf.destroy(self.ws.var_files(region), timeout=self.timeout_s)
         except InfraError as exc:
             return {
                 "destroyed": False,
@@ -277,7 +293,7 @@ class Provisioner:
                 capacity,
             )
             try:
-                result = self.tf.apply(self.ws.var_files(region))
+                result = self.tf.apply(self.ws.var_files(region), timeout=self.timeout_s)
             except InfraError as exc:
                 attempt["seconds"] = round(time.monotonic() - started, 3)
                 attempt["error"] = exc.message

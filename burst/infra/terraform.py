@@ -195,13 +195,17 @@ class Terraform:
             args.append("-reconfigure")
         return self.run(args, json_events=False)
 
-    def apply(self, var_file: Path | Sequence[Path] | None = None) -> TfResult:
+    def apply(
+        self, var_file: Path | Sequence[Path] | None = None, *, timeout: float | None = None
+    ) -> TfResult:
         args = ["apply", "-auto-approve", "-input=false", "-no-color", *_var_args(var_file)]
-        return self.run(args)
+        return self.run(args, timeout=timeout)
 
-    def destroy(self, var_file: Path | Sequence[Path] | None = None) -> TfResult:
+    def destroy(
+        self, var_file: Path | Sequence[Path] | None = None, *, timeout: float | None = None
+    ) -> TfResult:
         args = ["destroy", "-auto-approve", "-input=false", "-no-color", *_var_args(var_file)]
-        return self.run(args)
+        return self.run(args, timeout=timeout)
 
     def outputs(self) -> dict[str, Any]:
         res = self.run(["output", "-no-color", "-json"], json_events=False)

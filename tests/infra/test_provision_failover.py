@@ -160,3 +160,19 @@ def test_bad_plan_is_one_line_bad_input(job: BurstJob, tmp_path: Path) -> None:
     with pytest.raises(InfraError, match="plan is empty"):
         provision(job, "run-g", tmp_path / "t", [])
     assert not (tmp_path / "t" / "terraform.tfstate").exists()
+
+
+def test_apply_timeout_setting(
+    job: BurstJob, candidates: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    from burst.errors import BadInputError
+    from burst.infra.provision import DEFAULT_TIMEOUT_S, apply_timeout
+
+    assert apply_timeout({}) == DEFAULT_TIMEOUT_S
+    assert apply_timeout({"BURST_TF_TIMEOUT_S": "90"}) == 90.0
+    for bad in ("0", "-3", "soon"):
+        with pytest.raises(BadInputError, match="BURST_TF_TIMEOUT_S"):
+            apply_timeout({"BURST_TF_TIMEOUT_S": bad})
+    with pytest.raises(BadInputError):
+        provision(job, "run-t", tmp_path / "t", candidates, env={"BURST_TF_TIMEOUT_S": "never"})
+    assert not (tmp_path / "t" / "main.tf").exists()
