@@ -383,7 +383,7 @@ class WorkflowEngine:
                 "message": outcome.message,
                 "duration": str(round(node.attempts[-1].seconds)),
             }
-            if retry_expr is not None and not expr.evaluate(retry_expr, {"lastRetry": last}):
+            if retry_expr is not None and not _retry_wanted(retry_expr, last, path):
                 break
             wait = 0.0
             if "duration" in backoff:
@@ -539,6 +539,14 @@ class WorkflowEngine:
                 )
         node.attempts.append(Attempt(exit_code, phase, message, seconds, str(pod)))
         return Outcome(phase, exit_code, message, outputs)
+
+
+def _retry_wanted(retry_expr: expr.Node, last: dict[str, str], where: str) -> bool:
+    try:
+        return bool(expr.evaluate(retry_expr, {"lastRetry": last}))
+    except expr.ExprError as exc:  # Argo does not retry when the expression fails
+        log.warning("%s: retry expression failed (%s): not retried", where, exc.message)
+        return False
 
 
 def _continues(call: dict[str, Any], outcome: Outcome) -> bool:
