@@ -14,6 +14,8 @@ workflow parameter given to every container as a raw input artifact.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hera.workflows import (
     Artifact,
     Container,
@@ -63,7 +65,7 @@ def _step_container(
     extra_env: tuple[Env, ...] = (),
     extra_inputs: tuple[str, ...] = (),
     stable: bool = True,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> Container:
     """A container template running ``python -m steps.<step>`` under the step contract."""
     args = ["--spec", SPEC_PATH, "--run-id", "{{workflow.name}}", "--runs-root", RUNS_MOUNT]

@@ -119,7 +119,7 @@ class _Linter:
                     self.add(
                         where,
                         f"{'.'.join(path)!r}: template {siblings[path[1]]!r} "
-                        f"declares no such output (it has {sorted(outs)})",
+                        f"declares no such output (it has {sorted(map(str, outs))})",
                     )
             elif rest[0] not in STEP_FIELDS:
                 self.add(where, f"unknown field {'.'.join(path)!r}")
