@@ -185,3 +185,12 @@ def test_status_no_follow_and_not_found(argo_env: HTTPServer, burst_cmd: list[st
     )
     proc = _burst(burst_cmd, "status", "nope")
     assert proc.returncode == 2 and "not found" in proc.stderr
+
+
+def test_status_answer_that_is_not_a_workflow_is_infrastructure(
+    argo_env: HTTPServer, burst_cmd: list[str]
+) -> None:
+    argo_env.expect_request("/api/v1/workflows/ml/odd").respond_with_json({"metadata": {}})
+    proc = _burst(burst_cmd, "status", "odd", "--no-follow")
+    assert proc.returncode == 4
+    assert "not a Workflow" in proc.stderr and "Traceback" not in proc.stderr
