@@ -1,9 +1,13 @@
-"""The record of every attempt of a run's train step: ``runs/<run-id>/train-attempts.jsonl``.
+"""The record of every attempt of a run's train step.
 
-One JSON object a line, appended when an attempt ends (done, preempted or failed), so the
-last attempt's document can list them all: where each resumed from, whether it was
+One JSON object per attempt, written when the attempt ends (done, preempted or failed), so
+the last attempt's document can list them all: where each resumed from, whether it was
 preempted, what the emergency save chose, and the costs it measured (the next attempt starts
 from those measurements).
+
+The records live in the run's checkpoint store under ``train/attempts/<NNNN>.json`` (every
+pod of a run sees the same store, whereas each pod has its own run directory), and a copy is
+appended to ``runs/<run-id>/train-attempts.jsonl`` for the local run directory.
 """
 
 from __future__ import annotations
@@ -14,16 +18,44 @@ import os
 from pathlib import Path
 from typing import Any
 
+from burst.storage.base import ObjectStore, StoreError
+
 log = logging.getLogger(__name__)
 
 FILE_NAME = "train-attempts.jsonl"
+PREFIX = "train/attempts/"
 
 
 class AttemptLog:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, store: ObjectStore | None = None) -> None:
         self.path = path
+        self.store = store
 
     def read(self) -> list[dict[str, Any]]:
+        if self.store is not None:
+            records = self._read_store(self.store)
+            if records:
+                return records
+        return self._read_file()
+
+    def _read_store(self, store: ObjectStore) -> list[dict[str, Any]]:
+        out = []
+        for info in sorted(store.list(PREFIX), key=lambda i: i.key):
+            try:
+                rec = json.loads(store.get_bytes(info.key))
+            except (ValueError, StoreError) as exc:
+                log.warning(
+                    "%s/%s: not an attempt record (%s), skipped",
+                    store.url,
+                    info.key,
+                    exc.__class__.__name__,
+                )
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+        return out
+
+    def _read_file(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
         out = []
@@ -41,9 +73,15 @@ class AttemptLog:
         return out
 
     def append(self, record: dict[str, Any]) -> None:
+        text = json.dumps(record, sort_keys=True, default=str)
+        if self.store is not None:
+            key = f"{PREFIX}{int(record.get('attempt') or 0):04d}.json"
+            try:
+                self.store.put_bytes(key, text.encode())
+            except StoreError as exc:
+                log.warning("cannot record the attempt in %s: %s", self.store.url, exc.one_line())
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(record, sort_keys=True, default=str) + "\n"
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(line)
+            f.write(text + "\n")
             f.flush()
             os.fsync(f.fileno())

@@ -113,9 +113,16 @@ class TrainRun:
     ) -> None:
         self.job = job
         self.run_id = run_id
-        self.attempts = AttemptLog(run_dir / FILE_NAME)
-        self.past = self.attempts.read()
+        self.run_dir = run_dir
+        self.plan = plan
         self.demo = DemoPreemptions(run_dir / "preempt-demo.json")
+        self.record: dict[str, Any] = {"started_at": utcnow_iso(), "preempted": False}
+
+    def _load_history(self, store: RunCheckpoints) -> None:
+        """Earlier attempts (from the run's store, shared by every pod of the run) and the
+        costs they measured, so this attempt starts with what they learned."""
+        self.attempts = AttemptLog(self.run_dir / FILE_NAME, store.mgr.store)
+        self.past = self.attempts.read()
         last = self.past[-1] if self.past else {}
         self.meter = SaveMeter(
             **{
@@ -124,12 +131,8 @@ class TrainRun:
                 if k in ("bytes_per_s", "blocking_s_per_byte")
             }
         )
-        self.schedule = CheckpointSchedule.for_job(job, plan, last.get("measured"))
-        self.record: dict[str, Any] = {
-            "attempt": len(self.past) + 1,
-            "started_at": utcnow_iso(),
-            "preempted": False,
-        }
+        self.schedule = CheckpointSchedule.for_job(self.job, self.plan, last.get("measured"))
+        self.record["attempt"] = len(self.past) + 1
 
     # ------------------------------------------------------------------ running
 
@@ -139,6 +142,7 @@ class TrainRun:
         watchers = start_watchers()
         try:
             store = RunCheckpoints(self.job, self.run_id)
+            self._load_history(store)
         except BaseException:
             watchers.stop()
             raise

@@ -33,9 +33,13 @@ def test_preempted_twice_on_s3_resumes_exactly(tmp_path: Path, s3_bucket: str) -
             f"checkpoint_uri: file://{tmp_path}/store", f"checkpoint_uri: s3://{s3_bucket}/ckpt"
         )
     )
-    env = {"BURST_PREEMPT_AT_STEPS": "7,19"}
-    codes, doc = _finish(spec, "s3-run", tmp_path / "runs", env)
-    assert codes == [EXIT_PREEMPTED, EXIT_PREEMPTED, 0]
+    # each attempt in its own run directory, as each Argo retry is its own pod: what the
+    # attempts learned and did travels through the store
+    codes = []
+    for n, steps in enumerate(("7", "19", "")):
+        a = run_attempt(spec, "s3-run", tmp_path / f"pod{n}", {"BURST_PREEMPT_AT_STEPS": steps})
+        codes.append(a.code)
+    doc = a.doc()
     assert doc["checkpoint_store"] == f"s3://{s3_bucket}/ckpt/s3-run"
     assert doc["preemptions"] == 2
     assert [a["resumed_from"] for a in doc["attempts"]] == [0, 7, 19]
