@@ -22,6 +22,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -43,6 +44,14 @@ RETRY_POLICIES = {"Always": {FAILED, ERROR}, "OnFailure": {FAILED}, "OnError": {
 KILL_GRACE_S = 10.0
 
 Event = Callable[[str, str, dict[str, Any]], None]
+
+
+class Stopped(BaseException):
+    """The runner got SIGTERM or SIGINT: stop like `argo stop` (the exit handler runs)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
 
 
 class ManifestError(BadInputError):
@@ -131,6 +140,7 @@ class WorkflowEngine:
         self._seq = 0
         self._deadline: float | None = None
         self._in_exit_handler = False
+        self._stopping = False
         self.workflow_vars: dict[str, str] = {}
 
     # -- before anything runs ----------------------------------------------------------
@@ -208,13 +218,19 @@ class WorkflowEngine:
         if self.spec.get("activeDeadlineSeconds") is not None:
             self._deadline = time.monotonic() + float(self.spec["activeDeadlineSeconds"])
         outcome = Outcome(ERROR, message="not started")
+        restore = self._catch_stop_signals()
         try:
             outcome = self._template(self.spec["entrypoint"], {}, self.spec["entrypoint"], "main")
+        except Stopped as exc:
+            outcome = Outcome(
+                FAILED,
+                message=f"stopped by signal {exc.signum} (like `argo stop`): the exit handler ran",
+            )
         finally:
             exit_phase = None
             on_exit = self.spec.get("onExit")
+            self._in_exit_handler = True  # from here on, signals are ignored
             if on_exit:
-                self._in_exit_handler = True
                 self._deadline = None  # the exit handler runs even after the deadline
                 self.workflow_vars["workflow.status"] = outcome.phase
                 self.workflow_vars["workflow.failures"] = json.dumps(
@@ -230,10 +246,35 @@ class WorkflowEngine:
                     ]
                 )
                 exit_phase = self._template(on_exit, {}, on_exit, "onExit").phase
+            restore()
         phase = outcome.phase
         if phase == SUCCEEDED and exit_phase not in (None, SUCCEEDED):
             phase = FAILED  # Argo fails a workflow whose exit handler failed
         return WorkflowResult(phase, outcome.message, self.nodes, exit_phase)
+
+    def _catch_stop_signals(self) -> Callable[[], None]:
+        """SIGTERM / SIGINT stop the run as `argo stop` does: the running pod is stopped, no
+        further step starts, the exit handler runs (later signals are ignored until it is
+        done: SIGKILL abandons it). Returns the function that restores the old handlers."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def handler(signum: int, _frame: Any) -> None:
+            if self._in_exit_handler or self._stopping:
+                log.warning(
+                    "signal %d ignored: the exit handler must run (SIGKILL abandons it)", signum
+                )
+                return
+            self._stopping = True
+            raise Stopped(signum)
+
+        old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for sig, h in old.items():
+                signal.signal(sig, h)
+
+        return restore
 
     def _template(self, name: str, inputs: dict[str, str], path: str, step: str) -> Outcome:
         t = self.templates[name]
@@ -511,8 +552,19 @@ class WorkflowEngine:
             except subprocess.TimeoutExpired:
                 deadline_hit = True
                 code = _stop(proc)
-            except BaseException:
-                _stop(proc)
+            except BaseException:  # the run is stopped: stop this pod, record it, go on up
+                code = _stop(proc)
+                seconds = round(time.monotonic() - started, 3)
+                exit_code = -1 if code < 0 else code
+                message = "stopped: the run was stopped"
+                node.attempts.append(Attempt(exit_code, FAILED, message, seconds, str(pod)))
+                node.phase, node.exit_code, node.message = FAILED, exit_code, message
+                node.seconds = round(sum(a.seconds for a in node.attempts), 3)
+                self.on_event(
+                    node.step,
+                    "failed",
+                    {"exit_code": exit_code, "seconds": node.seconds, "template": t["name"]},
+                )
                 raise
         seconds = round(time.monotonic() - started, 3)
         if deadline_hit:

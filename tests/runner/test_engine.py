@@ -399,3 +399,37 @@ def test_unresolvable_reference_errors_the_node_and_teardown_still_runs(tmp_path
     assert "steps.fails.outputs.parameters.doc" in result.message
     assert order(tmp_path) == ["fails", "bye"]
     assert result.exit_handler_phase == "Succeeded"
+
+
+def test_sigterm_stops_the_run_like_argo_stop_and_the_exit_handler_runs(tmp_path: Path) -> None:
+    """A real SIGTERM to this process while a step runs: the step's process is stopped, no
+    further step starts, the exit handler runs, and run() returns a result."""
+    import os
+    import signal
+    import threading
+    import time
+
+    slow = container(
+        "slow", step_code("open(W + '/started', 'w').close()\ntime.sleep(120)"), "slow"
+    )
+    never = container("never", step_code(""), "never")
+    main = steps(
+        "main", [{"name": "slow", "template": "slow"}], [{"name": "never", "template": "never"}]
+    )
+
+    def stop_when_started() -> None:
+        while not (tmp_path / "started").exists():
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    watcher = threading.Thread(target=stop_when_started, daemon=True)
+    watcher.start()
+    before = signal.getsignal(signal.SIGTERM)
+    result = run(workflow([slow, never, main]), tmp_path)
+    watcher.join(timeout=30)
+    assert result.phase == "Failed"
+    assert "stopped by signal 15" in result.message
+    assert order(tmp_path) == ["slow", "bye"]
+    assert (tmp_path / "status.txt").read_text() == "Failed"
+    assert result.nodes[0].message.startswith("stopped")
+    assert signal.getsignal(signal.SIGTERM) is before  # handlers restored

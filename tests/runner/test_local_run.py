@@ -134,3 +134,35 @@ def test_unsupported_template_is_refused_before_anything_runs(
     assert "'withParam'" in proc.stderr and "not supported by the local runner" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (runs_root / "wf-bad").exists()
+
+
+def test_sigterm_to_burst_run_runs_teardown_and_writes_the_report(
+    runs_root: Path, spec: Path, burst_cmd: list[str]
+) -> None:
+    """`burst run` stopped by SIGTERM while train runs behaves like `argo stop`: train is
+    stopped, teardown runs, report.json is written, nothing is left."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [*burst_cmd, "run", str(spec), "--run-id", "wf-stop"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    pods = runs_root / "wf-stop" / "pods"
+    try:
+        while not (pods.exists() and any(p.name.endswith("-train") for p in pods.iterdir())):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    r = _report(runs_root, "wf-stop")
+    assert proc.returncode == (r["exit_code"] if r["exit_code"] > 0 else 1)
+    assert "Traceback" not in err
+    assert r["workflow"]["phase"] == "Failed"
+    assert "stopped by signal 15" in r["workflow"]["message"]
+    statuses = {s["name"]: s["status"] for s in r["steps"]}
+    assert statuses["train"] == "failed" and statuses["teardown"] == "succeeded"
+    assert r["resources_remaining"] == 0

@@ -111,4 +111,5 @@ def command(
         f = report["failure"]
         console.print(f"[red]failed at {f['step']}[/red]: {f.get('message') or ''}")
     console.print(f"report: {paths.report}")
-    raise SystemExit(int(report["exit_code"]))
+    code = int(report["exit_code"])
+    raise SystemExit(code if 0 <= code <= 255 else 1)  # -1: a step lost to a signal
