@@ -207,6 +207,29 @@ class Terraform:
         args = ["destroy", "-auto-approve", "-input=false", "-no-color", *_var_args(var_file)]
         return self.run(args, timeout=timeout)
 
+    def planned_changes(
+        self, var_file: Path | Sequence[Path] | None = None
+    ) -> list[dict[str, Any]]:
+        """What an apply would do, without doing it: per resource instance its address,
+        actions and planned values (``terraform plan -out`` then ``show -json``)."""
+        plan_file = self.workdir / "burst.plan.bin"
+        try:
+            self.run(
+                ["plan", "-input=false", "-no-color", f"-out={plan_file}", *_var_args(var_file)]
+            )
+            shown = self.run(["show", "-json", "-no-color", str(plan_file)], json_events=False)
+        finally:
+            plan_file.unlink(missing_ok=True)
+        doc = json.loads(shown.stdout or "{}")
+        return [
+            {
+                "address": rc["address"],
+                "actions": rc["change"]["actions"],
+                "after": rc["change"].get("after"),
+            }
+            for rc in doc.get("resource_changes", [])
+        ]
+
     def outputs(self) -> dict[str, Any]:
         res = self.run(["output", "-no-color", "-json"], json_events=False)
         raw = json.loads(res.stdout or "{}")
