@@ -14,6 +14,8 @@ Each directory of ``.tf`` files is one module; python-hcl2 parses it and these r
 ``ingress``     no security group ingress from 0.0.0.0/0 or ::/0.
 ``region``      no hard-coded region (nor availability zone) outside descriptions.
 ``account``     no hard-coded 12-digit account id outside descriptions.
+``credentials`` no static credentials (provider access_key/secret_key, AKIA... key ids).
+                A root module's AWS provider sets default_tags with all the run tags.
 
 Exit 0 when clean, 1 with one line per finding (``file:line: resource: [rule] message``),
 2 when a file does not parse.
@@ -409,7 +411,60 @@ def check_literals(mod: Module) -> Iterator[Finding]:
                     )
 
 
-RULES = (check_tags, check_imdsv2, check_encryption, check_ingress, check_literals)
+RUN_TAG_KEYS = (
+    "burst:run-id",
+    "burst:expires-at",
+    "burst:owner",
+    "burst:team",
+    "burst:cost-centre",
+)
+STATIC_KEY_RE = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
+CREDENTIAL_ARGS = ("access_key", "secret_key", "token", "shared_credentials_files")
+
+
+def check_providers(mod: Module) -> Iterator[Finding]:
+    """A root module's AWS provider: default_tags with every run tag, no static credentials."""
+    for f, doc, text in mod.docs:
+        for block in doc.get("provider", []):
+            for name, body in block.items():
+                if _unq(name) != "aws":
+                    continue
+                line = _line_of(text, r'provider\s+"aws"')
+                for arg in CREDENTIAL_ARGS:
+                    if arg in body:
+                        yield Finding(
+                            f,
+                            line,
+                            "provider.aws",
+                            "credentials",
+                            f"static credentials ({arg}) in the provider: use the "
+                            "environment's role (OIDC, IRSA, instance profile)",
+                        )
+                default = _blocks(body, "default_tags")
+                expr = _text(default[0].get("tags", "")) if default else ""
+                expanded = expr + "".join(v for k, v in mod.locals.items() if f"local.{k}" in expr)
+                missing = [k for k in RUN_TAG_KEYS if k not in expanded]
+                if missing:
+                    yield Finding(
+                        f,
+                        line,
+                        "provider.aws",
+                        "tags",
+                        "default_tags lack the run tags " + ", ".join(missing),
+                    )
+        for path, value in _walk_values(doc):
+            m = STATIC_KEY_RE.search(value)
+            if m:
+                yield Finding(
+                    f,
+                    _line_of(text, m.group(0)),
+                    path,
+                    "credentials",
+                    "an AWS access key id is written in the configuration",
+                )
+
+
+RULES = (check_tags, check_imdsv2, check_encryption, check_ingress, check_literals, check_providers)
 
 
 def check_paths(paths: Iterable[Path]) -> list[Finding]:

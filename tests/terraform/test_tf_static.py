@@ -57,6 +57,9 @@ def test_broken_fixture_fails_naming_file_and_resource() -> None:
     assert ("aws_kms_key.pinned", "region") in findings
     assert ("aws_kms_key.pinned", "account") in findings
     assert ("aws_kms_key.pinned", "tags") in findings
+    assert ("provider.aws", "credentials") in findings
+    assert ("provider.aws", "tags") in findings  # default_tags without every run tag
+    assert ("provider.aws.access_key", "credentials") in findings
 
 
 def test_hclcheck_command_exit_code_and_message() -> None:
@@ -184,3 +187,15 @@ def test_stack_backend_is_partial_s3_with_lockfile_note() -> None:
     assert list(backend) == ['"s3"'] and set(backend['"s3"']) <= {"__is_block__"}
     main_tf = (STACK / "main.tf").read_text()
     assert "default_tags" in main_tf and "region = var.region" in main_tf
+
+
+def test_stack_without_a_run_tag_in_default_tags_fails(tmp_path: Path) -> None:
+    stack = tmp_path / "burst-run"
+    shutil.copytree(STACK, stack)
+    main_tf = stack / "main.tf"
+    text = main_tf.read_text()
+    line = '    "burst:cost-centre" = var.cost_centre\n'
+    assert line in text
+    main_tf.write_text(text.replace(line, ""))
+    findings = [f for f in check_paths([stack]) if f.rule == "tags"]
+    assert any(f.resource == "provider.aws" and "burst:cost-centre" in f.message for f in findings)
