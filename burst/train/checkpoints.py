@@ -10,6 +10,7 @@ took. Saves are asynchronous: ``completed()`` returns the commits learned since 
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
+
+NOTICE_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,19 @@ class RunCheckpoints:
                 self.failures.append(exc.one_line())
                 log.warning("a background checkpoint failed: %s", exc.one_line())
         self._queue.extend(self._newest())
-        self.mgr.save(step, state, tier)
+        if self.mgr.worker_pid is None:
+            # The save starts the background writer process. It must outlive a SIGTERM or
+            # SIGINT sent to the whole process group (a terminal's Ctrl-C, an init that
+            # signals the group) to finish the emergency save; it exits when our pipe to it
+            # closes. So it starts with those signals blocked, which it inherits; here they
+            # are only held pending for the moment of the start, never lost.
+            held = signal.pthread_sigmask(signal.SIG_BLOCK, NOTICE_SIGNALS)
+            try:
+                self.mgr.save(step, state, tier)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        else:
+            self.mgr.save(step, state, tier)
         return time.perf_counter() - t0
 
     def busy(self) -> bool:

@@ -304,7 +304,10 @@ class TrainRun:
         emergency["last_committed"] = (
             None if latest is None else {"step": latest.step, "tier": latest.tier}
         )
-        log.warning("emergency save: %s (%s)", emergency["tier"], emergency["reason"])
+        outcome = emergency["tier"]
+        if emergency.get("committed") is False:
+            outcome += f" (not committed: {emergency.get('error')}; the last committed stands)"
+        log.warning("emergency save: %s (%s)", outcome, emergency["reason"])
         self.record.update(
             outcome="preempted",
             preempted=True,
@@ -315,7 +318,7 @@ class TrainRun:
         self._finish(store)
         stop = Preempted(
             f"preempted at step {step} by {notice.source}; emergency save: "
-            f"{emergency['tier']}; exit 75 to requeue"
+            f"{outcome}; exit 75 to requeue"
         )
         stop.doc = self._doc(store, step)  # type: ignore[attr-defined]
         raise stop

@@ -104,7 +104,9 @@ def start_attempt(
     run_id: str,
     runs_root: Path,
     env: dict[str, str] | None = None,
+    own_group: bool = False,
 ) -> Attempt:
+    """Fork one attempt; ``own_group`` puts it in a new process group (its pgid = its pid)."""
     out = runs_root / f"{run_id}-out-{time.monotonic_ns()}.json"
     argv = [
         "--spec",
@@ -123,6 +125,8 @@ def start_attempt(
         code = 1
         try:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            if own_group:
+                os.setpgid(0, 0)
             os.environ.update(env or {})
             torch.set_num_threads(1)
             code = step_main("train", steps.train.run, argv)

@@ -192,3 +192,32 @@ def test_rebalance_recommendation_checkpoints_early_and_carries_on(
     assert not att["preempted"] and [n["source"] for n in att["advisories"]] == ["aws-rebalance"]
     assert doc["checkpoints"] == base["checkpoints"] + 1  # the early one, then the schedule
     assert doc["final_weights_sha256"] == base["final_weights_sha256"]
+
+
+def test_sigterm_to_the_whole_process_group_still_commits_the_emergency_save(
+    tmp_path: Path,
+) -> None:
+    """A terminal's Ctrl-C or an init that signals the group reaches the background checkpoint
+    writer too: it must live on to commit the emergency save."""
+    spec = write_spec(tmp_path, steps=5000, interval=50)
+    a = start_attempt(spec, "group", tmp_path / "runs", own_group=True)
+    end = time.monotonic() + 120
+    while not committed(spec, "group") and time.monotonic() < end:
+        time.sleep(0.05)
+    (writer,) = [
+        int(p)
+        for p in Path(f"/proc/{a.pid}/task/{a.pid}/children").read_text().split()
+        if b"burst.checkpoint.worker" in Path(f"/proc/{p}/cmdline").read_bytes()
+    ]
+    status = Path(f"/proc/{writer}/status").read_text()
+    blocked = int(next(ln for ln in status.splitlines() if ln.startswith("SigBlk:")).split()[1], 16)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        assert blocked & (1 << (sig - 1)), f"the checkpoint writer does not hold {sig.name}"
+    os.killpg(a.pid, signal.SIGTERM)
+    assert a.wait() == EXIT_PREEMPTED
+    att = a.doc()["attempts"][-1]
+    emergency = att["emergency_save"]
+    assert emergency["tier"] == "full" and emergency["committed"], emergency
+    last = committed(spec, "group")[-1]
+    assert (last.step, last.tier) == (att["ended_at_step"], "full")
+    assert load_checkpoint(spec, "group", last)["step"] == last.step
