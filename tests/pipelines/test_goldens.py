@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from pipelines.build import render_all
 
@@ -51,3 +54,26 @@ def test_compile_check_fails_on_drift(tmp_path: Path, burst_cmd: list[str]) -> N
     assert drift.returncode == 1
     assert "burst-train.yaml" in drift.stdout and "make goldens" in drift.stderr
     assert "{{ workflow" in golden.read_text()  # --check writes nothing
+
+
+def test_compile_refuses_a_definition_that_fails_the_lint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    import pipelines.build
+    from burst.cli.main import cli
+
+    real = pipelines.build.manifest
+
+    def without_exit_handler(name: str) -> dict[str, Any]:
+        doc = real(name)
+        doc.get("spec", {}).pop("onExit", None)
+        return doc
+
+    monkeypatch.setattr(pipelines.build, "manifest", without_exit_handler)
+    out = tmp_path / "compiled"
+    result = CliRunner().invoke(cli, ["compile", "--out", str(out)])
+    assert result.exit_code == 2
+    assert "burst-train.yaml" in result.output and "no exit handler" in result.output
+    assert not out.exists()  # nothing written
