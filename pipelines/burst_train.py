@@ -20,6 +20,7 @@ from hera.workflows import (
     Artifact,
     Container,
     Env,
+    NoneArchiveStrategy,
     Parallel,
     Parameter,
     RawArtifact,
@@ -65,20 +66,26 @@ def _step_container(
     extra_env: tuple[Env, ...] = (),
     extra_inputs: tuple[str, ...] = (),
     stable: bool = True,
+    artifact: str | None = None,
     **kwargs: Any,
 ) -> Container:
     """A container template running ``python -m steps.<step>`` under the step contract."""
     args = ["--spec", SPEC_PATH, "--run-id", "{{workflow.name}}", "--runs-root", RUNS_MOUNT]
     for name in inputs:
         args += ["--input", f"{name}={{{{inputs.parameters.{name}}}}}"]
-    outputs = []
+    outputs: list[Any] = []
     if output is not None:
         path = f"{OUTPUTS_DIR}/{output}.json"
         args += ["--out", path]
         outputs.append(Parameter(name=output, value_from=m.ValueFrom(path=path)))
+        if artifact is not None:  # kept in the artifact repository too (audit), even on failure
+            outputs.append(
+                Artifact(name=artifact, path=path, archive=NoneArchiveStrategy(), optional=True)
+            )
     env = [
         Env(name="BURST_RUNS_ROOT", value=RUNS_MOUNT),
         Env(name="BURST_NAMESPACE", value="{{workflow.namespace}}"),
+        Env(name="BURST_LOG_JSON", value="1"),
         *extra_env,
     ]
     return Container(
@@ -192,7 +199,7 @@ def build() -> WorkflowTemplate:
             run_as_non_root=True, run_as_user=1000, fs_group=1000
         ),
     ) as wt:
-        preflight = _step_container("preflight", output="decision")
+        preflight = _step_container("preflight", output="decision", artifact="decision-record")
         plan = _step_container("plan", inputs=("decision",), output="plan")
         verify = _step_container("verify-image", output="image")
         provision = _step_container(

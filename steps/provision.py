@@ -7,6 +7,10 @@ are attempted.
 Fault injection: ``BURST_FAIL_AT=provision`` fails before anything is applied;
 ``provision:midway`` fails at apply time after part of the stack exists (teardown destroys
 it); ``BURST_SIMULATE_NO_CAPACITY=region,...`` makes those regions report no capacity.
+
+Requeue: the pipeline places train again in the plan's next candidate after too many
+preemptions in one region; ``BURST_CANDIDATE_INDEX=N`` (the placement) skips the first N
+allowed candidates, and what an earlier placement left in another region is destroyed first.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from burst.errors import BurstError
+from burst.errors import BadInputError, BurstError, CapacityError
 from burst.infra.provision import gate_candidates, provision
 from burst.obs.metrics import RunMetrics, exported
 from burst.stepio import StepContext, main
@@ -32,10 +36,25 @@ def _record(metrics: RunMetrics, attempts: list[dict[str, Any]]) -> None:
         metrics.record_provision_attempt(a["region"], OUTCOMES[a["result"]])
 
 
+def candidate_index() -> int:
+    raw = os.environ.get("BURST_CANDIDATE_INDEX", "0").strip() or "0"
+    if not raw.isdigit():
+        raise BadInputError(f"BURST_CANDIDATE_INDEX={raw!r} must be a whole number")
+    return int(raw)
+
+
 def run(ctx: StepContext) -> dict[str, Any]:
     plan = ctx.input("plan")
     decision = ctx.optional_input("decision")
     allowed, refused = gate_candidates(decision, ctx.spec, plan.get("candidates", []))
+    index = candidate_index()
+    if index:
+        if index >= len(allowed):
+            raise CapacityError(
+                f"requeue: no candidate left after {index} placement(s) "
+                f"({len(allowed)} allowed candidate(s) in the plan)"
+            )
+        allowed = allowed[index:]
     ctx.fail_point("before")
     with exported(RunMetrics.for_job(ctx.run_id, ctx.spec), ctx.paths.dir, "provision") as m:
         try:
@@ -54,6 +73,7 @@ def run(ctx: StepContext) -> dict[str, Any]:
             raise
         _record(m, doc["attempts"])
     doc["refused"] = refused
+    doc["placement"] = index
     doc["decision"] = {
         "spec_sha256": decision["spec_sha256"] if decision else None,
         "policy_sha256": decision["policy_sha256"] if decision else None,

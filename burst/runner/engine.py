@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,6 +70,7 @@ class EngineOptions:
     log_path: Callable[[str], Path] | None = None  # step name -> log file (default: pod dir)
     backoff_scale: float = 1.0  # 1.0 sleeps what the manifest says
     python: str = sys.executable
+    artifacts_dir: Path | None = None  # output artifacts land here (default: beside pods_dir)
 
 
 @dataclass
@@ -589,6 +591,15 @@ class WorkflowEngine:
                     ERROR,
                     f"output parameter {p['name']!r}: {vf.get('path')} was not written",
                 )
+        for art in (t.get("outputs") or {}).get("artifacts") or []:
+            src = Path(mapped(substitute(str(art["path"]), scope, path)))
+            if src.is_file():  # saved whatever the phase, as Argo saves a failed pod's outputs
+                root = self.options.artifacts_dir or self.options.pods_dir.parent / "artifacts"
+                dest = root / node.step / f"{art['name']}{src.suffix}"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest)
+            elif not art.get("optional") and phase == SUCCEEDED:
+                phase, message = ERROR, f"output artifact {art['name']!r}: {src} was not written"
         node.attempts.append(Attempt(exit_code, phase, message, seconds, str(pod)))
         return Outcome(phase, exit_code, message, outputs)
 

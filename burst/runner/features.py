@@ -76,7 +76,10 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "synchronization": ANY,
     },
     "inputs": {"parameters": "[parameter]", "artifacts": "[rawArtifact]"},
-    "outputs": {"parameters": "[parameter]"},
+    "outputs": {"parameters": "[parameter]", "artifacts": "[outputArtifact]"},
+    # output artifacts are copied into the run directory (artifacts/<step>/<name>), the local
+    # stand-in for the artifact repository
+    "outputArtifact": {"name": ANY, "path": ANY, "archive": ANY, "optional": ANY},
     "rawArtifact": {"name": ANY, "path": ANY, "raw": "raw", "mode": ANY},
     "raw": {"data": ANY},
     "container": {

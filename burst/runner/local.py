@@ -200,7 +200,8 @@ class LocalRunner:
         return params
 
     def engine(self) -> WorkflowEngine:
-        env = dict(self.options.env)
+        # JSON-line logs (run id and step on every record): the report's timeline reads them
+        env = {"BURST_LOG_JSON": "1", **self.options.env}
         if self.options.fail_at:
             env["BURST_FAIL_AT"] = ",".join(self.options.fail_at)
         manifest = load_manifest(self.options.template)

@@ -433,3 +433,54 @@ def test_sigterm_stops_the_run_like_argo_stop_and_the_exit_handler_runs(tmp_path
     assert (tmp_path / "status.txt").read_text() == "Failed"
     assert result.nodes[0].message.startswith("stopped")
     assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
+
+
+def test_output_artifacts_are_kept_even_when_the_step_fails(tmp_path: Path) -> None:
+    """Output artifacts land in artifacts/<step>/<name>: the local artifact repository. A
+    failed step's artifact is kept too (the decision record of a refused preflight)."""
+    write_then_exit = step_code(
+        "os.makedirs(T + '/outputs', exist_ok=True)\n"
+        "pathlib.Path(T + '/outputs/rec.json').write_text(json.dumps({'v': sys.argv[2]}))\n"
+        "sys.exit(int(sys.argv[2]))"
+    )
+    outputs = {
+        "artifacts": [
+            {
+                "name": "record",
+                "path": "/tmp/outputs/rec.json",
+                "archive": {"none": {}},
+                "optional": True,
+            }
+        ]
+    }
+    ok = container("ok", write_then_exit, "ok", "0", outputs=outputs)
+    bad = container("bad", write_then_exit, "bad", "3", outputs=outputs)
+    missing = container(
+        "missing",
+        step_code("pass"),
+        "missing",
+        outputs={"artifacts": [{"name": "record", "path": "/tmp/outputs/none.json"}]},
+    )
+    m = workflow(
+        [
+            ok,
+            bad,
+            missing,
+            steps(
+                "main",
+                [{"name": "ok", "template": "ok"}],
+                [{"name": "missing", "template": "missing"}],
+            ),
+        ]
+    )
+    result = run(m, tmp_path)
+    assert json.loads((tmp_path / "artifacts" / "ok" / "record.json").read_text()) == {"v": "0"}
+    assert result.phase != "Succeeded"  # a non-optional artifact that was not written fails
+    assert "output artifact 'record'" in next(
+        n.message for n in result.nodes if n.step == "missing"
+    )
+
+    m = workflow([bad, steps("main", [{"name": "bad", "template": "bad"}])])
+    run(m, tmp_path / "second")
+    kept = tmp_path / "second" / "artifacts" / "bad" / "record.json"
+    assert json.loads(kept.read_text()) == {"v": "3"}

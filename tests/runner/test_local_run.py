@@ -119,6 +119,13 @@ def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: 
         "teardown",
     ]
     assert r["resources_remaining"] == 0
+    # the second placement really is the plan's next candidate, not the first one again
+    plan = json.loads((paths.dir / "docs" / "plan.json").read_text())
+    second = json.loads((paths.dir / "docs" / "provision.json").read_text())
+    assert second["placement"] == 1
+    assert second["candidate"] == {
+        k: v for k, v in plan["candidates"][1].items() if k in second["candidate"]
+    }
 
 
 def test_unsupported_template_is_refused_before_anything_runs(

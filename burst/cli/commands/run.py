@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,13 @@ from burst.runs import STEPS
     "(repeatable); the runner requeues it on exit 75 as Argo's retry policy does.",
 )
 @click.option(
+    "--kill-runner-at",
+    "kill_at",
+    type=click.Choice(STEPS),
+    help="Fault injection: SIGKILL this runner itself when STEP starts, so nothing "
+    "in-process can clean up (teardown never runs; `burst reap` must catch it).",
+)
+@click.option(
     "--template",
     "template",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -46,6 +55,7 @@ def command(
     runs_root: Path | None,
     fail_at: tuple[str, ...],
     preempt_at: tuple[int, ...],
+    kill_at: str | None,
     template: Path | None,
 ) -> None:
     """Run preflight, plan, verify-image, provision, train and teardown (always) here.
@@ -75,6 +85,9 @@ def command(
     console.print(f"[bold]burst run[/bold] {job.name}  run id [cyan]{rid}[/cyan]  ({paths.dir})")
 
     def on_event(step: str, status: str, info: dict[str, Any]) -> None:
+        if status == "started" and step == kill_at:
+            console.print(f"  [red]☠[/red] {step}: SIGKILL to the runner (--kill-runner-at)")
+            os.kill(os.getpid(), signal.SIGKILL)
         if status == "started":
             console.print(f"  [dim]…[/dim] {step}")
         elif status == "requeued":
