@@ -20,7 +20,7 @@ from typing import Any
 from burst.infra.leakscan import EXPIRES_TAG, Inventory, delete_in_order
 from burst.infra.teardown import destroy_run
 from burst.infra.terraform import count_state_resources
-from burst.infra.workspace import VARS_FILE, state_file
+from burst.infra.workspace import VARS_FILE, load_workspace, state_file
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +38,10 @@ def parse_time(value: str | None) -> dt.datetime | None:
 @dataclass
 class StateRun:
     run_id: str
-    workdir: Path
+    workdir: Path | None  # the run's local Terraform directory, when this machine has it
     resources: int
     expires_at: dt.datetime | None
+    location: str = ""
 
 
 def runs_in_state_store(root: Path) -> list[StateRun]:
@@ -61,7 +62,55 @@ def runs_in_state_store(root: Path) -> list[StateRun]:
                 expires = parse_time(tags.get(EXPIRES_TAG))
             except (json.JSONDecodeError, AttributeError):
                 expires = None
-        out.append(StateRun(run_dir.name, workdir, count, expires))
+        out.append(StateRun(run_dir.name, workdir, count, expires, str(state_file(workdir))))
+    return out
+
+
+STATE_PREFIX = "burst/runs/"
+STATE_NAME = "terraform.tfstate"
+
+
+def _state_summary(doc: dict[str, Any]) -> tuple[int, dt.datetime | None]:
+    """Resource instances in a Terraform state document, and the run's expiry from the
+    ``burst:expires-at`` tag of any of them (the latest, when they disagree)."""
+    count, expiries = 0, []
+    for res in doc.get("resources") or []:
+        for inst in res.get("instances") or []:
+            count += 1
+            attrs = inst.get("attributes") or {}
+            for tags in (
+                attrs.get("tags_all"),
+                attrs.get("tags"),
+                (attrs.get("input") or {}).get("tags")
+                if isinstance(attrs.get("input"), dict)
+                else None,
+            ):
+                if isinstance(tags, dict) and (t := parse_time(tags.get(EXPIRES_TAG))):
+                    expiries.append(t)
+    return count, max(expiries) if expiries else None
+
+
+def runs_in_s3_state_store(bucket: str, region: str, client: Any = None) -> list[StateRun]:
+    """Runs whose state lives in the S3 backend (key ``burst/runs/<run-id>/terraform.tfstate``)
+    and still holds resources."""
+    import boto3
+
+    s3 = client or boto3.client("s3", region_name=region)
+    out = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=STATE_PREFIX):
+        for obj in page.get("Contents") or []:
+            key = obj["Key"]
+            run_id, _, name = key.removeprefix(STATE_PREFIX).partition("/")
+            if name != STATE_NAME or not run_id:
+                continue
+            try:
+                doc = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read() or b"{}")
+            except json.JSONDecodeError:
+                log.error("s3://%s/%s is not a Terraform state: reported, not touched", bucket, key)
+                doc = {"resources": [{"instances": [{}]}]}
+            count, expires = _state_summary(doc)
+            if count:
+                out.append(StateRun(run_id, None, count, expires, f"s3://{bucket}/{key}"))
     return out
 
 
@@ -88,7 +137,12 @@ def live_run_ids() -> set[str]:
 
 
 def reap(
-    now: dt.datetime, root: Path, inventories: list[Inventory], *, act: bool
+    now: dt.datetime,
+    root: Path,
+    inventories: list[Inventory],
+    *,
+    act: bool,
+    s3_states: list[StateRun] | None = None,
 ) -> dict[str, Any]:
     live = live_run_ids()
     doc: dict[str, Any] = {
@@ -106,7 +160,7 @@ def reap(
             return "unknown-expiry"
         return "expired" if expires <= now else "active"
 
-    for run in runs_in_state_store(root):
+    for run in [*runs_in_state_store(root), *(s3_states or [])]:
         v = verdict(run.expires_at, run.run_id)
         doc["runs"].append(
             {
@@ -115,14 +169,23 @@ def reap(
                 "resources": run.resources,
                 "expires_at": run.expires_at.isoformat() if run.expires_at else None,
                 "verdict": v,
-                "state": str(state_file(run.workdir)),
+                "state": run.location,
             }
         )
-        if v == "expired" and act:
-            result = destroy_run(run.workdir)
-            doc["actions"].append({"run_id": run.run_id, "action": "destroy-from-state", **result})
-            if result["resources_remaining"]:
-                doc["errors"] += 1
+        if v != "expired" or not act:
+            continue
+        workdir = run.workdir or root / run.run_id / "terraform"
+        if load_workspace(workdir) is None:
+            # the state exists but this machine lacks the run's stack and variables: its
+            # tagged resources are removed below, by the tag path (configure --region)
+            doc["actions"].append(
+                {"run_id": run.run_id, "action": "left-to-tag-path", "state": run.location}
+            )
+            continue
+        result = destroy_run(workdir)
+        doc["actions"].append({"run_id": run.run_id, "action": "destroy-from-state", **result})
+        if result["resources_remaining"]:
+            doc["errors"] += 1
 
     for inv in inventories:
         by_run: dict[str, list[Any]] = defaultdict(list)

@@ -16,7 +16,7 @@ from typing import Any
 from burst.errors import BurstError, InfraError
 from burst.infra.statelock import holders, parse_lock_error
 from burst.infra.terraform import Terraform, count_state_resources
-from burst.infra.workspace import VARS_FILE, state_file
+from burst.infra.workspace import VARS_FILE, load_workspace, state_file
 
 log = logging.getLogger(__name__)
 
@@ -30,20 +30,22 @@ def destroy_run(
     backoff_s: float = 0.5,
     before_attempt: BeforeAttempt | None = None,
 ) -> dict[str, Any]:
-    """``terraform destroy`` the run's state, retried with exponential backoff on failure, then
-    count what remains in the state."""
-    state = state_file(workdir)
-    if not (workdir / "main.tf").exists():
+    """``terraform destroy`` the run's state, whichever stack the run used (the local root,
+    or the aws stack on its S3 backend, reopened from ``workspace.json``), retried with
+    exponential backoff; then count what remains in the state."""
+    ws = load_workspace(workdir)
+    if ws is None:
         log.info("nothing was provisioned for this run (no Terraform working directory)")
         return {
             "destroyed": True,
             "attempts": 0,
             "errors": [],
+            "stale_locks_released": [],
             "resources_remaining": 0,
-            "terraform_state": str(state),
+            "terraform_state": str(state_file(workdir)),
         }
-    tf = Terraform(workdir)
-    var_file = workdir / VARS_FILE
+    tf = ws.terraform()
+    region = run_region(workdir)[1]
     errors: list[str] = []
     unlocked: list[str] = []
     attempts = 0
@@ -53,8 +55,8 @@ def destroy_run(
         try:
             if before_attempt is not None:
                 before_attempt(attempt)
-            tf.init()
-            tf.destroy(var_file if var_file.exists() else None)
+            ws.init(tf)
+            tf.destroy([f for f in ws.var_files(region) if f.exists()] or None)
             succeeded = True
             break
         except BurstError as exc:
@@ -64,22 +66,22 @@ def destroy_run(
                 continue  # the lock is gone: try again at once
             if attempt < retries:
                 time.sleep(backoff_s * 2 ** (attempt - 1))
-    remaining = _remaining(tf, state)
+    remaining = _remaining(tf, state_file(workdir) if ws.kind == "local" else None)
     return {
         "destroyed": succeeded and remaining == 0,
         "attempts": attempts,
         "errors": errors,
         "stale_locks_released": unlocked,
         "resources_remaining": remaining,
-        "terraform_state": str(state),
+        "terraform_state": ws.state,
     }
 
 
-def _remaining(tf: Terraform, state: Path) -> int:
+def _remaining(tf: Terraform, state: Path | None) -> int:
     """Resources left in the run's state: the local file when there is one, else the backend
     (``terraform state list``). A state that cannot be read counts as one resource left: an
     unknown is never reported as clean."""
-    if state.exists():
+    if state is not None and state.exists():
         return count_state_resources(state)
     try:
         return len(tf.state_resources())

@@ -24,12 +24,14 @@ from burst.infra.terraform import count_state_resources
     ],
 )
 def test_any_failure_ends_nonzero_with_nothing_left(
-    fail_at: str, failed_step: str, runs_root: Path, quickstart_in: Path,
-    burst_cmd: list[str]
+    fail_at: str, failed_step: str, runs_root: Path, quickstart_in: Path, burst_cmd: list[str]
 ) -> None:
     run_id = "fault-" + fail_at.replace(":", "-")
-    proc = subprocess.run([*burst_cmd, "run", str(quickstart_in), "--run-id", run_id,
-                           "--fail-at", fail_at], capture_output=True, text=True)
+    proc = subprocess.run(
+        [*burst_cmd, "run", str(quickstart_in), "--run-id", run_id, "--fail-at", fail_at],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode != 0, proc.stderr
     assert "Traceback" not in proc.stderr
     report = json.loads((runs_root / run_id / "report.json").read_text())

@@ -48,29 +48,51 @@ def make_run(run_id: str | None, expires: str = PAST) -> dict[str, Any]:
     suffix = run_id or "other"
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16", TagSpecifications=spec("vpc"))["Vpc"]["VpcId"]
     vgw = ec2.create_vpn_gateway(Type="ipsec.1", TagSpecifications=spec("vpn-gateway"))[
-        "VpnGateway"]["VpnGatewayId"]
+        "VpnGateway"
+    ]["VpnGatewayId"]
     ec2.attach_vpn_gateway(VpcId=vpc, VpnGatewayId=vgw)
-    cgw = ec2.create_customer_gateway(Type="ipsec.1", PublicIp="203.0.113.1", BgpAsn=65000,
-                                      TagSpecifications=spec("customer-gateway"))[
-        "CustomerGateway"]["CustomerGatewayId"]
-    vpn = ec2.create_vpn_connection(Type="ipsec.1", CustomerGatewayId=cgw, VpnGatewayId=vgw,
-                                    TagSpecifications=spec("vpn-connection"))[
-        "VpnConnection"]["VpnConnectionId"]
+    cgw = ec2.create_customer_gateway(
+        Type="ipsec.1",
+        PublicIp="203.0.113.1",
+        BgpAsn=65000,
+        TagSpecifications=spec("customer-gateway"),
+    )["CustomerGateway"]["CustomerGatewayId"]
+    vpn = ec2.create_vpn_connection(
+        Type="ipsec.1",
+        CustomerGatewayId=cgw,
+        VpnGatewayId=vgw,
+        TagSpecifications=spec("vpn-connection"),
+    )["VpnConnection"]["VpnConnectionId"]
     kms = boto3.client("kms", region_name=REGION)
     key = kms.create_key(Tags=[{"TagKey": t["Key"], "TagValue": t["Value"]} for t in tags])[
-        "KeyMetadata"]["KeyId"]
+        "KeyMetadata"
+    ]["KeyId"]
     iam = boto3.client("iam", region_name=REGION)
-    role = iam.create_role(RoleName=f"burst-{suffix}", AssumeRolePolicyDocument="{}",
-                           Tags=tags)["Role"]
+    role = iam.create_role(RoleName=f"burst-{suffix}", AssumeRolePolicyDocument="{}", Tags=tags)[
+        "Role"
+    ]
     eks = boto3.client("eks", region_name=REGION)
     tagmap = {t["Key"]: t["Value"] for t in tags}
-    eks.create_cluster(name=f"c-{suffix}", roleArn=role["Arn"],
-                       resourcesVpcConfig={"subnetIds": []}, tags=tagmap)
-    eks.create_nodegroup(clusterName=f"c-{suffix}", nodegroupName=f"ng-{suffix}",
-                         subnets=["subnet-1"], nodeRole=role["Arn"], tags=tagmap)
-    return {"vpc": vpc, "vpn-gateway": vgw, "customer-gateway": cgw, "vpn-connection": vpn,
-            "kms-key": key, "iam-role": role["RoleName"], "eks-cluster": f"c-{suffix}",
-            "eks-nodegroup": f"ng-{suffix}"}
+    eks.create_cluster(
+        name=f"c-{suffix}", roleArn=role["Arn"], resourcesVpcConfig={"subnetIds": []}, tags=tagmap
+    )
+    eks.create_nodegroup(
+        clusterName=f"c-{suffix}",
+        nodegroupName=f"ng-{suffix}",
+        subnets=["subnet-1"],
+        nodeRole=role["Arn"],
+        tags=tagmap,
+    )
+    return {
+        "vpc": vpc,
+        "vpn-gateway": vgw,
+        "customer-gateway": cgw,
+        "vpn-connection": vpn,
+        "kms-key": key,
+        "iam-role": role["RoleName"],
+        "eks-cluster": f"c-{suffix}",
+        "eks-nodegroup": f"ng-{suffix}",
+    }
 
 
 def test_leak_scan_finds_every_kind_tagged_with_the_run(aws: None) -> None:
@@ -115,9 +137,60 @@ def test_reaper_deletes_expired_run_in_order_and_leaves_others(aws: None, tmp_pa
 
 def test_resource_without_expiry_is_reported_not_deleted(aws: None, tmp_path: Path) -> None:
     ec2 = boto3.client("ec2", region_name=REGION)
-    ec2.create_vpc(CidrBlock="10.1.0.0/16", TagSpecifications=[
-        {"ResourceType": "vpc", "Tags": [{"Key": "burst:run-id", "Value": "run-x"}]}])
+    ec2.create_vpc(
+        CidrBlock="10.1.0.0/16",
+        TagSpecifications=[
+            {"ResourceType": "vpc", "Tags": [{"Key": "burst:run-id", "Value": "run-x"}]}
+        ],
+    )
     doc = reap(dt.datetime.now(dt.UTC), tmp_path, [AwsInventory(REGION)], act=True)
     assert doc["runs"][0]["verdict"] == "unknown-expiry"
     assert doc["actions"] == []
     assert len(AwsInventory(REGION).tagged("run-x")) == 1
+
+
+def test_s3_state_store_lists_runs_with_resources_and_their_expiry(
+    aws: None, tmp_path: Path
+) -> None:
+    import json
+
+    from burst.infra.reaper import runs_in_s3_state_store
+
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="states", CreateBucketConfiguration={"LocationConstraint": REGION})
+
+    def state(tags: dict[str, str] | None, n: int) -> bytes:
+        inst = {"attributes": {"id": "x", "tags_all": tags or {}}}
+        return json.dumps({"resources": [{"instances": [inst] * n}]}).encode()
+
+    s3.put_object(
+        Bucket="states",
+        Key="burst/runs/old/terraform.tfstate",
+        Body=state({"burst:run-id": "old", "burst:expires-at": PAST}, 3),
+    )
+    s3.put_object(
+        Bucket="states",
+        Key="burst/runs/new/terraform.tfstate",
+        Body=state({"burst:run-id": "new", "burst:expires-at": FUTURE}, 1),
+    )
+    s3.put_object(Bucket="states", Key="burst/runs/gone/terraform.tfstate", Body=state(None, 0))
+    runs = {r.run_id: r for r in runs_in_s3_state_store("states", REGION)}
+    assert set(runs) == {"old", "new"}  # an empty state holds nothing to reap
+    assert runs["old"].resources == 3 and runs["old"].workdir is None
+    assert runs["old"].location == "s3://states/burst/runs/old/terraform.tfstate"
+
+    make_run("old")  # its resources, tagged
+    doc = reap(
+        dt.datetime.now(dt.UTC),
+        tmp_path,
+        [AwsInventory(REGION)],
+        act=True,
+        s3_states=list(runs.values()),
+    )
+    verdicts = {(r["run_id"], r["source"]): r["verdict"] for r in doc["runs"]}
+    assert verdicts[("old", "state")] == "expired"
+    assert verdicts[("new", "state")] == "active"
+    actions = [(a["run_id"], a["action"]) for a in doc["actions"]]
+    # no local stack and variables for "old" here: its tagged resources go by the tag path
+    assert actions == [("old", "left-to-tag-path"), ("old", "delete-by-tags")]
+    assert AwsInventory(REGION).tagged("old") == []

@@ -12,8 +12,11 @@ from .provisioning import provision_only
 
 
 def _reap(burst_cmd: list[str], runs_root: Path, *args: str) -> tuple[int, dict]:
-    proc = subprocess.run([*burst_cmd, "reap", "--json", "--runs-root", str(runs_root), *args],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [*burst_cmd, "reap", "--json", "--runs-root", str(runs_root), *args],
+        capture_output=True,
+        text=True,
+    )
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -45,7 +48,6 @@ def test_reap_destroys_expired_state_and_then_finds_nothing(
 
 
 def test_reap_bad_time_is_exit_2(runs_root: Path, burst_cmd: list[str]) -> None:
-    proc = subprocess.run([*burst_cmd, "reap", "--now", "tomorrow"], capture_output=True,
-                          text=True)
+    proc = subprocess.run([*burst_cmd, "reap", "--now", "tomorrow"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "--now 'tomorrow'" in proc.stderr and "Traceback" not in proc.stderr

@@ -104,11 +104,19 @@ resource "terraform_data" "slow" {{
 
 def _start_apply(wd: Path) -> subprocess.Popen[bytes]:
     env = terraform_env()
-    subprocess.run([*terraform_argv(), f"-chdir={wd}", "init", "-input=false"], env=env,
-                   check=True, capture_output=True)
-    return subprocess.Popen([*terraform_argv(), f"-chdir={wd}", "apply", "-auto-approve",
-                             "-input=false"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    subprocess.run(
+        [*terraform_argv(), f"-chdir={wd}", "init", "-input=false"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    return subprocess.Popen(
+        [*terraform_argv(), f"-chdir={wd}", "apply", "-auto-approve", "-input=false"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def _wait_locked(srv: LockServer) -> None:
@@ -118,8 +126,9 @@ def _wait_locked(srv: LockServer) -> None:
         time.sleep(0.1)
 
 
-def test_killed_apply_leaves_a_lock_that_teardown_releases(tmp_path: Path,
-                                                          lock_server: LockServer) -> None:
+def test_killed_apply_leaves_a_lock_that_teardown_releases(
+    tmp_path: Path, lock_server: LockServer
+) -> None:
     wd = _workdir(tmp_path, lock_server, 60)
     apply = _start_apply(wd)
     _wait_locked(lock_server)

@@ -29,8 +29,11 @@ def _free_port() -> int:
 def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     port = _free_port()
     server = Path(sys.executable).parent / "moto_server"
-    proc = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(server), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -39,9 +42,13 @@ def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
             break
         except OSError:
             time.sleep(0.1)
-    for k, v in {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "testing",
-                 "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION,
-                 "BURST_TARGET": "aws"}.items():
+    for k, v in {
+        "AWS_ENDPOINT_URL": url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "BURST_TARGET": "aws",
+    }.items():
         monkeypatch.setenv(k, v)  # moto's fake credentials, never real ones
     try:
         yield url
@@ -50,16 +57,27 @@ def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
-def test_tagged_leftover_is_a_loud_exit_4(moto_endpoint: str, runs_root: Path,
-                                          quickstart_in: Path) -> None:
+def test_tagged_leftover_is_a_loud_exit_4(
+    moto_endpoint: str, runs_root: Path, quickstart_in: Path
+) -> None:
     provision_only(quickstart_in, "leaky", runs_root, REGION)
 
     ec2 = boto3.client("ec2", region_name=REGION)
-    vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16", TagSpecifications=[{
-        "ResourceType": "vpc", "Tags": [{"Key": "burst:run-id", "Value": "leaky"}]}])[
-        "Vpc"]["VpcId"]
-    ec2.create_vpc(CidrBlock="10.8.0.0/16", TagSpecifications=[{  # another run's: not a leak
-        "ResourceType": "vpc", "Tags": [{"Key": "burst:run-id", "Value": "other"}]}])
+    vpc = ec2.create_vpc(
+        CidrBlock="10.9.0.0/16",
+        TagSpecifications=[
+            {"ResourceType": "vpc", "Tags": [{"Key": "burst:run-id", "Value": "leaky"}]}
+        ],
+    )["Vpc"]["VpcId"]
+    ec2.create_vpc(
+        CidrBlock="10.8.0.0/16",
+        TagSpecifications=[
+            {  # another run's: not a leak
+                "ResourceType": "vpc",
+                "Tags": [{"Key": "burst:run-id", "Value": "other"}],
+            }
+        ],
+    )
 
     proc = step("teardown", quickstart_in, "leaky", runs_root)
     assert proc.returncode == 4, proc.stderr
@@ -68,7 +86,7 @@ def test_tagged_leftover_is_a_loud_exit_4(moto_endpoint: str, runs_root: Path,
     assert doc["resources_remaining"] == 0  # the state was destroyed ...
     assert [x["id"] for x in doc["leaks"]] == [vpc]  # ... but the cloud still holds this
     prom = (runs_root / "leaky" / "metrics" / "teardown.prom").read_text()
-    assert 'burst_resources_leaked{' in prom and "} 1.0" in prom
+    assert "burst_resources_leaked{" in prom and "} 1.0" in prom
 
     ec2.delete_vpc(VpcId=vpc)
     proc = step("teardown", quickstart_in, "leaky", runs_root)

@@ -37,7 +37,9 @@ def command(
 ) -> None:
     """Find runs past their burst:expires-at with no live runner, and destroy them.
 
-    A run with Terraform state is destroyed from its state; resources whose state is lost are
+    The state store is ./runs (local runs) and, when BURST_TF_STATE_BUCKET is set, the S3
+    backend of aws runs. A run with Terraform state is destroyed from its state; resources
+    whose state is lost are
     found by their burst:run-id tag and deleted in dependency order (node group, VPN
     connection, gateways, then the rest). Resources of live or unexpired runs, and untagged
     ones, are never touched. Exit 4 when something could not be removed.
@@ -57,7 +59,22 @@ def command(
         r for r in os.environ.get("BURST_REAP_REGIONS", "").split(",") if r.strip()
     ]
     inventories = [AwsInventory(r.strip()) for r in names]
-    doc = reap(now, (runs_root or default_root()).resolve(), list(inventories), act=yes)
+    s3_states = []
+    bucket = os.environ.get("BURST_TF_STATE_BUCKET")
+    if bucket:  # the S3 state store of aws runs
+        from burst.infra.reaper import runs_in_s3_state_store
+
+        region = os.environ.get("BURST_TF_STATE_REGION") or (names[0] if names else None)
+        if not region:
+            raise BadInputError("BURST_TF_STATE_BUCKET is set: set BURST_TF_STATE_REGION too")
+        s3_states = runs_in_s3_state_store(bucket, region)
+    doc = reap(
+        now,
+        (runs_root or default_root()).resolve(),
+        list(inventories),
+        act=yes,
+        s3_states=s3_states,
+    )
     if as_json:
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
