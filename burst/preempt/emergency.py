@@ -1,22 +1,24 @@
 """What to save when a preemption notice arrives: what fits in the time left.
 
-The time a save takes is estimated from what the run measured: the blocking cost of a save
-(tensors copied out of the training state) and the upload throughput of the checkpoints
-already written. A full checkpoint if it fits, else weights only, else nothing (the last
-committed checkpoint stands). An estimate is multiplied by ``SAFETY`` and a reserve is kept
+The time a save takes is estimated from what the run measured (``SaveMeter``): the blocking
+cost of a save (tensors copied out of the training state), and the upload time of the
+checkpoints already written, fitted as a fixed cost plus bytes over throughput. A full
+checkpoint if it fits, else weights only, else nothing (the last committed checkpoint
+stands). An estimate is multiplied by ``SAFETY`` and a reserve is kept
 for the process to exit before the deadline.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SAFETY = 1.5
+SAFETY = 2.0  # benchmarks/preemption.py: actual / estimate up to ~1.9 on a busy machine
 RESERVE_S = 1.0
 # Throughput assumed before any checkpoint of this run was measured: a conservative figure for
 # a remote object store from a GPU node (the catalog assumes 0.5 GB/s).
 ASSUMED_BYTES_PER_S = 50e6
+MAX_SAMPLES = 8
 
 
 @dataclass(frozen=True)
@@ -26,11 +28,73 @@ class SaveCosts:
     bytes_per_s: float | None  # measured upload throughput; None if nothing was measured yet
     blocking_s_per_byte: float = 0.0  # measured copy-out cost per byte
     pending_s: float = 0.0  # time still needed by a background save already under way
+    fixed_s: float = 0.0  # measured cost of any save whatever its size (commit, round trips)
 
     def estimate_s(self, tier: str) -> float:
         n = self.full_bytes if tier == "full" else self.weights_bytes
         rate = self.bytes_per_s or ASSUMED_BYTES_PER_S
-        return self.pending_s + n * self.blocking_s_per_byte + n / rate
+        return self.pending_s + self.fixed_s + n * self.blocking_s_per_byte + n / rate
+
+
+@dataclass
+class SaveMeter:
+    """What saves cost on this run: ``upload_s = fixed_s + bytes / bytes_per_s``, fitted by
+    least squares on the last commits (a small save is dominated by its fixed cost, a large one
+    by throughput), and the blocking cost per byte."""
+
+    bytes_per_s: float | None = None
+    fixed_s: float = 0.0
+    blocking_s_per_byte: float = 0.0
+    last_upload_s: float = 0.0
+    commits: int = 0
+    samples: list[tuple[int, float]] = field(default_factory=list)  # (bytes sent, upload s)
+
+    def record(self, total_bytes: int, sent_bytes: int, blocking_s: float, upload_s: float) -> None:
+        self.commits += 1
+        self.last_upload_s = upload_s
+        sent = sent_bytes or total_bytes
+        if sent > 0 and upload_s > 0:
+            self.samples = [*self.samples, (sent, upload_s)][-MAX_SAMPLES:]
+            self._fit()
+        if total_bytes > 0:
+            self.blocking_s_per_byte = blocking_s / total_bytes
+
+    def _fit(self) -> None:
+        xs = [float(x) for x, _ in self.samples]
+        ys = [y for _, y in self.samples]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        var = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
+        fixed = my - slope * mx
+        if slope <= 0 or fixed < 0:  # one size only, or noise: the slowest rate seen, no fixed
+            slope, fixed = max(y / x for x, y in zip(xs, ys, strict=True)), 0.0
+        self.bytes_per_s, self.fixed_s = 1.0 / slope, fixed
+
+    def costs(self, full_bytes: int, weights_bytes: int, pending_s: float = 0.0) -> SaveCosts:
+        return SaveCosts(
+            full_bytes,
+            weights_bytes,
+            self.bytes_per_s,
+            self.blocking_s_per_byte,
+            pending_s,
+            self.fixed_s,
+        )
+
+    def as_dict(self) -> dict[str, float]:
+        out = {"blocking_s_per_byte": self.blocking_s_per_byte, "fixed_s": self.fixed_s}
+        if self.bytes_per_s is not None:
+            out["bytes_per_s"] = self.bytes_per_s
+        return out
+
+    @staticmethod
+    def from_dict(d: dict[str, Any] | None) -> SaveMeter:
+        d = d or {}
+        rate = d.get("bytes_per_s")
+        return SaveMeter(
+            bytes_per_s=float(rate) if isinstance(rate, int | float) else None,
+            fixed_s=float(d.get("fixed_s") or 0.0),
+            blocking_s_per_byte=float(d.get("blocking_s_per_byte") or 0.0),
+        )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,13 @@ import torch
 
 from burst.errors import CheckpointError, Preempted
 from burst.preempt.demo import DemoPreemptions
-from burst.preempt.emergency import RESERVE_S, SaveCosts, choose_emergency_save
+from burst.preempt.emergency import RESERVE_S, SaveMeter, choose_emergency_save
 from burst.preempt.notice import Notice
 from burst.preempt.watch import Watchers, start_watchers
 from burst.runs import utcnow_iso
 from burst.spec import BurstJob
 from burst.train.attempts import FILE_NAME, AttemptLog
-from burst.train.checkpoints import RunCheckpoints, SaveResult, state_nbytes
+from burst.train.checkpoints import RunCheckpoints, state_nbytes
 from burst.train.schedule import CheckpointSchedule
 from burst.train.setup import TrainSetup, load_entrypoint
 from burst.train.weights import weights_sha256
@@ -76,35 +75,6 @@ def _as_tuples(obj: Any) -> Any:
     return tuple(_as_tuples(o) for o in obj) if isinstance(obj, list | tuple) else obj
 
 
-@dataclass
-class SaveMeter:
-    """Upload throughput and blocking cost per byte, measured on this run's commits."""
-
-    bytes_per_s: float | None = None
-    blocking_s_per_byte: float = 0.0
-    last_upload_s: float = 0.0
-    commits: int = 0
-    saves: list[SaveResult] = field(default_factory=list)
-
-    def record(self, res: SaveResult) -> None:
-        self.commits += 1
-        self.last_upload_s = res.upload_s
-        sent = res.uploaded_bytes or res.bytes
-        if sent > 0 and res.upload_s > 0:
-            rate = sent / res.upload_s
-            self.bytes_per_s = (
-                rate if self.bytes_per_s is None else (0.7 * self.bytes_per_s + 0.3 * rate)
-            )
-        if res.bytes > 0:
-            self.blocking_s_per_byte = res.blocking_s / res.bytes
-
-    def as_dict(self) -> dict[str, float]:
-        out = {"blocking_s_per_byte": self.blocking_s_per_byte}
-        if self.bytes_per_s is not None:
-            out["bytes_per_s"] = self.bytes_per_s
-        return out
-
-
 class TrainRun:
     """One attempt of the train step."""
 
@@ -124,13 +94,7 @@ class TrainRun:
         self.attempts = AttemptLog(self.run_dir / FILE_NAME, store.mgr.store)
         self.past = self.attempts.read()
         last = self.past[-1] if self.past else {}
-        self.meter = SaveMeter(
-            **{
-                k: v
-                for k, v in (last.get("save_meter") or {}).items()
-                if k in ("bytes_per_s", "blocking_s_per_byte")
-            }
-        )
+        self.meter = SaveMeter.from_dict(last.get("save_meter"))
         self.schedule = CheckpointSchedule.for_job(self.job, self.plan, last.get("measured"))
         self.record["attempt"] = len(self.past) + 1
 
@@ -245,7 +209,7 @@ class TrainRun:
     def _learn(self, store: RunCheckpoints) -> None:
         """Take the measured costs of the commits that finished in the background."""
         for res in store.completed():
-            self.meter.record(res)
+            self.meter.record(res.bytes, res.uploaded_bytes, res.blocking_s, res.upload_s)
             self.schedule.record_save(res.blocking_s, res.upload_s)
             log.info(
                 "checkpoint step %d (%s) committed: %d bytes, blocked %.4fs, upload %.4fs",
@@ -280,11 +244,9 @@ class TrainRun:
                 "reason": f"the full checkpoint at step {step} is already saved",
             }
         else:
-            costs = SaveCosts(
+            costs = self.meter.costs(
                 full_bytes=state_nbytes(capture_state(setup, step, "full")),
                 weights_bytes=state_nbytes(setup.model.state_dict()),
-                bytes_per_s=self.meter.bytes_per_s,
-                blocking_s_per_byte=self.meter.blocking_s_per_byte,
                 pending_s=self.meter.last_upload_s if store.busy() else 0.0,
             )
             choice = choose_emergency_save(left, costs)

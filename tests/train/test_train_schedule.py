@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from burst.preempt.emergency import SaveCosts, choose_emergency_save
+from burst.preempt.emergency import SaveCosts, SaveMeter, choose_emergency_save
 from burst.spec import BurstJob, load_spec
 from burst.train.schedule import PROBE_STEPS, CheckpointSchedule, resolve_mtbf
 
@@ -108,14 +108,14 @@ COSTS = SaveCosts(
 
 
 def test_emergency_full_when_it_fits() -> None:
-    # full: 3 GB / 100 MB/s = 30 s (+0.15 s copy); x1.5 = 45.2 s + 1 s reserve < 120 s (AWS)
+    # full: 3 GB / 100 MB/s = 30 s (+0.15 s copy); x2 = 60.3 s + 1 s reserve < 120 s (AWS)
     c = choose_emergency_save(120.0, COSTS)
     assert c.tier == "full" and c.throughput == "measured"
     assert c.estimate_full_s == pytest.approx(30.15)
 
 
 def test_emergency_weights_when_only_they_fit() -> None:
-    # GCP's 30 s: full needs 45 s with the margin, weights 10.05 x 1.5 = 15.1 s
+    # GCP's 30 s: full needs 60 s with the margin, weights 10.05 x 2 = 20.1 s
     c = choose_emergency_save(30.0, COSTS)
     assert c.tier == "weights" and "weights-only" in c.reason
 
@@ -132,13 +132,32 @@ def test_emergency_counts_a_save_still_in_flight() -> None:
         COSTS.weights_bytes,
         COSTS.bytes_per_s,
         COSTS.blocking_s_per_byte,
-        pending_s=60.0,
+        pending_s=30.0,
     )
     assert choose_emergency_save(120.0, busy).tier == "weights"
 
 
 def test_emergency_without_measurements_assumes_a_conservative_rate() -> None:
     unknown = SaveCosts(full_bytes=3_000_000_000, weights_bytes=1_000_000_000, bytes_per_s=None)
-    # 50 MB/s assumed: full 60 s x 1.5 = 90 s does not fit 60 s; weights 20 s x 1.5 does
+    # 50 MB/s assumed: full 60 s x 2 does not fit 60 s; weights 20 s x 2 does
     c = choose_emergency_save(60.0, unknown)
     assert c.throughput == "assumed" and c.tier == "weights"
+
+
+def test_save_meter_fits_a_fixed_cost_and_a_throughput() -> None:
+    m = SaveMeter()
+    m.record(100_000_000, 100_000_000, blocking_s=0.005, upload_s=1.2)  # 0.2 s + 1e8 / 1e8
+    m.record(300_000_000, 300_000_000, blocking_s=0.015, upload_s=3.2)
+    assert m.fixed_s == pytest.approx(0.2) and m.bytes_per_s == pytest.approx(1e8)
+    assert m.blocking_s_per_byte == pytest.approx(5e-11)
+    c = m.costs(full_bytes=300_000_000, weights_bytes=100_000_000)
+    assert c.estimate_s("weights") == pytest.approx(0.2 + 0.005 + 1.0)
+    again = SaveMeter.from_dict(m.as_dict())  # what the next attempt starts from
+    assert again.costs(300_000_000, 100_000_000) == c
+
+
+def test_save_meter_with_one_size_is_proportional_and_takes_the_slowest() -> None:
+    m = SaveMeter()
+    m.record(1000, 1000, blocking_s=0.0, upload_s=1.0)
+    m.record(1000, 1000, blocking_s=0.0, upload_s=2.0)
+    assert m.fixed_s == 0 and m.bytes_per_s == pytest.approx(500.0)
