@@ -244,6 +244,10 @@ class Scope(Strict):
     specs: list[str] = Field(default_factory=lambda: ["*"], description="Spec names.")
     origins: list[str] = Field(default_factory=lambda: ["*"])
     classifications: list[str] = Field(default_factory=lambda: ["*"])
+    facts: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="Fact ids a waived reason may cite (e.g. export.screened_headquarters).",
+    )
 
 
 class PolicyException(Strict):

@@ -1,6 +1,7 @@
 # The verdict for one candidate: deny if any reason denies; review if any review is not
 # waived by an exception in force; allow otherwise. Exceptions (policies/exceptions/*.yaml)
-# waive only `review` reasons, only in their scope, and only between approved and expires.
+# waive only `review` reasons, only in their scope (regions, providers, specs, origins,
+# classifications, and the facts a reason cites), and only between approved and expires.
 package burst.preflight
 
 in_scope(list, value) if "*" in list
@@ -14,6 +15,7 @@ exception_matches(e, r) if {
 	in_scope(e.scope.specs, spec.name)
 	in_scope(e.scope.origins, spec.data.origin)
 	in_scope(e.scope.classifications, spec.data.classification)
+	in_scope(e.scope.facts, r.fact)
 }
 
 in_force(e) if {

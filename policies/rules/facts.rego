@@ -15,10 +15,25 @@ used_facts[sprintf("export.accelerator_classes.%s", [accelerator_class])] := exp
 
 used_facts["export.headquarters_rule"] := export.headquarters_rule if controlled_accelerator
 
+# an allow of a controlled accelerator for a screened headquarters rests on the screening
+# (EXP-HQ-SCREENED): without it the headquarters would be unscreened (EXP-HQ-UNSCREENED)
+used_facts["export.screened_headquarters"] := export.screened_headquarters if {
+	controlled_accelerator
+	some hq in headquarters
+	hq in export.screened_countries
+}
+
+# an allow in a licence-required destination rests on the provider holding the licence
+# (EXP-DEST-LICENCE)
+used_facts["export.destination_licence"] := export.destination_licence if {
+	controlled_accelerator
+	dest_country in export.destination_licence_countries
+}
+
 # rule: FACT-LOW-CONFIDENCE
 # effect: review
 # summary: a fact the decision relies on has low or unknown confidence
-# facts: regions.*, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, export.accelerator_classes.*, export.headquarters_rule
+# facts: regions.*, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, export.accelerator_classes.*, export.headquarters_rule, export.screened_headquarters, export.destination_licence
 reasons contains reason(
 	"FACT-LOW-CONFIDENCE", "review",
 	concat("", [id, sprintf(" is %s confidence (", [fact.confidence]), short(fact.rule), "): verify it before relying on it"]),
@@ -31,7 +46,7 @@ reasons contains reason(
 # rule: FACT-STALE
 # effect: review
 # summary: a fact the decision relies on was last verified longer ago than settings.max_fact_age_days
-# facts: regions.*, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, export.accelerator_classes.*, export.headquarters_rule
+# facts: regions.*, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, export.accelerator_classes.*, export.headquarters_rule, export.screened_headquarters, export.destination_licence
 reasons contains reason(
 	"FACT-STALE", "review",
 	concat("", [id, sprintf(" was last verified %s, before %s (settings.max_fact_age_days): re-verify it", [

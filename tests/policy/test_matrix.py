@@ -1,5 +1,11 @@
 """The decision matrix of issue 5: real specs (BurstJob), the shipped policies, real Rego
-evaluation (regopy). Each case names the verdict and the rule that must be cited."""
+evaluation (regopy). Each case names the verdict and the rule that must be cited.
+
+Every spec here is named "policy-matrix", so the quickstart's shipped sign-off never applies.
+Allow cases that rent h100 (3A090.a) as an SG-headquartered organisation are named SIGNED:
+SG's place outside D:5 is a low-confidence fact, so they are allowed only through the
+test-only sign-off in policy_helpers.SIGNOFF (the same mechanism the quickstart uses); the
+same spec unsigned is `review` (case sg-personal-home-unsigned)."""
 
 from __future__ import annotations
 
@@ -8,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from policy_helpers import job_from
+from policy_helpers import SIGNED, job_from
 
 from burst.policy import PolicySet, evaluate, load_policies
 
 TODAY = dt.date(2026, 11, 21)  # the facts are dated 2026-06-16; max age 365 days
 
 SG_PERSONAL: dict[str, Any] = {"data": {"classification": "personal", "origin": "SG"}}
+SG_PERSONAL_SIGNED: dict[str, Any] = {**SG_PERSONAL, "name": SIGNED}
 UAE_HEALTH: dict[str, Any] = {
     "organization": {"headquarters": "AE"},
     "data": {"classification": "health", "origin": "AE", "transfer_safeguards": ["scc", "consent"]},
@@ -31,8 +38,16 @@ CLOSED_BIG: dict[str, Any] = {"model": {"weights": "closed", "training_ops": 3.0
 
 # (case id, spec changes, provider, region, verdict, rule that must be among the reasons)
 MATRIX: list[tuple[str, dict[str, Any], str, str, str, str | None]] = [
-    ("sg-personal-home", SG_PERSONAL, "aws", "ap-southeast-1", "allow", None),
-    ("sg-personal-home-gcp", SG_PERSONAL, "gcp", "asia-southeast1", "allow", None),
+    ("sg-personal-home", SG_PERSONAL_SIGNED, "aws", "ap-southeast-1", "allow", None),
+    ("sg-personal-home-gcp", SG_PERSONAL_SIGNED, "gcp", "asia-southeast1", "allow", None),
+    (
+        "sg-personal-home-unsigned",
+        SG_PERSONAL,
+        "aws",
+        "ap-southeast-1",
+        "review",
+        "FACT-LOW-CONFIDENCE",
+    ),
     (
         "sg-personal-uae-no-safeguard",
         SG_PERSONAL,
@@ -52,11 +67,12 @@ MATRIX: list[tuple[str, dict[str, Any], str, str, str, str | None]] = [
     (
         "sg-personal-jakarta-contract",
         {
+            "name": SIGNED,
             "data": {
                 "classification": "personal",
                 "origin": "SG",
                 "transfer_safeguards": ["contract"],
-            }
+            },
         },
         "aws",
         "ap-southeast-3",
@@ -84,7 +100,7 @@ MATRIX: list[tuple[str, dict[str, Any], str, str, str, str | None]] = [
         "EXP-HQ-D5",
     ),
     ("closed-1e26-abroad", CLOSED_BIG, "aws", "ap-southeast-3", "review", "EXP-WEIGHTS-4E091"),
-    ("closed-1e26-home", CLOSED_BIG, "aws", "ap-southeast-1", "allow", None),
+    ("closed-1e26-home", {**CLOSED_BIG, "name": SIGNED}, "aws", "ap-southeast-1", "allow", None),
     (
         "closed-no-ops-abroad",
         {"model": {"weights": "closed"}},
@@ -138,11 +154,12 @@ MATRIX: list[tuple[str, dict[str, Any], str, str, str, str | None]] = [
     (
         "malaysia-personal-consent",
         {
+            "name": SIGNED,
             "data": {
                 "classification": "personal",
                 "origin": "MY",
                 "transfer_safeguards": ["consent"],
-            }
+            },
         },
         "aws",
         "ap-southeast-1",
@@ -213,6 +230,7 @@ def decide(
 ) -> dict[str, Any]:
     job = job_from(
         {
+            "name": "policy-matrix",
             **over,
             "compute": {**over.get("compute", {}), "regions": [region], "providers": [provider]},
         }
@@ -228,14 +246,14 @@ def decide(
     ids=[m[0] for m in MATRIX],
 )
 def test_matrix(
-    shipped: PolicySet,
+    matrix_policies: PolicySet,
     over: dict[str, Any],
     provider: str,
     region: str,
     verdict: str,
     rule: str | None,
 ) -> None:
-    d = decide(shipped, over, provider, region)
+    d = decide(matrix_policies, over, provider, region)
     rules = {r["rule"] for r in d["reasons"]}
     assert d["verdict"] == verdict, d["reasons"]
     if rule is not None:
@@ -247,10 +265,52 @@ def test_matrix(
         assert not [
             r for r in d["reasons"] if r["effect"] in ("deny", "review") and "waived_by" not in r
         ]
+        # a waiver is honoured only for the signed-off spec name, only for its one fact
+        for r in d["reasons"]:
+            if "waived_by" in r:
+                assert over.get("name") == SIGNED
+                assert r["waived_by"] == "matrix-sg-hq-outside-d5"
+                assert r["fact"] == "export.screened_headquarters"
 
 
 def test_matrix_is_large_enough() -> None:
     assert len(MATRIX) >= 25
+
+
+def test_low_confidence_export_facts_never_allow(matrix_policies: PolicySet) -> None:
+    """SG personal data at home on h100: the allow rests on the low-confidence screening of
+    SG outside D:5; unsigned it is review, citing that fact; signed off it is allow."""
+    d = decide(matrix_policies, SG_PERSONAL, "aws", "ap-southeast-1")
+    low = {r["fact"] for r in d["reasons"] if r["rule"] == "FACT-LOW-CONFIDENCE"}
+    assert d["verdict"] == "review" and low == {"export.screened_headquarters"}
+    signed = decide(matrix_policies, SG_PERSONAL_SIGNED, "aws", "ap-southeast-1")
+    assert signed["verdict"] == "allow"
+    # the licence-required destination rests on a low-confidence fact the sign-off does not
+    # cover: internal data to the UAE stays review even for the signed-off spec
+    uae = decide(
+        matrix_policies,
+        {"name": SIGNED, "data": {"classification": "internal"}},
+        "aws",
+        "me-central-1",
+    )
+    low = {
+        r["fact"]
+        for r in uae["reasons"]
+        if r["rule"] == "FACT-LOW-CONFIDENCE" and "waived_by" not in r
+    }
+    assert uae["verdict"] == "review" and low == {"export.destination_licence"}
+
+
+def test_quickstart_sign_off_is_scoped_to_the_quickstart(shipped: PolicySet) -> None:
+    """The shipped exception file names the spec "quickstart": the same spec under another
+    name is review in every region."""
+    record = evaluate(job_from({}), shipped, today=TODAY)
+    assert record["counts"]["allow"] == 3
+    for d in record["decisions"]:
+        waivers = {(r["fact"], r["waived_by"]) for r in d["reasons"] if "waived_by" in r}
+        assert ("export.screened_headquarters", "quickstart-sg-hq-outside-d5") in waivers
+    renamed = evaluate(job_from({"name": "not-the-quickstart"}), shipped, today=TODAY)
+    assert renamed["counts"] == {"allow": 0, "review": 3, "deny": 0}
 
 
 def test_d5_rule_cites_the_export_rule_and_its_source(shipped: PolicySet) -> None:
@@ -268,14 +328,24 @@ def test_localization_reason_cites_the_health_law(shipped: PolicySet) -> None:
     assert reason["effect"] == "deny" and reason["source"].startswith("https://")
 
 
-def test_low_confidence_inbound_fact_is_the_reason_for_review(shipped: PolicySet) -> None:
-    over = {"data": {"classification": "personal", "origin": "SG", "transfer_safeguards": ["scc"]}}
-    d = decide(shipped, over, "aws", "me-central-1")
-    facts = {r["fact"] for r in d["reasons"] if r["rule"] == "FACT-LOW-CONFIDENCE"}
-    assert facts == {"jurisdictions.AE.inbound_rented_region"}
+def test_low_confidence_inbound_fact_is_the_reason_for_review(
+    matrix_policies: PolicySet,
+) -> None:
+    over = {
+        "name": SIGNED,
+        "data": {"classification": "personal", "origin": "SG", "transfer_safeguards": ["scc"]},
+    }
+    d = decide(matrix_policies, over, "aws", "me-central-1")
+    facts = {
+        r["fact"]
+        for r in d["reasons"]
+        if r["rule"] == "FACT-LOW-CONFIDENCE" and "waived_by" not in r
+    }
+    assert facts == {"jurisdictions.AE.inbound_rented_region", "export.destination_licence"}
 
 
 def test_quickstart_has_an_allowed_home_region(shipped: PolicySet) -> None:
+    # allowed through the shipped, signed-off exception scoped to the quickstart
     record = evaluate(job_from({}), shipped, today=TODAY)
     assert {"region": "ap-southeast-1", "provider": "aws"} in record["allowed"]
 
@@ -291,18 +361,26 @@ def test_denied_example_denies_every_candidate(shipped: PolicySet) -> None:
     assert all(d["reasons"][0]["rule"] == "RES-LOCALIZATION" for d in record["decisions"])
 
 
-def test_stale_facts_never_allow(shipped: PolicySet) -> None:
-    d = decide(shipped, SG_PERSONAL, "aws", "ap-southeast-1", today=dt.date(2027, 7, 1))
+def test_stale_facts_never_allow(matrix_policies: PolicySet) -> None:
+    # the sign-off is in force on both dates, so staleness alone makes the difference
+    now = decide(matrix_policies, SG_PERSONAL_SIGNED, "aws", "ap-southeast-1")
+    assert now["verdict"] == "allow"
+    d = decide(
+        matrix_policies, SG_PERSONAL_SIGNED, "aws", "ap-southeast-1", today=dt.date(2027, 7, 1)
+    )
     assert d["verdict"] == "review"
-    assert "FACT-STALE" in {r["rule"] for r in d["reasons"]}
+    assert "FACT-STALE" in {r["rule"] for r in d["reasons"] if "waived_by" not in r}
 
 
 def test_max_fact_age_setting_is_honoured(policy_copy: Path) -> None:
     (policy_copy / "settings.yaml").write_text("max_fact_age_days: 30\n")
-    d = decide(load_policies(policy_copy), SG_PERSONAL, "aws", "ap-southeast-1")
+    d = decide(load_policies(policy_copy), SG_PERSONAL_SIGNED, "aws", "ap-southeast-1")
     assert d["verdict"] == "review"
     record = evaluate(
-        job_from(SG_PERSONAL), load_policies(policy_copy), today=TODAY, max_fact_age_days=400
+        job_from(SG_PERSONAL_SIGNED),
+        load_policies(policy_copy),
+        today=TODAY,
+        max_fact_age_days=400,
     )
     assert record["decisions"][0]["verdict"] == "allow"
 
@@ -318,7 +396,7 @@ def test_provider_without_cmk_denies_confidential(policy_copy: Path, edit_yaml: 
         }
 
     edit_yaml(policy_copy / "providers.yaml", no_cmk)
-    over = {"data": {"classification": "confidential"}}
+    over = {"name": SIGNED, "data": {"classification": "confidential"}}
     d = decide(load_policies(policy_copy), over, "gcp", "asia-southeast1")
     assert d["verdict"] == "deny"
     assert d["reasons"][0]["rule"] == "PROV-CMK" and "none offered" in d["reasons"][0]["message"]
@@ -348,7 +426,7 @@ def write_exception(policy_copy: Path, ident: str, approved: str, expires: str) 
     )
 
 
-CONF = {"data": {"classification": "confidential"}}
+CONF = {"name": SIGNED, "data": {"classification": "confidential"}}
 
 
 def test_exception_in_force_turns_review_into_allow(policy_copy: Path) -> None:
