@@ -91,17 +91,21 @@ def evaluate(
 
 
 def first_reason(decision: dict[str, Any]) -> str:
-    """The reason a table shows: the first blocking one, else the first at all."""
+    """The reason a table shows: the first blocking one; for an allow, the first waiver (what
+    the allow rests on), else the first reason at all (an info note). Only a decision with no
+    reasons at all shows "no rule objects"."""
     reasons = decision.get("reasons", [])
     for r in reasons:
         if r["effect"] in ("deny", "review") and "waived_by" not in r:
             return f"{r['rule']}: {r['message']}"
-    if decision.get("verdict") == "allow":
-        waived = [r for r in reasons if "waived_by" in r]
-        if waived:
-            return f"{waived[0]['rule']} waived by exception {waived[0]['waived_by']}"
-        return "no rule objects"
-    return f"{reasons[0]['rule']}: {reasons[0]['message']}" if reasons else ""
+    waived = [r for r in reasons if "waived_by" in r]
+    if waived:
+        w = waived[0]
+        fact = f" ({w['fact']})" if w.get("fact") else ""
+        return f"{w['rule']}{fact} waived by exception {w['waived_by']}"
+    if reasons:
+        return f"{reasons[0]['rule']}: {reasons[0]['message']}"
+    return "no rule objects"
 
 
 def _check_shape(record: Any) -> None:

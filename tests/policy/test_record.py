@@ -10,7 +10,7 @@ import pytest
 from policy_helpers import POLICIES, job_from
 
 from burst.errors import BadInputError, PolicyRefusal
-from burst.policy import evaluate, load_policies, require_allow
+from burst.policy import evaluate, first_reason, load_policies, require_allow
 from burst.policy.loader import policy_sha256
 
 TODAY = dt.date(2026, 11, 21)
@@ -86,3 +86,22 @@ def test_require_allow_refuses_when_its_exception_expired(policy_copy: Path) -> 
 def test_require_allow_rejects_what_is_not_a_record() -> None:
     with pytest.raises(BadInputError, match="not a decision record"):
         require_allow({"decisions": []}, job_from({}), POLICIES, "ap-southeast-1", "aws")
+
+
+def test_first_reason_of_an_allow_is_a_real_reason() -> None:
+    info = {"rule": "EXP-HQ-SCREENED", "effect": "info", "message": "outside D:5", "source": "s"}
+    waived = {
+        "rule": "FACT-LOW-CONFIDENCE",
+        "effect": "review",
+        "message": "low",
+        "source": "s",
+        "fact": "export.screened_headquarters",
+        "waived_by": "x-1",
+    }
+    assert first_reason({"verdict": "allow", "reasons": [info]}) == "EXP-HQ-SCREENED: outside D:5"
+    assert first_reason({"verdict": "allow", "reasons": [waived, info]}) == (
+        "FACT-LOW-CONFIDENCE (export.screened_headquarters) waived by exception x-1"
+    )
+    assert first_reason({"verdict": "allow", "reasons": []}) == "no rule objects"
+    blocking = {"rule": "PROV-CMK", "effect": "review", "message": "m", "source": "s"}
+    assert first_reason({"verdict": "review", "reasons": [blocking, info]}) == "PROV-CMK: m"
