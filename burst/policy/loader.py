@@ -279,6 +279,19 @@ def _cross_check(ps: PolicySet) -> None:
                     where=jpath,
                 )
             owner[country] = code
+    licence_countries = set(ps.export.destination_licence_countries)
+    rpath = _display(ps.root / "regions.yaml")
+    for pname, pr in ps.regions.providers.items():
+        for rname, region in pr.regions.items():
+            listed = region.country in licence_countries
+            if region.country_groups.destination_licence != listed:
+                raise PolicyFileError(
+                    f"entry {pname}/{rname}: field country_groups.destination_licence: "
+                    f"{str(region.country_groups.destination_licence).lower()} disagrees with "
+                    f"export.yaml destination_licence_countries ({region.country} "
+                    f"{'is' if listed else 'is not'} listed)",
+                    where=rpath,
+                )
     rule_ids = set(rule_catalog(ps))
     for exc in ps.exceptions:
         if exc.rule not in rule_ids:

@@ -141,9 +141,43 @@ class JurisdictionsFile(Strict):
         return v
 
 
+GROUP = r"^[A-E]:[0-9](\|[A-E]:[0-9])*$"
+
+
+class CountryGroups(Fact):
+    """The region's country in the EAR country groups (15 CFR Part 740 Supp. 1), as the fact
+    sheet places it. ``D:1|D:4`` means one of them (the sheet does not say which)."""
+
+    groups: list[str] = Field(
+        default_factory=list, description="Groups the country is in, e.g. D:4, A:6, D:1|D:4."
+    )
+    not_in: list[str] = Field(default_factory=list, description="Groups it is believed not in.")
+    destination_licence: bool = Field(
+        description="3A090/4A090 need a destination licence there (since 2023-11-17)."
+    )
+
+    @field_validator("groups", "not_in")
+    @classmethod
+    def _groups(cls, v: list[str]) -> list[str]:
+        for g in v:
+            if not re.match(GROUP, g):
+                raise ValueError(f"country group {g!r} must look like D:4, A:6 or D:1|D:4")
+        return v
+
+
+class SpotNotice(Fact):
+    """How much warning a spot/preemptible instance gets before it is reclaimed there."""
+
+    seconds: int | None = Field(
+        ge=0, description="Advance notice in seconds; null when none is documented."
+    )
+
+
 class Region(Strict):
     name: str = Field(min_length=1)
     country: str = Field(pattern=COUNTRY)
+    country_groups: CountryGroups
+    spot_notice: SpotNotice
     gpu_types: list[str] = Field(default_factory=list, description="GPU types seen there.")
     access: Literal["open", "opt_in", "restricted"] = "open"
     note: str | None = None

@@ -202,3 +202,57 @@ def test_country_in_two_jurisdictions(policy_copy: Path, edit_yaml: Callable[...
     )
     msg = error_of(policy_copy)
     assert "entry AE-DIFC" in msg and "field countries" in msg and "already in AE" in msg
+
+
+def test_regions_carry_country_groups_and_spot_notice(shipped: Any) -> None:
+    """Issue 5 item 1: every region states its EAR country groups (low confidence, as the
+    fact sheet says) and its provider's spot notice, each with source and date."""
+    expected_notice = {"aws": 120, "gcp": 30, "azure": 30, "oci": None}
+    licence = set(shipped.export.destination_licence_countries)
+    for pname, pr in shipped.regions.providers.items():
+        for rname, region in pr.regions.items():
+            cg, notice = region.country_groups, region.spot_notice
+            assert cg.confidence == "low" and cg.source and cg.last_verified, (pname, rname)
+            assert cg.destination_licence == (region.country in licence), (pname, rname)
+            assert "D:5" in cg.not_in, (pname, rname)
+            assert notice.seconds == expected_notice[pname], (pname, rname)
+            assert notice.confidence == "high" and notice.source, (pname, rname)
+    regions = shipped.regions.providers
+    assert regions["aws"].regions["me-south-1"].country_groups.groups == ["D:4"]
+    assert regions["gcp"].regions["me-west1"].country_groups.groups == ["D:4", "A:6"]
+    assert regions["aws"].regions["ap-southeast-1"].country_groups.groups == []
+
+
+def test_region_without_spot_notice_names_the_entry(
+    policy_copy: Path, edit_yaml: Callable[..., None]
+) -> None:
+    edit_yaml(
+        policy_copy / "regions.yaml",
+        lambda d: d["providers"]["oci"]["regions"]["me-dubai-1"].pop("spot_notice"),
+    )
+    msg = error_of(policy_copy)
+    assert "entry oci/me-dubai-1" in msg and "field spot_notice" in msg
+
+
+def test_bad_country_group_names_the_field(
+    policy_copy: Path, edit_yaml: Callable[..., None]
+) -> None:
+    def bad(d: Any) -> None:
+        region = d["providers"]["aws"]["regions"]["il-central-1"]
+        region["country_groups"] = {**region["country_groups"], "groups": ["D4"]}
+
+    edit_yaml(policy_copy / "regions.yaml", bad)
+    msg = error_of(policy_copy)
+    assert "entry aws/il-central-1" in msg and "field country_groups.groups" in msg
+
+
+def test_destination_licence_must_agree_with_export_facts(
+    policy_copy: Path, edit_yaml: Callable[..., None]
+) -> None:
+    def flip(d: Any) -> None:
+        region = d["providers"]["azure"]["regions"]["qatarcentral"]
+        region["country_groups"] = {**region["country_groups"], "destination_licence": False}
+
+    edit_yaml(policy_copy / "regions.yaml", flip)
+    msg = error_of(policy_copy)
+    assert "entry azure/qatarcentral" in msg and "destination_licence_countries" in msg
