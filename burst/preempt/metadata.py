@@ -81,6 +81,7 @@ class MetadataWatcher(threading.Thread, ABC):
 
     def run(self) -> None:
         while not self._halt.is_set():
+            started = time.monotonic()
             try:
                 notices = self.check()
                 self.polls += 1
@@ -109,7 +110,8 @@ class MetadataWatcher(threading.Thread, ABC):
                 stop = stop or not n.advisory
             if stop:
                 return
-            self._halt.wait(self.poll_s)
+            # a hanging GET (GCP wait_for_change) already waited: poll again at once
+            self._halt.wait(max(0.0, self.poll_s - (time.monotonic() - started)))
 
     def stop(self) -> None:
         self._halt.set()
@@ -181,14 +183,22 @@ class AWSSpotWatcher(MetadataWatcher):
 
 
 class GCPPreemptionWatcher(MetadataWatcher):
-    """instance/preempted turns TRUE about 30 s before the VM stops."""
+    """instance/preempted turns TRUE about 30 s before the VM stops (watched by hanging GET)."""
 
     name_env = "BURST_GCP_METADATA_URL"
     default_url = "http://metadata.google.internal"
     source = "gcp"
 
     def check(self) -> list[Notice]:
-        r = self._get("/computeMetadata/v1/instance/preempted", {"Metadata-Flavor": "Google"})
+        # A hanging GET: the server answers as soon as the value changes (or after the
+        # timeout with the current value), so the notice is seen at once, not up to a poll late.
+        wait_s = max(1, int(self.poll_s))
+        r = self.session.get(
+            f"{self.base_url}/computeMetadata/v1/instance/preempted"
+            f"?wait_for_change=true&timeout_sec={wait_s}",
+            headers={"Metadata-Flavor": "Google"},
+            timeout=wait_s + TIMEOUT_S,
+        )
         r.raise_for_status()
         if r.headers.get("Metadata-Flavor") != "Google":
             raise ValueError("answer without the Metadata-Flavor: Google header")

@@ -10,6 +10,7 @@ import datetime as dt
 import email.utils
 import json
 import secrets
+import threading
 from dataclasses import dataclass, field
 
 from pytest_httpserver import HTTPServer
@@ -80,8 +81,13 @@ class FakeIMDS:
 
 @dataclass
 class FakeGCP:
+    """GCP metadata: instance/preempted, with ``wait_for_change=true`` answered when the value
+    changes (or at ``timeout_sec``), as the real server does."""
+
     server: HTTPServer
     preempted: bool = False
+    changed: threading.Event = field(default_factory=threading.Event)
+    requests: int = 0
 
     def __post_init__(self) -> None:
         self.server.expect_request(
@@ -92,9 +98,16 @@ class FakeGCP:
     def url(self) -> str:
         return self.server.url_for("").rstrip("/")
 
+    def preempt(self) -> None:
+        self.preempted = True
+        self.changed.set()
+
     def _preempted(self, req: Request) -> Response:
+        self.requests += 1
         if req.headers.get("Metadata-Flavor") != "Google":
             return Response("Missing Metadata-Flavor:Google header.", status=403)
+        if req.args.get("wait_for_change") == "true" and not self.preempted:
+            self.changed.wait(float(req.args.get("timeout_sec", "60")))
         return Response(
             "TRUE" if self.preempted else "FALSE",
             headers={"Metadata-Flavor": "Google"},

@@ -221,3 +221,28 @@ def test_sigterm_to_the_whole_process_group_still_commits_the_emergency_save(
     last = committed(spec, "group")[-1]
     assert (last.step, last.tier) == (att["ended_at_step"], "full")
     assert load_checkpoint(spec, "group", last)["step"] == last.step
+
+
+def test_a_notice_standing_at_start_exits_75_and_the_run_still_ends_exactly(
+    tmp_path: Path, httpserver: HTTPServer, baseline: dict[int, str]
+) -> None:
+    """The node is already being reclaimed when the attempt starts: it saves what fits at the
+    first step boundary it reaches and leaves; the next attempt, elsewhere, finishes."""
+    imds = FakeIMDS(httpserver)
+    imds.announce_stop(120)
+    spec = write_spec(tmp_path, steps=30)
+    env = {
+        "BURST_PREEMPT_WATCHERS": "aws",
+        "BURST_AWS_IMDS_URL": imds.url,
+        "BURST_PREEMPT_POLL_S": "0.1",
+    }
+    first = run_attempt(spec, "standing", tmp_path / "runs", env)
+    assert first.code == EXIT_PREEMPTED
+    att = first.doc()["attempts"][0]
+    assert att["notice"]["source"] == "aws-spot-terminate"
+    assert att["emergency_save"]["tier"] == "full" and att["emergency_save"]["committed"]
+    second = run_attempt(spec, "standing", tmp_path / "runs")
+    assert second.code == 0
+    doc = second.doc()
+    assert doc["resumed_from"] == att["ended_at_step"] and doc["preemptions"] == 1
+    assert doc["final_weights_sha256"] == baseline[30]

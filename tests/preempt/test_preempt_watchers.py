@@ -69,21 +69,23 @@ def test_aws_rebalance_is_advisory_and_does_not_stop(httpserver: HTTPServer) -> 
     assert board.take_advisories() == []
 
 
-def test_gcp_preempted_true_gives_a_30s_deadline(httpserver: HTTPServer) -> None:
+def test_gcp_preempted_is_seen_at_once_through_the_hanging_get(httpserver: HTTPServer) -> None:
     gcp = FakeGCP(httpserver)
     board = NoticeBoard()
-    w = GCPPreemptionWatcher(board, base_url=gcp.url, poll_s=POLL)
+    # a 30 s poll: only the hanging GET (wait_for_change) can see the change within 10 s
+    w = GCPPreemptionWatcher(board, base_url=gcp.url, poll_s=30)
     w.start()
     try:
-        assert _wait(lambda: w.polls >= 2)
+        assert _wait(lambda: gcp.requests >= 1)
         assert board.stop_notice() is None
-        gcp.preempted = True
-        assert _wait(lambda: board.stop_notice() is not None)
+        gcp.preempt()
+        assert _wait(lambda: board.stop_notice() is not None, 10)
     finally:
         w.stop()
     n = board.stop_notice()
     assert n is not None and n.source == "gcp-preempted" and n.deadline is not None
     assert n.deadline - n.received_at == pytest.approx(30.0)
+    assert gcp.requests == 1
 
 
 def test_azure_preempt_event_for_this_vm_only(httpserver: HTTPServer) -> None:
