@@ -76,9 +76,26 @@ def _decisions(record: dict[str, Any] | None) -> dict[tuple[str, str], dict[str,
 
 
 def _may_move(record: dict[str, Any] | None, decision: dict[str, Any] | None) -> bool:
-    if record is not None and record.get("data_may_leave") is False:
-        return False
-    return not (decision is not None and decision.get("data_may_move") is False)
+    """May the data be moved to this candidate? The decision's ``data_may_move`` (the
+    preflight's answer for this region) first; a decision without it falls back to the
+    record's ``data_may_leave`` (false: the data never moves). No record: unchecked, True."""
+    if decision is not None and "data_may_move" in decision:
+        value = decision["data_may_move"]
+        if not isinstance(value, bool):
+            raise BadInputError(
+                f"decision {decision.get('provider')}/{decision.get('region')}: "
+                f"data_may_move: must be true or false (got {value!r})",
+                where="input decision",
+            )
+        return value
+    if record is not None and "data_may_leave" in record:
+        value = record["data_may_leave"]
+        if not isinstance(value, bool):
+            raise BadInputError(
+                f"data_may_leave: must be true or false (got {value!r})", where="input decision"
+            )
+        return value
+    return True
 
 
 # --------------------------------------------------------------------------- pricing

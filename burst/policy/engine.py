@@ -208,7 +208,21 @@ def _check_decision(result: Any, policies: PolicySet) -> dict[str, Any]:
             r["message"],
         )
     )
-    return {"verdict": result["verdict"], "reasons": reasons}
+    out: dict[str, Any] = {"verdict": result["verdict"], "reasons": reasons}
+    for key in ("data_may_move", "data_may_leave"):
+        if key in result:
+            if not isinstance(result[key], bool):
+                raise PolicyFileError(
+                    f"{DECISION_QUERY}.{key} must be true or false "
+                    f"(got {json.dumps(result[key])[:60]})",
+                    where=where,
+                )
+            out[key] = result[key]
+    duties = result.get("localisation", [])
+    if not isinstance(duties, list) or not all(isinstance(d, dict) for d in duties):
+        raise PolicyFileError(f"{DECISION_QUERY}.localisation must be a list", where=where)
+    out["localisation"] = sorted(duties, key=lambda d: str(d.get("fact", "")))
+    return out
 
 
 def input_document(

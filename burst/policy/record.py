@@ -10,12 +10,20 @@ Schema (``DecisionRecord``, JSON):
       "verdict": "allow" | "review" | "deny",       # best verdict over all candidates
       "allowed": [{"region", "provider"}, ...],      # candidates with verdict allow, spec order
       "counts": {"allow": n, "review": n, "deny": n},
+      "data_may_leave": bool,        # false: a localisation duty keeps the data in its origin
+                                     # (or the origin is unknown); the planner never moves it out
+      "data_localisation": [{"fact", "stay_in": [country], "effect", "confidence", "source"}],
       "decisions": [
         {"region", "provider", "verdict",
+         "data_may_move": bool,      # may the data be moved to this candidate? false when the
+                                     # candidate is denied or a residency reason blocks it
          "reasons": [{"rule", "message", "source", "effect", "fact"?, "waived_by"?,
                       "waiver_expires"?}, ...]}     # deny first, then review, then info
       ]
     }
+
+The planner (burst/plan/placement.py) reads ``data_may_move`` per decision, and falls back to
+the record's ``data_may_leave`` for a decision that does not carry it (fail closed).
 
 ``require_allow`` is what the provision step calls before it creates anything.
 """
@@ -62,9 +70,16 @@ def evaluate(
     max_age = max_fact_age_days or policies.settings.max_fact_age_days
     engine = Engine(policies)
     decisions = []
+    may_leave: list[bool] = []
+    localisation: list[dict[str, Any]] = []
     for region, provider in candidates(job):
         doc = input_document(job, region, provider, today=today, max_fact_age_days=max_age)
         result = engine.evaluate(doc)
+        if "data_may_leave" in result:
+            may_leave.append(result.pop("data_may_leave"))
+        for duty in result.pop("localisation", []):
+            if duty not in localisation:
+                localisation.append(duty)
         decisions.append({"region": region, "provider": provider, **result})
         log.info("preflight %s/%s: %s", provider, region, result["verdict"])
     counts = {v: sum(d["verdict"] == v for d in decisions) for v in ("allow", "review", "deny")}
@@ -86,6 +101,9 @@ def evaluate(
             if d["verdict"] == "allow"
         ],
         "counts": counts,
+        # fail closed: rules that do not say whether the data may leave keep it home
+        "data_may_leave": bool(may_leave) and all(may_leave),
+        "data_localisation": localisation,
         "decisions": decisions,
     }
 

@@ -69,8 +69,26 @@ verdict := "deny" if {
 	count(blocking) > 0
 } else := "allow"
 
+# Reasons about moving the data itself: while one of them blocks, the data may not be moved
+# to this candidate (the planner never plans a transfer there; training where the data
+# already is stays possible).
+residency_rules := {
+	"RES-LOCALIZATION", "XFER-NO-SAFEGUARD", "XFER-ASSESSMENT", "XFER-FILING",
+	"XFER-OUTBOUND-UNKNOWN", "INBOUND-UNKNOWN", "ORIGIN-UNKNOWN", "CLASS-UNKNOWN",
+}
+
+data_may_move := false if {
+	verdict == "deny"
+} else := false if {
+	some r in blocking
+	r.rule in residency_rules
+} else := true
+
 decision := {
 	"verdict": verdict,
 	"reasons": reasons | notices,
 	"waivers": waivers,
+	"data_may_move": data_may_move,
+	"data_may_leave": data_may_leave,
+	"localisation": localisation_duties,
 }

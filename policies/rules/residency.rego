@@ -116,3 +116,25 @@ reasons contains reason(
 	dest
 	not dest.inbound_rented_region
 }
+
+# -- where the data may go (read by the planner: burst/plan/placement.py) ------------------
+# The localisation duties of the data's origin that cover its class: the data may not leave
+# the origin's countries (whatever their confidence: an unsure duty is still not a licence).
+localisation_duties contains {
+	"fact": sprintf("jurisdictions.%s.localization.%s", [spec.data.origin, loc.id]),
+	"stay_in": origin.countries,
+	"effect": loc.effect,
+	"confidence": loc.confidence,
+	"source": source_of(loc),
+} if {
+	some loc in origin.localization
+	spec.data.classification in loc.classes
+	localization_applies(loc)
+}
+
+# record level: false when a localisation duty covers the data, or its origin is unknown
+data_may_leave := false if {
+	count(localisation_duties) > 0
+} else := false if {
+	not origin
+} else := true
