@@ -12,6 +12,7 @@ an advisory notice (rebalance) makes it checkpoint now and carry on.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import time
 from pathlib import Path
@@ -197,7 +198,10 @@ class TrainRun:
         self.record.update(outcome="done", ended_at_step=total)
         self._finish(store)
         doc = self._doc(store, total)
-        doc.update(final_loss=loss, final_weights_sha256=weights_sha256(setup.model))
+        doc.update(
+            final_loss=None if math.isnan(loss) else loss,  # NaN: no step ran in this attempt
+            final_weights_sha256=weights_sha256(setup.model),
+        )
         return doc
 
     def _save(self, store: RunCheckpoints, setup: TrainSetup, step: int, tier: str) -> float:
