@@ -194,31 +194,37 @@ def bench_restore(
 
 
 def bench_step_slowdown(tr: Trainer, bucket: str, reps: int, log: list[str]) -> dict[str, Any]:
+    """Per repetition: steps with no upload (A) next to steps during a full upload (B), in
+    alternating order; the ratio of the two medians; the median of those ratios."""
     mgr = CheckpointManager(open_store(f"s3://{bucket}/slowdown"))
     mgr.save(tr.position, tr.state())  # warm the buffer and the worker
     mgr.wait()
-    quiet_meds, busy_meds = [], []
+    ratios, quiet_all, busy_all = [], [], []
     for rep in range(reps):
+        quiet: list[float] = []
+        busy: list[float] = []
         for side in "AB" if rep % 2 == 0 else "BA":
             if side == "A":
-                quiet_meds.append(med([tr.step() for _ in range(6)]))
+                quiet += [tr.step() for _ in range(5)]
             else:
-                tr.step()
+                tr.step()  # every chunk changes: a full upload
                 mgr.save(tr.position, tr.state())
-                times = []
-                while mgr.busy() or len(times) < 2:
-                    times.append(tr.step())
+                while mgr.busy() or len(busy) < 2:
+                    busy.append(tr.step())
                 mgr.wait()
-                busy_meds.append(med(times))
+        ratios.append(med(busy) / med(quiet))
+        quiet_all += quiet
+        busy_all += busy
         log.append(
-            f"rep {rep}: step quiet {quiet_meds[-1] * 1e3:.1f} ms, "
-            f"during upload {busy_meds[-1] * 1e3:.1f} ms"
+            f"rep {rep}: step quiet {med(quiet) * 1e3:.1f} ms, during upload "
+            f"{med(busy) * 1e3:.1f} ms ({len(busy)} steps), ratio {ratios[-1]:.2f}"
         )
     mgr.close()
     return {
-        "step_slowdown": med(busy_meds) / med(quiet_meds),
-        "step_seconds_quiet": med(quiet_meds),
-        "step_seconds_during_upload": med(busy_meds),
+        "step_slowdown": med(ratios),
+        "step_seconds_quiet": med(quiet_all),
+        "step_seconds_during_upload": med(busy_all),
+        "step_slowdown_reps": [round(r, 3) for r in ratios],
     }
 
 
@@ -283,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             res: dict[str, Any] = {}
             res.update(bench_stall_and_upload(tr, server, bucket, work, args.reps, log))
             res.update(bench_restore(tr, server, bucket, args.reps, res.pop("baseline_key"), log))
-            res.update(bench_step_slowdown(tr, bucket, args.reps, log))
+            res.update(bench_step_slowdown(tr, bucket, max(args.reps, 5), log))
             res.update(bench_delta(width, bucket, args.reps, log))
         finally:
             server.stop()

@@ -68,7 +68,7 @@ class CheckpointManager:
         keep_full: int | None = None,
         keep_weights: int | None = None,
         concurrency: int = 8,
-        nice: int = 10,
+        nice: int = 19,
         buffer_dir: Path | None = None,
         worker_env: dict[str, str] | None = None,
     ) -> None:

@@ -106,6 +106,14 @@ class ObjectStore(ABC):
     def get_bytes(self, key: str) -> bytes:
         """Read a whole object. Raises ObjectMissing."""
 
+    def get_into(self, key: str, out: memoryview) -> None:
+        """Read an object of exactly ``len(out)`` bytes into ``out``. Raises ObjectMissing,
+        or StoreError if the object has another size. Stores override this to skip a copy."""
+        data = self.get_bytes(key)
+        if len(data) != len(out):
+            raise StoreError(f"object has {len(data)} bytes, expected {len(out)}", where=key)
+        out[:] = data
+
     @abstractmethod
     def get_file(self, key: str, path: Path) -> None:
         """Download an object to a file. Raises ObjectMissing."""

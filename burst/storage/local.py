@@ -93,6 +93,24 @@ class LocalStore(ObjectStore):
         except OSError as exc:
             raise StoreError(f"cannot read object: {exc}", where=f"{self.url}/{key}") from exc
 
+    def get_into(self, key: str, out: memoryview) -> None:
+        where = f"{self.url}/{key}"
+        try:
+            with open(self._path(key), "rb", buffering=0) as f:
+                size = os.fstat(f.fileno()).st_size
+                if size != len(out):
+                    raise StoreError(f"object has {size} bytes, expected {len(out)}", where=where)
+                pos = 0
+                while pos < len(out):
+                    n = f.readinto(out[pos:])
+                    if not n:
+                        raise StoreError("object shrank while being read", where=where)
+                    pos += n
+        except FileNotFoundError as exc:
+            raise ObjectMissing("object does not exist", where=where) from exc
+        except OSError as exc:
+            raise StoreError(f"cannot read object: {exc}", where=where) from exc
+
     def get_file(self, key: str, path: Path) -> None:
         src = self._path(key)
         if not src.is_file():

@@ -223,6 +223,37 @@ class S3Store(ObjectStore):
             "get", key, lambda: self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read()
         )
 
+    def get_into(self, key: str, out: memoryview) -> None:
+        """GET straight into ``out``: the response body is read with ``readinto`` from the
+        HTTP response underneath botocore's stream (no intermediate bytes object), falling
+        back to ``read()`` if that layer is not there."""
+        full = self._full(key)
+        where = f"s3://{self.bucket}/{full}"
+
+        def get() -> None:
+            resp = self.client.get_object(Bucket=self.bucket, Key=full)
+            body = resp["Body"]
+            try:
+                size = int(resp.get("ContentLength", -1))
+                if size != len(out):
+                    raise StoreError(f"object has {size} bytes, expected {len(out)}", where=where)
+                fp = getattr(getattr(body, "_raw_stream", None), "_fp", None)
+                if fp is None or not hasattr(fp, "readinto"):
+                    out[:] = body.read()
+                    return
+                pos = 0
+                while pos < size:
+                    n = fp.readinto(out[pos:])
+                    if not n:
+                        from botocore.exceptions import IncompleteReadError
+
+                        raise IncompleteReadError(actual_bytes=pos, expected_bytes=size)
+                    pos += n
+            finally:
+                body.close()  # the connection is not reused: urllib3 did not see the read
+
+        self._call("get", key, get)
+
     def get_file(self, key: str, path: Path) -> None:
         full = self._full(key)
         self._call(

@@ -146,3 +146,15 @@ def test_missing_credentials_say_where_they_come_from(
 def test_missing_bucket(s3_server: object) -> None:
     with pytest.raises(StoreError, match="does not exist"):
         open_store("s3://no-such-bucket-here/x", max_attempts=1).put_bytes("k", b"v")
+
+
+def test_get_into_reads_in_place_and_checks_size(store: ObjectStore) -> None:
+    data = os.urandom(3 << 20)
+    store.put_bytes("blob", data)
+    out = bytearray(len(data))
+    store.get_into("blob", memoryview(out))
+    assert bytes(out) == data
+    with pytest.raises(StoreError, match="expected"):
+        store.get_into("blob", memoryview(bytearray(10)))
+    with pytest.raises(ObjectMissing):
+        store.get_into("nothing", memoryview(bytearray(1)))
