@@ -83,6 +83,7 @@ class CheckpointManager:
         self._buffer: HostBuffer | None = None
         self._layout_sig: str | None = None
         self._proc: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
         self._cond = threading.Condition()
         self._seq = 0
         self._inflight: dict[str, Any] | None = None  # {"id", "op", "step", "tier", "stall"}
@@ -101,6 +102,9 @@ class CheckpointManager:
         pkg_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
         env.update(self.worker_env)
+        # A session of its own: a Ctrl-C or a SIGTERM sent to the trainer's process group
+        # (a preemption notice) does not kill an upload in flight; the worker exits when the
+        # trainer closes its stdin (or dies) and the request in hand is done.
         proc = subprocess.Popen(
             [sys.executable, "-m", "burst.checkpoint.worker"],
             stdin=subprocess.PIPE,
@@ -108,6 +112,7 @@ class CheckpointManager:
             text=True,
             env=env,
             bufsize=1,
+            start_new_session=True,
         )
         init = {
             "store": self.store.spec(),
@@ -127,9 +132,10 @@ class CheckpointManager:
                 where=self.store.url,
             )
         self._proc = proc
-        threading.Thread(
+        self._reader = threading.Thread(
             target=self._read_replies, args=(proc,), daemon=True, name="ckpt-replies"
-        ).start()
+        )
+        self._reader.start()
         return proc
 
     def _read_replies(self, proc: subprocess.Popen[str]) -> None:
@@ -249,8 +255,22 @@ class CheckpointManager:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
-                self._cond.wait(left)
+                self._cond.wait(1.0 if left is None else min(left, 1.0))
+                self._check_worker_alive()
         return True
+
+    def _check_worker_alive(self) -> None:
+        """A worker that died before its request was registered (called with the lock)."""
+        proc, reader = self._proc, self._reader
+        if (
+            self._inflight is not None
+            and proc is not None
+            and proc.poll() is not None
+            and reader is not None
+            and not reader.is_alive()
+        ):
+            msg = f"checkpoint worker died (exit code {proc.returncode})"
+            self._finish({"op": "error", "id": self._inflight["id"], "message": msg})
 
     def wait(self, timeout: float | None = None) -> SaveResult | None:
         """Wait for the save in flight. Raises CheckpointError if it failed (or timed out)."""

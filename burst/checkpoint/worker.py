@@ -8,6 +8,7 @@ a time, so retention and GC never race a save of this worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -120,11 +121,13 @@ def main() -> int:
         os.nice(nice)
     worker = Worker(init)
     _send(proto, {"op": "ready", "pid": os.getpid()})
+    orderly = False
     try:
         for line in sys.stdin:
             req = json.loads(line)
             op = req.get("op")
             if op == "exit":
+                orderly = True
                 break
             t0 = time.perf_counter()
             try:
@@ -147,7 +150,12 @@ def main() -> int:
                     {"op": "error", "id": req["id"], "message": f"{type(exc).__name__}: {exc}"},
                 )
     finally:
+        buffer_path = worker.buffer.path if worker.buffer is not None else None
         worker.close()
+        if not orderly and buffer_path:
+            # the trainer is gone (stdin closed without "exit"): nobody else frees its buffer
+            with contextlib.suppress(OSError):
+                os.unlink(buffer_path)
     return 0
 
 
