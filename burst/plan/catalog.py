@@ -70,6 +70,7 @@ ASSUMPTIONS: FactSchema = {
     "orchestration_usd": (NONNEG, False, True),
     "labour_usd": (NONNEG, False, True),
     "on_demand_node_mtbf_hours": (POSITIVE, False, True),
+    "sync_bytes_per_param": (POSITIVE, False, True),
 }
 GPU: FactSchema = {"peak_tflops": (POSITIVE, True, True)}
 PROVIDER: FactSchema = {

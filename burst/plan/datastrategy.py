@@ -1,7 +1,8 @@
 """The data strategy (seed 000): bring compute to the data, bring the data to compute, or
 train on regional shards, chosen from dataset size, egress prices, link bandwidth and the
 preflight verdicts. Data that may not leave never moves: a candidate that would need it to
-is infeasible.
+is infeasible. ``choose`` is what placement calls for every candidate; ``compare`` ranks the
+three for a fixed set of shards and one target, whatever the candidates.
 
 Prices: moving data between regions is charged on the source side at the source provider's
 ``inter_region_usd_per_gb``; when that is unknown, the highest inter-region price in the catalog
@@ -11,8 +12,8 @@ two regions (same area: ``cross_region``, different areas or unknown: ``cross_co
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Set
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from burst.plan.catalog import Catalog
@@ -200,4 +201,146 @@ def compare(
             else "only one shard: nothing to shard",
         )
     )
-    return sorted(plans, key=lambda d: (not d.feasible, d.egress_usd))
+    return sorted(plans, key=lambda d: (not d.feasible, d.egress_usd, d.transfer_hours))
+
+
+def _sync(
+    cat: Catalog,
+    others: list[str],
+    target: tuple[str, str],
+    sync_gb: float,
+    sync_rounds: int,
+) -> tuple[float, float, float]:
+    """GB, USD and hours of ``sync_rounds`` model syncs between each region in ``others`` and
+    the hub ``target``: ``sync_gb`` out to the hub (charged at the shard's region) and the
+    merged model back (charged at the hub); time over the link class, regions in parallel."""
+    provider = target[0]
+    price, _ = inter_region_price(cat, provider)
+    per_round = sync_gb * 2
+    gb = per_round * sync_rounds * len(others)
+    usd = sum(egress_cost(per_round * sync_rounds, price) for _ in others)
+    hours = max(
+        (
+            sync_rounds
+            * per_round
+            / cat.link(link_class(cat, (provider, r), target))["gb_per_s"]
+            / 3600.0
+            for r in others
+        ),
+        default=0.0,
+    )
+    return gb, usd, hours
+
+
+def choose(
+    cat: Catalog,
+    shards: Mapping[str, float],
+    target: tuple[str, str],
+    may_move: bool,
+    *,
+    sync_gb: float,
+    sync_rounds: int,
+    runnable: Set[str],
+) -> tuple[DataPlan, list[DataPlan]]:
+    """The data strategy for one candidate ``target`` (provider, region), chosen among the
+    three from the shard sizes, egress prices, link bandwidth and the preflight verdicts;
+    returns (chosen, all three). The cheapest feasible one wins (egress USD, then hours).
+
+    * compute_to_data: the candidate holds the largest shard; any other shards come to it.
+    * data_to_compute: the candidate holds no shard or a smaller one; every shard not there
+      moves to it.
+    * regional_shards: the candidate holds a shard and is the hub; every shard region trains
+      on its own shard and syncs the model with the hub ``sync_rounds`` times (``sync_gb``
+      each way); no training data moves. Needs more than one shard and a runnable candidate
+      (in the spec, in the catalog, not denied by the preflight) in every shard region.
+
+    ``may_move`` is the preflight's answer for moving the data to ``target`` (data_may_move);
+    when false no shard moves there, and only training where the data is stays possible.
+    """
+    provider, region = target
+    others = {r: gb for r, gb in shards.items() if r != region}
+    home = max(shards, key=lambda r: (shards[r], r == region))
+
+    if not others:
+        gathered = DataPlan("", True, 0.0, 0.0, 0.0, f"the data is already in {region}")
+    elif not may_move:
+        gathered = DataPlan(
+            "",
+            False,
+            sum(others.values()),
+            0.0,
+            0.0,
+            f"the data may not leave {', '.join(sorted(others))} (preflight); it never moves",
+        )
+    else:
+        parts = [for_candidate(cat, gb, r, target, True) for r, gb in sorted(others.items())]
+        gathered = DataPlan(
+            "",
+            True,
+            sum(p.egress_gb for p in parts),
+            sum(p.egress_usd for p in parts),
+            max(p.transfer_hours for p in parts),
+            "; ".join(p.reason for p in parts),
+            parts[0].price_source,
+        )
+
+    if region == home:
+        c2d = replace(gathered, strategy=COMPUTE_TO_DATA)
+        d2c = DataPlan(
+            DATA_TO_COMPUTE,
+            False,
+            0.0,
+            0.0,
+            0.0,
+            f"{region} holds the largest shard: that is compute_to_data",
+        )
+    else:
+        c2d = DataPlan(
+            COMPUTE_TO_DATA,
+            False,
+            0.0,
+            0.0,
+            0.0,
+            f"the largest shard is in {home}, not {region} (another candidate)",
+        )
+        d2c = replace(gathered, strategy=DATA_TO_COMPUTE)
+
+    missing = sorted(r for r in shards if r not in runnable)
+    if len(shards) < 2:
+        rs = DataPlan(REGIONAL_SHARDS, False, 0.0, 0.0, 0.0, "one shard: nothing to shard")
+    elif region not in shards:
+        rs = DataPlan(
+            REGIONAL_SHARDS,
+            False,
+            0.0,
+            0.0,
+            0.0,
+            f"{region} holds no shard: regional training runs where the shards are",
+        )
+    elif missing:
+        rs = DataPlan(
+            REGIONAL_SHARDS,
+            False,
+            0.0,
+            0.0,
+            0.0,
+            f"no runnable {provider} candidate in {', '.join(missing)} (not in the spec's "
+            "regions, not in the catalog, or denied by the preflight)",
+        )
+    else:
+        gb, usd, hours = _sync(cat, sorted(others), target, sync_gb, sync_rounds)
+        rs = DataPlan(
+            REGIONAL_SHARDS,
+            True,
+            gb,
+            usd,
+            hours,
+            f"train on each shard where it lives ({', '.join(sorted(shards))}), hub {region}: "
+            f"{sync_rounds} syncs of {sync_gb:.3g} GB each way; no training data moves",
+            inter_region_price(cat, provider)[1],
+        )
+    options = [c2d, d2c, rs]
+    feasible = [o for o in options if o.feasible]
+    if feasible:
+        return min(feasible, key=lambda o: (o.egress_usd, o.transfer_hours)), options
+    return (c2d if region == home else d2c), options

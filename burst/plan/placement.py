@@ -45,6 +45,34 @@ class PlanOptions:
     seed: int = 0
     replicas: int = 32
     floor_nodes: int = 0  # > 0: also rank "spot_with_floor" (that many on-demand nodes)
+    # the dataset split over regions (region -> GB); None: all of it in spec data.region
+    shards: dict[str, float] | None = None
+    # model syncs of regional-shard training; None: one per checkpoint interval
+    sync_rounds: int | None = None
+
+
+def _shards(job: BurstJob, opts: PlanOptions) -> dict[str, float] | None:
+    if opts.shards is None:
+        return {job.data.region: job.data.size_gb} if job.data.region else None
+    if not opts.shards:
+        raise BadInputError("shards: give at least one region=GB")
+    for region, gb in opts.shards.items():
+        if not isinstance(region, str) or not region:
+            raise BadInputError(f"shards: region {region!r} must be a region name")
+        if not isinstance(gb, int | float) or isinstance(gb, bool) or not gb >= 0:
+            raise BadInputError(f"shards: {region}: size must be a number of GB >= 0 (got {gb!r})")
+    return {r: float(gb) for r, gb in opts.shards.items()}
+
+
+def _sync_rounds(job: BurstJob, work: Workload, opts: PlanOptions) -> int:
+    if opts.sync_rounds is not None:
+        if opts.sync_rounds < 1:
+            raise BadInputError(f"sync_rounds must be >= 1 (got {opts.sync_rounds})")
+        return opts.sync_rounds
+    steps = job.training.checkpoint.interval_steps
+    if isinstance(steps, int) and steps > 0:
+        return max(1, math.ceil(job.training.steps / steps))
+    return max(1, math.ceil(work.compute_s / 3600.0))
 
 
 # --------------------------------------------------------------------------- decisions
@@ -282,6 +310,27 @@ def plan(
     restart_s = cat.assumption("restart_s")
     priced: list[dict[str, Any]] = []
     excluded: list[dict[str, Any]] = []
+    shards = _shards(job, opts)
+    sync_rounds = _sync_rounds(job, work, opts)
+    sync_gb = job.model.parameters * cat.assumption("sync_bytes_per_param") / 1e9
+    data_options: dict[tuple[str, str], list[datastrategy.DataPlan]] = {}
+
+    def runnable(provider: str) -> set[str]:
+        """Regions where this provider could train a shard: in the spec and the catalog, not
+        denied (nor undecided) by the preflight, the GPU not known to be unavailable."""
+        out = set()
+        for r in job.compute.regions:
+            if (provider, r) not in cat.regions:
+                continue
+            if decisions is not None:
+                d = decisions.get((provider, r))
+                if d is None or d["verdict"] == "deny":
+                    continue
+            off = cat.offer(provider, r, gpu_type)
+            if off is not None and str(off.facts["availability"].value) == "unavailable":
+                continue
+            out.add(r)
+        return out
 
     def exclude(
         provider: str, region: str, capacity: str | None, reason: str, **extra: Any
@@ -340,13 +389,22 @@ def plan(
                     f"{offer.facts['availability'].source if offer else ''})",
                 )
                 continue
-            data = datastrategy.for_candidate(
-                cat,
-                job.data.size_gb,
-                job.data.region,
-                (provider, region),
-                _may_move(decision_record, decision),
-            )
+            may_move = _may_move(decision_record, decision)
+            if shards is None:  # data outside any cloud region
+                data = datastrategy.for_candidate(
+                    cat, job.data.size_gb, None, (provider, region), may_move
+                )
+                data_options[(provider, region)] = [data]
+            else:
+                data, data_options[(provider, region)] = datastrategy.choose(
+                    cat,
+                    shards,
+                    (provider, region),
+                    may_move,
+                    sync_gb=sync_gb,
+                    sync_rounds=sync_rounds,
+                    runnable=runnable(provider),
+                )
             if not data.feasible:
                 exclude(provider, region, None, data.reason)
                 continue
@@ -471,6 +529,13 @@ def plan(
             "region": job.data.region,
             "size_gb": job.data.size_gb,
             "strategy": first["data_strategy"],
+            "shards": shards,
+            "sync_gb": sync_gb,
+            "sync_rounds": sync_rounds,
+            # the three strategies for the first candidate: what the choice was among
+            "alternatives": [
+                o.as_dict() for o in data_options[(first["provider"], first["region"])]
+            ],
         },
         "candidates": candidates,
         "excluded": excluded,
@@ -535,8 +600,8 @@ def _price_candidate(
     storage_gb = work.checkpoint_gb * (
         job.training.checkpoint.keep_full + job.training.checkpoint.keep_weights
     )
-    if data.egress_gb > 0:
-        storage_gb += data.egress_gb  # the moved copy of the data
+    if data.egress_gb > 0 and data.strategy != datastrategy.REGIONAL_SHARDS:
+        storage_gb += data.egress_gb  # the moved copy of the data (shards sync the model only)
     hours = data.transfer_hours + paid_hours
     breakdown = total_cost(
         gpu_hours=paid_hours,

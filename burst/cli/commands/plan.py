@@ -62,6 +62,20 @@ def _seconds(s: float) -> str:
     help="Also rank spot with an on-demand floor of N nodes (spot_with_fallback specs with "
     "more than N nodes).",
 )
+@click.option(
+    "--shard",
+    "shards",
+    multiple=True,
+    metavar="REGION=GB",
+    help="The dataset is split over regions: GB of it stored in REGION (repeatable; replaces "
+    "data.region/size_gb). Lets the plan choose training on regional shards.",
+)
+@click.option(
+    "--sync-rounds",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Model syncs of regional-shard training (default: one per checkpoint interval).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan document as JSON.")
 @click.option(
     "--chart",
@@ -77,6 +91,8 @@ def command(
     seed: int,
     replicas: int,
     floor_nodes: int,
+    shards: tuple[str, ...],
+    sync_rounds: int | None,
     as_json: bool,
     chart: Path | None,
 ) -> None:
@@ -97,7 +113,14 @@ def command(
         job,
         cat,
         record,
-        PlanOptions(objective=objective, seed=seed, replicas=replicas, floor_nodes=floor_nodes),
+        PlanOptions(
+            objective=objective,
+            seed=seed,
+            replicas=replicas,
+            floor_nodes=floor_nodes,
+            shards=_parse_shards(shards),
+            sync_rounds=sync_rounds,
+        ),
     )
     if chart is not None:
         from burst.plan.chart import write_chart
@@ -109,6 +132,26 @@ def command(
     _print_table(doc)
     if chart is not None:
         click.echo(f"chart written to {chart}")
+
+
+def _parse_shards(items: tuple[str, ...]) -> dict[str, float] | None:
+    from burst.errors import BadInputError
+
+    if not items:
+        return None
+    out: dict[str, float] = {}
+    for item in items:
+        region, sep, gb = item.partition("=")
+        try:
+            size = float(gb)
+        except ValueError:
+            size = -1.0
+        if not sep or not region or not size >= 0 or size == float("inf"):
+            raise BadInputError(f"--shard {item!r}: expected REGION=GB with GB a number >= 0")
+        if region in out:
+            raise BadInputError(f"--shard: {region} is given twice")
+        out[region] = size
+    return out
 
 
 def _print_table(doc: dict) -> None:  # type: ignore[type-arg]
@@ -173,6 +216,17 @@ def _print_table(doc: dict) -> None:  # type: ignore[type-arg]
         console.print(
             f"excluded {e['provider']}/{e['region']}{cap}: {e['reason']}", highlight=False
         )
+    data = doc["data"]
+    console.print(
+        f"data strategy: {data['strategy']} ("
+        + "; ".join(
+            f"{o['strategy']}: "
+            + (f"${o['egress_usd']:,.2f} egress" if o["feasible"] else f"no: {o['reason']}")
+            for o in data.get("alternatives", [])
+        )
+        + ")",
+        highlight=False,
+    )
     console.print(
         f"topology: {doc['topology']['span']} ({doc['topology']['reason']})", highlight=False
     )
