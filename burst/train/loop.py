@@ -267,6 +267,9 @@ class TrainRun:
             emergency.setdefault("error", exc.one_line())
         self._learn(store)
         latest = store.latest()
+        # a save still under way may yet commit while the process exits (the writer finishes
+        # it), or be lost with the node: say which step it was
+        emergency["in_flight_step"] = store.mgr.status().in_flight
         emergency["last_committed"] = (
             None if latest is None else {"step": latest.step, "tier": latest.tier}
         )

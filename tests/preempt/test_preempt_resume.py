@@ -120,15 +120,20 @@ def test_no_time_for_any_save_exits_75_and_keeps_the_last_checkpoint(
     assert a.code == EXIT_PREEMPTED
     doc = a.doc()
     emergency = doc["attempts"][0]["emergency_save"]
-    assert emergency["tier"] == "none"
-    assert emergency["last_committed"] == {"step": 10, "tier": "full"}
+    assert emergency["tier"] == "none" and "committed_step" not in emergency
     refs = committed(spec, "short")
-    assert [(r.step, r.tier) for r in refs] == [(5, "weights"), (10, "full")]
-    assert load_checkpoint(spec, "short", refs[-1])["step"] == 10  # intact: sha256 verified
+    # what was committed stays, nothing at step 12; the full save of step 10 may still have
+    # been in flight at the notice (then it committed while the process exited, or not)
+    assert [(r.step, r.tier) for r in refs] in ([(5, "weights")], [(5, "weights"), (10, "full")])
+    last = emergency["last_committed"]
+    assert (last["step"], last["tier"]) in [(r.step, r.tier) for r in refs]
+    for ref in refs:
+        assert load_checkpoint(spec, "short", ref)["step"] == ref.step  # intact: verified
+    fulls = [r.step for r in refs if r.tier == "full"]
     a = run_attempt(spec, "short", root, env)
     assert a.code == 0
     doc = a.doc()
-    assert doc["resumed_from"] == 10 and doc["preemptions"] == 1
+    assert doc["resumed_from"] == max(fulls, default=0) and doc["preemptions"] == 1
     assert doc["final_weights_sha256"] == baseline[30]
 
 
@@ -162,9 +167,12 @@ def test_imds_stop_notice_leads_to_the_save_that_fits_then_exit_75(
     assert emergency["tier"] == tier
     refs = committed(spec, "imds")
     last = refs[-1]
-    assert emergency["last_committed"] == {"step": last.step, "tier": last.tier}
-    assert load_checkpoint(spec, "imds", last)["step"] == last.step
+    noted = emergency["last_committed"]
+    assert (noted["step"], noted["tier"]) in [(r.step, r.tier) for r in refs]
+    for ref in refs:
+        assert load_checkpoint(spec, "imds", ref)["step"] == ref.step  # intact: verified
     if tier == "full":
+        assert noted == {"step": last.step, "tier": last.tier}
         assert emergency["committed_step"] == last.step == att["ended_at_step"]
         assert emergency["before_deadline"] and emergency["committed_at"] <= deadline
         assert last.step not in [r.step for r in before]

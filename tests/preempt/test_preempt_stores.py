@@ -80,3 +80,36 @@ def test_bad_preempt_steps_is_one_line_and_exit_2(
         "step number (1 or more)"
     ]
     assert "Traceback" not in err
+
+
+def test_a_corrupt_latest_full_checkpoint_falls_back_and_still_ends_exactly(
+    tmp_path: Path,
+) -> None:
+    from burst.checkpoint import load_manifest
+    from burst.checkpoint.manifest import chunk_key
+    from burst.spec import load_spec
+    from burst.storage import open_store
+    from burst.train.checkpoints import run_store_url
+
+    spec = write_spec(tmp_path)
+    codes, base = _finish(spec, "clean", tmp_path / "runs", {})
+    assert codes == [0]
+    env = {"BURST_PREEMPT_AT_STEPS": "25", "BURST_SIGTERM_GRACE_S": "0"}
+    a = run_attempt(spec, "bitrot", tmp_path / "runs", env)
+    assert a.code == EXIT_PREEMPTED
+    assert a.doc()["attempts"][0]["emergency_save"]["tier"] == "none"
+    store = open_store(run_store_url(load_spec(spec), "bitrot"))
+    (ref,) = [r for r in store_refs(store) if (r.step, r.tier) == (20, "full")]
+    manifest = load_manifest(store, ref)
+    store.put_bytes(chunk_key(manifest.chunks[0].digest), b"bit rot")  # a corrupt chunk
+    a = run_attempt(spec, "bitrot", tmp_path / "runs", {})
+    assert a.code == 0
+    doc = a.doc()
+    assert doc["resumed_from"] == 10  # step 20 does not verify: the full one before it
+    assert doc["final_weights_sha256"] == base["final_weights_sha256"]
+
+
+def store_refs(store):  # type: ignore[no-untyped-def]
+    from burst.checkpoint import list_checkpoints
+
+    return list_checkpoints(store)
