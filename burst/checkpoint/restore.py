@@ -89,7 +89,7 @@ def fetch_arrays(
             if direct:  # a piece of one large array: GET straight into its memory
                 idx, e_off, _, length = segs[0]
                 dst = raws[idx][e_off : e_off + length]
-                store.get_into(chunk_key(chunk.digest), memoryview(dst))
+                store.get_into(chunk_key(chunk.digest), memoryview(dst))  # type: ignore[arg-type]
                 data: Any = dst
             else:
                 data = store.get_bytes(chunk_key(chunk.digest))

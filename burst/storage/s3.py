@@ -290,13 +290,14 @@ class S3Store(ObjectStore):
         fulls = [self._full(k) for k in keys]
         for i in range(0, len(fulls), 1000):
             batch = [{"Key": k} for k in fulls[i : i + 1000]]
-            resp = self._call(
-                "delete",
-                "",
-                lambda b=batch: self.client.delete_objects(
+
+            def delete_batch(b: list[dict[str, str]] = batch) -> dict[str, Any]:
+                resp: dict[str, Any] = self.client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": b, "Quiet": True}
-                ),
-            )
+                )
+                return resp
+
+            resp = self._call("delete", "", delete_batch)
             errors = [e for e in resp.get("Errors", []) if e.get("Code") not in MISSING_CODES]
             if errors:
                 first = errors[0]
