@@ -3,7 +3,8 @@
 Reads the spec, the preflight decision record (``--input decision=...``, optional: without it
 every candidate is "unchecked") and the catalog (default plus ``$BURST_CATALOG`` files).
 Writes the plan document (docs/planning.md); exit 3 when the best expected cost exceeds the
-budget (or nothing fits the deadline, or every candidate is denied).
+budget (or nothing fits the deadline, or every candidate is denied) or the decision record is
+for another spec (its spec_sha256 is not this spec's); exit 2 when it has no spec_sha256.
 """
 
 from __future__ import annotations

@@ -103,6 +103,31 @@ def _decisions(record: dict[str, Any] | None) -> dict[tuple[str, str], dict[str,
     return out
 
 
+def check_record_spec(
+    record: dict[str, Any] | None, job: BurstJob, where: str = "input decision"
+) -> None:
+    """Refuse a decision record made for another spec: its verdicts say nothing about this
+    one. No ``spec_sha256`` at all: not a preflight record (BadInputError, exit 2); another
+    spec's hash: ``PolicyRefusal`` (exit 3), as provision's ``require_allow`` does."""
+    if record is None:
+        return
+    if not isinstance(record, dict):
+        raise BadInputError("a decision record must be a JSON object", where=where)
+    sha = record.get("spec_sha256")
+    if not isinstance(sha, str) or not sha:
+        raise BadInputError(
+            "decision record has no spec_sha256: not a preflight record "
+            "(make one with `burst preflight SPEC --out FILE`)",
+            where=where,
+        )
+    if sha != job.sha256():
+        raise PolicyRefusal(
+            f"decision record is for another spec (spec_sha256 {sha[:12]}, this spec "
+            f"{job.sha256()[:12]}): run `burst preflight` on this spec again",
+            where=where,
+        )
+
+
 def _may_move(record: dict[str, Any] | None, decision: dict[str, Any] | None) -> bool:
     """May the data be moved to this candidate? The decision's ``data_may_move`` (the
     preflight's answer for this region) first; a decision without it falls back to the
@@ -298,9 +323,14 @@ def plan(
     cat: Catalog,
     decision_record: dict[str, Any] | None = None,
     opts: PlanOptions | None = None,
+    *,
+    decision_source: str = "input decision",
 ) -> dict[str, Any]:
-    """The plan document (see docs/planning.md "The plan document")."""
+    """The plan document (see docs/planning.md "The plan document"). A decision record must
+    be the preflight's for this exact spec (``check_record_spec``); ``decision_source`` names
+    where it came from in error messages."""
     opts = opts or PlanOptions()
+    check_record_spec(decision_record, job, decision_source)
     if opts.objective not in ("cost", "time"):
         raise BadInputError(f"objective must be cost or time (got {opts.objective!r})")
     work = estimate(job, cat)

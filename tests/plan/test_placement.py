@@ -37,11 +37,13 @@ def cat():  # type: ignore[no-untyped-def]
 
 
 def _decisions(verdicts: dict[str, str], **extra: object) -> dict:  # type: ignore[type-arg]
+    """A decision record for the quickstart (made_for=its spec hash) with these verdicts."""
     return {
+        "spec_sha256": make_spec().sha256(),
         "decisions": [
             {"region": r, "provider": "aws", "verdict": v, "reasons": [], **extra}
             for r, v in verdicts.items()
-        ]
+        ],
     }
 
 
@@ -212,7 +214,10 @@ def test_bad_decision_record(cat) -> None:  # type: ignore[no-untyped-def]
         plan(
             make_spec(),
             cat,
-            {"decisions": [{"region": "x", "provider": "aws", "verdict": "maybe"}]},
+            {
+                "spec_sha256": make_spec().sha256(),
+                "decisions": [{"region": "x", "provider": "aws", "verdict": "maybe"}],
+            },
         )
 
 

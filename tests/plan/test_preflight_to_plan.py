@@ -146,7 +146,10 @@ def test_flags_that_are_not_booleans_are_bad_input(cat) -> None:  # type: ignore
     from burst.errors import BadInputError
 
     job = make_spec()
-    bad = {"decisions": [{"region": "ap-southeast-3", "provider": "aws", "verdict": "allow"}]}
+    bad = {
+        "spec_sha256": job.sha256(),
+        "decisions": [{"region": "ap-southeast-3", "provider": "aws", "verdict": "allow"}],
+    }
     bad["decisions"][0]["data_may_move"] = "no"
     with pytest.raises(BadInputError, match="data_may_move: must be true or false"):
         plan(job, cat, bad)

@@ -28,6 +28,7 @@ def cat():  # type: ignore[no-untyped-def]
 
 def _decide(verdicts: dict[str, str], may_move: dict[str, bool] | None = None) -> dict:  # type: ignore[type-arg]
     return {
+        "spec_sha256": make_spec(**{"compute.regions": TWO}).sha256(),
         "decisions": [
             {
                 "region": r,
@@ -37,7 +38,7 @@ def _decide(verdicts: dict[str, str], may_move: dict[str, bool] | None = None) -
                 "data_may_move": (may_move or {}).get(r, True),
             }
             for r, v in verdicts.items()
-        ]
+        ],
     }
 
 

@@ -98,8 +98,9 @@ def command(
 ) -> None:
     """Rank where to run SPEC: region, provider and capacity by expected cost and time.
 
-    Exit 3 when the best expected cost exceeds budget.max_usd (nothing is rented), 2 on a bad
-    spec, catalog or decision record.
+    Exit 3 when the best expected cost exceeds budget.max_usd (nothing is rented) or the
+    decision record is for another spec (spec_sha256), 2 on a bad spec, catalog or decision
+    record.
     """
     from burst.plan.catalog import load_catalog
     from burst.plan.placement import PlanOptions, plan
@@ -121,6 +122,7 @@ def command(
             shards=_parse_shards(shards),
             sync_rounds=sync_rounds,
         ),
+        decision_source=str(decision) if decision else "input decision",
     )
     if chart is not None:
         from burst.plan.chart import write_chart
