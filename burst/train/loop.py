@@ -150,6 +150,13 @@ class TrainRun:
         last_full = start if restored is not None else None
         total = self.job.training.steps
         policy = self.job.training.checkpoint
+        late = sorted(n for n in self.demo.wanted if n >= total)
+        if late:
+            log.warning(
+                "BURST_PREEMPT_AT_STEPS %s: not before the last step %d, no preemption there",
+                ",".join(map(str, late)),
+                total,
+            )
         saves = store.committed()
         loss = float("nan")
         board = watchers.board
@@ -177,7 +184,7 @@ class TrainRun:
             advisories = board.take_advisories()
             for a in advisories:
                 log.warning("advisory %s (%s): checkpointing now", a.source, a.detail)
-                self.record.setdefault("advisories", []).append(a.as_dict())
+                self.record.setdefault("advisories", []).append({**a.as_dict(), "at_step": done})
             if advisories or self.schedule.due(done) or done == total:
                 saves += 1
                 tier = (
