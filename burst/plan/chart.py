@@ -5,13 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from burst.errors import BadInputError
+
 MARKERS = {"spot": "o", "on_demand": "s"}
 
 
 def write_chart(doc: dict[str, Any], path: str | Path) -> Path:
     """Plot every ranked candidate at (expected hours, expected cost) on log axes, with the
     budget and deadline lines; the first candidate is outlined, conservative prices are faded.
-    Candidates at the same point share one label ("1,2"). Returns the path written."""
+    Candidates at the same point share one label ("1,2"). Returns the path written.
+    A path that cannot be written (missing or read-only directory, /proc, ...) raises
+    ``BadInputError`` (exit 2) naming it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,7 +23,16 @@ def write_chart(doc: dict[str, Any], path: str | Path) -> Path:
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    blocking = next((a for a in out.parents if a.exists() and not a.is_dir()), None)
+    if blocking is not None:
+        raise BadInputError(
+            f"cannot write the chart ({blocking} is not a directory): choose another --chart FILE",
+            where=str(out),
+        )
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _unwritable(out, exc) from None
     cands = doc["candidates"]
     fig, ax = plt.subplots(figsize=(10, 5.5), dpi=100)
     try:
@@ -79,7 +92,17 @@ def write_chart(doc: dict[str, Any], path: str | Path) -> Path:
         ax.legend(loc="lower right", fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
         fig.tight_layout()
-        fig.savefig(out, format="png", bbox_inches="tight")
+        try:
+            fig.savefig(out, format="png", bbox_inches="tight")
+        except OSError as exc:
+            raise _unwritable(out, exc) from None
     finally:
         plt.close(fig)
     return out
+
+
+def _unwritable(out: Path, exc: OSError) -> BadInputError:
+    why = exc.strerror or exc.__class__.__name__
+    return BadInputError(
+        f"cannot write the chart ({why}): choose another --chart FILE", where=str(out)
+    )

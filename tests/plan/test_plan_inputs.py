@@ -123,3 +123,40 @@ def test_step_plan_refuses_another_specs_record(
     assert proc.returncode == EXIT_REFUSED, proc.stderr
     assert "another spec" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["proc", "file-parent"])
+def test_cli_unwritable_chart_is_one_line_exit_2(
+    burst_cmd: list[str], tmp_path: Path, where: str
+) -> None:
+    if where == "proc":
+        chart = Path("/proc/burst-plan-chart.png")  # procfs refuses new files, even for root
+    else:
+        parent = tmp_path / "a-file"
+        parent.write_text("not a directory")
+        chart = parent / "chart.png"
+    proc = subprocess.run(
+        [*burst_cmd, "plan", str(QUICKSTART), "--chart", str(chart)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert proc.returncode == EXIT_BAD_INPUT, proc.stderr
+    line = _one_line(proc.stderr)
+    assert str(chart) in line and "cannot write the chart" in line
+    assert proc.stdout == ""  # nothing planned is printed when the chart cannot be written
+    assert not chart.exists()
+
+
+def test_cli_chart_into_a_new_directory(burst_cmd: list[str], tmp_path: Path) -> None:
+    chart = tmp_path / "new" / "dir" / "plan.png"
+    proc = subprocess.run(
+        [*burst_cmd, "plan", str(QUICKSTART), "--chart", str(chart)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

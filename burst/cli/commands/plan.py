@@ -223,7 +223,7 @@ def _print_table(doc: dict) -> None:  # type: ignore[type-arg]
         f"data strategy: {data['strategy']} ("
         + "; ".join(
             f"{o['strategy']}: "
-            + (f"${o['egress_usd']:,.2f} egress" if o["feasible"] else f"no: {o['reason']}")
+            + (f"{_money(o['egress_usd'])} egress" if o["feasible"] else f"no: {o['reason']}")
             for o in data.get("alternatives", [])
         )
         + ")",
