@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from burst.errors import BadInputError
+from burst.policy.location import ENV, policy_dir
 from burst.policy.models import (
     DataClassesFile,
     ExceptionFile,
@@ -102,14 +102,8 @@ def _dump(model: BaseModel) -> dict[str, Any]:
 
 
 def default_policy_dir() -> Path:
-    """$BURST_POLICIES, else the repository's policies/ next to the package, else ./policies."""
-    env = os.environ.get("BURST_POLICIES")
-    if env:
-        return Path(env)
-    beside = Path(__file__).resolve().parents[2] / "policies"
-    if (beside / "jurisdictions.yaml").is_file():
-        return beside
-    return Path("policies")
+    """$BURST_POLICIES, else the checkout's policies/ (burst.policy.location)."""
+    return policy_dir()
 
 
 # --------------------------------------------------------------------------- hashing
@@ -327,9 +321,11 @@ def rule_catalog(ps: PolicySet) -> dict[str, tuple[RegoModule, int]]:
 
 def load_policies(root: str | Path | None = None) -> PolicySet:
     """Load and validate a policy directory. Raises PolicyFileError (exit 2)."""
-    root = Path(root) if root is not None else default_policy_dir()
+    root = policy_dir(root)
     if not root.is_dir():
-        raise PolicyFileError("policy directory not found", where=str(root))
+        raise PolicyFileError(
+            f"policy directory not found (pass --policies DIR or set ${ENV})", where=str(root)
+        )
     facts = {name: _validate(root / name, model) for name, model in FACT_FILES.items()}
     settings_path = root / SETTINGS_FILE
     settings = _validate(settings_path, Settings) if settings_path.is_file() else Settings()

@@ -13,14 +13,14 @@
         keys: [burst-dev]
 
 A repository that no rule covers is refused, as is a key the rule does not list (fail closed).
-The directory is ``$BURST_KEYS_DIR``, else ``<policies>/keys`` where ``<policies>`` is
-``$BURST_POLICIES_DIR``, else ``./policies`` when it exists, else the repository's own.
+The directory is an explicit one (``--keys-dir``), else ``<policies>/keys`` where
+``<policies>`` is ``$BURST_POLICIES``, else the checkout's ``policies/``: the one resolution
+order of ``burst.policy.location``, shared with the legal preflight.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from burst.errors import BadInputError, PolicyRefusal
+from burst.policy.location import keys_dir, policy_dir
 from burst.supplychain.reference import normalise_repository
 from burst.supplychain.signature import fingerprint, load_public_key
 
@@ -37,18 +38,8 @@ KEY_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_.")
 
 
 def policies_dir() -> Path:
-    env = os.environ.get("BURST_POLICIES_DIR")
-    if env:
-        return Path(env)
-    local = Path("policies")
-    if (local / "keys" / TRUST_FILE).is_file():
-        return local
-    return Path(__file__).resolve().parents[2] / "policies"
-
-
-def keys_dir() -> Path:
-    env = os.environ.get("BURST_KEYS_DIR")
-    return Path(env) if env else policies_dir() / "keys"
+    """The policy directory (``burst.policy.location.policy_dir``): gpu-requirements.yaml."""
+    return policy_dir()
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def burst(*args: str, keys: Keys) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "BURST_KEYS_DIR": str(keys.dir)}
+    # the test's policy directory (BURST_POLICIES): its keys/ and the shipped GPU requirements
+    policies = keys.dir.parent
+    shutil.copyfile(REPO / "policies" / "gpu-requirements.yaml", policies / "gpu-requirements.yaml")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BURST_POLICIES": str(policies)}
     return subprocess.run(
         [sys.executable, "-m", "burst.cli.main", *args],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,

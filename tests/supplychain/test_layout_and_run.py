@@ -47,8 +47,7 @@ def run_step(
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path / f"{run_id}.json"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("BURST_KEYS_DIR", None)
-    env.pop("BURST_POLICIES_DIR", None)
+    env.pop("BURST_POLICIES", None)  # the checkout's policies/ (burst.policy.location)
     proc = subprocess.run(
         [sys.executable, "-m", "steps.verify_image", "--spec", str(spec), "--run-id", run_id,
          "--runs-root", str(tmp_path / "runs"), "--out", str(out)],

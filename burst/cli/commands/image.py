@@ -49,7 +49,8 @@ def sign(reference: str, key: Path) -> None:
 @click.option(
     "--keys-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Trust policy directory (default $BURST_KEYS_DIR or policies/keys).",
+    help="Trusted keys directory (default: keys/ of the policy directory: $BURST_POLICIES, "
+    "else the checkout's policies/).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def verify(
@@ -90,7 +91,8 @@ def verify(
 @click.option(
     "--keys-dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Trust policy directory (default $BURST_KEYS_DIR or policies/keys).",
+    help="Trusted keys directory (default: keys/ of the policy directory: $BURST_POLICIES, "
+    "else the checkout's policies/).",
 )
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write here.")
 def kyverno(keys_dir: Path | None, out: Path | None) -> None:
