@@ -62,14 +62,20 @@ class Worker:
             **manifest.stats,
         }
         if self.keep_full is not None or self.keep_weights is not None:
-            gc = apply_retention(
-                self.store, keep_full=self.keep_full, keep_weights=self.keep_weights, grace=0.0
-            )
-            self.writer.forget(gc.deleted_chunks)
-            out["retention"] = {
-                "deleted_manifests": gc.deleted_manifests,
-                "deleted_chunks": len(gc.deleted_chunks),
-            }
+            # The checkpoint is committed: a retention failure is reported, not the save's.
+            try:
+                gc = apply_retention(
+                    self.store, keep_full=self.keep_full, keep_weights=self.keep_weights, grace=0.0
+                )
+            except BurstError as exc:
+                log.warning("retention after step %d failed: %s", manifest.step, exc.one_line())
+                out["retention"] = {"error": exc.one_line()}
+            else:
+                self.writer.forget(gc.deleted_chunks)
+                out["retention"] = {
+                    "deleted_manifests": gc.deleted_manifests,
+                    "deleted_chunks": len(gc.deleted_chunks),
+                }
         return out
 
     def gc(self, req: dict[str, Any]) -> dict[str, Any]:

@@ -107,3 +107,18 @@ def test_apply_retention_outside_the_manager(local_store: ObjectStore) -> None:
     assert [r.step for r in list_checkpoints(local_store)] == [3]
     chunks = {i.key[len(CHUNK_PREFIX) :] for i in local_store.list(CHUNK_PREFIX)}
     assert chunks == referenced(local_store)
+
+
+def test_retention_failure_does_not_fail_a_committed_save(local_store: ObjectStore) -> None:
+    frozen = torch.randn(16, 1024)
+    with CheckpointManager(local_store, chunk_size=64 << 10, keep_full=2) as mgr:
+        mgr.save(1, state_for(1, frozen))
+        mgr.wait()
+        ref = mgr.latest()
+        assert ref is not None
+        local_store.put_bytes(ref.key, b"not a manifest")  # GC cannot read it: stops, keeps all
+        mgr.save(2, state_for(2, frozen))
+        result = mgr.wait()  # committed: no error raised
+        assert result is not None and "error" in result.extra["retention"]
+        assert [r.step for r in mgr.checkpoints()] == [1, 2]
+        assert mgr.restore().step == 2
