@@ -14,6 +14,7 @@ second ``save`` first waits for the first (or returns False at once with ``if_bu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -68,6 +69,7 @@ class CheckpointManager:
         keep_full: int | None = None,
         keep_weights: int | None = None,
         concurrency: int = 8,
+        upload_rate: float | None = None,
         nice: int = 19,
         buffer_dir: Path | None = None,
         worker_env: dict[str, str] | None = None,
@@ -77,6 +79,7 @@ class CheckpointManager:
         self.keep_full = keep_full
         self.keep_weights = keep_weights
         self.concurrency = concurrency
+        self.upload_rate = upload_rate
         self.nice = nice
         self.buffer_dir = buffer_dir
         self.worker_env = worker_env or {}
@@ -118,6 +121,7 @@ class CheckpointManager:
             "store": self.store.spec(),
             "concurrency": self.concurrency,
             "nice": self.nice,
+            "upload_rate": self.upload_rate,
             "keep_full": self.keep_full,
             "keep_weights": self.keep_weights,
         }
@@ -248,8 +252,19 @@ class CheckpointManager:
         self._send(req, {"op": "save", "step": int(step), "tier": tier, "stall": stall})
         return True
 
+    def _hurry(self) -> None:
+        """Tell the worker someone waits: it lifts the pacing of the save in progress."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.write('{"op":"hurry"}\n')
+            proc.stdin.flush()
+
     def _wait_idle(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self.busy():
+            self._hurry()
         with self._cond:
             while self._inflight is not None:
                 left = None if deadline is None else deadline - time.monotonic()

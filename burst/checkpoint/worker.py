@@ -12,7 +12,9 @@ import contextlib
 import json
 import logging
 import os
+import queue
 import sys
+import threading
 import time
 from typing import IO, Any
 
@@ -32,7 +34,12 @@ class Worker:
         self.store = store_from_spec(init["store"])
         if isinstance(self.store, LocalStore):
             self.store.on_midway = lambda key: faults.point(f"put-midway {key}")
-        self.writer = CheckpointWriter(self.store, concurrency=int(init.get("concurrency", 8)))
+        rate = init.get("upload_rate")
+        self.writer = CheckpointWriter(
+            self.store,
+            concurrency=int(init.get("concurrency", 8)),
+            upload_rate=float(rate) if rate else None,
+        )
         self.keep_full = init.get("keep_full")
         self.keep_weights = init.get("keep_weights")
         self.buffer: AttachedBuffer | None = None
@@ -127,10 +134,24 @@ def main() -> int:
         os.nice(nice)
     worker = Worker(init)
     _send(proto, {"op": "ready", "pid": os.getpid()})
-    orderly = False
-    try:
+    requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def read_requests() -> None:
+        # "hurry" acts at once (it lifts the pacing of the save in progress); the others queue.
         for line in sys.stdin:
             req = json.loads(line)
+            if req.get("op") == "hurry":
+                worker.writer.hurry.set()
+                continue
+            if req.get("op") == "save":
+                worker.writer.hurry.clear()
+            requests.put(req)
+        requests.put(None)  # stdin closed: the trainer is gone or done
+
+    threading.Thread(target=read_requests, daemon=True, name="ckpt-requests").start()
+    orderly = False
+    try:
+        while (req := requests.get()) is not None:
             op = req.get("op")
             if op == "exit":
                 orderly = True

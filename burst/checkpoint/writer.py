@@ -43,9 +43,17 @@ log = logging.getLogger(__name__)
 class CheckpointWriter:
     """Keeps what the previous save hashed and which chunks the store holds."""
 
-    def __init__(self, store: ObjectStore, *, concurrency: int = 8) -> None:
+    def __init__(
+        self, store: ObjectStore, *, concurrency: int = 8, upload_rate: float | None = None
+    ) -> None:
         self.store = store
         self.concurrency = concurrency
+        # Pacing of background uploads (bytes/s, None: none); lifted once ``hurry`` is set,
+        # i.e. as soon as someone waits for the save (an emergency save, close, the next save).
+        self.upload_rate = upload_rate
+        self.hurry = threading.Event()
+        self._pace_lock = threading.Lock()
+        self._pace_next = 0.0
         self.known: set[str] | None = None  # chunk digests present in the store
         self._known_lock = threading.Lock()
         self._prev_sig: str | None = None
@@ -65,7 +73,20 @@ class CheckpointWriter:
                 self.known -= digests
         self._prev_sig = None
 
+    def _pace(self, nbytes: int) -> None:
+        if not self.upload_rate or self.hurry.is_set():
+            return
+        with self._pace_lock:
+            start = max(time.monotonic(), self._pace_next)
+            self._pace_next = start + nbytes / self.upload_rate
+        while not self.hurry.is_set():
+            delay = start - time.monotonic()
+            if delay <= 0:
+                return
+            self.hurry.wait(min(delay, 0.05))
+
     def _upload(self, digest: str, view: memoryview) -> int:
+        self._pace(len(view))
         self.store.put_bytes(chunk_key(digest), view)
         with self._known_lock:
             assert self.known is not None
@@ -108,6 +129,7 @@ class CheckpointWriter:
         self.store.put_bytes(pending_key, json.dumps({"step": step, "chunks": digests}).encode())
         futures: list[Future[int]] = []
         scheduled: set[str] = set()
+        self._pace_next = time.monotonic()
         with self._known_lock:
             missing = [(d, s) for d, s in zip(digests, spans, strict=True) if d not in known]
         for digest, span in missing:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import numpy as np
 import pytest
@@ -143,3 +144,14 @@ def test_skip_when_busy_and_status(local_store: ObjectStore) -> None:
     # the second save either found the worker busy (skipped) or the first already committed
     assert skipped or status.in_flight is None
     assert {r.step for r in mgr.checkpoints()} == ({1} if skipped else {1, 2})
+
+
+def test_paced_upload_speeds_up_when_someone_waits(local_store: ObjectStore) -> None:
+    """upload_rate paces a background upload (here 1 KiB/s: hours for 2 MiB); wait() lifts it."""
+    state = {"w": torch.randn(512, 1024)}
+    with CheckpointManager(local_store, chunk_size=64 << 10, upload_rate=1024) as mgr:
+        mgr.save(1, state)
+        time.sleep(0.3)
+        assert mgr.status().in_flight == 1  # still paced
+        mgr.wait(timeout=120)  # hang detection only: unpaced, this takes well under a second
+        assert_same(mgr.restore().state, state)
