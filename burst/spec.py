@@ -11,7 +11,7 @@ import json
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -74,6 +74,11 @@ class Data(Strict):
     )
     region: str | None = Field(
         default=None, description="Cloud region where the data is stored today, if any."
+    )
+    shards: dict[str, Annotated[float, Field(ge=0)]] | None = Field(
+        default=None,
+        description="The dataset split over regions (region: GB), when it is; lets the plan "
+        "choose training on regional shards. Default: all of size_gb in data.region.",
     )
     transfer_safeguards: list[str] = Field(
         default_factory=list,

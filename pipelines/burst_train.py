@@ -48,6 +48,9 @@ from pipelines.common import (
 )
 
 NAME = "burst-train"
+#: Seconds a SIGTERM leaves the train pod (its terminationGracePeriodSeconds): AWS's spot
+#: notice is 120 s; the train step sizes its emergency save to it (BURST_SIGTERM_GRACE_S).
+TRAIN_GRACE_S = 120
 #: Default budget (24 h) for train, plus an hour for the rest of the run and teardown.
 DEFAULT_DEADLINE_S = 24 * 3600
 WORKFLOW_DEADLINE_S = DEFAULT_DEADLINE_S + 3600
@@ -217,7 +220,14 @@ def build() -> WorkflowTemplate:
             inputs=("infra", "plan"),
             output="train",
             image="{{workflow.parameters.trainer-image}}",
-            extra_env=(Env(name="BURST_ATTEMPT", value="{{retries}}"),),
+            extra_env=(
+                Env(name="BURST_ATTEMPT", value="{{retries}}"),
+                Env(name="BURST_SUBMITTED_AT", value="{{workflow.creationTimestamp}}"),
+                # the metadata watchers of the provider the train pod runs on, and the grace
+                # a SIGTERM leaves (the pod's terminationGracePeriodSeconds)
+                Env(name="BURST_PREEMPT_WATCHERS", value="provider"),
+                Env(name="BURST_SIGTERM_GRACE_S", value=str(TRAIN_GRACE_S)),
+            ),
             extra_inputs=("node-selector", "tolerations"),
             stable=False,
             active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
@@ -230,7 +240,8 @@ def build() -> WorkflowTemplate:
             # the node group provision made: its selector and taints come from its outputs
             pod_spec_patch=(
                 '{"nodeSelector": {{inputs.parameters.node-selector}}, '
-                '"tolerations": {{inputs.parameters.tolerations}}}'
+                '"tolerations": {{inputs.parameters.tolerations}}, '
+                f'"terminationGracePeriodSeconds": {TRAIN_GRACE_S}}}'
             ),
         )
         teardown = _step_container("teardown", output="teardown", extra_env=(state_key,))

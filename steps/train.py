@@ -3,17 +3,37 @@ checkpoint; exit 0 when done, 75 when preempted (requeue) after saving what fitt
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 from burst.stepio import StepContext, main
 
 
+def resolve_watchers(infra: dict[str, Any] | None) -> None:
+    """``BURST_PREEMPT_WATCHERS=provider`` (what the pipeline sets) means the metadata
+    watcher of the provider the node group was provisioned with (none for one without a
+    metadata notice, e.g. oci)."""
+    from burst.preempt.metadata import WATCHERS
+
+    if os.environ.get("BURST_PREEMPT_WATCHERS", "").strip().lower() != "provider":
+        return
+    provider = str(((infra or {}).get("candidate") or {}).get("provider", "")).lower()
+    os.environ["BURST_PREEMPT_WATCHERS"] = provider if provider in WATCHERS else "none"
+
+
 def run(ctx: StepContext) -> dict[str, Any]:
     from burst.train.loop import train
 
     ctx.fail_point("before")
-    return train(ctx.spec, ctx.run_id, ctx.paths.dir, ctx.optional_input("plan"))
+    resolve_watchers(ctx.optional_input("infra"))
+    return train(
+        ctx.spec,
+        ctx.run_id,
+        ctx.paths.dir,
+        ctx.optional_input("plan"),
+        ctx.optional_input("infra"),
+    )
 
 
 if __name__ == "__main__":

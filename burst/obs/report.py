@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from burst.errors import EXIT_OK
+from burst.errors import EXIT_OK, BurstError
 from burst.infra.terraform import count_state_resources
 from burst.infra.workspace import state_file
 from burst.runs import RunPaths, utcnow_iso
+from burst.spec import load_spec
 
 
 def _doc(paths: RunPaths, step: str) -> dict[str, Any]:
@@ -28,10 +29,14 @@ def _failure(
 ) -> dict[str, Any] | None:
     for s in steps:
         if s["status"] == "failed":
+            attempts = s.get("attempt_details") or [{}]
             return {
                 "step": s["name"],
                 "exit_code": s["exit_code"],
-                "message": _last_error_line(paths.log(s["name"])),
+                # the step's own last error line, else why its pod failed (not started, lost)
+                "message": _last_error_line(paths.log(s["name"]))
+                or attempts[-1].get("message")
+                or None,
             }
     injected = teardown.get("injected_failures") or []
     if injected:  # the harness asked for failures; teardown survived them, the run still failed
@@ -51,15 +56,45 @@ def _last_error_line(log: Path) -> str | None:
     return lines[-1].strip() if lines else None
 
 
+def _attempt(a: dict[str, Any]) -> dict[str, Any]:
+    """One train attempt: where it resumed, how it ended, what its emergency save was."""
+    save = a.get("emergency_save") or {}
+    return {
+        "attempt": a.get("attempt"),
+        "resumed_from": a.get("resumed_from"),
+        "ended_at_step": a.get("ended_at_step"),
+        "outcome": a.get("outcome"),
+        "preempted": bool(a.get("preempted")),
+        "notice": (a.get("notice") or {}).get("source"),
+        "emergency_save": save.get("tier") if save else None,
+        "emergency_committed": save.get("committed") if save else None,
+    }
+
+
+def _budget(paths: RunPaths) -> dict[str, Any] | None:
+    try:
+        job = load_spec(paths.spec)
+    except BurstError:
+        return None
+    return {"max_usd": job.budget.max_usd, "max_hours": job.budget.max_hours}
+
+
 def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]:
     train = _doc(paths, "train")
     teardown = _doc(paths, "teardown")
     provision = _doc(paths, "provision")
     plan = _doc(paths, "plan")
     state = state_file(paths.terraform)
-    remaining = count_state_resources(state)
+    # the local state file when the run used the local stack; else what teardown counted in
+    # the remote state (a run teardown never reached shows the local count, 0 for remote)
+    remaining = (
+        count_state_resources(state)
+        if state.exists() or not teardown
+        else int(teardown.get("resources_remaining") or 0)
+    )
     failure = _failure(steps, paths, teardown)
     ok = failure is None and remaining == 0
+    candidate = provision.get("candidate") or (plan.get("candidates") or [None])[0]
     exit_code = EXIT_OK if ok else (failure["exit_code"] if failure else 4) or 1
     return {
         "run_id": paths.run_id,
@@ -71,9 +106,20 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         "checkpoints": train.get("checkpoints", 0),
         "final_step": train.get("final_step"),
         "final_weights_sha256": train.get("final_weights_sha256"),
-        "candidate": provision.get("candidate") or (plan.get("candidates") or [None])[0],
+        "preemptions": train.get("preemptions", 0),
+        "attempts": [_attempt(a) for a in train.get("attempts") or []],
+        "checkpoint_interval": train.get("checkpoint_interval"),
+        "candidate": candidate,
         "provision_attempts": provision.get("attempts", []),
-        "terraform_state": str(state),
+        "budget": _budget(paths),
+        # USD by component, measured (the train step's rented hours at the plan's rate)
+        "cost": {"compute": train["cost_usd"]} if train.get("cost_usd") is not None else {},
+        "pricing": {
+            "usd_per_hour": train.get("usd_per_hour"),
+            "expected_usd": (candidate or {}).get("expected_cost_usd"),
+            "expected_hours": (candidate or {}).get("expected_hours"),
+        },
+        "terraform_state": str(teardown.get("terraform_state") or state),
         "resources_remaining": remaining,
         "teardown": {
             k: teardown.get(k)

@@ -53,6 +53,8 @@ class PlanOptions:
 
 def _shards(job: BurstJob, opts: PlanOptions) -> dict[str, float] | None:
     if opts.shards is None:
+        if job.data.shards:  # the spec's own split (a --shard on the command line wins)
+            return dict(job.data.shards)
         return {job.data.region: job.data.size_gb} if job.data.region else None
     if not opts.shards:
         raise BadInputError("shards: give at least one region=GB")

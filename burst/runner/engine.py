@@ -15,6 +15,7 @@ reported like a lost node: exit code -1, message "pod deleted".
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import logging
 import os
@@ -80,6 +81,7 @@ class Attempt:
     message: str
     seconds: float
     pod_dir: str
+    started_at: float | None = None  # wall-clock time (epoch seconds) the process started
 
 
 @dataclass
@@ -213,6 +215,7 @@ class WorkflowEngine:
             "workflow.name": self.options.workflow_name,
             "workflow.namespace": self.options.namespace,
             "workflow.uid": str(uuid.uuid4()),
+            "workflow.creationTimestamp": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "workflow.serviceAccountName": str(self.spec.get("serviceAccountName", "")),
             "workflow.mainEntrypoint": str(self.spec["entrypoint"]),
             **{f"workflow.parameters.{k}": v for k, v in params.items()},
@@ -539,6 +542,7 @@ class WorkflowEngine:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         cwd = mapped(c["workingDir"]) if c.get("workingDir") else os.getcwd()
         started = time.monotonic()
+        wall_start = time.time()
         with open(log_file, "a", encoding="utf-8") as logf:
             proc = subprocess.Popen(
                 argv,
@@ -559,7 +563,9 @@ class WorkflowEngine:
                 seconds = round(time.monotonic() - started, 3)
                 exit_code = -1 if code < 0 else code
                 message = "stopped: the run was stopped"
-                node.attempts.append(Attempt(exit_code, FAILED, message, seconds, str(pod)))
+                node.attempts.append(
+                    Attempt(exit_code, FAILED, message, seconds, str(pod), wall_start)
+                )
                 node.phase, node.exit_code, node.message = FAILED, exit_code, message
                 node.seconds = round(sum(a.seconds for a in node.attempts), 3)
                 self.on_event(
@@ -600,7 +606,7 @@ class WorkflowEngine:
                 shutil.copyfile(src, dest)
             elif not art.get("optional") and phase == SUCCEEDED:
                 phase, message = ERROR, f"output artifact {art['name']!r}: {src} was not written"
-        node.attempts.append(Attempt(exit_code, phase, message, seconds, str(pod)))
+        node.attempts.append(Attempt(exit_code, phase, message, seconds, str(pod), wall_start))
         return Outcome(phase, exit_code, message, outputs)
 
 

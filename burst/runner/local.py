@@ -9,8 +9,10 @@ state, one directory per step attempt (``pods/``) and ``report.json``.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,8 +101,17 @@ def pipeline_order(manifest: dict[str, Any]) -> list[str]:
     return order
 
 
+def _iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
 def _step_record(node: PodNode) -> dict[str, Any]:
+    timed = [a for a in node.attempts if a.started_at is not None]
     return {
+        "started_at": _iso(timed[0].started_at) if timed else None,
+        "ended_at": _iso(timed[-1].started_at + timed[-1].seconds) if timed else None,
         "name": step_module(node) or node.step,
         "status": "succeeded" if node.phase == SUCCEEDED else "failed",
         "seconds": node.seconds,
@@ -113,6 +124,7 @@ def _step_record(node: PodNode) -> dict[str, Any]:
                 "phase": a.phase,
                 "message": a.message,
                 "seconds": a.seconds,
+                "started_at": _iso(a.started_at),
                 "pod_dir": a.pod_dir,
                 "outputs_dir": str(Path(a.pod_dir) / "tmp" / "outputs"),
             }
@@ -128,6 +140,7 @@ def _merge(records: list[dict[str, Any]]) -> dict[str, Any]:
     last = records[-1]
     return {
         **last,
+        "started_at": records[0].get("started_at"),
         "seconds": round(sum(r["seconds"] for r in records), 3),
         "attempts": sum(r["attempts"] for r in records),
         "placements": len(records),
@@ -201,7 +214,11 @@ class LocalRunner:
 
     def engine(self) -> WorkflowEngine:
         # JSON-line logs (run id and step on every record): the report's timeline reads them
-        env = {"BURST_LOG_JSON": "1", **self.options.env}
+        env = {
+            "BURST_LOG_JSON": "1",
+            "BURST_SUBMITTED_AT": f"{time.time():.3f}",
+            **self.options.env,
+        }
         if self.options.fail_at:
             env["BURST_FAIL_AT"] = ",".join(self.options.fail_at)
         manifest = load_manifest(self.options.template)

@@ -21,7 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from burst.budget import BudgetExceeded, BudgetGuard
 from burst.errors import CheckpointError, Preempted
+from burst.obs.events import CHECKPOINT, FIRST_TRAIN_STEP, PREEMPTION, emit
+from burst.obs.metrics import RunMetrics, export_from_env
 from burst.preempt.demo import DemoPreemptions
 from burst.preempt.emergency import RESERVE_S, SaveMeter, choose_emergency_save
 from burst.preempt.notice import Notice
@@ -35,6 +38,34 @@ from burst.train.setup import TrainSetup, load_entrypoint
 from burst.train.weights import weights_sha256
 
 log = logging.getLogger(__name__)
+
+
+def submitted_at() -> float | None:
+    """When the run was submitted (``BURST_SUBMITTED_AT``: epoch seconds or ISO 8601, set by
+    the local runner and by the workflow), for the GPU wait metric."""
+    import datetime as dt
+    import os
+
+    raw = os.environ.get("BURST_SUBMITTED_AT", "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        pass
+    try:
+        return dt.datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        log.warning("BURST_SUBMITTED_AT=%r is not a time: GPU wait not measured", raw)
+        return None
+
+
+def hourly_rate(infra: dict[str, Any] | None, plan: dict[str, Any] | None) -> float | None:
+    """USD per hour of what the run rents: the candidate provision got, else the plan's first."""
+    for cand in ((infra or {}).get("candidate"), *((plan or {}).get("candidates") or [])[:1]):
+        if isinstance(cand, dict) and isinstance(cand.get("price_per_hour"), int | float):
+            return float(cand["price_per_hour"])
+    return None
 
 
 def seed_everything(seed: int) -> None:
@@ -80,12 +111,19 @@ class TrainRun:
     """One attempt of the train step."""
 
     def __init__(
-        self, job: BurstJob, run_id: str, run_dir: Path, plan: dict[str, Any] | None = None
+        self,
+        job: BurstJob,
+        run_id: str,
+        run_dir: Path,
+        plan: dict[str, Any] | None = None,
+        infra: dict[str, Any] | None = None,
     ) -> None:
         self.job = job
         self.run_id = run_id
         self.run_dir = run_dir
         self.plan = plan
+        self.infra = infra
+        self.metrics = RunMetrics.for_job(run_id, job)
         self.demo = DemoPreemptions(run_dir / "preempt-demo.json")
         self.record: dict[str, Any] = {"started_at": utcnow_iso(), "preempted": False}
 
@@ -98,6 +136,17 @@ class TrainRun:
         self.meter = SaveMeter.from_dict(last.get("save_meter"))
         self.schedule = CheckpointSchedule.for_job(self.job, self.plan, last.get("measured"))
         self.record["attempt"] = len(self.past) + 1
+        rate = hourly_rate(self.infra, self.plan)
+        if rate is None:
+            log.warning("no price for what this run rents: only budget.max_hours is guarded")
+        self.record["usd_per_hour"] = rate
+        self.budget = BudgetGuard.start(
+            self.job.budget.max_usd,
+            self.job.budget.max_hours,
+            rate or 0.0,
+            spent_usd=sum(float(a.get("cost_usd") or 0) for a in self.past),
+            spent_hours=sum(float(a.get("hours") or 0) for a in self.past),
+        )
 
     # ------------------------------------------------------------------ running
 
@@ -115,7 +164,7 @@ class TrainRun:
             seed_everything(self.job.training.seed)
             setup = load_entrypoint(self.job)(self.job)
             return self._train(setup, store, watchers)
-        except Preempted:
+        except (Preempted, BudgetExceeded):  # recorded already, with the work saved
             store.close(timeout=RESERVE_S)
             raise
         except BaseException as exc:
@@ -164,6 +213,12 @@ class TrainRun:
         if notice is not None and start < total:
             self._preempt(notice, start, setup, store, last_full)
         for step in range(start, total):
+            if step == start:
+                self._first_step(step)
+            try:
+                self.budget.check()
+            except BudgetExceeded as exc:
+                self._over_budget(exc, store, setup, step, last_full)
             t0 = time.monotonic()
             setup.model.train()
             x, y = setup.batch_for_step(step)
@@ -211,6 +266,35 @@ class TrainRun:
         )
         return doc
 
+    def _first_step(self, step: int) -> None:
+        emit(log, FIRST_TRAIN_STEP, train_step=step + 1, attempt=self.record["attempt"])
+        t = submitted_at()
+        if t is not None and self.record["attempt"] == 1:  # submit to the first training step
+            self.metrics.set_gpu_wait(max(0.0, time.time() - t))
+
+    def _over_budget(
+        self,
+        exc: BudgetExceeded,
+        store: RunCheckpoints,
+        setup: TrainSetup,
+        step: int,
+        last_full: int | None,
+    ) -> None:
+        """Stop: keep the work (a full checkpoint, so a larger budget can resume it), record
+        why, and let teardown follow (exit 3)."""
+        log.error("%s: stopping the run", exc.message)
+        if step > 0 and last_full != step:
+            self._save(store, setup, step, "full")
+        try:
+            store.commit(60.0)
+        except CheckpointError as err:
+            log.error("the last checkpoint before stopping did not commit: %s", err.one_line())
+        self._learn(store)
+        self.record.update(outcome="budget-exceeded", ended_at_step=step, error=exc.message)
+        self._finish(store)
+        exc.doc = self._doc(store, step)  # type: ignore[attr-defined]
+        raise exc
+
     def _save(self, store: RunCheckpoints, setup: TrainSetup, step: int, tier: str) -> float:
         blocked = store.save(step, capture_state(setup, step, tier), tier)
         self.schedule.saved_at(step)
@@ -222,6 +306,16 @@ class TrainRun:
         for res in store.completed():
             self.meter.record(res.bytes, res.uploaded_bytes, res.blocking_s, res.upload_s)
             self.schedule.record_save(res.blocking_s, res.upload_s)
+            self.metrics.record_checkpoint(res.tier, res.bytes, res.blocking_s + res.upload_s)
+            self.metrics.record_stall(res.blocking_s)
+            emit(
+                log,
+                CHECKPOINT,
+                train_step=res.step,
+                tier=res.tier,
+                bytes=res.bytes,
+                uploaded_bytes=res.uploaded_bytes,
+            )
             log.info(
                 "checkpoint step %d (%s) committed: %d bytes, blocked %.4fs, upload %.4fs",
                 res.step,
@@ -241,6 +335,8 @@ class TrainRun:
     ) -> None:
         """Save what fits before the deadline, record the attempt, raise Preempted."""
         left = notice.seconds_left()
+        self.metrics.record_preemption()
+        emit(log, PREEMPTION, train_step=step, source=notice.source, seconds_left=left)
         log.warning(
             "preemption notice from %s at step %d: %s s left",
             notice.source,
@@ -325,6 +421,14 @@ class TrainRun:
     # ------------------------------------------------------------------ records
 
     def _finish(self, store: RunCheckpoints) -> None:
+        cost = self.budget.cost_usd() - self.budget.spent_usd
+        hours = self.budget.hours() - self.budget.spent_hours
+        self.record.update(cost_usd=round(cost, 6), hours=round(hours, 6))
+        self.metrics.set_cost("compute", self.budget.cost_usd())
+        try:
+            export_from_env(self.metrics, self.run_dir, "train", self.record.get("attempt"))
+        except OSError as exc:  # metrics must never cost the run
+            log.warning("could not write the train metrics: %s", exc)
         self.record.update(
             finished_at=utcnow_iso(),
             commits=self.meter.commits,
@@ -350,6 +454,8 @@ class TrainRun:
                     "emergency_save",
                     "advisories",
                     "commits",
+                    "cost_usd",
+                    "hours",
                     "started_at",
                     "finished_at",
                 )
@@ -364,12 +470,18 @@ class TrainRun:
             "checkpoint_store": store.location,
             "checkpoint_interval": self.schedule.describe(),
             "preemptions": sum(1 for a in attempts if a.get("preempted")),
+            "cost_usd": round(sum(float(a.get("cost_usd") or 0) for a in attempts), 6),
+            "usd_per_hour": self.record.get("usd_per_hour"),
             "attempts": summary,
             "watchers": self.record.get("watchers"),
         }
 
 
 def train(
-    job: BurstJob, run_id: str, run_dir: Path, plan: dict[str, Any] | None = None
+    job: BurstJob,
+    run_id: str,
+    run_dir: Path,
+    plan: dict[str, Any] | None = None,
+    infra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return TrainRun(job, run_id, run_dir, plan).run()
+    return TrainRun(job, run_id, run_dir, plan, infra).run()

@@ -26,6 +26,8 @@ FUTURE = "2099-01-01T00:00:00Z"
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.setenv(k, "testing")  # moto's fake credentials; never real ones
+    for k in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):  # e.g. a loopback S3 fixture's
+        monkeypatch.delenv(k, raising=False)
     with mock_aws():
         yield
 

@@ -50,6 +50,7 @@ def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         "BURST_TARGET": "aws",
     }.items():
         monkeypatch.setenv(k, v)  # moto's fake credentials, never real ones
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
     try:
         yield url
     finally:
