@@ -18,7 +18,7 @@ import time
 
 import pytest
 import torch
-from helpers import assert_same
+from ckpt_helpers import assert_same
 
 from burst.checkpoint import CheckpointError, CheckpointManager, collect_garbage
 from burst.checkpoint.faults import ENV as FAULT_ENV

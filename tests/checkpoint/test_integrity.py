@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from helpers import assert_same
+from ckpt_helpers import assert_same
 
 from burst.checkpoint import CheckpointError, CheckpointManager, load_manifest
 from burst.checkpoint.manifest import chunk_key

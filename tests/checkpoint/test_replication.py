@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from helpers import assert_same
+from ckpt_helpers import assert_same
 
 from burst.checkpoint import CheckpointManager, list_checkpoints, replicate
 from burst.checkpoint.manifest import chunk_key

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import torch
-from helpers import assert_same
+from ckpt_helpers import assert_same
 
 from burst.checkpoint import (
     CheckpointManager,

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from helpers import assert_same, make_model, snapshot, train_steps
+from ckpt_helpers import assert_same, make_model, snapshot, train_steps
 
 from burst.checkpoint import (
     CheckpointError,
