@@ -87,6 +87,7 @@ class CheckpointManager:
         self._layout_sig: str | None = None
         self._proc: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
+        self._worker_buffer: str | None = None  # token of the memfd buffer the worker inherited
         self._cond = threading.Condition()
         self._seq = 0
         self._inflight: dict[str, Any] | None = None  # {"id", "op", "step", "tier", "stall"}
@@ -99,8 +100,13 @@ class CheckpointManager:
     # -- worker process -------------------------------------------------------------------
 
     def _ensure_worker(self) -> subprocess.Popen[str]:
+        fd = self._buffer.memfd if self._buffer is not None else None
+        token = self._buffer.token if fd is not None and self._buffer is not None else None
         if self._proc is not None and self._proc.poll() is None:
-            return self._proc
+            if token is None or token == self._worker_buffer:
+                return self._proc
+            self._stop_worker()  # the buffer was replaced: a new worker inherits the new one
+        self._worker_buffer = token
         env = dict(os.environ)
         pkg_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
@@ -116,6 +122,7 @@ class CheckpointManager:
             env=env,
             bufsize=1,
             start_new_session=True,
+            pass_fds=(fd,) if fd is not None else (),
         )
         init = {
             "store": self.store.spec(),
@@ -243,7 +250,7 @@ class CheckpointManager:
             "op": "save",
             "step": int(step),
             "tier": tier,
-            "buffer": str(self._buffer.path),
+            "buffer": self._buffer.worker_path,
             "size": self._buffer.size,
             "arrays": [e.to_json() for e in entries],
             "tree": tree,
@@ -355,19 +362,24 @@ class CheckpointManager:
         try:
             self._wait_idle(timeout)
         finally:
-            proc = self._proc
-            if proc is not None and proc.poll() is None:
-                try:
-                    assert proc.stdin is not None
-                    proc.stdin.write('{"op":"exit"}\n')
-                    proc.stdin.close()
-                    proc.wait(timeout=30)
-                except (OSError, subprocess.TimeoutExpired):
-                    proc.kill()
-                    proc.wait()
+            self._stop_worker()
             if self._buffer is not None:
                 self._buffer.close()
                 self._buffer = None
+
+    def _stop_worker(self) -> None:
+        """Ask an idle worker to exit (kill it if it does not within 30 s)."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write('{"op":"exit"}\n')
+            proc.stdin.close()
+            proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
 
     def __enter__(self) -> CheckpointManager:
         return self

@@ -179,8 +179,9 @@ def main() -> int:
     finally:
         buffer_path = worker.buffer.path if worker.buffer is not None else None
         worker.close()
-        if not orderly and buffer_path:
+        if not orderly and buffer_path and not buffer_path.startswith("/proc/"):
             # the trainer is gone (stdin closed without "exit"): nobody else frees its buffer
+            # file (a memfd buffer is freed by the kernel when this process exits)
             with contextlib.suppress(OSError):
                 os.unlink(buffer_path)
     return 0

@@ -155,3 +155,40 @@ def test_paced_upload_speeds_up_when_someone_waits(local_store: ObjectStore) -> 
         assert mgr.status().in_flight == 1  # still paced
         mgr.wait(timeout=120)  # hang detection only: unpaced, this takes well under a second
         assert_same(mgr.restore().state, state)
+
+
+def test_buffer_directory_too_small_is_one_clear_error(
+    local_store: ObjectStore, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from burst.checkpoint.staging import SHM_DIR_ENV, HostBuffer
+
+    monkeypatch.setenv(SHM_DIR_ENV, str(tmp_path))
+    st = os.statvfs(tmp_path)
+    with pytest.raises(CheckpointError, match=SHM_DIR_ENV):
+        HostBuffer(st.f_bavail * st.f_frsize + (1 << 30))
+    # a directory with room works as the buffer's home, and the buffer file goes with close()
+    with CheckpointManager(local_store, chunk_size=64 << 10) as mgr:
+        mgr.save(1, {"w": torch.arange(1000)})
+        assert mgr._buffer is not None and mgr._buffer.path.parent == tmp_path
+        mgr.wait()
+    assert not list(tmp_path.glob("burst-ckpt-*"))
+    assert mgr.restore().state["w"].equal(torch.arange(1000))
+
+
+def test_state_that_grows_gets_a_new_buffer_and_worker(local_store: ObjectStore) -> None:
+    small = {"w": torch.randn(1000)}
+    big = {"w": torch.randn(300_000), "extra": torch.randn(50_000)}
+    with CheckpointManager(local_store, chunk_size=64 << 10) as mgr:
+        mgr.save(1, small)
+        mgr.wait()
+        first_pid = mgr.worker_pid
+        mgr.save(2, big)
+        mgr.wait()
+        assert mgr.worker_pid is not None and mgr.worker_pid != first_pid
+        mgr.save(3, small)  # fits in the big buffer: same worker
+        mgr.wait()
+        assert_same(mgr.restore(1).state, small)
+        assert_same(mgr.restore(2).state, big)
+        assert_same(mgr.restore(3).state, small)

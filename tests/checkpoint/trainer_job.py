@@ -1,7 +1,7 @@
 """A trainer that starts a save and then waits to be killed (for test_trainer_killed.py).
 
     python trainer_job.py STORE_DIR
-Prints the shared buffer's path once save() has returned, then sleeps.
+Prints the shared buffer's path and the worker's pid once save() has returned, then sleeps.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def main() -> None:
     g = torch.Generator().manual_seed(42)
     mgr.save(7, {"w": torch.randn(4 << 20, generator=g)})
     assert mgr._buffer is not None
-    print(mgr._buffer.path, flush=True)
+    print(mgr._buffer.path, mgr.worker_pid, flush=True)
     time.sleep(600)
 
 
