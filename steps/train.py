@@ -18,6 +18,9 @@ def resolve_watchers(infra: dict[str, Any] | None) -> None:
 
     if os.environ.get("BURST_PREEMPT_WATCHERS", "").strip().lower() != "provider":
         return
+    if os.environ.get("BURST_TF_STACK", "local") == "local":  # an emulated node group:
+        os.environ["BURST_PREEMPT_WATCHERS"] = "none"  # no metadata service to ask
+        return
     provider = str(((infra or {}).get("candidate") or {}).get("provider", "")).lower()
     os.environ["BURST_PREEMPT_WATCHERS"] = provider if provider in WATCHERS else "none"
 

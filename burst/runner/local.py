@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -217,6 +218,9 @@ class LocalRunner:
         env = {
             "BURST_LOG_JSON": "1",
             "BURST_SUBMITTED_AT": f"{time.time():.3f}",
+            # one machine has no cloud metadata service: never poll a provider's (link-local)
+            # metadata address from a local run, whatever the template says for the cluster
+            "BURST_PREEMPT_WATCHERS": os.environ.get("BURST_LOCAL_PREEMPT_WATCHERS", "none"),
             **self.options.env,
         }
         if self.options.fail_at:

@@ -32,6 +32,10 @@ def test_quickstart_succeeds_and_is_deterministic(
     assert [s["name"] for s in a["steps"]] == [
         "preflight", "plan", "verify-image", "provision", "train", "teardown"]
     assert "Traceback" not in err
+    # one machine has no cloud metadata service: a local run watches signals only, and never
+    # polls a provider's metadata address
+    train = json.loads((runs_root / "det-a" / "docs" / "train.json").read_text())
+    assert train["watchers"] == ["signals"]
 
     code, _, err = _run(burst_cmd, quickstart_in, "det-b")
     assert code == 0, err
