@@ -141,6 +141,9 @@ class Training(Strict):
     batch_size: int = Field(default=16, ge=1)
     learning_rate: float = Field(default=1e-3, gt=0)
     engine: Literal["torch", "deepspeed"] = Field(default="torch")
+    zero_stage: int = Field(
+        default=2, ge=0, le=3, description="DeepSpeed ZeRO stage (engine: deepspeed only)."
+    )
     step_seconds: float | None = Field(
         default=None, gt=0, description="Measured seconds per step on the target GPUs (planning)."
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,11 @@ class RunCheckpoints:
         A save still in flight is waited for first (one at a time); if it failed, the failure
         is logged and counted, and the checkpoint before it stands.
         """
+        return self.save_via(lambda: self.mgr.save(step, state, tier))
+
+    def save_via(self, hand_off: Callable[[], object]) -> float:
+        """``save`` with the hand-off to ``self.mgr`` done by ``hand_off`` (an adapter such
+        as the DeepSpeed checkpointer, which calls ``self.mgr.save`` itself)."""
         t0 = time.perf_counter()
         if self.mgr.busy():
             try:
@@ -101,11 +107,11 @@ class RunCheckpoints:
             # are only held pending for the moment of the start, never lost.
             held = signal.pthread_sigmask(signal.SIG_BLOCK, NOTICE_SIGNALS)
             try:
-                self.mgr.save(step, state, tier)
+                hand_off()
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, held)
         else:
-            self.mgr.save(step, state, tier)
+            hand_off()
         return time.perf_counter() - t0
 
     def busy(self) -> bool:

@@ -7,6 +7,10 @@ from the latest FULL checkpoint with model, optimizer, scheduler, RNG states and
 position. At every step boundary it reads the preemption notice board (``burst.preempt``): on
 a stop notice it saves what fits in the time left and raises ``Preempted`` (exit 75, requeue);
 an advisory notice (rebalance) makes it checkpoint now and carry on.
+
+The optimizer step and the engine's own saving and restoring are ``burst.train.engine``'s
+(``training.engine``: plain torch, or DeepSpeed with full checkpoints only); all the above is
+shared by both.
 """
 
 from __future__ import annotations
@@ -32,10 +36,10 @@ from burst.preempt.watch import Watchers, start_watchers
 from burst.runs import utcnow_iso
 from burst.spec import BurstJob
 from burst.train.attempts import FILE_NAME, AttemptLog
-from burst.train.checkpoints import RunCheckpoints, state_nbytes
+from burst.train.checkpoints import RunCheckpoints
+from burst.train.engine import TrainEngine, open_engine
 from burst.train.schedule import CheckpointSchedule
-from burst.train.setup import TrainSetup, load_entrypoint
-from burst.train.weights import weights_sha256
+from burst.train.setup import load_entrypoint
 
 log = logging.getLogger(__name__)
 
@@ -73,38 +77,6 @@ def seed_everything(seed: int) -> None:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
-
-
-def capture_state(setup: TrainSetup, step: int, tier: str) -> dict[str, Any]:
-    state: dict[str, Any] = {"step": step, "tier": tier, "model": setup.model.state_dict()}
-    if tier == "full":
-        state.update(
-            optimizer=setup.optimizer.state_dict(),
-            scheduler=setup.scheduler.state_dict() if setup.scheduler else None,
-            rng={
-                "torch": torch.get_rng_state(),
-                "numpy": np.random.get_state(),
-                "python": random.getstate(),
-            },
-            data_position=step,
-        )
-    return state
-
-
-def apply_state(setup: TrainSetup, state: dict[str, Any]) -> int:
-    setup.model.load_state_dict(state["model"])
-    setup.optimizer.load_state_dict(state["optimizer"])
-    if setup.scheduler is not None and state.get("scheduler") is not None:
-        setup.scheduler.load_state_dict(state["scheduler"])
-    rng = state["rng"]
-    torch.set_rng_state(rng["torch"])
-    np.random.set_state(tuple(rng["numpy"]))  # type: ignore[arg-type]
-    random.setstate(_as_tuples(rng["python"]))
-    return int(state["data_position"])
-
-
-def _as_tuples(obj: Any) -> Any:
-    return tuple(_as_tuples(o) for o in obj) if isinstance(obj, list | tuple) else obj
 
 
 class TrainRun:
@@ -160,10 +132,13 @@ class TrainRun:
         except BaseException:
             watchers.stop()
             raise
+        engine: TrainEngine | None = None
         try:
             seed_everything(self.job.training.seed)
             setup = load_entrypoint(self.job)(self.job)
-            return self._train(setup, store, watchers)
+            engine = open_engine(self.job, setup, self.run_dir)
+            self.record["engine"] = engine.name
+            return self._train(engine, store, watchers)
         except (Preempted, BudgetExceeded):  # recorded already, with the work saved
             store.close(timeout=RESERVE_S)
             raise
@@ -175,14 +150,16 @@ class TrainRun:
         finally:
             watchers.stop()
             store.close()
+            if engine is not None:
+                engine.close()
 
     def _train(
-        self, setup: TrainSetup, store: RunCheckpoints, watchers: Watchers
+        self, engine: TrainEngine, store: RunCheckpoints, watchers: Watchers
     ) -> dict[str, Any]:
         start = 0
-        restored = store.restore_full()
+        restored = engine.restore(store)
         if restored is not None:
-            start = apply_state(setup, restored[1])
+            start = restored
             log.info("resumed from the full checkpoint at step %d", start)
         newest = store.latest()
         if newest is not None and newest.step > start:
@@ -211,31 +188,23 @@ class TrainRun:
         board = watchers.board
         notice = board.stop_notice()
         if notice is not None and start < total:
-            self._preempt(notice, start, setup, store, last_full)
+            self._preempt(notice, start, engine, store, last_full)
         for step in range(start, total):
             if step == start:
                 self._first_step(step)
             try:
                 self.budget.check()
             except BudgetExceeded as exc:
-                self._over_budget(exc, store, setup, step, last_full)
+                self._over_budget(exc, store, engine, step, last_full)
             t0 = time.monotonic()
-            setup.model.train()
-            x, y = setup.batch_for_step(step)
-            setup.optimizer.zero_grad(set_to_none=True)
-            out = setup.loss_fn(setup.model(x), y)
-            out.backward()
-            setup.optimizer.step()
-            if setup.scheduler is not None:
-                setup.scheduler.step()
-            loss = float(out.detach())
+            loss = engine.step(step)
             done = step + 1
             self.schedule.record_step(time.monotonic() - t0)
             self._learn(store)
             self.demo.maybe_fire(done)
             notice = board.stop_notice()
             if notice is not None and done < total:
-                self._preempt(notice, done, setup, store, last_full)
+                self._preempt(notice, done, engine, store, last_full)
             advisories = board.take_advisories()
             for a in advisories:
                 log.warning("advisory %s (%s): checkpointing now", a.source, a.detail)
@@ -244,10 +213,13 @@ class TrainRun:
                 saves += 1
                 tier = (
                     "full"
-                    if saves % policy.full_every == 0 or done == total or advisories
+                    if saves % policy.full_every == 0
+                    or done == total
+                    or advisories
+                    or "weights" not in engine.tiers
                     else "weights"
                 )
-                self._save(store, setup, done, tier)
+                self._save(store, engine, done, tier)
                 if tier == "full":
                     last_full = done
                 log.info("step %d loss %.5f: %s checkpoint handed to the writer", done, loss, tier)
@@ -262,7 +234,7 @@ class TrainRun:
         doc = self._doc(store, total)
         doc.update(
             final_loss=None if math.isnan(loss) else loss,  # NaN: no step ran in this attempt
-            final_weights_sha256=weights_sha256(setup.model),
+            final_weights_sha256=engine.weights_sha256(),
         )
         return doc
 
@@ -276,7 +248,7 @@ class TrainRun:
         self,
         exc: BudgetExceeded,
         store: RunCheckpoints,
-        setup: TrainSetup,
+        engine: TrainEngine,
         step: int,
         last_full: int | None,
     ) -> None:
@@ -284,7 +256,7 @@ class TrainRun:
         why, and let teardown follow (exit 3)."""
         log.error("%s: stopping the run", exc.message)
         if step > 0 and last_full != step:
-            self._save(store, setup, step, "full")
+            self._save(store, engine, step, "full")
         try:
             store.commit(60.0)
         except CheckpointError as err:
@@ -295,8 +267,8 @@ class TrainRun:
         exc.doc = self._doc(store, step)  # type: ignore[attr-defined]
         raise exc
 
-    def _save(self, store: RunCheckpoints, setup: TrainSetup, step: int, tier: str) -> float:
-        blocked = store.save(step, capture_state(setup, step, tier), tier)
+    def _save(self, store: RunCheckpoints, engine: TrainEngine, step: int, tier: str) -> float:
+        blocked = engine.save(store, step, tier)
         self.schedule.saved_at(step)
         self._learn(store)
         return blocked
@@ -329,7 +301,7 @@ class TrainRun:
         self,
         notice: Notice,
         step: int,
-        setup: TrainSetup,
+        engine: TrainEngine,
         store: RunCheckpoints,
         last_full: int | None,
     ) -> None:
@@ -351,15 +323,18 @@ class TrainRun:
                 "reason": f"the full checkpoint at step {step} is already saved",
             }
         else:
+            full_bytes = engine.nbytes("full")
             costs = self.meter.costs(
-                full_bytes=state_nbytes(capture_state(setup, step, "full")),
-                weights_bytes=state_nbytes(setup.model.state_dict()),
+                full_bytes=full_bytes,
+                # an engine without a weights tier: weights-only costs a full save, so the
+                # choice is full if it fits, else the last committed checkpoint
+                weights_bytes=engine.nbytes("weights") if "weights" in engine.tiers else full_bytes,
                 pending_s=self.meter.last_upload_s if store.busy() else 0.0,
             )
             choice = choose_emergency_save(left, costs)
             emergency = choice.as_dict()
             if choice.tier != "none":
-                emergency.update(self._emergency_save(store, setup, step, choice.tier, notice))
+                emergency.update(self._emergency_save(store, engine, step, choice.tier, notice))
         try:  # a save still in flight commits, or not, before the deadline too
             store.commit(
                 None
@@ -396,10 +371,10 @@ class TrainRun:
         raise stop
 
     def _emergency_save(
-        self, store: RunCheckpoints, setup: TrainSetup, step: int, tier: str, notice: Notice
+        self, store: RunCheckpoints, engine: TrainEngine, step: int, tier: str, notice: Notice
     ) -> dict[str, Any]:
         started = time.monotonic()
-        self._save(store, setup, step, tier)
+        self._save(store, engine, step, tier)
         budget = (
             None
             if notice.deadline is None

@@ -1,0 +1,173 @@
+"""``training.engine: deepspeed``: the entrypoint's model trained through a DeepSpeed engine.
+
+The entrypoint builds the model, the torch optimizer and the scheduler as for plain torch;
+they are handed to ``deepspeed.initialize`` (the torch optimizer, so DeepSpeed compiles no
+fused Adam) with ZeRO stage ``training.zero_stage``. Without a GPU it runs on DeepSpeed's CPU
+accelerator with gloo. Alone (no torchrun), it is a world of one: RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR (127.0.0.1) and MASTER_PORT (a free port) default when unset.
+
+Checkpoints go through ``burst.checkpoint.deepspeed.DeepSpeedCheckpointer`` into the run's
+store (the same ``CheckpointManager`` the torch path uses). They are one tier, full; the
+client state carries the data position and the torch, numpy and python RNG states, so a
+resumed run repeats the uninterrupted one exactly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from burst.errors import CheckpointError
+from burst.spec import BurstJob
+from burst.train.checkpoints import RunCheckpoints, state_nbytes
+from burst.train.rng import rng_states, set_rng_states
+from burst.train.setup import TrainSetup
+from burst.train.weights import weights_sha256
+
+log = logging.getLogger(__name__)
+
+
+def default_environment() -> None:
+    """The environment DeepSpeed needs, where the launcher (torchrun) did not set it."""
+    from burst.storage.loopback import free_port
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    # the shm op DeepSpeed compiles on first use is kept here for the next run
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(cache / "torch_extensions"))
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
+        os.environ.setdefault(name, value)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if "MASTER_PORT" not in os.environ:
+        os.environ["MASTER_PORT"] = str(free_port())
+
+
+def ds_config(job: BurstJob, world_size: int) -> dict[str, Any]:
+    batch = job.training.batch_size
+    return {
+        "train_micro_batch_size_per_gpu": batch,
+        "gradient_accumulation_steps": 1,
+        "train_batch_size": batch * world_size,
+        "zero_optimization": {"stage": job.training.zero_stage},
+        # the entrypoint's optimizer is any torch optimizer
+        "zero_allow_untested_optimizer": True,
+        "steps_per_print": 2**31 - 1,
+        "wall_clock_breakdown": False,
+    }
+
+
+class DeepSpeedEngine:
+    name = "deepspeed"
+    tiers: tuple[str, ...] = ("full",)
+
+    def __init__(self, job: BurstJob, setup: TrainSetup, work_dir: Path) -> None:
+        default_environment()
+        import deepspeed
+        import torch.distributed as dist
+
+        self.setup = setup
+        self.stage = job.training.zero_stage
+        self._own_group = not dist.is_initialized()
+        if self._own_group:
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            deepspeed.init_distributed(dist_backend=backend, verbose=False)
+        world = int(dist.get_world_size())
+        self.engine, _, _, _ = deepspeed.initialize(
+            model=setup.model,
+            optimizer=setup.optimizer,
+            lr_scheduler=setup.scheduler,
+            config=ds_config(job, world),
+        )
+        log.info(
+            "DeepSpeed engine: ZeRO stage %d, world size %d, device %s",
+            self.stage,
+            world,
+            self.engine.device,
+        )
+        work_dir.mkdir(parents=True, exist_ok=True)
+        # DeepSpeed writes and reads its files here; the store holds the checkpoint
+        self.local_dir = Path(tempfile.mkdtemp(prefix="deepspeed-", dir=work_dir))
+        self._ckpt: Any = None
+        self._last_bytes = 0
+
+    def _checkpointer(self, store: RunCheckpoints) -> Any:
+        from burst.checkpoint.deepspeed import DeepSpeedCheckpointer
+
+        if self._ckpt is None or self._ckpt.manager is not store.mgr:
+            self._ckpt = DeepSpeedCheckpointer(self.engine, store.mgr, self.local_dir)
+        return self._ckpt
+
+    def step(self, step: int) -> float:
+        engine = self.engine
+        engine.train()
+        x, y = self.setup.batch_for_step(step)
+        out = self.setup.loss_fn(engine(x.to(engine.device)), y.to(engine.device))
+        engine.backward(out)
+        engine.step()
+        return float(out.detach())
+
+    def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
+        if tier != "full":
+            raise CheckpointError(f"a DeepSpeed checkpoint is full, not {tier!r}")
+        client = {"data_position": step, "rng": rng_states(), "zero_stage": self.stage}
+        ckpt = self._checkpointer(store)
+        blocked = store.save_via(lambda: ckpt.save(step, client_state=client))
+        tag_dir = self.local_dir / ckpt.tag(step)
+        self._last_bytes = sum(p.stat().st_size for p in tag_dir.rglob("*") if p.is_file())
+        return blocked
+
+    def restore(self, store: RunCheckpoints) -> int | None:
+        """The newest full checkpoint that loads; older ones if it does not."""
+        fulls = sorted((r for r in store.refs() if r.tier == "full"), key=lambda r: -r.step)
+        if not fulls:
+            return None
+        ckpt = self._checkpointer(store)
+        error: CheckpointError | None = None
+        for ref in fulls:
+            try:
+                step, client = ckpt.restore(ref.step)
+            except CheckpointError as exc:
+                log.warning("full checkpoint at step %d: %s", ref.step, exc.one_line())
+                error = error or exc
+                continue
+            if "rng" not in client or "data_position" not in client:
+                raise CheckpointError(
+                    f"DeepSpeed checkpoint at step {step} has no data position or RNG states "
+                    "(not written by burst's train step)",
+                    where=store.location,
+                )
+            set_rng_states(client["rng"])
+            return int(client["data_position"])
+        assert error is not None
+        raise error
+
+    def nbytes(self, tier: str) -> int:
+        """The size of the last checkpoint this attempt wrote, else the module and optimizer
+        state (every tier is full)."""
+        if self._last_bytes:
+            return self._last_bytes
+        return state_nbytes(self.engine.module.state_dict()) + state_nbytes(
+            self.setup.optimizer.state_dict()
+        )
+
+    def weights_sha256(self) -> str:
+        import deepspeed
+
+        params = list(self.engine.module.parameters())
+        with deepspeed.zero.GatheredParameters(params, enabled=self.stage == 3):
+            return weights_sha256(self.engine.module)
+
+    def close(self) -> None:
+        shutil.rmtree(self.local_dir, ignore_errors=True)
+        if self._own_group:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
