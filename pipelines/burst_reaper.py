@@ -31,7 +31,19 @@ def build() -> CronWorkflow:
                 name="steps-image",
                 value=STEPS_IMAGE,
                 description="steps image (holds the burst CLI), pinned by digest",
-            )
+            ),
+            Parameter(
+                name="regions",
+                value="ap-southeast-1,ap-southeast-3,ap-southeast-5,me-central-1,me-south-1,"
+                "il-central-1",
+                description="comma-separated regions scanned for resources tagged burst:run-id",
+            ),
+            Parameter(
+                name="state-bucket",
+                value="",
+                description="S3 bucket of the runs' Terraform state (BURST_TF_STATE_BUCKET)",
+            ),
+            Parameter(name="state-region", value="", description="region of the state bucket"),
         ],
         pod_gc=m.PodGC(strategy="OnPodSuccess"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
@@ -41,8 +53,15 @@ def build() -> CronWorkflow:
             name="reap",
             image="{{workflow.parameters.steps-image}}",
             image_pull_policy="IfNotPresent",
-            command=["burst", "reap"],
-            env=[Env(name="BURST_NAMESPACE", value="{{workflow.namespace}}")],
+            # it acts: expired runs with no live workflow are destroyed (a dry run is
+            # `burst reap` by hand); the JSON of what it found and did is the pod's log
+            command=["burst", "reap", "--yes", "--json"],
+            env=[
+                Env(name="BURST_NAMESPACE", value="{{workflow.namespace}}"),
+                Env(name="BURST_REAP_REGIONS", value="{{workflow.parameters.regions}}"),
+                Env(name="BURST_TF_STATE_BUCKET", value="{{workflow.parameters.state-bucket}}"),
+                Env(name="BURST_TF_STATE_REGION", value="{{workflow.parameters.state-region}}"),
+            ],
             node_selector=dict(STABLE_NODES),
         )
     return cron

@@ -56,6 +56,9 @@ DEFAULT_DEADLINE_S = 24 * 3600
 WORKFLOW_DEADLINE_S = DEFAULT_DEADLINE_S + 3600
 
 
+SITE_VARS_PATH = "/tmp/inputs/site.tfvars"
+
+
 def _spec_artifact() -> Artifact:
     return RawArtifact(name="spec", path=SPEC_PATH, data="{{workflow.parameters.spec}}")
 
@@ -70,6 +73,7 @@ def _step_container(
     extra_inputs: tuple[str, ...] = (),
     stable: bool = True,
     artifact: str | None = None,
+    site_vars: bool = False,
     **kwargs: Any,
 ) -> Container:
     """A container template running ``python -m steps.<step>`` under the step contract."""
@@ -89,8 +93,21 @@ def _step_container(
         Env(name="BURST_RUNS_ROOT", value=RUNS_MOUNT),
         Env(name="BURST_NAMESPACE", value="{{workflow.namespace}}"),
         Env(name="BURST_LOG_JSON", value="1"),
+        # the stack the run applies, and the cloud teardown's leak scan looks at
+        Env(name="BURST_TF_STACK", value="{{workflow.parameters.tf-stack}}"),
+        Env(name="BURST_TARGET", value="{{workflow.parameters.tf-stack}}"),
+        Env(name="BURST_TF_STATE_BUCKET", value="{{workflow.parameters.tf-state-bucket}}"),
+        Env(name="BURST_TF_STATE_REGION", value="{{workflow.parameters.tf-state-region}}"),
         *extra_env,
     ]
+    raw = [_spec_artifact()]
+    if site_vars:  # provision and teardown apply / destroy the stack with the site's settings
+        raw.append(
+            RawArtifact(
+                name="site-vars", path=SITE_VARS_PATH, data="{{workflow.parameters.tf-site-vars}}"
+            )
+        )
+        env.append(Env(name="BURST_TF_SITE_VARS", value=SITE_VARS_PATH))
     return Container(
         name=step,
         image=image,
@@ -98,7 +115,7 @@ def _step_container(
         command=["python", "-m", "steps." + step.replace("-", "_")],
         args=args,
         env=env,
-        inputs=[*[Parameter(name=n) for n in (*inputs, *extra_inputs)], _spec_artifact()],
+        inputs=[*[Parameter(name=n) for n in (*inputs, *extra_inputs)], *raw],
         outputs=outputs or None,
         volume_mounts=[m.VolumeMount(name=RUNS_VOLUME, mount_path=RUNS_MOUNT)],
         node_selector=dict(STABLE_NODES) if stable else None,
@@ -160,6 +177,23 @@ def build() -> WorkflowTemplate:
                 description="train nodes: 1 runs a pod, more a gang-scheduled Volcano Job",
             ),
             Parameter(name="gpus-per-node", value="8", description="GPUs on each train node"),
+            Parameter(
+                name="tf-stack",
+                value="aws",
+                description="Terraform stack: aws (terraform/stacks/burst-run, S3 state) or "
+                "local (the embedded emulation; what `burst run` uses)",
+            ),
+            Parameter(
+                name="tf-state-bucket",
+                value="",
+                description="S3 bucket of the runs' Terraform state (key from the run id)",
+            ),
+            Parameter(name="tf-state-region", value="", description="the state bucket's region"),
+            Parameter(
+                name="tf-site-vars",
+                value="",
+                description="the site's tfvars (text: VPC, subnets, cluster, control network)",
+            ),
         ],
         synchronization=m.Synchronization(
             semaphores=[
@@ -214,6 +248,7 @@ def build() -> WorkflowTemplate:
                 Env(name="BURST_CANDIDATE_INDEX", value="{{inputs.parameters.candidate-index}}"),
             ),
             extra_inputs=("candidate-index",),
+            site_vars=True,
         )
         train = _step_container(
             "train",
@@ -244,7 +279,9 @@ def build() -> WorkflowTemplate:
                 f'"terminationGracePeriodSeconds": {TRAIN_GRACE_S}}}'
             ),
         )
-        teardown = _step_container("teardown", output="teardown", extra_env=(state_key,))
+        teardown = _step_container(
+            "teardown", output="teardown", extra_env=(state_key,), site_vars=True
+        )
         propagate = Container(
             name="propagate-failure",
             image="{{workflow.parameters.steps-image}}",

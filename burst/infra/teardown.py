@@ -115,7 +115,8 @@ def run_region(workdir: Path) -> tuple[str | None, str | None]:
 
 
 def cloud_scan_enabled() -> bool:
-    """Scan the real cloud only when the run really targeted it (BURST_TARGET=aws)."""
+    """Scan the real cloud when the run targeted it: ``BURST_TARGET=aws``, or (see
+    ``leak_scan``) whenever the run's workspace is the aws stack, whatever the variable says."""
     return os.environ.get("BURST_TARGET", "local") == "aws"
 
 
@@ -129,7 +130,9 @@ def leak_scan(run_id: str, workdir: Path) -> list[dict[str, Any]]:
             {"kind": "terraform-state", "id": str(state_file(workdir)), "count": remaining}
         )
     provider, region = run_region(workdir)
-    if cloud_scan_enabled() and provider == "aws" and region:
+    ws = load_workspace(workdir)
+    on_cloud = cloud_scan_enabled() or (ws is not None and ws.kind == "aws")
+    if on_cloud and provider == "aws" and region:
         from burst.infra.leakscan import AwsInventory
 
         try:

@@ -98,6 +98,21 @@ def workflow_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
     steps_image = os.environ.get("BURST_STEPS_IMAGE")
     if steps_image:
         params["steps-image"] = _pinned(steps_image, "BURST_STEPS_IMAGE")
+    # the Terraform stack and its state store, as `burst run` reads them (the template's
+    # defaults: the aws stack)
+    for env, name in (
+        ("BURST_TF_STACK", "tf-stack"),
+        ("BURST_TF_STATE_BUCKET", "tf-state-bucket"),
+        ("BURST_TF_STATE_REGION", "tf-state-region"),
+    ):
+        if os.environ.get(env):
+            params[name] = os.environ[env]
+    site = os.environ.get("BURST_TF_SITE_VARS")
+    if site:
+        try:
+            params["tf-site-vars"] = Path(site).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BadInputError(f"BURST_TF_SITE_VARS: cannot read {site}: {exc.strerror}") from None
     return params
 
 

@@ -185,6 +185,17 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
     return steps
 
 
+def _read_site_vars() -> str:
+    """The site's tfvars text for the aws stack (``BURST_TF_SITE_VARS`` names the file)."""
+    path = os.environ.get("BURST_TF_SITE_VARS")
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BadInputError(f"BURST_TF_SITE_VARS: cannot read {path}: {exc.strerror}") from None
+
+
 class LocalRunner:
     def __init__(
         self,
@@ -209,6 +220,11 @@ class LocalRunner:
             "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
             "nodes": str(node_count(job)),
             "gpus-per-node": str(job.compute.gpus_per_node),
+            # one machine: the embedded stack (or the one named in the environment)
+            "tf-stack": os.environ.get("BURST_TF_STACK", "local") or "local",
+            "tf-state-bucket": os.environ.get("BURST_TF_STATE_BUCKET", ""),
+            "tf-state-region": os.environ.get("BURST_TF_STATE_REGION", ""),
+            "tf-site-vars": _read_site_vars(),
         }
         params.update(self.options.parameters)
         return params

@@ -131,7 +131,10 @@ def test_reaper_is_a_forbid_cron_running_burst_reap(reaper: dict[str, Any]) -> N
     assert reaper["kind"] == "CronWorkflow"
     assert reaper["spec"]["concurrencyPolicy"] == "Forbid"
     (t,) = reaper["spec"]["workflowSpec"]["templates"]
-    assert t["container"]["command"] == ["burst", "reap"]
+    assert t["container"]["command"] == ["burst", "reap", "--yes", "--json"]  # it acts
+    env = {e["name"]: e["value"] for e in t["container"]["env"]}
+    assert env["BURST_REAP_REGIONS"] == "{{workflow.parameters.regions}}"
+    assert env["BURST_TF_STATE_BUCKET"] == "{{workflow.parameters.state-bucket}}"
     assert reaper["spec"]["workflowSpec"]["serviceAccountName"] == "burst-reaper"
 
 
@@ -167,3 +170,20 @@ def test_multi_node_train_is_a_gang_scheduled_volcano_job(train: dict[str, Any])
     assert pod["nodeSelector"] == {"accelerator": "h100"}
     assert "torchrun" in pod["containers"][0]["command"][2]
     assert "-m steps.train" in pod["containers"][0]["command"][2]
+
+
+def test_cluster_runs_use_the_aws_stack_and_teardown_can_find_it(train: dict[str, Any]) -> None:
+    """In the cluster, provision applies the aws stack (S3 state keyed by the run id) and
+    teardown destroys it with the same settings; the leak scan looks at the cloud."""
+    params = {p["name"]: p.get("value") for p in train["spec"]["arguments"]["parameters"]}
+    assert params["tf-stack"] == "aws"
+    templates = {t["name"]: t for t in train["spec"]["templates"]}
+    for name in ("provision", "teardown"):
+        c = templates[name]
+        env = {e["name"]: e["value"] for e in c["container"]["env"]}
+        assert env["BURST_TF_STACK"] == "{{workflow.parameters.tf-stack}}"
+        assert env["BURST_TARGET"] == "{{workflow.parameters.tf-stack}}"
+        assert env["BURST_TF_STATE_BUCKET"] == "{{workflow.parameters.tf-state-bucket}}"
+        raw = {a["name"]: a for a in c["inputs"]["artifacts"]}
+        assert raw["site-vars"]["raw"]["data"] == "{{workflow.parameters.tf-site-vars}}"
+        assert env["BURST_TF_SITE_VARS"] == raw["site-vars"]["path"]
