@@ -24,6 +24,9 @@ from burst.errors import BadInputError
 
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,100}$")
 STEPS = ("preflight", "plan", "verify-image", "provision", "train", "teardown")
+#: Where --fail-at can inject a failure: each step as a whole (teardown: its first two destroy
+#: attempts), and the finer points the steps place themselves.
+FAULT_POINTS = (*STEPS, "provision:before", "provision:midway", "train:before")
 
 
 def runs_root() -> Path:

@@ -6,12 +6,15 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from burst.infra.terraform import count_state_resources
 
 
 def _run(burst_cmd: list[str], spec: Path, run_id: str, *extra: str) -> tuple[int, dict, str]:
-    proc = subprocess.run([*burst_cmd, "run", str(spec), "--run-id", run_id, *extra],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [*burst_cmd, "run", str(spec), "--run-id", run_id, *extra], capture_output=True, text=True
+    )
     return proc.returncode, proc.stdout, proc.stderr  # type: ignore[return-value]
 
 
@@ -30,7 +33,13 @@ def test_quickstart_succeeds_and_is_deterministic(
     assert a["resources_remaining"] == 0
     assert count_state_resources(Path(a["terraform_state"])) == 0
     assert [s["name"] for s in a["steps"]] == [
-        "preflight", "plan", "verify-image", "provision", "train", "teardown"]
+        "preflight",
+        "plan",
+        "verify-image",
+        "provision",
+        "train",
+        "teardown",
+    ]
     assert "Traceback" not in err
     # one machine has no cloud metadata service: a local run watches signals only, and never
     # polls a provider's metadata address
@@ -61,9 +70,20 @@ def test_failure_in_train_still_tears_down(
     assert provision["outputs"]["node_names"]
 
 
-def test_bad_cli_argument_is_exit_2(runs_root: Path, quickstart_in: Path,
-                                    burst_cmd: list[str]) -> None:
-    code, _, err = _run(burst_cmd, quickstart_in, "x1", "--fail-at", "nonsense")
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("--fail-at", "nonsense"), "not a fault point"),
+        (("--fail-at", "provision:typo"), "not a fault point"),  # a typo never passes silently
+        (("--preempt-at-step", "99"), "the spec trains 30 steps"),
+        (("--runs-root", "/proc/no/such"), "cannot create it"),
+    ],
+)
+def test_bad_cli_argument_is_exit_2(
+    runs_root: Path, quickstart_in: Path, burst_cmd: list[str], args: tuple[str, ...], needle: str
+) -> None:
+    code, _, err = _run(burst_cmd, quickstart_in, "x1", *args)
     assert code == 2
-    assert "not a step" in err and "Traceback" not in err
+    assert needle in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
     assert not (runs_root / "x1").exists()

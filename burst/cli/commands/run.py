@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from burst.runs import STEPS
+from burst.runs import FAULT_POINTS, STEPS
 
 
 @click.command("run")
@@ -24,7 +24,10 @@ from burst.runs import STEPS
     "--fail-at",
     multiple=True,
     metavar="STEP",
-    help="Inject a failure at STEP (repeatable; fault-injection harness).",
+    help="Inject a failure at STEP (repeatable; fault-injection harness): "
+    + ", ".join(FAULT_POINTS)
+    + ". teardown fails its first two destroy attempts; provision:midway fails after part "
+    "of the stack exists.",
 )
 @click.option(
     "--preempt-at-step",
@@ -75,12 +78,24 @@ def command(
     from burst.runs import runs_root as default_root
     from burst.spec import load_spec
 
-    for step in fail_at:
-        if step.split(":")[0] not in STEPS:
-            raise BadInputError(f"--fail-at {step!r}: not a step ({', '.join(STEPS)})")
+    for point in fail_at:
+        if point not in FAULT_POINTS:
+            raise BadInputError(
+                f"--fail-at {point!r}: not a fault point ({', '.join(FAULT_POINTS)})"
+            )
     job = load_spec(spec)
+    late = sorted(n for n in set(preempt_at) if n >= job.training.steps)
+    if late:
+        raise BadInputError(
+            f"--preempt-at-step {late[0]}: the spec trains {job.training.steps} steps; a "
+            "preemption must come before the last one"
+        )
     rid = check_run_id(run_id) if run_id else new_run_id(job.name)
     paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
+    try:
+        paths.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"runs root {paths.root}: cannot create it ({exc.strerror})") from None
     console = Console(stderr=True)
     console.print(f"[bold]burst run[/bold] {job.name}  run id [cyan]{rid}[/cyan]  ({paths.dir})")
 
