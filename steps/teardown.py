@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from burst.errors import LeakError
+from burst.infra.ckptsync import confirm_checkpoint_sync
 from burst.infra.teardown import destroy_run, leak_scan
 from burst.obs.metrics import RunMetrics, export_from_env
 from burst.stepio import StepContext, main
@@ -29,7 +30,10 @@ def run(ctx: StepContext) -> dict[str, Any]:
                 injected.append(attempt)
                 raise
 
+    # the last checkpoint must reach the store before the nodes that upload it go
+    sync = confirm_checkpoint_sync(ctx.spec, ctx.run_id)
     result = destroy_run(ctx.paths.terraform, before_attempt=before_attempt)
+    result["checkpoint_sync"] = sync
     result["injected_failures"] = injected
     leaks = leak_scan(ctx.run_id, ctx.paths.terraform)
     result["leaks"] = leaks

@@ -1,0 +1,102 @@
+"""Confirm the final checkpoint sync before the node group goes.
+
+The train step's checkpoint writer uploads in the background: a preempted or stopped attempt
+may leave its last save still on its way to the store when teardown starts, and destroying the
+node group would kill that upload. Teardown reads the train attempts' records (kept in the
+run's store, so this works from any pod) for the step whose checkpoint should become durable,
+and waits, bounded, until the store holds a committed checkpoint at that step or later.
+
+Destroying always goes ahead afterwards (a rented GPU must not keep running), but an
+unconfirmed sync is reported loudly in the teardown document.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+from burst.checkpoint.catalog import latest_checkpoint
+from burst.errors import BadInputError, BurstError
+from burst.spec import BurstJob
+from burst.storage import open_store
+from burst.storage.base import ObjectStore, StoreError
+from burst.storage.location import run_store_url
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS_PREFIX = "train/attempts/"  # where burst.train.attempts keeps one record per attempt
+DEFAULT_WAIT_S = 120.0
+
+
+def sync_wait_s() -> float:
+    raw = os.environ.get("BURST_SYNC_WAIT_S", str(DEFAULT_WAIT_S))
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadInputError(f"BURST_SYNC_WAIT_S={raw!r} is not a number of seconds") from None
+    return max(0.0, value)
+
+
+def expected_step(records: list[dict[str, Any]]) -> int | None:
+    """The step whose checkpoint the last attempt left to become durable: a save in flight
+    or committed at the emergency, or the final one of a finished attempt."""
+    if not records:
+        return None
+    last = records[-1]
+    save = last.get("emergency_save") or {}
+    steps = [save.get("in_flight_step"), save.get("committed_step")]
+    if last.get("outcome") == "done":
+        steps.append(last.get("ended_at_step"))
+    known = [int(s) for s in steps if isinstance(s, int)]
+    return max(known) if known else None
+
+
+def _records(store: ObjectStore) -> list[dict[str, Any]]:
+    out = []
+    for info in sorted(store.list(ATTEMPTS_PREFIX), key=lambda i: i.key):
+        try:
+            out.append(json.loads(store.get_bytes(info.key)))
+        except (StoreError, json.JSONDecodeError) as exc:
+            log.warning("unreadable attempt record %s: %s", info.key, exc)
+    return out
+
+
+def confirm_checkpoint_sync(
+    job: BurstJob, run_id: str, *, wait_s: float | None = None, poll_s: float = 1.0
+) -> dict[str, Any]:
+    wait_s = sync_wait_s() if wait_s is None else wait_s
+    started = time.monotonic()
+    try:
+        url = run_store_url(job, run_id)
+        store = open_store(url)
+        want = expected_step(_records(store))
+        latest = latest_checkpoint(store)
+        while want is not None and (latest is None or latest.step < want):
+            if time.monotonic() - started >= wait_s:
+                break
+            time.sleep(poll_s)
+            latest = latest_checkpoint(store)
+    except (BurstError, StoreError, OSError) as exc:
+        log.error("cannot confirm the checkpoint sync: %s", exc)
+        return {"confirmed": False, "error": str(exc), "waited_s": 0.0}
+    confirmed = want is None or (latest is not None and latest.step >= want)
+    doc = {
+        "store": url,
+        "expected_step": want,
+        "latest": None if latest is None else {"step": latest.step, "tier": latest.tier},
+        "confirmed": confirmed,
+        "waited_s": round(time.monotonic() - started, 3),
+    }
+    if not confirmed:
+        log.error(
+            "checkpoint at step %s is not in %s after %.0f s: destroying anyway; the run "
+            "resumes from step %s",
+            want,
+            url,
+            wait_s,
+            None if latest is None else latest.step,
+        )
+    return doc

@@ -1,0 +1,28 @@
+"""Where a run's checkpoints live: ``storage.checkpoint_uri`` with ``/<run-id>`` appended.
+
+Torch-free, so steps that never train (teardown, in the slim steps image) can find the store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+from burst.errors import BadInputError
+from burst.spec import BurstJob
+
+
+def run_store_url(job: BurstJob, run_id: str) -> str:
+    """The run's checkpoint store URL. A relative file:// path is taken from the current
+    directory (where ``burst run`` runs)."""
+    uri = job.storage.checkpoint_uri
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        raw = parsed.netloc + parsed.path if parsed.netloc not in ("", "localhost") else parsed.path
+        return f"file://{(Path(raw).resolve() / run_id)}"
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise BadInputError(f"storage.checkpoint_uri {uri!r}: names no bucket")
+        path = "/".join(p for p in (parsed.path.strip("/"), run_id) if p)
+        return urlunparse(parsed._replace(path="/" + path))
+    raise BadInputError(f"storage.checkpoint_uri {uri!r}: must be file:// or s3://")
