@@ -143,8 +143,9 @@ def reap(
     *,
     act: bool,
     s3_states: list[StateRun] | None = None,
+    live_workflows: set[str] | None = None,
 ) -> dict[str, Any]:
-    live = live_run_ids()
+    live = live_run_ids() | (live_workflows or set())
     doc: dict[str, Any] = {
         "now": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "dry_run": not act,

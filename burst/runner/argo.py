@@ -169,6 +169,18 @@ def submit(spec_file: Path, settings: ArgoSettings) -> str:
     return str(name)
 
 
+def unfinished_workflows(settings: ArgoSettings) -> set[str]:
+    """Names of the workflows in the namespace that have not finished (run ids, since a run's
+    id is its workflow's name): the reaper never destroys what a live workflow drives."""
+    with _service(settings) as svc:
+        wl = _call(
+            svc.list_workflows,
+            namespace=settings.namespace,
+            label_selector="workflows.argoproj.io/completed!=true",
+        )
+    return {str(w.metadata.name) for w in (wl.items or []) if w.metadata and w.metadata.name}
+
+
 @dataclass
 class WorkflowState:
     name: str

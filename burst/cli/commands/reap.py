@@ -10,6 +10,22 @@ from pathlib import Path
 import click
 
 
+def _argo_live() -> tuple[set[str], dict[str, object]]:
+    """Workflows still running, when an Argo server is configured (ARGO_SERVER). A run's
+    expiry comes after its workflow's own deadline, so an unreachable server (say, the cluster
+    is down) does not stop the reaper: it is recorded and expired runs are still reaped."""
+    from burst.errors import BurstError
+    from burst.runner.argo import settings_from_env, unfinished_workflows
+
+    if not os.environ.get("ARGO_SERVER"):
+        return set(), {"checked": False, "reason": "ARGO_SERVER is not set"}
+    try:
+        names = unfinished_workflows(settings_from_env())
+    except BurstError as exc:
+        return set(), {"checked": False, "error": exc.one_line()}
+    return names, {"checked": True, "unfinished": sorted(names)}
+
+
 @click.command("reap")
 @click.option("--yes", is_flag=True, help="Act: destroy and delete. Without it, only report.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was found and done as JSON.")
@@ -68,13 +84,16 @@ def command(
         if not region:
             raise BadInputError("BURST_TF_STATE_BUCKET is set: set BURST_TF_STATE_REGION too")
         s3_states = runs_in_s3_state_store(bucket, region)
+    live, argo = _argo_live()
     doc = reap(
         now,
         (runs_root or default_root()).resolve(),
         list(inventories),
         act=yes,
         s3_states=s3_states,
+        live_workflows=live,
     )
+    doc["argo"] = argo
     if as_json:
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
