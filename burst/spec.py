@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from burst.errors import SpecError
+from burst.yamllines import line_for, line_index
 
 DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
 NAME_RE = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
@@ -235,40 +236,6 @@ class BurstJob(Strict):
 # --------------------------------------------------------------------------- loading
 
 
-def _line_index(text: str) -> dict[tuple[str | int, ...], int]:
-    """Map each YAML path (keys and list indexes) to its 1-based line."""
-    index: dict[tuple[str | int, ...], int] = {}
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return index
-
-    def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
-        index[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                kpath = (*path, str(key.value))
-                index[kpath] = key.start_mark.line + 1
-                walk(value, kpath)
-                index[kpath] = key.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, (*path, i))
-
-    if root is not None:
-        walk(root, ())
-    return index
-
-
-def _line_for(index: dict[tuple[str | int, ...], int], loc: tuple[str | int, ...]) -> int | None:
-    path = tuple(loc)
-    while path:
-        if path in index:
-            return index[path]
-        path = path[:-1]
-    return index.get(())
-
-
 def _describe(err: dict[str, Any]) -> str:
     kind = err["type"]
     if kind == "missing":
@@ -299,12 +266,12 @@ def parse_spec(text: str, source: str = "<spec>") -> BurstJob:
     try:
         return BurstJob.model_validate(data)
     except ValidationError as exc:
-        index = _line_index(text)
+        index = line_index(text)
         problems = []
         for err in exc.errors():
             loc = tuple(err["loc"])
             field = ".".join(str(p) for p in loc) or "(spec)"
-            line = _line_for(index, loc)
+            line = line_for(index, loc)
             where = f"{source}:{line}" if line else source
             problems.append(f"{where}: {field}: {_describe(err)}")
         raise SpecError(problems) from None

@@ -11,13 +11,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from burst.infra.leakscan import EXPIRES_TAG, Inventory, delete_in_order
+from burst.infra.procs import other_processes
 from burst.infra.teardown import destroy_run
 from burst.infra.terraform import count_state_resources
 from burst.infra.workspace import VARS_FILE, load_workspace, state_file
@@ -117,17 +117,7 @@ def runs_in_s3_state_store(bucket: str, region: str, client: Any = None) -> list
 def live_run_ids() -> set[str]:
     """Run ids named by a live process on this machine (a runner or a step: `--run-id ID`)."""
     live: set[str] = set()
-    me = os.getpid()
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return live
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
+    for _pid, argv in other_processes():
         for i, arg in enumerate(argv[:-1]):
             if arg == b"--run-id":
                 live.add(argv[i + 1].decode(errors="replace"))

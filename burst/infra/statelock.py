@@ -10,10 +10,11 @@ the lock is stale and is released with ``terraform force-unlock``.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from burst.infra.procs import other_processes
 
 log = logging.getLogger(__name__)
 
@@ -42,18 +43,4 @@ def parse_lock_error(text: str) -> LockInfo | None:
 def holders(workdir: Path) -> list[int]:
     """PIDs of live processes running Terraform in ``workdir`` (other than this one)."""
     needle = f"-chdir={Path(workdir).resolve()}".encode()
-    pids = []
-    me = os.getpid()
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return pids
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if needle in argv:
-            pids.append(int(entry.name))
-    return pids
+    return [pid for pid, argv in other_processes() if needle in argv]

@@ -28,6 +28,7 @@ from burst.policy.models import (
     RegionsFile,
     Settings,
 )
+from burst.yamllines import line_for, line_index
 
 log = logging.getLogger(__name__)
 
@@ -138,29 +139,6 @@ def policy_sha256(root: str | Path) -> str:
 # --------------------------------------------------------------------------- YAML + lines
 
 
-def _line_index(text: str) -> dict[tuple[str | int, ...], int]:
-    index: dict[tuple[str | int, ...], int] = {}
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError:
-        return index
-
-    def walk(node: yaml.Node, path: tuple[str | int, ...]) -> None:
-        index.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                kpath = (*path, str(key.value))
-                walk(value, kpath)
-                index[kpath] = key.start_mark.line + 1
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, (*path, i))
-
-    if root is not None:
-        walk(root, ())
-    return index
-
-
 def _display(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd()))
@@ -226,14 +204,7 @@ def _validate(path: Path, model: type[BaseModel]) -> Any:
         loc = tuple(err["loc"])
         # dict keys validated by a field validator come back without the key: keep what we have
         entry, fld = _entry_and_field(loc, data)
-        index = _line_index(text)
-        line = None
-        probe = loc
-        while probe:
-            if probe in index:
-                line = index[probe]
-                break
-            probe = probe[:-1]
+        line = line_for(line_index(text), loc, root=False)
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "missing":
             msg = "required field is missing"
