@@ -34,7 +34,7 @@ def run(stage: int, store: Path, work: Path, phase: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", [1, 3])
+@pytest.mark.parametrize("stage", [1, 2, 3])
 def test_deepspeed_resume_is_exact(tmp_path: Path, stage: int) -> None:
     store = tmp_path / "store"
     expected = run(stage, store, tmp_path / "work-a", "save")

@@ -46,7 +46,8 @@ def _argo_live() -> tuple[set[str], dict[str, object]]:
     "--now",
     "now_text",
     metavar="TIME",
-    help="Judge expiry as of this UTC time (ISO 8601), e.g. to preview a reap.",
+    help="Judge expiry as of this UTC time (ISO 8601): to preview a later reap, or, with "
+    "--yes, to act as if it were that time (runs not yet expired by the clock are destroyed).",
 )
 def command(
     yes: bool, as_json: bool, regions: tuple[str, ...], runs_root: Path | None, now_text: str | None
