@@ -1,14 +1,21 @@
-"""``training.engine: deepspeed``, end to end on CPU (real DeepSpeed, gloo, a world of one):
+"""``training.engine: deepspeed``, end to end on CPU (real DeepSpeed, gloo, a world of one).
+
 `burst run examples/deepspeed.yaml --preempt-at-step 7` is preempted by a real SIGTERM after
 step 7, saves a full DeepSpeed checkpoint, exits 75, resumes, and ends with the weights of the
-same spec run without preemption. Two DeepSpeed runs in all (the first run on a machine also
-compiles DeepSpeed's shm op into TORCH_EXTENSIONS_DIR)."""
+same spec run without preemption. With no time left at the notice (``BURST_SIGTERM_GRACE_S=0``)
+the train step saves nothing, exits 75, and the resume from the last committed checkpoint
+(step 5) still ends with those weights. Three DeepSpeed runs in all (the first run on a
+machine also compiles DeepSpeed's shm op into TORCH_EXTENSIONS_DIR).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,38 +23,49 @@ REPO = Path(__file__).resolve().parents[2]
 DEEPSPEED = REPO / "examples" / "deepspeed.yaml"
 
 
-@pytest.fixture
-def deepspeed_in(tmp_path: Path) -> Path:
-    """examples/deepspeed.yaml with its checkpoint store in the test's tmp dir."""
+def deepspeed_spec(tmp: Path) -> Path:
+    """examples/deepspeed.yaml with its checkpoint store in ``tmp``."""
     text = DEEPSPEED.read_text()
     old = "checkpoint_uri: file://runs/checkpoints"
     assert old in text
-    p = tmp_path / "deepspeed.yaml"
-    p.write_text(text.replace(old, f"checkpoint_uri: file://{tmp_path}/store"))
+    p = tmp / "deepspeed.yaml"
+    p.write_text(text.replace(old, f"checkpoint_uri: file://{tmp}/store"))
     return p
 
 
-def _run(burst_cmd: list[str], spec: Path, run_id: str, runs: Path, *extra: str) -> dict:  # type: ignore[type-arg]
+def burst_run(spec: Path, run_id: str, runs: Path, *extra: str) -> dict[str, Any]:
     p = subprocess.run(
-        [*burst_cmd, "run", str(spec), "--run-id", run_id, "--runs-root", str(runs), *extra],
+        [
+            *(sys.executable, "-m", "burst.cli.main", "run", str(spec)),
+            *("--run-id", run_id, "--runs-root", str(runs), *extra),
+        ],
         capture_output=True,
         text=True,
         timeout=900,
+        cwd=REPO,
     )
     assert p.returncode == 0, p.stderr[-4000:]
     return json.loads((runs / run_id / "report.json").read_text())  # type: ignore[no-any-return]
 
 
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The spec, and the report of a run of it without preemption."""
+    tmp = tmp_path_factory.mktemp("ds")
+    spec = deepspeed_spec(tmp)
+    return spec, burst_run(spec, "plain", tmp / "runs")
+
+
 @pytest.mark.slow
 def test_deepspeed_preempted_at_7_ends_with_the_weights_of_a_run_without(
-    tmp_path: Path, deepspeed_in: Path, burst_cmd: list[str]
+    plain: tuple[Path, dict[str, Any]],
 ) -> None:
-    runs = tmp_path / "runs"
-    plain = _run(burst_cmd, deepspeed_in, "plain", runs)
-    pre = _run(burst_cmd, deepspeed_in, "pre", runs, "--preempt-at-step", "7")
-    assert plain["status"] == pre["status"] == "succeeded"
-    assert len(plain["final_weights_sha256"]) == 64
-    assert pre["final_weights_sha256"] == plain["final_weights_sha256"]
+    spec, report = plain
+    runs = spec.parent / "runs"
+    pre = burst_run(spec, "pre", runs, "--preempt-at-step", "7")
+    assert report["status"] == pre["status"] == "succeeded"
+    assert len(report["final_weights_sha256"]) == 64
+    assert pre["final_weights_sha256"] == report["final_weights_sha256"]
 
     train = json.loads((runs / "pre" / "docs" / "train.json").read_text())
     assert train["preemptions"] == 1 and train["final_step"] == 30
@@ -65,22 +83,64 @@ def test_deepspeed_preempted_at_7_ends_with_the_weights_of_a_run_without(
     assert [r["engine"] for r in records] == ["deepspeed", "deepspeed"]
     assert [r["outcome"] for r in records] == ["preempted", "done"]
     # DeepSpeed checkpoints are one tier: every committed checkpoint of the run is full
-    manifests = sorted((tmp_path / "store" / "pre" / "manifests").glob("*.json"))
+    manifests = sorted((spec.parent / "store" / "pre" / "manifests").glob("*.json"))
     assert manifests and {m.name.split(".")[1] for m in manifests} == {"full"}, manifests
     plain_train = json.loads((runs / "plain" / "docs" / "train.json").read_text())
     assert plain_train["preemptions"] == 0 and len(plain_train["attempts"]) == 1
     assert train["checkpoints"] == plain_train["checkpoints"] + 1  # the emergency save
+    # the engine's local files went with the attempt: the resume read the store
+    assert not list((runs / "pre").glob("deepspeed-*"))
+
+
+def train_attempt(spec: Path, runs: Path, out: Path, **env: str) -> tuple[int, dict[str, Any]]:
+    p = subprocess.run(
+        [
+            *(sys.executable, "-m", "steps.train", "--spec", str(spec), "--run-id", "no-time"),
+            *("--runs-root", str(runs), "--out", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=REPO,
+        env={**os.environ, "BURST_PREEMPT_WATCHERS": "none", **env},
+    )
+    return p.returncode, json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_deepspeed_with_no_time_left_relies_on_the_last_committed_and_ends_the_same(
+    plain: tuple[Path, dict[str, Any]],
+) -> None:
+    spec, report = plain
+    runs = spec.parent / "runs"
+    code, doc = train_attempt(
+        spec, runs, spec.parent / "a1.json", BURST_PREEMPT_AT_STEPS="7", BURST_SIGTERM_GRACE_S="0"
+    )
+    assert code == 75, doc
+    assert doc["final_step"] == 7 and doc["preemptions"] == 1
+    for key in ("checkpoints", "attempts", "checkpoint_interval", "cost_usd"):
+        assert key in doc, key
+    emergency = doc["attempts"][0]["emergency_save"]
+    assert emergency["tier"] == "none", emergency
+    assert emergency["last_committed"] == {"step": 5, "tier": "full"}
+    code, doc = train_attempt(spec, runs, spec.parent / "a2.json", BURST_PREEMPT_AT_STEPS="7")
+    assert code == 0, doc
+    assert doc["resumed_from"] == 5 and doc["final_step"] == 30
+    assert doc["final_weights_sha256"] == report["final_weights_sha256"]
 
 
 @pytest.mark.parametrize("stage", ["4", "-1", "two"])
-def test_a_bad_zero_stage_is_one_line_naming_the_field(
-    tmp_path: Path, deepspeed_in: Path, burst_cmd: list[str], stage: str
-) -> None:
-    text = deepspeed_in.read_text().replace("zero_stage: 2", f"zero_stage: {stage}")
+def test_a_bad_zero_stage_is_one_line_naming_the_field(tmp_path: Path, stage: str) -> None:
+    text = deepspeed_spec(tmp_path).read_text()
+    assert "zero_stage: 2" in text
     bad = tmp_path / "bad.yaml"
-    bad.write_text(text)
+    bad.write_text(text.replace("zero_stage: 2", f"zero_stage: {stage}"))
     p = subprocess.run(
-        [*burst_cmd, "validate", str(bad)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "burst.cli.main", "validate", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
     )
     assert p.returncode == 2, p.stdout + p.stderr
     assert "training.zero_stage" in p.stderr
