@@ -15,7 +15,16 @@ from burst.spec import BurstJob
 def run_store_url(job: BurstJob, run_id: str) -> str:
     """The run's checkpoint store URL. A relative file:// path is taken from the current
     directory (where ``burst run`` runs)."""
-    uri = job.storage.checkpoint_uri
+    return run_url(job.storage.checkpoint_uri, run_id)
+
+
+def run_replica_url(job: BurstJob, run_id: str) -> str | None:
+    """The run's prefix in the second store (``storage.replica_uri``), if there is one."""
+    return run_url(job.storage.replica_uri, run_id) if job.storage.replica_uri else None
+
+
+def run_url(uri: str, run_id: str) -> str:
+    """``uri`` (file:// or s3://) with ``/<run-id>`` appended."""
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         raw = parsed.netloc + parsed.path if parsed.netloc not in ("", "localhost") else parsed.path

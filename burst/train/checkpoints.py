@@ -14,15 +14,14 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse, urlunparse
 
 import torch
 
 from burst.checkpoint import CheckpointManager, CheckpointRef
-from burst.errors import BadInputError, CheckpointError
+from burst.errors import CheckpointError
 from burst.spec import BurstJob
+from burst.storage.location import run_store_url
 
 log = logging.getLogger(__name__)
 
@@ -38,28 +37,6 @@ class SaveResult:
     blocking_s: float  # training stopped this long
     upload_s: float  # background time from the request to the commit
     committed_at: float  # time.time() when the commit was seen
-
-
-def run_store_url(job: BurstJob, run_id: str) -> str:
-    """The run's checkpoint store: ``storage.checkpoint_uri`` with ``/<run-id>`` appended.
-
-    A relative file:// path is taken from the current directory (where ``burst run`` runs).
-    """
-    uri = job.storage.checkpoint_uri
-    parsed = urlparse(uri)
-    if parsed.scheme == "file":
-        raw = (
-            (parsed.netloc + parsed.path)
-            if parsed.netloc not in ("", "localhost")
-            else (parsed.path)
-        )
-        return f"file://{(Path(raw).resolve() / run_id)}"
-    if parsed.scheme == "s3":
-        if not parsed.netloc:
-            raise BadInputError(f"storage.checkpoint_uri {uri!r}: names no bucket")
-        path = "/".join(p for p in (parsed.path.strip("/"), run_id) if p)
-        return urlunparse(parsed._replace(path="/" + path))
-    raise BadInputError(f"storage.checkpoint_uri {uri!r}: must be file:// or s3://")
 
 
 class RunCheckpoints:
