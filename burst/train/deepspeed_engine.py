@@ -66,6 +66,10 @@ def ds_config(job: BurstJob, world_size: int, n_params: int) -> dict[str, Any]:
             "stage": job.training.zero_stage,
             "reduce_bucket_size": bucket,
             "allgather_bucket_size": bucket,
+            # exact resume needs the same arithmetic in the same order every run: no
+            # reductions racing with the backward pass, no round-robin gradient placement
+            "overlap_comm": False,
+            "round_robin_gradients": False,
         },
         # the entrypoint's optimizer is any torch optimizer
         "zero_allow_untested_optimizer": True,
