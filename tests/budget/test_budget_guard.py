@@ -16,8 +16,15 @@ def test_dollars_run_out_first() -> None:
 
 
 def test_hours_run_out_first_and_earlier_attempts_count() -> None:
-    g = BudgetGuard(max_usd=10_000, max_hours=2, usd_per_hour=1, spent_hours=1.5,
-                    spent_usd=1.5, started=0.0, scale=1.0)
+    g = BudgetGuard(
+        max_usd=10_000,
+        max_hours=2,
+        usd_per_hour=1,
+        spent_hours=1.5,
+        spent_usd=1.5,
+        started=0.0,
+        scale=1.0,
+    )
     g.check(now=3600 * 0.4)
     with pytest.raises(BudgetExceeded) as info:
         g.check(now=3600 * 0.6)
