@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from burst.errors import EXIT_OK, BurstError
+from burst.errors import EXIT_FAILURE, EXIT_INFRA, EXIT_OK, BurstError
 from burst.infra.terraform import count_state_resources
 from burst.infra.workspace import state_file
 from burst.runs import RunPaths, utcnow_iso
@@ -93,9 +93,18 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         else int(teardown.get("resources_remaining") or 0)
     )
     failure = _failure(steps, paths, teardown)
-    ok = failure is None and remaining == 0
+    if failure is None and remaining:
+        failure = {  # every step passed, yet something is left: the run has not succeeded
+            "step": "teardown",
+            "exit_code": EXIT_INFRA,
+            "message": f"{remaining} resource(s) remain in {state}",
+        }
     candidate = provision.get("candidate") or (plan.get("candidates") or [None])[0]
-    exit_code = EXIT_OK if ok else (failure["exit_code"] if failure else 4) or 1
+    if failure is None:
+        exit_code = EXIT_OK
+    else:  # a step lost before it could exit (killed, not started) has no code of its own
+        exit_code = failure["exit_code"] if failure["exit_code"] is not None else EXIT_FAILURE
+    ok = failure is None
     return {
         "run_id": paths.run_id,
         "status": "succeeded" if ok else "failed",
@@ -123,7 +132,15 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         "resources_remaining": remaining,
         "teardown": {
             k: teardown.get(k)
-            for k in ("destroyed", "attempts", "errors", "leaks", "injected_failures")
+            for k in (
+                "checkpoint_sync",
+                "destroyed",
+                "attempts",
+                "errors",
+                "stale_locks_released",
+                "leaks",
+                "injected_failures",
+            )
         }
         if teardown
         else None,

@@ -1,0 +1,45 @@
+"""report.json assembly: a run is not 'succeeded' while anything is left in its state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from burst.obs.report import build_report
+from burst.runs import RunPaths
+
+STEPS = ["preflight", "plan", "verify-image", "provision", "train", "teardown"]
+
+
+def _steps(failed: str | None = None, code: int | None = 1) -> list[dict]:
+    return [
+        {
+            "name": n,
+            "status": "failed" if n == failed else "succeeded",
+            "exit_code": code if n == failed else 0,
+            "seconds": 0.1,
+        }
+        for n in STEPS
+    ]
+
+
+def test_leftover_state_fails_the_run_and_names_it(tmp_path: Path) -> None:
+    paths = RunPaths(tmp_path, "r1").create()
+    state = paths.terraform / "terraform.tfstate"
+    state.write_text(json.dumps({"resources": [{"instances": [{}, {}]}]}))
+    r = build_report(paths, _steps())
+    assert r["status"] == "failed" and r["exit_code"] == 4
+    assert r["resources_remaining"] == 2
+    assert r["failure"]["step"] == "teardown" and "2 resource(s) remain" in r["failure"]["message"]
+
+    state.write_text(json.dumps({"resources": []}))
+    r = build_report(paths, _steps())
+    assert r["status"] == "succeeded" and r["exit_code"] == 0 and r["failure"] is None
+
+
+def test_a_step_lost_without_an_exit_code_is_exit_1(tmp_path: Path) -> None:
+    paths = RunPaths(tmp_path, "r2").create()
+    steps = _steps("train", None)
+    steps[4]["attempt_details"] = [{"message": "pod deleted"}]
+    r = build_report(paths, steps)
+    assert r["exit_code"] == 1 and r["failure"]["message"] == "pod deleted"
