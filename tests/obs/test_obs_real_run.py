@@ -27,6 +27,21 @@ def test_report_of_a_real_preempted_run(
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     (run_id,) = [d.name for d in runs_root.iterdir() if (d / "report.json").exists()]
 
+    # the metrics themselves (what Prometheus scrapes or the Pushgateway gets), summed over
+    # the train attempts' files: one preemption, every committed checkpoint, labelled
+    from burst.obs.metrics import read_metric_files
+
+    files = sorted((runs_root / run_id / "metrics").glob("*.prom"))
+    assert {f.name for f in files} >= {"train.prom", "train.2.prom", "provision.prom"}
+    m = read_metric_files(files)
+    report = json.loads((runs_root / run_id / "report.json").read_text())
+    assert m.total("burst_preemptions_total", run_id=run_id, team="ml-research") == 1
+    assert m.total("burst_checkpoints_committed_total", run_id=run_id) == report["checkpoints"]
+    assert m.total("burst_checkpoint_bytes_count") == report["checkpoints"]
+    assert set(m.by_label("burst_checkpoint_bytes_count", "tier")) == {"full", "weights"}
+    assert m.total("burst_provision_attempts_total", outcome="ok") == 1
+    assert m.total("burst_resources_leaked") == 0
+
     page = tmp_path / "out.html"
     res = subprocess.run(
         [*burst_cmd, "report", run_id, "--json", "--html", str(page)],
