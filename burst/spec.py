@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from burst.errors import SpecError
-from burst.yamllines import line_for, line_index
+from burst.yamllines import line_for, line_index, yaml_error
 
 DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
 NAME_RE = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
@@ -257,9 +257,7 @@ def parse_spec(text: str, source: str = "<spec>") -> BurstJob:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line, problem = yaml_error(exc)
         raise SpecError([f"{source}{line}: not valid YAML: {problem}"]) from None
     if not isinstance(data, dict):
         raise SpecError([f"{source}:1: a spec must be a YAML mapping of fields"])

@@ -41,3 +41,10 @@ def line_for(index: dict[Path_, int], loc: Path_, *, root: bool = True) -> int |
             return index[path]
         path = path[:-1]
     return index.get(()) if root else None
+
+
+def yaml_error(exc: yaml.YAMLError) -> tuple[str, str]:
+    """``(":LINE" or "", problem)`` of a YAML syntax error, for ``file:LINE: ...`` messages."""
+    mark = getattr(exc, "problem_mark", None)
+    line = f":{mark.line + 1}" if mark is not None else ""
+    return line, getattr(exc, "problem", None) or str(exc).splitlines()[0]

@@ -58,6 +58,19 @@ WORKFLOW_DEADLINE_S = DEFAULT_DEADLINE_S + 3600
 
 SITE_VARS_PATH = "/tmp/inputs/site.tfvars"
 
+#: What train (one pod, or the gang) gets from provision: its document, the plan, and the
+#: node group's selector and taints, read from provision's outputs.
+TRAIN_ARGS = {
+    "infra": "{{steps.provision.outputs.parameters.infra}}",
+    "plan": "{{inputs.parameters.plan}}",
+    "node-selector": (
+        "{{=toJson(jsonpath(steps.provision.outputs.parameters.infra, '$.outputs.node_selector'))}}"
+    ),
+    "tolerations": (
+        "{{=toJson(jsonpath(steps.provision.outputs.parameters.infra, '$.outputs.tolerations'))}}"
+    ),
+}
+
 
 def _spec_artifact() -> Artifact:
     return RawArtifact(name="spec", path=SPEC_PATH, data="{{workflow.parameters.spec}}")
@@ -315,18 +328,7 @@ def build() -> WorkflowTemplate:
                 name="train",
                 template=train,
                 continue_on=m.ContinueOn(failed=True, error=True),
-                arguments={
-                    "infra": "{{steps.provision.outputs.parameters.infra}}",
-                    "plan": "{{inputs.parameters.plan}}",
-                    "node-selector": (
-                        "{{=toJson(jsonpath(steps.provision.outputs.parameters"
-                        ".infra, '$.outputs.node_selector'))}}"
-                    ),
-                    "tolerations": (
-                        "{{=toJson(jsonpath(steps.provision.outputs.parameters"
-                        ".infra, '$.outputs.tolerations'))}}"
-                    ),
-                },
+                arguments=dict(TRAIN_ARGS),
             )
             Step(
                 name="requeue",
@@ -373,18 +375,7 @@ def build() -> WorkflowTemplate:
             Step(
                 name="train",
                 template=train_gang,
-                arguments={
-                    "infra": "{{steps.provision.outputs.parameters.infra}}",
-                    "plan": "{{inputs.parameters.plan}}",
-                    "node-selector": (
-                        "{{=toJson(jsonpath(steps.provision.outputs.parameters"
-                        ".infra, '$.outputs.node_selector'))}}"
-                    ),
-                    "tolerations": (
-                        "{{=toJson(jsonpath(steps.provision.outputs.parameters"
-                        ".infra, '$.outputs.tolerations'))}}"
-                    ),
-                },
+                arguments=dict(TRAIN_ARGS),
             )
 
         with Steps(name="main"):

@@ -28,7 +28,7 @@ from burst.policy.models import (
     RegionsFile,
     Settings,
 )
-from burst.yamllines import line_for, line_index
+from burst.yamllines import line_for, line_index, yaml_error
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +157,7 @@ def _read_yaml(path: Path) -> tuple[Any, str]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        line, problem = yaml_error(exc)
         raise PolicyFileError(f"not valid YAML: {problem}", where=f"{where}{line}") from None
     if not isinstance(data, dict):
         raise PolicyFileError("a policy file must be a YAML mapping", where=f"{where}:1")

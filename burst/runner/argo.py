@@ -84,10 +84,10 @@ def _pinned(ref: str, what: str) -> str:
     return ref
 
 
-def workflow_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
-    params = {
+def spec_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
+    """The burst-train parameters a spec decides (what `burst run` passes too)."""
+    return {
         "spec": spec_text,
-        "trainer-image": _pinned(job.image.reference, "image.reference"),
         "team": job.team,
         "cost-centre": job.cost_centre,
         "owner": job.owner,
@@ -95,24 +95,37 @@ def workflow_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
         "nodes": str(node_count(job)),
         "gpus-per-node": str(job.compute.gpus_per_node),
     }
-    steps_image = os.environ.get("BURST_STEPS_IMAGE")
-    if steps_image:
-        params["steps-image"] = _pinned(steps_image, "BURST_STEPS_IMAGE")
-    # the Terraform stack and its state store, as `burst run` reads them (the template's
-    # defaults: the aws stack)
-    for env, name in (
-        ("BURST_TF_STACK", "tf-stack"),
-        ("BURST_TF_STATE_BUCKET", "tf-state-bucket"),
-        ("BURST_TF_STATE_REGION", "tf-state-region"),
-    ):
-        if os.environ.get(env):
-            params[name] = os.environ[env]
+
+
+def terraform_parameters() -> dict[str, str]:
+    """The Terraform stack and its state store, from the environment (only what is set)."""
+    params = {
+        name: os.environ[env]
+        for env, name in (
+            ("BURST_TF_STACK", "tf-stack"),
+            ("BURST_TF_STATE_BUCKET", "tf-state-bucket"),
+            ("BURST_TF_STATE_REGION", "tf-state-region"),
+        )
+        if os.environ.get(env)
+    }
     site = os.environ.get("BURST_TF_SITE_VARS")
     if site:
         try:
             params["tf-site-vars"] = Path(site).read_text(encoding="utf-8")
         except OSError as exc:
             raise BadInputError(f"BURST_TF_SITE_VARS: cannot read {site}: {exc.strerror}") from None
+    return params
+
+
+def workflow_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
+    """What `burst submit` passes: the spec's parameters, the pinned images, and the
+    Terraform settings of the environment (the template's default stack is aws)."""
+    params = spec_parameters(job, spec_text)
+    params["trainer-image"] = _pinned(job.image.reference, "image.reference")
+    steps_image = os.environ.get("BURST_STEPS_IMAGE")
+    if steps_image:
+        params["steps-image"] = _pinned(steps_image, "BURST_STEPS_IMAGE")
+    params.update(terraform_parameters())
     return params
 
 

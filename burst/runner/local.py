@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 
 from burst.errors import BadInputError
-from burst.infra.provision import node_count
 from burst.obs.report import build_report
+from burst.runner.argo import spec_parameters, terraform_parameters
 from burst.runner.engine import SUCCEEDED, EngineOptions, PodNode, WorkflowEngine
 from burst.runs import RunPaths, write_json_atomic
 from burst.spec import load_spec
@@ -185,17 +185,6 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
     return steps
 
 
-def _read_site_vars() -> str:
-    """The site's tfvars text for the aws stack (``BURST_TF_SITE_VARS`` names the file)."""
-    path = os.environ.get("BURST_TF_SITE_VARS")
-    if not path:
-        return ""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInputError(f"BURST_TF_SITE_VARS: cannot read {path}: {exc.strerror}") from None
-
-
 class LocalRunner:
     def __init__(
         self,
@@ -212,22 +201,12 @@ class LocalRunner:
     def parameters(self) -> dict[str, str]:
         """Workflow parameters from the spec, as `burst submit` passes them to Argo."""
         job = load_spec(self.spec_file)
-        params = {
-            "spec": self.spec_file.read_text(encoding="utf-8"),
-            "team": job.team,
-            "cost-centre": job.cost_centre,
-            "owner": job.owner,
-            "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
-            "nodes": str(node_count(job)),
-            "gpus-per-node": str(job.compute.gpus_per_node),
-            # one machine: the embedded stack (or the one named in the environment)
-            "tf-stack": os.environ.get("BURST_TF_STACK", "local") or "local",
-            "tf-state-bucket": os.environ.get("BURST_TF_STATE_BUCKET", ""),
-            "tf-state-region": os.environ.get("BURST_TF_STATE_REGION", ""),
-            "tf-site-vars": _read_site_vars(),
+        return {
+            **spec_parameters(job, self.spec_file.read_text(encoding="utf-8")),
+            "tf-stack": "local",  # one machine: the embedded stack, unless the environment
+            **terraform_parameters(),  # names another
+            **self.options.parameters,
         }
-        params.update(self.options.parameters)
-        return params
 
     def engine(self) -> WorkflowEngine:
         # JSON-line logs (run id and step on every record): the report's timeline reads them
