@@ -385,8 +385,8 @@ class WorkflowEngine:
             "variable exists; it never will, so the workflow hangs until its deadline"
         )
         log.error("%s: %s", where, message)
-        if self._deadline is None:
-            raise ManifestError(message + " (and it has none: forever)", where=where)
+        if self._deadline is None:  # a cluster would hang forever; the local run stops here
+            return Outcome(ERROR, message=message + " (it has none: it would hang forever)")
         self._skew += max(0.0, self._deadline - self.now())
         return Outcome(ERROR, message=f"activeDeadlineSeconds exceeded (workflow): {message}")
 

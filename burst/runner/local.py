@@ -154,7 +154,7 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
 
     A step run more than once (train requeued in the next candidate, and its provision) is
     one entry whose attempts add up; its status is its last run's. Steps that never ran are
-    "skipped". Helper containers (not ``python -m steps.*``, e.g. propagate-failure) are left
+    "skipped". Helper containers (not ``python -m steps.*``, e.g. give-up) are left
     out: the failure they propagate is already the step's.
     """
     spec = manifest["spec"]

@@ -480,8 +480,9 @@ def test_branch_switched_off_by_a_workflow_parameter_is_not_checked(tmp_path: Pa
 
 
 def test_unresolvable_reference_errors_the_node_and_teardown_still_runs(tmp_path: Path) -> None:
-    """A step reading the output of a step that failed (continueOn) before writing it: the
-    node errors, as in Argo, and the exit handler still runs."""
+    """A step reading the output of a step that failed (continueOn) before writing it: Argo
+    (>= v3.7.11 / v4.0.2) requeues it forever; the local run says so, and the exit handler
+    still runs."""
     fails = container(
         "fails",
         step_code("sys.exit(1)"),
@@ -501,6 +502,7 @@ def test_unresolvable_reference_errors_the_node_and_teardown_still_runs(tmp_path
     result = run(workflow([fails, reads, main]), tmp_path)
     assert result.phase == "Failed"
     assert "steps.fails.outputs.parameters.doc" in result.message
+    assert "hang forever" in result.message
     assert order(tmp_path) == ["fails", "bye"]
     assert result.exit_handler_phase == "Succeeded"
 
@@ -540,7 +542,8 @@ def test_sigterm_stops_the_run_like_argo_stop_and_the_exit_handler_runs(tmp_path
 
 
 def test_output_artifacts_are_kept_even_when_the_step_fails(tmp_path: Path) -> None:
-    """Output artifacts land in artifacts/<step>/<name>: the local artifact repository. A
+    """Output artifacts land in artifacts/<step>/<name>: the local artifact repository
+    (given one: EngineOptions.artifact_repository). A
     failed step's artifact is kept too (the decision record of a refused preflight)."""
     write_then_exit = step_code(
         "os.makedirs(T + '/outputs', exist_ok=True)\n"
@@ -577,7 +580,7 @@ def test_output_artifacts_are_kept_even_when_the_step_fails(tmp_path: Path) -> N
             ),
         ]
     )
-    result = run(m, tmp_path)
+    _, result = run_with(m, tmp_path, artifact_repository=True)
     assert json.loads((tmp_path / "artifacts" / "ok" / "record.json").read_text()) == {"v": "0"}
     assert result.phase != "Succeeded"  # a non-optional artifact that was not written fails
     assert "output artifact 'record'" in next(
@@ -585,6 +588,7 @@ def test_output_artifacts_are_kept_even_when_the_step_fails(tmp_path: Path) -> N
     )
 
     m = workflow([bad, steps("main", [{"name": "bad", "template": "bad"}])])
-    run(m, tmp_path / "second")
+    (tmp_path / "second").mkdir()
+    run_with(m, tmp_path / "second", artifact_repository=True)
     kept = tmp_path / "second" / "artifacts" / "bad" / "record.json"
     assert json.loads(kept.read_text()) == {"v": "3"}
