@@ -68,11 +68,12 @@ SITE_VARS_PATH = "/tmp/inputs/site.tfvars"
 #: What train's environment adds to every step's (pipelines/train_pod.py defines it once).
 TRAIN_ONLY = ("BURST_SUBMITTED_AT", "BURST_PREEMPT_WATCHERS", "BURST_SIGTERM_GRACE_S")
 
-#: give-up: train did not succeed in the last candidate it may use; the run fails (exit 1,
-#: whatever train's own exit code was, or if it had none: a lost node leaves none).
+#: give-up: train did not succeed and is not requeued; the run fails with train's exit code,
+#: or 1 when it had none (a lost node leaves none) or had 0 (an Error after exiting 0).
 GIVE_UP = (
-    "import sys; print(f'train ended {sys.argv[1]} in the last candidate it may use', "
-    "file=sys.stderr); sys.exit(1)"
+    "import sys; s, c = sys.argv[1], sys.argv[2]; "
+    "print(f'train ended {s} (exit code {c or \"none\"}) and is not requeued', file=sys.stderr); "
+    "sys.exit(int(c) if c.lstrip('-').isdigit() and int(c) > 0 else 1)"
 )
 
 #: What train (one pod, or the gang) gets from provision: its document, the plan, and the
@@ -321,18 +322,25 @@ def build() -> WorkflowTemplate:
             name="give-up",
             image="{{workflow.parameters.steps-image}}",
             command=["python", "-c", GIVE_UP],
-            args=["{{inputs.parameters.train-status}}"],
-            inputs=[Parameter(name="train-status")],
+            args=["{{inputs.parameters.train-status}}", "{{inputs.parameters.exit-code}}"],
+            inputs=[Parameter(name="train-status"), Parameter(name="exit-code")],
             affinity=m.Affinity.model_validate(STABLE_AFFINITY),
             security_context=m.SecurityContext.model_validate(RESTRICTED_CONTAINER),
             resources=m.ResourceRequirements.model_validate({"requests": HELPER_REQUESTS}),
         )
 
         next_index = "{{=asInt(inputs.parameters['candidate-index']) + 1}}"
-        # Only the status: a step's exitCode and outputs are missing after node loss, and a
-        # missing variable requeues the step forever from Argo v3.7.11 / v4.0.2 (steps.go).
-        not_done = "'{{steps.train.status}}' != 'Succeeded'"
-        can_requeue = f"{next_index} < {{{{workflow.parameters.max-placements}}}}"
+        # A lost node ("pod deleted"), or a pod that never started, leaves train without an
+        # exit code or outputs, and a missing variable requeues a step forever from Argo
+        # v3.7.11 / v4.0.2 (steps.go, resolveReferences). So: its status, and its exit code
+        # only through get(...) ?? default, which never names a missing variable.
+        code = "(get(steps.train, 'exitCode') ?? '')"
+        lost_or_preempted = f"(steps.train.status == 'Error' || {code} == '75')"
+        can_requeue = (
+            "asInt(inputs.parameters['candidate-index']) + 1 "
+            "< asInt(workflow.parameters['max-placements'])"
+        )
+        not_done = "steps.train.status != 'Succeeded'"
         with Steps(
             name="place",
             inputs=[
@@ -359,7 +367,7 @@ def build() -> WorkflowTemplate:
             Step(
                 name="requeue",
                 template="place",
-                when=f"{not_done} && {can_requeue}",
+                when=f"{{{{={not_done} && {lost_or_preempted} && {can_requeue}}}}}",
                 arguments={
                     "decision": "{{inputs.parameters.decision}}",
                     "plan": "{{inputs.parameters.plan}}",
@@ -369,8 +377,11 @@ def build() -> WorkflowTemplate:
             Step(
                 name="give-up",
                 template=give_up,
-                when=f"{not_done} && !({can_requeue})",
-                arguments={"train-status": "{{steps.train.status}}"},
+                when=f"{{{{={not_done} && !({lost_or_preempted} && {can_requeue})}}}}",
+                arguments={
+                    "train-status": "{{steps.train.status}}",
+                    "exit-code": f"{{{{={code}}}}}",
+                },
             )
 
         train_gang = Resource(

@@ -71,10 +71,11 @@ class ManifestError(BadInputError):
 
 @dataclass(frozen=True)
 class NodeLoss:
-    """Fault point ``node-loss``: the node under ``step``'s attempt ``attempt`` (0 = first) is
-    lost ``after_s`` (virtual) seconds into the attempt. The pod is deleted: its processes are
-    killed, its outputs are never collected, Argo records exit code -1 (no exit code in the
-    step's outputs) and the message "pod deleted"."""
+    """Fault point ``node-loss``: the node under the ``attempt``-th pod of ``step`` (0 = its
+    first pod in the run, counting retries and requeues) is lost ``after_s`` (virtual)
+    seconds in. The pod is deleted: its processes are killed, its outputs are never
+    collected; Argo records no exit code (a retry expression reads lastRetry.exitCode "-1")
+    and the message "pod deleted"."""
 
     step: str
     attempt: int = 0
@@ -477,9 +478,7 @@ class WorkflowEngine:
             )
             if outcome.phase == SUCCEEDED or rs is None:
                 break
-            verdict = self._retry_verdict(
-                rs, node, outcome, (limit, policy, retry_expr), path
-            )
+            verdict = self._retry_verdict(rs, node, outcome, (limit, policy, retry_expr), path)
             if isinstance(verdict, str):
                 outcome = Outcome(outcome.phase, outcome.exit_code, verdict, outcome.outputs)
                 break
@@ -600,7 +599,8 @@ class WorkflowEngine:
             return outcome
 
     def _node_loss(self, node: PodNode) -> NodeLoss | None:
-        attempt = len(node.attempts)
+        # the step's pods counted over the whole run (a requeued step starts a new node)
+        attempt = sum(len(n.attempts) for n in self.nodes if n.step == node.step)
         for fault in self.options.node_loss:
             if fault.step == node.step and fault.attempt == attempt and not node.exit_handler:
                 return fault
@@ -753,8 +753,12 @@ class WorkflowEngine:
             proc.wait()
         self._skew += lost.after_s
         message = "pod deleted"
-        log.warning("%s: node lost %.0f s into attempt %d (fault point)", node.path, lost.after_s,
-                    lost.attempt)
+        log.warning(
+            "%s: node lost %.0f s into attempt %d (fault point)",
+            node.path,
+            lost.after_s,
+            lost.attempt,
+        )
         node.attempts.append(
             Attempt(None, ERROR, message, lost.after_s, str(pod), wall_start, clock)
         )

@@ -10,7 +10,8 @@
 * no step reads the exit code or the outputs of an earlier step that continues on Error:
   an Error (a lost node, "pod deleted", a pod that never started) leaves neither, and from
   Argo v3.7.11 / v4.0.2 a missing variable requeues the reading step forever (the workflow
-  hangs until its deadline, holding its semaphore and its nodes). Read ``.status`` instead.
+  hangs until its deadline, holding its semaphore and its nodes). Read ``.status``, or
+  ``get(steps.X, 'exitCode') ?? '-1'`` in an expression (a guard every version accepts).
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ class _Linter:
                     f"{scope['template']!r}",
                 )
         elif head in ("steps", "tasks"):
+            if len(path) == 2 and path[1] in (scope.get(head) or {}):
+                return  # the step's map, e.g. get(steps.train, 'exitCode') ?? '-1'
             if len(path) < 3:
                 self.add(where, f"incomplete reference {'.'.join(path)!r}")
                 return

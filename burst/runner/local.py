@@ -24,7 +24,7 @@ import yaml
 from burst.errors import BadInputError
 from burst.obs.report import build_report
 from burst.runner.argo import spec_parameters, terraform_parameters
-from burst.runner.engine import SUCCEEDED, EngineOptions, PodNode, WorkflowEngine
+from burst.runner.engine import SUCCEEDED, EngineOptions, NodeLoss, PodNode, WorkflowEngine
 from burst.runs import RunPaths, write_json_atomic
 from burst.spec import load_spec
 
@@ -45,6 +45,7 @@ class RunOptions:
     template: Path = TEMPLATE
     parameters: dict[str, str] = field(default_factory=dict)  # overrides of workflow params
     backoff_scale: float = LOCAL_BACKOFF_SCALE
+    node_loss: tuple[NodeLoss, ...] = ()  # fault point node-loss (see NodeLoss)
 
 
 Event = Callable[[str, str, dict[str, Any]], None]
@@ -229,6 +230,7 @@ class LocalRunner:
             pods_dir=self.paths.dir / "pods",
             log_path=self.paths.log,
             backoff_scale=self.options.backoff_scale,
+            node_loss=self.options.node_loss,
         )
         helpers = {
             t["name"]

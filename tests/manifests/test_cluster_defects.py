@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
+from burst.runner import expr
 from burst.runner.engine import EngineOptions, ManifestError, WorkflowEngine
 from burst.runner.lint import lint
+from burst.runner.tags import substitute
 
 from .conftest import COMPILED
 
@@ -139,28 +141,36 @@ def pss_restricted_problems(m: dict[str, Any]) -> list[str]:
 
 def give_up_problems(m: dict[str, Any]) -> list[str]:
     """9. run give-up's real command as Argo would call it after a train that ended in Error
-    with exit code 0 (or none): the run must fail, so give-up must exit non-zero."""
+    with exit code 0, and after one that left none (node lost): the run must fail, so
+    give-up must run and exit non-zero (or the requeue must run instead)."""
     place = _templates(m)["place"]
-    step = next(s for g in place["steps"] for s in g if s["name"] == "give-up")
-    t = _templates(m)[step["template"]]
-    scope = {
-        "{{steps.train.exitCode}}": "0",
-        "{{steps.train.status}}": "Error",
-    }
-    args = {}
-    for p in step["arguments"]["parameters"]:
-        value = p["value"]
-        for tag, v in scope.items():
-            value = value.replace(tag, v)
-        args[p["name"]] = value
-    argv = []
-    for a in [*t["container"]["command"], *t["container"].get("args", [])]:
-        for n, v in args.items():
-            a = a.replace(f"{{{{inputs.parameters.{n}}}}}", v)
-        argv.append(a)
-    assert argv[0] == "python"
-    proc = subprocess.run([sys.executable, *argv[1:]], capture_output=True, check=False)
-    return [] if proc.returncode != 0 else ["give-up exits 0 after train ended in Error"]
+    calls = {s["name"]: s for g in place["steps"] for s in g}
+    out = []
+    for scope in (
+        {"steps.train.status": "Error", "steps.train.exitCode": "0"},
+        {"steps.train.status": "Failed", "steps.train.exitCode": "0"},
+    ):
+        scope = {
+            **scope,
+            "inputs.parameters.candidate-index": "2",
+            "workflow.parameters.max-placements": "3",
+        }
+        give_up = calls["give-up"]
+        when = substitute(give_up["when"], scope)
+        if not expr.evaluate_text(when, {}):
+            out.append(f"give-up does not run after {scope['steps.train.status']}")
+            continue
+        args = {
+            p["name"]: substitute(p["value"], scope) for p in give_up["arguments"]["parameters"]
+        }
+        c = _templates(m)[give_up["template"]]["container"]
+        inputs = {f"inputs.parameters.{k}": v for k, v in args.items()}
+        argv = [substitute(a, inputs) for a in [*c["command"], *c.get("args", [])]]
+        assert argv[0] == "python"
+        proc = subprocess.run([sys.executable, *argv[1:]], capture_output=True, check=False)
+        if proc.returncode == 0:
+            out.append(f"give-up exits 0 after train ended {scope['steps.train.status']}")
+    return out
 
 
 CHECKS: dict[str, Callable[[dict[str, Any]], list[str]]] = {

@@ -56,13 +56,16 @@ def test_requeue_in_next_candidate_after_preemptions(train: dict[str, Any]) -> N
     assert steps["train"]["continueOn"] == {"failed": True, "error": True}
     requeue = steps["requeue"]
     assert requeue["template"] == "place"  # the same placement, one candidate further
-    # the status only: exitCode is missing after node loss (requeued forever by Argo)
-    assert "'{{steps.train.status}}' != 'Succeeded'" in requeue["when"]
-    assert "exitCode" not in json.dumps(place)
+    # exitCode is missing after node loss (requeued forever by Argo): the status, and the
+    # exit code only through get(...) ?? default; node loss (Error) is requeued too
+    assert "steps.train.status == 'Error'" in requeue["when"]
+    assert "{{steps.train.exitCode}}" not in json.dumps(place)
+    assert "get(steps.train, 'exitCode') ?? ''" in requeue["when"]
     args = {p["name"]: p["value"] for p in requeue["arguments"]["parameters"]}
     assert args["candidate-index"] == "{{=asInt(inputs.parameters['candidate-index']) + 1}}"
     # a failure that is not requeued still fails the run
-    assert steps["give-up"]["arguments"]["parameters"][0]["value"] == "{{steps.train.status}}"
+    give_up = {p["name"]: p["value"] for p in steps["give-up"]["arguments"]["parameters"]}
+    assert give_up["train-status"] == "{{steps.train.status}}"
 
 
 def test_exit_handler_is_steps_teardown_from_run_id_only(train: dict[str, Any]) -> None:

@@ -135,7 +135,7 @@ def test_missing_template_fails_lint(train: dict[str, Any]) -> None:
 def test_unquoted_when_operand_fails_lint(train: dict[str, Any]) -> None:
     broken = copy.deepcopy(train)
     step = _template(broken, "place")["steps"][3][0]
-    step["when"] = step["when"].replace("'{{steps.train.status}}'", "{{steps.train.status}}")
+    step["when"] = "{{steps.train.status}} != 'Succeeded'"
     problems = lint(broken)
     assert any("{{steps.train.status}} must be quoted" in p for p in problems), problems
 
