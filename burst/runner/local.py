@@ -113,7 +113,7 @@ def _step_record(node: PodNode) -> dict[str, Any]:
     timed = [a for a in node.attempts if a.started_at is not None]
     return {
         "started_at": _iso(timed[0].started_at) if timed else None,
-        "ended_at": _iso(timed[-1].started_at + timed[-1].seconds) if timed else None,
+        "ended_at": _iso((timed[-1].started_at or 0.0) + timed[-1].seconds) if timed else None,
         "name": step_module(node) or node.step,
         "status": "succeeded" if node.phase == SUCCEEDED else "failed",
         "seconds": node.seconds,

@@ -92,7 +92,7 @@ def scheduling_problems(m: dict[str, Any]) -> list[str]:
         if name in TRAIN_ONLY:
             continue
         terms = (
-            (((t.get("affinity") or {}).get("nodeAffinity") or {}))
+            ((t.get("affinity") or {}).get("nodeAffinity") or {})
             .get("requiredDuringSchedulingIgnoredDuringExecution", {})
             .get("nodeSelectorTerms", [])
         )

@@ -307,21 +307,41 @@ def test_backoff_cap_bounds_the_wait_not_the_retries(tmp_path: Path) -> None:
 
 def test_missing_variable_in_when_hangs_until_the_workflow_deadline(tmp_path: Path) -> None:
     """From Argo v3.7.11 / v4.0.2 a step whose `when` names a variable that does not exist
-    (steps.t.exitCode after node loss) is requeued until it appears: the workflow hangs until
-    its deadline; the exit handler still runs."""
-    t = container("t", counter_code("sys.exit(0)"), "t")
+    (the output of a step that failed before writing it) is requeued until it appears: the
+    workflow hangs until its deadline; the exit handler still runs. (The lint refuses the
+    same read after a step that continues on Error: there it is certain.)"""
+    t = container(
+        "t",
+        step_code("sys.exit(1)"),
+        "t",
+        outputs={"parameters": [{"name": "o", "valueFrom": {"path": "/tmp/o.txt"}}]},
+    )
     after = container("after", step_code(""), "after")
     main = steps(
         "main",
-        [{"name": "t", "template": "t", "continueOn": {"error": True, "failed": True}}],
-        [{"name": "after", "template": "after", "when": "{{steps.t.exitCode}} == 75"}],
-    )
+        [{"name": "t", "template": "t", "continueOn": {"failed": True}}],
+        [{"name": "after", "template": "after", "when": "'{{steps.t.outputs.parameters.o}}' == 'x'"}],
+    )  # fmt: skip
     m = workflow([t, after, main], activeDeadlineSeconds=3600)
-    engine, result = run_with(m, tmp_path, node_loss=(NodeLoss("t"),))
+    engine, result = run_with(m, tmp_path)
     assert result.phase == "Failed"
     assert "activeDeadlineSeconds exceeded" in result.message
+    assert "requeues this step" in result.message
     assert engine.now() - time.monotonic() >= 3600 - 5  # the clock went to the deadline
-    assert order(tmp_path) == ["bye"]  # the lost pod never recorded; the exit handler ran
+    assert order(tmp_path) == ["t", "bye"]  # `after` never ran; the exit handler did
+
+
+def test_lint_refuses_exit_code_after_a_step_that_continues_on_error(tmp_path: Path) -> None:
+    t = container("t", step_code(""), "t")
+    after = container("after", step_code(""), "after")
+    main = steps(
+        "main",
+        [{"name": "t", "template": "t", "continueOn": {"error": True}}],
+        [{"name": "after", "template": "after", "when": "{{steps.t.exitCode}} == 75"}],
+    )
+    with pytest.raises(ManifestError, match="requeues this step forever"):
+        run(workflow([t, after, main]), tmp_path)
+    assert order(tmp_path) == []  # refused before anything ran
 
 
 def test_output_artifacts_need_an_artifact_repository(tmp_path: Path) -> None:
