@@ -58,7 +58,7 @@ def command(
         name,
         settings_from_env(namespace),
         TokenSource(token_command),
-        max_outage_s=max_outage,
+        max_outage_s=max_outage if follow else 0.0,  # one look: no retries
         interval_s=interval,
     )
     seen: dict[str, str] = {}
