@@ -104,7 +104,6 @@ def _step_container(
             )
     env = [
         Env(name="BURST_RUNS_ROOT", value=RUNS_MOUNT),
-        Env(name="BURST_NAMESPACE", value="{{workflow.namespace}}"),
         Env(name="BURST_LOG_JSON", value="1"),
         # the stack the run applies, and the cloud teardown's leak scan looks at
         Env(name="BURST_TF_STACK", value="{{workflow.parameters.tf-stack}}"),
@@ -138,7 +137,6 @@ def _step_container(
 
 def build() -> WorkflowTemplate:
     """The burst-train WorkflowTemplate (Hera object; ``.to_dict()`` is the manifest)."""
-    state_key = Env(name="BURST_STATE_KEY", value="{{workflow.namespace}}/{{workflow.name}}")
     with WorkflowTemplate(
         name=NAME,
         labels={**PART_OF, "app.kubernetes.io/name": NAME},
@@ -257,7 +255,6 @@ def build() -> WorkflowTemplate:
             inputs=("plan", "decision"),
             output="infra",
             extra_env=(
-                state_key,
                 Env(name="BURST_CANDIDATE_INDEX", value="{{inputs.parameters.candidate-index}}"),
             ),
             extra_inputs=("candidate-index",),
@@ -269,7 +266,6 @@ def build() -> WorkflowTemplate:
             output="train",
             image="{{workflow.parameters.trainer-image}}",
             extra_env=(
-                Env(name="BURST_ATTEMPT", value="{{retries}}"),
                 Env(name="BURST_SUBMITTED_AT", value="{{workflow.creationTimestamp}}"),
                 # the metadata watchers of the provider the train pod runs on, and the grace
                 # a SIGTERM leaves (the pod's terminationGracePeriodSeconds)
@@ -292,9 +288,7 @@ def build() -> WorkflowTemplate:
                 f'"terminationGracePeriodSeconds": {TRAIN_GRACE_S}}}'
             ),
         )
-        teardown = _step_container(
-            "teardown", output="teardown", extra_env=(state_key,), site_vars=True
-        )
+        teardown = _step_container("teardown", output="teardown", site_vars=True)
         propagate = Container(
             name="propagate-failure",
             image="{{workflow.parameters.steps-image}}",
