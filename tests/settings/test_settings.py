@@ -26,13 +26,17 @@ def _constants(tree: ast.Module) -> dict[str, str]:
     """Module- and class-level ``NAME = "BURST_..."`` constants (how modules named variables)."""
     out: dict[str, str] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-            if isinstance(node.value.value, str) and NAME.match(node.value.value):
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        out[t.id] = node.value.value
-                    elif isinstance(t, ast.Attribute):
-                        out[t.attr] = node.value.value
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and NAME.match(node.value.value)
+        ):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out[t.id] = node.value.value
+                elif isinstance(t, ast.Attribute):
+                    out[t.attr] = node.value.value
     return out
 
 
