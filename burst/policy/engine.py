@@ -209,6 +209,21 @@ def _check_decision(result: Any, policies: PolicySet) -> dict[str, Any]:
         )
     )
     out: dict[str, Any] = {"verdict": result["verdict"], "reasons": reasons}
+    satisfied = []
+    for s in result.get("satisfied", []):
+        missing = [k for k in ("rule", "message", "source") if not s.get(k)]
+        if missing:
+            raise PolicyFileError(
+                f"a rule produced a satisfied entry without {', '.join(missing)}: "
+                f"{json.dumps(s)[:160]}",
+                where=where,
+            )
+        satisfied.append({k: s[k] for k in ("rule", "message", "source", "fact") if k in s})
+    out["satisfied"] = sorted(satisfied, key=lambda s: (s["rule"], s.get("fact", ""), s["message"]))
+    sources = result.get("sources", [])
+    if not isinstance(sources, list) or not all(isinstance(x, dict) for x in sources):
+        raise PolicyFileError(f"{DECISION_QUERY}.sources must be a list", where=where)
+    out["sources"] = sorted(sources, key=lambda x: str(x.get("region", "")))
     for key in ("data_may_move", "data_may_leave"):
         if key in result:
             if not isinstance(result[key], bool):
@@ -234,10 +249,13 @@ def input_document(
         "stale_before": (today - dt.timedelta(days=max_fact_age_days)).isoformat(),
         "spec": {
             "name": job.name,
+            "sha256": job.sha256(),
             "data": {
                 "classification": job.data.classification,
                 "origin": job.data.origin,
                 "region": job.data.region,
+                # where the data is stored today: the shards' regions, else data.region
+                "shards": sorted(job.data.shards or {}),
                 "transfer_safeguards": [s.lower() for s in job.data.transfer_safeguards],
             },
             "model": {
@@ -246,6 +264,7 @@ def input_document(
                 "export_sensitivity": job.model.export_sensitivity,
             },
             "organization": {
+                "name": job.organization.name,
                 "headquarters": job.organization.headquarters,
                 "parent_headquarters": job.organization.parent_headquarters,
             },

@@ -1,8 +1,9 @@
 # Shared definitions for the preflight rules. Every rule file is in package burst.preflight
 # and adds to the set `reasons`; decision.rego turns them into a verdict.
 #
-# input: {today, stale_before, spec: {name, data, model, organization, compute},
+# input: {today, stale_before, spec: {name, sha256, data, model, organization, compute},
 #         candidate: {region, provider}}     (built by burst/policy/engine.py)
+# spec.data.shards is the list of regions holding a shard (empty when the spec has none).
 # data:  {facts: {jurisdictions, regions, providers, export, data_classes}, exceptions}
 package burst.preflight
 
@@ -33,6 +34,60 @@ dest_code := code if {
 
 dest := facts.jurisdictions[dest_code]
 
+# the one jurisdiction whose countries include `country` (undefined when none or several).
+# NOTE rego-cpp 1.x: inside a comprehension a function's argument is not bound (it iterates)
+# and `some k, v in` is rejected; these helpers avoid comprehensions.
+jurisdiction_of(country) := code if {
+	some code, j in facts.jurisdictions
+	country in j.countries
+	not country_in_two_jurisdictions(country)
+}
+
+country_in_two_jurisdictions(country) if {
+	some c1, j1 in facts.jurisdictions
+	some c2, j2 in facts.jurisdictions
+	c1 != c2
+	country in j1.countries
+	country in j2.countries
+}
+
+# a region code of any provider -> its country (undefined when unknown or ambiguous)
+region_country(code) := country if {
+	some pr in facts.regions
+	country := pr.regions[code].country
+	not region_in_two_countries(code)
+}
+
+region_in_two_countries(code) if {
+	some p1 in facts.regions
+	some p2 in facts.regions
+	p1.regions[code].country != p2.regions[code].country
+}
+
+# -- where the data is stored today ---------------------------------------------------------
+# data.shards' regions when the spec splits the data, else data.region; neither: the data is
+# taken to be at its origin (the origin's rules below cover it).
+shard_regions := object.get(spec.data, "shards", [])
+
+storage_regions contains r if {
+	some r in shard_regions
+}
+
+storage_regions contains spec.data.region if {
+	count(shard_regions) == 0
+	object.get(spec.data, "region", null) != null
+}
+
+storage_countries[r] := region_country(r) if some r in storage_regions
+
+# a storage location in another country than the candidate's: using it moves the data out of
+# that country into the candidate's
+moved_from[r] := c if {
+	region
+	some r, c in storage_countries
+	c != dest_country
+}
+
 # -- the data and where it comes from ------------------------------------------------------
 origin := facts.jurisdictions[spec.data.origin]
 
@@ -62,6 +117,27 @@ abroad if {
 	dest_country != spec.organization.headquarters
 }
 
+# the countries the data belongs to for export purposes: the origin's, or a free zone's host
+# country, or the origin code itself when it is not on record
+export_origin_countries := {c | some c in origin.countries} | {h | h := origin.host} if {
+	origin
+} else := {spec.data.origin}
+
+# using the candidate moves the data (or the model trained on it) across a border: out of its
+# origin, out of a storage country, or out of the country of the organisation or its parent
+crossings contains sprintf("origin %s", [spec.data.origin]) if {
+	region
+	not dest_country in export_origin_countries
+}
+
+crossings contains concat("", ["storage ", r, " (", c, ")"]) if some r, c in moved_from
+
+crossings contains sprintf("headquarters %s", [hq]) if {
+	region
+	some hq in headquarters
+	hq != dest_country
+}
+
 # NOTE rego-cpp 1.x: sprintf("%s", [x]) prints a string computed by a builtin (concat,
 # sprintf, substring, ...) with its quotes and breaks the JSON result. Format only input and
 # data values with sprintf; join computed strings with concat("", [...]).
@@ -72,6 +148,16 @@ source_of(fact) := fact.source[0] if {
 } else := fact_sheet
 
 weak(fact) if fact.confidence in {"low", "unknown"}
+
+# what a fact says, for messages: its rule, else its note, else its name (a region list has
+# no rule field; a message must never be undefined, or the reason silently disappears)
+statement_of(fact) := fact.rule if {
+	fact.rule
+} else := fact.note if {
+	fact.note
+} else := fact.name if {
+	fact.name
+} else := "no statement on record"
 
 stale(fact) if fact.last_verified < input.stale_before
 

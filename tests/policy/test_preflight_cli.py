@@ -27,7 +27,7 @@ def test_preflight_table_quickstart(burst_cmd: list[str]) -> None:
     assert "allowed" in proc.stdout
     # an allowed candidate shows what it rests on (its waiver), not "no rule objects"
     assert "no rule objects" not in proc.stdout
-    assert "quickstart-sg-hq-outside-d5" in " ".join(proc.stdout.split())
+    assert "example-labs-sg-hq-outside-d5" in " ".join(proc.stdout.split())
 
 
 def test_preflight_json_is_the_record(burst_cmd: list[str], tmp_path: Path) -> None:
