@@ -72,7 +72,8 @@ class Engine:
         self._runner: Any = None
         self._input: Any = None
         self.rego = Interpreter()
-        self.rego.add_data_json(rego_json(data if data is not None else policies.data_document()))
+        document = data if data is not None else policies.data_document()
+        self.rego.add_data_json(rego_json({**document, "index": lookup_index(document)}))
         modules = policies.modules if with_tests else policies.rule_modules
         for module in modules:
             lineno = next(
@@ -169,6 +170,25 @@ class Engine:
         finally:
             rego_free_output(impl)
         return _check_decision(self._parse(ok, text, DECISION_QUERY), self.policies)
+
+
+def lookup_index(document: dict[str, Any]) -> dict[str, Any]:
+    """Lookups the rules need, built once from the facts (rego-cpp is slow at scanning every
+    provider's regions inside a query): region code -> the countries any provider places it
+    in, and country -> the jurisdictions that claim it. More than one entry: ambiguous (the
+    rules then treat the region or country as unknown)."""
+    facts = document.get("facts", {})
+    regions: dict[str, list[str]] = {}
+    for provider in facts.get("regions", {}).values():
+        for code, region in (provider.get("regions") or {}).items():
+            country = region.get("country")
+            if country is not None and country not in regions.setdefault(code, []):
+                regions[code].append(country)
+    countries: dict[str, list[str]] = {}
+    for code, j in facts.get("jurisdictions", {}).items():
+        for country in j.get("countries") or []:
+            countries.setdefault(country, []).append(code)
+    return {"region_countries": regions, "country_jurisdictions": countries}
 
 
 def _first_line(exc: object) -> str:

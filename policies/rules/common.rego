@@ -4,7 +4,8 @@
 # input: {today, stale_before, spec: {name, sha256, data, model, organization, compute},
 #         candidate: {region, provider}}     (built by burst/policy/engine.py)
 # spec.data.shards is the list of regions holding a shard (empty when the spec has none).
-# data:  {facts: {jurisdictions, regions, providers, export, data_classes}, exceptions}
+# data:  {facts: {jurisdictions, regions, providers, export, data_classes}, exceptions,
+#         index: {region_countries, country_jurisdictions}}
 package burst.preflight
 
 facts := data.facts
@@ -34,34 +35,19 @@ dest_code := code if {
 
 dest := facts.jurisdictions[dest_code]
 
-# the one jurisdiction whose countries include `country` (undefined when none or several).
-# NOTE rego-cpp 1.x: inside a comprehension a function's argument is not bound (it iterates)
-# and `some k, v in` is rejected; these helpers avoid comprehensions.
+# the one jurisdiction whose countries include `country` (undefined when none or several);
+# data.index is built by burst/policy/engine.py from the facts (lookup_index)
 jurisdiction_of(country) := code if {
-	some code, j in facts.jurisdictions
-	country in j.countries
-	not country_in_two_jurisdictions(country)
-}
-
-country_in_two_jurisdictions(country) if {
-	some c1, j1 in facts.jurisdictions
-	some c2, j2 in facts.jurisdictions
-	c1 != c2
-	country in j1.countries
-	country in j2.countries
+	codes := data.index.country_jurisdictions[country]
+	count(codes) == 1
+	code := codes[0]
 }
 
 # a region code of any provider -> its country (undefined when unknown or ambiguous)
 region_country(code) := country if {
-	some pr in facts.regions
-	country := pr.regions[code].country
-	not region_in_two_countries(code)
-}
-
-region_in_two_countries(code) if {
-	some p1 in facts.regions
-	some p2 in facts.regions
-	p1.regions[code].country != p2.regions[code].country
+	countries := data.index.region_countries[code]
+	count(countries) == 1
+	country := countries[0]
 }
 
 # -- where the data is stored today ---------------------------------------------------------

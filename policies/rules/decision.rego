@@ -56,10 +56,14 @@ about(e, r) if {
 	r.fact in e.scope.facts
 }
 
+# why each exception does not bind here, computed once per exception (a rule is evaluated
+# once per query; a function call is not cached)
+exception_mismatches[e.id] := mismatches(e) if some e in data.exceptions
+
 # ... and binds to this organisation, candidate and spec
 exception_matches(e, r) if {
 	about(e, r)
-	count(mismatches(e)) == 0
+	count(exception_mismatches[e.id]) == 0
 }
 
 in_force(e) if {
@@ -102,7 +106,7 @@ notices contains {
 	"rule": "EXC-NOT-APPLICABLE", "effect": "info",
 	"message": concat("", [
 		"exception ", e.id, " (", e.rule, " for ", r.fact, ") does not apply: ",
-		concat("; ", sort(mismatches(e))),
+		concat("; ", sort(exception_mismatches[e.id])),
 	]),
 	"source": sprintf("policies/exceptions (approver %s)", [e.approver]),
 	"fact": sprintf("exceptions.%s", [e.id]),
@@ -111,7 +115,7 @@ notices contains {
 	r.effect == "review"
 	some e in data.exceptions
 	about(e, r)
-	count(mismatches(e)) > 0
+	count(exception_mismatches[e.id]) > 0
 }
 
 blocking contains r if {
