@@ -6,8 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from burst.inputs import parse_yaml
 from burst.spec import BurstJob
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +36,7 @@ UNSIGNED_ORG = "Matrix Unsigned Org Pte Ltd"
 def job_from(over: dict[str, Any]) -> BurstJob:
     """The quickstart spec with ``over`` merged in (lists replace). A spec named SIGNED or
     MATRIX_NAME is made by SIGNED_ORG or UNSIGNED_ORG (unless ``over`` names the organisation)."""
-    base = yaml.safe_load(QUICKSTART.read_text())
+    base = parse_yaml(QUICKSTART.read_text(), str(QUICKSTART))  # as burst reads specs
     org = {SIGNED: SIGNED_ORG, MATRIX_NAME: UNSIGNED_ORG}.get(over.get("name", ""))
     if org is not None:
         base["organization"]["name"] = org
