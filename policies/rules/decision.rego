@@ -101,7 +101,7 @@ notices contains {
 
 # rule: EXC-NOT-APPLICABLE
 # effect: info
-# summary: an exception is about a review reason (its rule and fact) but is bound to another organisation, region, provider or spec: it does not apply, and the record names the mismatch
+# summary: an exception is about a review reason (its rule and fact) of a candidate that is not denied, but is bound to another organisation, region, provider or spec: it does not apply, and the record names the mismatch
 notices contains {
 	"rule": "EXC-NOT-APPLICABLE", "effect": "info",
 	"message": concat("", [
@@ -111,6 +111,7 @@ notices contains {
 	"source": sprintf("policies/exceptions (approver %s)", [e.approver]),
 	"fact": sprintf("exceptions.%s", [e.id]),
 } if {
+	verdict != "deny" # a sign-off could not have helped a denied candidate: no note
 	some r in reasons
 	r.effect == "review"
 	some e in data.exceptions

@@ -149,7 +149,7 @@ storage = st.one_of(
     st.just({"region": None}),
     st.sampled_from(REGION_CODES).map(lambda r: {"region": r}),
     st.lists(st.sampled_from(REGION_CODES), min_size=2, max_size=2, unique=True).map(
-        lambda rs: {"region": rs[0], "shards": {rs[0]: 1.0, rs[1]: 1.0}}
+        lambda rs: {"region": rs[0], "shards": {rs[0]: 0.005, rs[1]: 0.005}}
     ),
 )
 specs = st.fixed_dictionaries(
