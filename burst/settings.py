@@ -198,7 +198,8 @@ class Settings:
     )  # fmt: skip
     tf_site_vars = Var(
         "BURST_TF_SITE_VARS", _path, None,
-        "the site's tfvars file for the aws stack", shown="none",
+        "the site's tfvars for the aws stack: one file, or a directory of <region>.tfvars "
+        "(one site per region the plan may pick; docs/topology.md)", shown="none",
     )  # fmt: skip
     tf_timeout_s = Var(
         "BURST_TF_TIMEOUT_S", _seconds(0, inclusive=False), 7200.0,

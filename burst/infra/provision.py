@@ -34,7 +34,7 @@ from burst.errors import (
     PolicyRefusal,
 )
 from burst.infra.terraform import Terraform
-from burst.infra.workspace import VARS_FILE, Workspace, workspace_for, write_vars
+from burst.infra.workspace import VARS_FILE, Workspace, site_file, workspace_for, write_vars
 from burst.obs.events import PROVISION_ATTEMPT, emit
 from burst.plan.placement import default_capacity
 from burst.settings import Settings, resolve
@@ -273,6 +273,8 @@ class Provisioner:
                 "changes": None,
                 "cleanup": None,
             }
+            site = site_file(self.ws.site_vars, region)
+            attempt["site_vars"] = site.name if site is not None else None
             self.attempts.append(attempt)
             started = time.monotonic()
             log.info(

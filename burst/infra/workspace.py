@@ -20,6 +20,7 @@ reaper) can reopen the same state from the run id.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,70 @@ def state_file(workdir: Path) -> Path:
     return workdir / STATE_FILE
 
 
+#: The ``tf-site-vars`` workflow parameter when BURST_TF_SITE_VARS is a directory: every
+#: region's site file in one document, which provision and teardown expand again.
+SITE_MAP_KIND = "burst/site-vars-by-region"
+_REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def site_map(directory: Path) -> str:
+    """The directory's ``<region>.tfvars`` (or ``.tfvars.json``) files as one document."""
+    regions: dict[str, str] = {}
+    for f in sorted(directory.iterdir()):
+        for suffix in (".tfvars.json", ".tfvars"):
+            if f.is_file() and f.name.endswith(suffix):
+                regions[f.name[: -len(suffix)] + ("" if suffix == ".tfvars" else "#json")] = (
+                    f.read_text(encoding="utf-8")
+                )
+                break
+    if not regions:
+        raise BadInputError(f"BURST_TF_SITE_VARS: {directory} holds no <region>.tfvars file")
+    return json.dumps({"kind": SITE_MAP_KIND, "regions": regions}, sort_keys=True)
+
+
+def expand_site_vars(site: Path, workdir: Path) -> Path | None:
+    """``site`` as given to a step: empty (no site configuration), a site map (written out as
+    ``workdir/sites/<region>.tfvars``: that directory is returned), or a file or directory."""
+    if site.is_dir():
+        return site
+    text = site.read_text(encoding="utf-8") if site.is_file() else ""
+    if not text.strip():
+        return None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return site
+    if not isinstance(doc, dict) or doc.get("kind") != SITE_MAP_KIND:
+        return site  # a tfvars.json file of one site
+    out = workdir / "sites"
+    out.mkdir(parents=True, exist_ok=True)
+    for key, body in dict(doc.get("regions") or {}).items():
+        region, _, fmt = str(key).partition("#")
+        if not _REGION.match(region):
+            raise BadInputError(f"BURST_TF_SITE_VARS: {region!r} is not a region name")
+        (out / (f"{region}.tfvars.json" if fmt == "json" else f"{region}.tfvars")).write_text(
+            str(body), encoding="utf-8"
+        )
+    return out
+
+
+def site_file(site_vars: Path | None, region: str | None) -> Path | None:
+    """The site file for ``region``: the directory's ``<region>.tfvars`` (``.tfvars.json``),
+    or the one file given for every region. A directory without the region's file fails
+    closed: nothing is applied with another region's VPC and subnets."""
+    if site_vars is None or not site_vars.is_dir():
+        return site_vars
+    if region is None:
+        raise BadInputError(f"BURST_TF_SITE_VARS: {site_vars} is per region; no region given")
+    for name in (f"{region}.tfvars", f"{region}.tfvars.json"):
+        if (site_vars / name).is_file():
+            return site_vars / name
+    raise BadInputError(
+        f"BURST_TF_SITE_VARS: no site configuration for region {region!r} in {site_vars} "
+        f"(expected {region}.tfvars)"
+    )
+
+
 def state_key(run_id: str) -> str:
     """The S3 state key of a run: derived from the run id alone."""
     return f"burst/runs/{run_id}/terraform.tfstate"
@@ -160,8 +225,9 @@ class Workspace:
             region_vars = self.config_dir / "regions" / f"{region}.tfvars"
             if region_vars.exists():
                 files.append(region_vars)
-        if self.site_vars is not None:
-            files.append(self.site_vars)
+        site = site_file(self.site_vars, region)
+        if site is not None:
+            files.append(site)
         return [*files, self.workdir / VARS_FILE]
 
     def variables(
@@ -238,8 +304,10 @@ def workspace_for(
     kind = settings.tf_stack
     if kind not in STACK_KINDS:
         raise BadInputError(f"BURST_TF_STACK={kind!r} is not one of {', '.join(STACK_KINDS)}")
-    if kind == "local":
-        return Workspace("local", run_id, workdir)
+    if kind == "local":  # site settings are optional here (the local stack needs none)
+        site = settings.tf_site_vars
+        local_site = expand_site_vars(site.resolve(), workdir) if site is not None else None
+        return Workspace("local", run_id, workdir, site_vars=local_site)
     given = {
         "BURST_TF_STATE_BUCKET": settings.tf_state_bucket,
         "BURST_TF_STATE_REGION": settings.tf_state_region,
@@ -248,9 +316,12 @@ def workspace_for(
     missing = [n for n, v in given.items() if not v]
     if missing or settings.tf_site_vars is None:
         raise BadInputError(f"BURST_TF_STACK=aws needs {', '.join(missing)} to be set")
-    site = settings.tf_site_vars.resolve()
-    if not site.is_file():
-        raise BadInputError(f"BURST_TF_SITE_VARS: no such file {site}")
+    given_site = settings.tf_site_vars.resolve()
+    if not given_site.exists():
+        raise BadInputError(f"BURST_TF_SITE_VARS: no such file or directory {given_site}")
+    site = expand_site_vars(given_site, workdir)
+    if site is None:
+        raise BadInputError(f"BURST_TF_SITE_VARS: {given_site} is empty")
     backend = {
         "bucket": settings.tf_state_bucket,
         "key": state_key(run_id),
