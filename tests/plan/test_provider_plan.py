@@ -23,7 +23,7 @@ def test_plan_over_all_providers() -> None:
                 "me-dubai-1",
             ],
             "budget.max_usd": 1e7,
-            "budget.max_hours": 1e4,
+            "budget.max_hours": 5000,
         }
     )
     cat = load_catalog(use_env=False)
