@@ -27,7 +27,7 @@ reaper) can reopen the same state from the run id.
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from typing import Any
 from burst.errors import BadInputError
 from burst.infra.terraform import TERRAFORM_DIR, Terraform
 from burst.providers import STACK_DIRS, no_stack_reason, stack_for
+from burst.settings import Settings, resolve
 
 VARS_FILE = "burst.auto.tfvars.json"
 STATE_FILE = "terraform.tfstate"
@@ -270,10 +271,12 @@ class Workspace:
         return variables
 
 
-def stack_mode(env: dict[str, str] | None = None) -> str:
+Env = Settings | Mapping[str, str] | None
+
+
+def stack_mode(env: Env = None) -> str:
     """``BURST_TF_STACK``: local (default), aws, gcp, azure, nebius or cloud."""
-    env = dict(os.environ) if env is None else env
-    mode = env.get("BURST_TF_STACK", "local") or "local"
+    mode = resolve(env).tf_stack
     if mode not in STACK_KINDS:
         raise BadInputError(f"BURST_TF_STACK={mode!r} is not one of {', '.join(STACK_KINDS)}")
     return mode
@@ -295,7 +298,7 @@ def stack_of(mode: str, provider: str) -> tuple[str | None, str]:
     return own, ""
 
 
-def _per_stack(raw: str, kind: str) -> str | None:
+def per_stack(raw: str, kind: str) -> str | None:
     """A setting given once for every stack (``value``) or per stack (``aws=v1,gcp=v2``)."""
     raw = raw.strip()
     if "=" not in raw:
@@ -307,10 +310,11 @@ def _per_stack(raw: str, kind: str) -> str | None:
     return None
 
 
-def backend_for(kind: str, run_id: str, env: dict[str, str]) -> dict[str, str]:
+def backend_for(kind: str, run_id: str, env: Env = None) -> dict[str, str]:
     """The backend settings ``terraform init -backend-config`` completes a stack with."""
-    bucket = _per_stack(env.get("BURST_TF_STATE_BUCKET", ""), kind)
-    region = _per_stack(env.get("BURST_TF_STATE_REGION", ""), kind)
+    settings = resolve(env)
+    bucket = per_stack(settings.tf_state_bucket, kind)
+    region = per_stack(settings.tf_state_region, kind)
     need = {"BURST_TF_STATE_BUCKET": bucket}
     if kind in ("aws", "nebius"):
         need["BURST_TF_STATE_REGION"] = region
@@ -353,12 +357,12 @@ def backend_for(kind: str, run_id: str, env: dict[str, str]) -> dict[str, str]:
     return backend
 
 
-def site_vars_for(kind: str, region: str | None, env: dict[str, str]) -> Path:
+def site_vars_for(kind: str, region: str | None, env: Env = None) -> Path:
     """The site's variable file for this stack and region (``BURST_TF_SITE_VARS``)."""
-    raw = env.get("BURST_TF_SITE_VARS", "")
-    if not raw:
+    given = resolve(env).tf_site_vars
+    if given is None:
         raise BadInputError(f"the {kind} stack needs BURST_TF_SITE_VARS to be set")
-    site = Path(raw).resolve()
+    site = given.resolve()
     if site.is_dir():
         names = [f"{kind}.tfvars", f"{kind}.tfvars.json"]
         if region:
@@ -378,13 +382,13 @@ def site_vars_for(kind: str, region: str | None, env: dict[str, str]) -> Path:
 def workspace_for(
     run_id: str,
     workdir: Path,
-    env: dict[str, str] | None = None,
+    env: Env = None,
     candidate: dict[str, Any] | None = None,
 ) -> Workspace:
     """The workspace a new provision uses for ``candidate`` (or, without one, the stack
-    ``BURST_TF_STACK`` names), from the environment (fail closed on gaps)."""
-    env = dict(os.environ) if env is None else env
-    mode = stack_mode(env)
+    ``BURST_TF_STACK`` names), from the settings (fail closed on gaps)."""
+    settings = resolve(env)
+    mode = stack_mode(settings)
     if mode == "local":
         return Workspace("local", run_id, workdir)
     if candidate is not None:
@@ -398,12 +402,17 @@ def workspace_for(
     needed = ["BURST_TF_STATE_BUCKET", "BURST_TF_SITE_VARS"]
     if kind in ("aws", "nebius"):
         needed.insert(1, "BURST_TF_STATE_REGION")
-    missing = [n for n in needed if not env.get(n)]
+    given = {
+        "BURST_TF_STATE_BUCKET": settings.tf_state_bucket,
+        "BURST_TF_STATE_REGION": settings.tf_state_region,
+        "BURST_TF_SITE_VARS": settings.tf_site_vars,
+    }
+    missing = [n for n in needed if not given[n]]
     if missing:
         raise BadInputError(f"BURST_TF_STACK={mode} needs {', '.join(missing)} to be set")
     region = candidate.get("region") if candidate else None
-    site = site_vars_for(kind, region, env)
-    return Workspace(kind, run_id, workdir, backend_for(kind, run_id, env), site)
+    site = site_vars_for(kind, region, settings)
+    return Workspace(kind, run_id, workdir, backend_for(kind, run_id, settings), site)
 
 
 def load_workspace(workdir: Path) -> Workspace | None:
