@@ -85,9 +85,7 @@ def write_shard(store: ObjectStore, manifest: Manifest, shard: ShardInfo, pendin
     return key
 
 
-def _wait_for_shards(
-    store: ObjectStore, step: int, tier: str, shard: ShardInfo
-) -> list[Manifest]:
+def _wait_for_shards(store: ObjectStore, step: int, tier: str, shard: ShardInfo) -> list[Manifest]:
     prefix = shard_dir(step, tier, shard.session)
     deadline = time.monotonic() + shard.commit_timeout_s
     while True:
