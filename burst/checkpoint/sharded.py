@@ -172,6 +172,8 @@ def merge(shards: list[Manifest]) -> Manifest:
             "uploaded_chunks": sum(int(p["uploaded_chunks"]) for p in per_rank),
             "reused_chunks": sum(int(p["reused_chunks"]) for p in per_rank),
             "ranks": per_rank,
+            # every shard's writer uploaded or read back each chunk it references
+            "verified": all(m.stats.get("verified") is True for m in shards),
         },
     )
 
@@ -263,10 +265,10 @@ def expire_manifests(
 ) -> list[str]:
     """Retention without chunk deletion (a sharded run's: see the worker)."""
     from burst.checkpoint.catalog import list_checkpoints, read_latest
-    from burst.checkpoint.retention import select_expired
+    from burst.checkpoint.retention import newest_verified, select_expired
 
-    expired = select_expired(
-        list_checkpoints(store), keep_full, keep_weights, protect=read_latest(store)
-    )
+    refs = list_checkpoints(store)
+    protect = [read_latest(store), newest_verified(store, refs)]
+    expired = select_expired(refs, keep_full, keep_weights, protect=protect)
     store.delete(r.key for r in expired)
     return [r.key for r in expired]
