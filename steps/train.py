@@ -28,9 +28,9 @@ def resolve_watchers(infra: dict[str, Any] | None) -> None:
 def run(ctx: StepContext) -> dict[str, Any]:
     ctx.fail_point("before")
     resolve_watchers(ctx.optional_input("infra"))
-    if ctx.spec.training.world_size > 1 and "LOCAL_RANK" not in os.environ:
-        from burst.train.launch import launch  # (no torch in this process)
+    from burst.train.launch import launch, wanted  # (no torch in this process)
 
+    if wanted(ctx.spec, dict(os.environ)):
         return launch(ctx, ctx.spec)  # the ranks run this module again, under torchrun
     from burst.train.loop import train
 

@@ -6,8 +6,9 @@ is not itself a rank (no ``LOCAL_RANK``), runs
 
 * with the local runner (``burst run``), every rank on this machine (``--standalone``);
 * in a gang pod of the multi-node path (``BURST_GANG=1``; Volcano sets ``WORLD_SIZE`` to the
-  nodes, ``RANK`` to this node's index, ``MASTER_ADDR``/``MASTER_PORT``), this node's ranks
-  joining the others (``--nnodes``, ``--node-rank``, ``--master-addr``, ``--master-port``).
+  nodes, ``RANK`` to this node's index, ``MASTER_ADDR``/``MASTER_PORT``), this node's
+  ``BURST_NPROC_PER_NODE`` ranks joining the others' (``--nnodes``, ``--node-rank``,
+  ``--master-addr``, ``--master-port``).
 
 torchrun reports any failed rank as exit 1, which would hide a preemption (75) from the retry
 policy. So each rank records its exit code in ``BURST_RANK_EXIT_DIR`` (and rank 0 its step
@@ -37,6 +38,15 @@ from burst.stepio import RANK_DOC, RANK_EXIT_DIR_ENV, StepContext
 log = logging.getLogger(__name__)
 
 GANG_ENV = "BURST_GANG"
+#: ranks per node in a gang pod (the pipeline sets it to the node's GPUs)
+NPROC_ENV = "BURST_NPROC_PER_NODE"
+
+
+def wanted(job: BurstJob, env: dict[str, str]) -> bool:
+    """Whether this train step starts ranks (it is not one itself)."""
+    if "LOCAL_RANK" in env:
+        return False
+    return env.get(GANG_ENV) == "1" or job.training.world_size > 1
 
 
 class RanksFailed(BurstError):
@@ -51,6 +61,7 @@ def torchrun_args(job: BurstJob, env: dict[str, str]) -> tuple[list[str], list[i
     """torchrun's options, and the global ranks that run on this node."""
     ppn = job.training.processes_per_node
     if env.get(GANG_ENV) == "1":
+        ppn = int(env.get(NPROC_ENV) or ppn)
         nodes = int(env.get("WORLD_SIZE", str(job.training.nodes)))
         node_rank = int(env.get("RANK", "0"))
         opts = [
