@@ -543,6 +543,9 @@ class TrainRun:
                     "hours",
                     "started_at",
                     "finished_at",
+                    "world_size",
+                    "ranks",
+                    "notice_to_exit_s",
                 )
             }
             for a in attempts
