@@ -2,7 +2,8 @@
 
 ``BURST_CHECKPOINT_FAULT=<point>[:<n>]`` makes the ``n``-th call (default 1) of ``point(name)``
 whose name starts with ``<point>`` kill the calling process, exactly as a preemption or an
-out-of-memory kill would. Unset, ``point`` costs one dictionary lookup.
+out-of-memory kill would; ``BURST_CHECKPOINT_FAULT_RANK=<r>`` limits it to rank r's worker.
+Unset, ``point`` costs one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ _lock = threading.Lock()
 _hits = 0
 
 
+#: with several ranks, only the worker of this rank (its trainer's RANK) is killed
+RANK_ENV = "BURST_CHECKPOINT_FAULT_RANK"
+
+
 def point(name: str) -> None:
     spec = os.environ.get(ENV)
     if not spec:
+        return
+    only = os.environ.get(RANK_ENV)
+    if only and os.environ.get("RANK", "0") != only:
         return
     target, _, nth = spec.partition(":")
     if not name.startswith(target):

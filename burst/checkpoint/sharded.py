@@ -94,6 +94,14 @@ def _wait_for_shards(store: ObjectStore, step: int, tier: str, shard: ShardInfo)
         missing = [r for r, k in enumerate(wanted) if k not in present]
         if not missing:
             break
+        moved_on = _moved_on(store, step, shard.session, missing)
+        if moved_on:
+            raise CheckpointError(
+                f"step {step} ({tier}) not committed: rank(s) {','.join(map(str, moved_on))} "
+                "wrote a later shard instead (their save of this step failed); the previous "
+                "checkpoint stands",
+                where=f"{store.url}/{prefix}",
+            )
         if time.monotonic() >= deadline:
             raise CheckpointError(
                 f"step {step} ({tier}) not committed: the shard of rank(s) "
@@ -117,6 +125,20 @@ def _wait_for_shards(store: ObjectStore, step: int, tier: str, shard: ShardInfo)
             )
         out.append(m)
     return out
+
+
+def _moved_on(store: ObjectStore, step: int, session: str, ranks: list[int]) -> list[int]:
+    """Those of ``ranks`` with a shard of a later step in this session: theirs of ``step``
+    will never come (its worker died; the rank went on)."""
+    later = set()
+    for info in store.list(SHARD_PREFIX):
+        parts = info.key[len(SHARD_PREFIX) :].split("/")
+        if len(parts) != 3 or parts[1] != session or not parts[2].startswith("rank-"):
+            continue
+        head = parts[0].split(".")[0]
+        if head.isdigit() and int(head) > step:
+            later.add(int(parts[2][5:].split(".")[0]))
+    return sorted(r for r in ranks if r in later)
 
 
 def _shift(skel: Any, by: int) -> Any:
