@@ -143,7 +143,7 @@ def open_engine(
     if job.training.engine == "deepspeed":
         from burst.train.deepspeed_engine import DeepSpeedEngine
 
-        return DeepSpeedEngine(job, setup, work_dir)
+        return DeepSpeedEngine(job, setup, work_dir, ranks)
     if ranks is not None and ranks.many:
         from burst.train.ddp_engine import DDPEngine
 

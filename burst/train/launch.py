@@ -147,7 +147,14 @@ def conclude(exit_dir: Path, local_ranks: list[int], launcher_code: int) -> dict
         agreed = int(first["exit_code"])
         exc = RanksFailed(
             f"rank {rank}: {first.get('error') or f'exit {agreed}'}"
-            + (f" ({len(failed)} of {len(local_ranks)} ranks failed)" if len(failed) > 1 else ""),
+            + (
+                f" (every rank exited {agreed})"
+                if len(failed) == len(local_ranks)
+                and all(int(c["exit_code"]) == agreed for c in failed.values())
+                else f" ({len(failed)} of {len(local_ranks)} ranks failed)"
+                if len(failed) > 1
+                else ""
+            ),
             agreed,
         )
     if doc is not None:
