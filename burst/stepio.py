@@ -32,6 +32,7 @@ from typing import Any
 from burst.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInputError, BurstError, InjectedFailure
 from burst.obs.logs import setup_logging
 from burst.runs import RunPaths, load_doc, run_paths, write_json_atomic
+from burst.settings import Settings, current, use
 from burst.spec import BurstJob, load_spec
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class StepContext:
 
     def fail_point(self, point: str | None = None) -> None:
         """Raise InjectedFailure when BURST_FAIL_AT names this step (or ``step:point``)."""
-        wanted = {p.strip() for p in os.environ.get("BURST_FAIL_AT", "").split(",") if p.strip()}
+        wanted: set[str] = set(current().fail_at)
         key = self.step if point is None else f"{self.step}:{point}"
         if key in wanted:
             raise InjectedFailure(f"failure injected at {key} (BURST_FAIL_AT)")
@@ -89,8 +90,8 @@ RANK_DOC = "doc.json"
 
 
 def _rank_exit_dir() -> Path | None:
-    raw = os.environ.get(RANK_EXIT_DIR_ENV)
-    return Path(raw) if raw and "LOCAL_RANK" in os.environ else None
+    where = current().rank_exit_dir
+    return Path(where) if where and "LOCAL_RANK" in os.environ else None
 
 
 def _write_doc(paths: RunPaths, step: str, out: Path | None, doc: dict[str, Any]) -> None:
@@ -125,8 +126,15 @@ def _main(
     step: str, fn: StepFn, argv: list[str] | None, step_fail_point: bool, errors: list[str]
 ) -> int:
     args = parse_args(step, argv)
-    os.environ["BURST_STEP"] = step
+    os.environ["BURST_STEP"] = step  # for this step's children (torchrun ranks, workers)
     os.environ["BURST_RUN_ID"] = args.run_id
+    with use(Settings.from_env()):  # the environment, read once for the whole step
+        return _run_step(step, fn, args, step_fail_point, errors)
+
+
+def _run_step(
+    step: str, fn: StepFn, args: argparse.Namespace, step_fail_point: bool, errors: list[str]
+) -> int:
     rank = os.environ.get("RANK") if _rank_exit_dir() is not None else None
     setup_logging(logging.INFO, run_id=args.run_id, step=step if rank is None else f"{step}.{rank}")
     started = time.monotonic()

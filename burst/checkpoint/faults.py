@@ -17,15 +17,13 @@ _lock = threading.Lock()
 _hits = 0
 
 
-#: with several ranks, only the worker of this rank (its trainer's RANK) is killed
-RANK_ENV = "BURST_CHECKPOINT_FAULT_RANK"
-
-
 def point(name: str) -> None:
-    spec = os.environ.get(ENV)
+    from burst.settings import current
+
+    spec = current().checkpoint_fault
     if not spec:
         return
-    only = os.environ.get(RANK_ENV)
+    only = current().checkpoint_fault_rank  # several ranks: only this rank's worker
     if only and os.environ.get("RANK", "0") != only:
         return
     target, _, nth = spec.partition(":")

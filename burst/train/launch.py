@@ -32,21 +32,18 @@ from types import FrameType
 from typing import Any
 
 from burst.errors import EXIT_PREEMPTED, BurstError
+from burst.settings import current
 from burst.spec import BurstJob
 from burst.stepio import RANK_DOC, RANK_EXIT_DIR_ENV, StepContext
 
 log = logging.getLogger(__name__)
-
-GANG_ENV = "BURST_GANG"
-#: ranks per node in a gang pod (the pipeline sets it to the node's GPUs)
-NPROC_ENV = "BURST_NPROC_PER_NODE"
 
 
 def wanted(job: BurstJob, env: dict[str, str]) -> bool:
     """Whether this train step starts ranks (it is not one itself)."""
     if "LOCAL_RANK" in env:
         return False
-    return env.get(GANG_ENV) == "1" or job.training.world_size > 1
+    return bool(current().gang) or job.training.world_size > 1
 
 
 class RanksFailed(BurstError):
@@ -60,8 +57,8 @@ class RanksFailed(BurstError):
 def torchrun_args(job: BurstJob, env: dict[str, str]) -> tuple[list[str], list[int]]:
     """torchrun's options, and the global ranks that run on this node."""
     ppn = job.training.processes_per_node
-    if env.get(GANG_ENV) == "1":
-        ppn = int(env.get(NPROC_ENV) or ppn)
+    if current().gang:
+        ppn = int(current().nproc_per_node or ppn)
         nodes = int(env.get("WORLD_SIZE", str(job.training.nodes)))
         node_rank = int(env.get("RANK", "0"))
         opts = [

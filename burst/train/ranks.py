@@ -29,12 +29,10 @@ import torch
 
 from burst.errors import Preempted
 from burst.preempt.notice import Notice
+from burst.settings import current
 
 log = logging.getLogger(__name__)
 
-TIMEOUT_ENV = "BURST_DIST_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 120.0
-PREEMPT_RANK_ENV = "BURST_PREEMPT_RANK"
 
 T = TypeVar("T")
 
@@ -48,12 +46,7 @@ def under_torchrun() -> bool:
 
 
 def timeout_s() -> float:
-    raw = os.environ.get(TIMEOUT_ENV, "").strip()
-    try:
-        return float(raw) if raw else DEFAULT_TIMEOUT_S
-    except ValueError:
-        log.warning("%s=%r is not a number of seconds: %gs", TIMEOUT_ENV, raw, DEFAULT_TIMEOUT_S)
-        return DEFAULT_TIMEOUT_S
+    return float(current().dist_timeout_s)
 
 
 def step_seed(seed: int, step: int, rank: int) -> int:
@@ -204,7 +197,7 @@ class Ranks:
 def preempt_rank(world: int) -> int:
     """The rank the local preemption demo signals (``BURST_PREEMPT_RANK``; default the last:
     a notice to a rank other than the one that commits checkpoints)."""
-    raw = os.environ.get(PREEMPT_RANK_ENV, "").strip()
-    if raw.isdigit() and int(raw) < world:
-        return int(raw)
+    wanted = current().preempt_rank
+    if wanted is not None and int(wanted) < world:
+        return int(wanted)
     return world - 1
