@@ -1,6 +1,8 @@
-"""BURST_TF_SITE_VARS per region (docs/topology.md): a directory of <region>.tfvars files,
-carried to the steps as one workflow parameter (a site map) and expanded again; each
-placement applies its own region's file; a region without one fails closed."""
+"""BURST_TF_SITE_VARS per region (docs/topology.md) on the cluster path: a directory of
+<region>.tfvars files travels to the provision and teardown pods as one workflow parameter
+(a site map, burst/runner/argo.py) and is expanded there again, so that the workspace of each
+placement (the first candidate, then the requeue's) takes its own region's file; a region
+without one fails closed."""
 
 from __future__ import annotations
 
@@ -9,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from burst.errors import BadInputError
-from burst.infra.workspace import expand_site_vars, site_file, site_map
+from burst.infra.workspace import expand_site_map, site_map, workspace_for
+
+ENV = {
+    "BURST_TF_STACK": "aws",
+    "BURST_TF_STATE_BUCKET": "state-bucket",
+    "BURST_TF_STATE_REGION": "ap-southeast-1",
+}
+FIRST = {"provider": "aws", "region": "ap-southeast-1", "instance_type": "p5.48xlarge"}
+SECOND = {"provider": "aws", "region": "me-central-1", "instance_type": "p5.48xlarge"}
 
 
 def sites(tmp_path: Path) -> Path:
@@ -20,35 +30,36 @@ def sites(tmp_path: Path) -> Path:
     return d
 
 
-def test_each_region_gets_its_own_file_and_a_missing_one_fails_closed(tmp_path: Path) -> None:
+def test_the_pod_gets_every_region_and_each_placement_takes_its_own(tmp_path: Path) -> None:
     d = sites(tmp_path)
-    assert site_file(d, "ap-southeast-1") == d / "ap-southeast-1.tfvars"
-    assert site_file(d, "me-central-1") == d / "me-central-1.tfvars.json"
-    with pytest.raises(BadInputError, match="no site configuration for region 'il-central-1'"):
-        site_file(d, "il-central-1")
-    one = d / "ap-southeast-1.tfvars"
-    assert site_file(one, "il-central-1") == one  # one file: every region (one-region plans)
-    assert site_file(None, "x") is None
-
-
-def test_the_site_map_parameter_expands_to_the_same_files(tmp_path: Path) -> None:
-    d = sites(tmp_path)
-    param = tmp_path / "site.tfvars"  # what the step's raw input artifact holds
+    # what the provision pod receives: the parameter's text as its raw input artifact
+    param = tmp_path / "inputs" / "site.tfvars"
+    param.parent.mkdir()
     param.write_text(site_map(d))
-    out = expand_site_vars(param, tmp_path / "work")
-    assert out is not None and out.is_dir()
-    for name in ("ap-southeast-1.tfvars", "me-central-1.tfvars.json"):
-        assert (out / name).read_text() == (d / name).read_text()
-    empty = tmp_path / "empty.tfvars"
-    empty.write_text("")
-    assert expand_site_vars(empty, tmp_path / "w2") is None  # no site configuration given
-    plain = tmp_path / "plain.tfvars"
+    env = {**ENV, "BURST_TF_SITE_VARS": str(param)}
+    first = workspace_for("run-1", tmp_path / "w", env, FIRST)
+    requeued = workspace_for("run-1", tmp_path / "w", env, SECOND)
+    assert first.site_vars is not None and requeued.site_vars is not None
+    assert first.site_vars.name == "ap-southeast-1.tfvars"
+    assert first.site_vars.read_text() == (d / "ap-southeast-1.tfvars").read_text()
+    assert requeued.site_vars.name == "me-central-1.tfvars.json"
+    assert requeued.site_vars.read_text() == (d / "me-central-1.tfvars.json").read_text()
+    third = {**SECOND, "region": "il-central-1"}
+    with pytest.raises(BadInputError, match="no site file for aws in il-central-1"):
+        workspace_for("run-1", tmp_path / "w", env, third)
+
+
+def test_a_plain_site_file_is_left_as_it_is(tmp_path: Path) -> None:
+    plain = tmp_path / "site.tfvars"
     plain.write_text('vpc_id = "x"\n')
-    assert expand_site_vars(plain, tmp_path / "w3") == plain
+    assert expand_site_map(plain) == plain
+    as_json = tmp_path / "site.tfvars.json"
+    as_json.write_text('{"vpc_id": "x"}')
+    assert expand_site_map(as_json) == as_json
 
 
-def test_a_site_map_with_a_bad_region_name_is_refused(tmp_path: Path) -> None:
+def test_a_site_map_with_a_bad_name_is_refused(tmp_path: Path) -> None:
     param = tmp_path / "site.tfvars"
-    param.write_text('{"kind": "burst/site-vars-by-region", "regions": {"../x": "a = 1"}}')
-    with pytest.raises(BadInputError, match="not a region name"):
-        expand_site_vars(param, tmp_path / "w")
+    param.write_text('{"kind": "burst/site-vars-by-region", "files": {"../x.tfvars": "a = 1"}}')
+    with pytest.raises(BadInputError, match=r"is not <region>\.tfvars"):
+        expand_site_map(param)

@@ -157,37 +157,6 @@ def test_node_lost_after_the_30th_minute_is_retried_then_requeued(
     assert r["resources_remaining"] == 0
 
 
-@pytest.mark.e2e
-def test_requeue_applies_the_next_candidates_own_site_configuration(
-    runs_root: Path, spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """docs/topology.md: BURST_TF_SITE_VARS is a directory keyed by region. Preempted in the
-    first candidate (0 retries per region), train is requeued in the second, and provision
-    applies the second region's own site file there, not the first one's."""
-    site_dir = tmp_path / "sites"
-    site_dir.mkdir()
-    providers = yaml.safe_load((REPO / "policies" / "regions.yaml").read_text())["providers"]
-    regions = {r for p in providers.values() for r in p.get("regions") or {}}
-    for region in regions:  # every region the plan may pick; the local stack ignores values
-        (site_dir / f"{region}.tfvars").write_text(f'burst_site = "{region}"\n')
-    monkeypatch.setenv("BURST_TF_SITE_VARS", str(site_dir))
-    paths = run_paths("wf-sites", runs_root)
-    options = RunOptions(
-        env={"BURST_PREEMPT_AT_STEPS": "12"}, parameters={"preemptions-per-region": "0"}
-    )
-    r = LocalRunner(paths, spec, options).run()
-    assert r["status"] == "succeeded", r["failure"]
-    plan = json.loads((paths.dir / "docs" / "plan.json").read_text())
-    first, second = (plan["candidates"][i]["region"] for i in (0, 1))
-    provision = json.loads((paths.dir / "docs" / "provision.json").read_text())
-    assert provision["placement"] == 1
-    (attempt,) = provision["attempts"]
-    assert (attempt["region"], attempt["site_vars"]) == (second, f"{second}.tfvars")
-    if first != second:
-        assert attempt["site_vars"] != f"{first}.tfvars"
-    assert r["resources_remaining"] == 0
-
-
 def test_the_pre_issue_19_template_is_refused_by_name(
     runs_root: Path, spec: Path, burst_cmd: list[str]
 ) -> None:
