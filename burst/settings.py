@@ -184,21 +184,25 @@ class Settings:
         "the Terraform modules and stacks", shown="the checkout's `terraform/`",
     )  # fmt: skip
     tf_stack = Var(
-        "BURST_TF_STACK", _choice("local", "aws"), "local",
-        "`aws` applies `terraform/stacks/burst-run` with an S3 backend (the three below)",
+        "BURST_TF_STACK", _choice("local", "aws", "gcp", "azure", "nebius", "cloud"), "local",
+        "`aws`, `gcp`, `azure`, `nebius` apply that provider's stack in `terraform/stacks/` "
+        "(the three below); `cloud`: each candidate's provider picks its stack",
         shown="`local`",
     )  # fmt: skip
     tf_state_bucket = Var(
         "BURST_TF_STATE_BUCKET", _text, "",
-        "the S3 bucket of the aws stack's state (and of `burst reap`'s state store)",
+        "the state bucket of the cloud stacks (azure: `<account>/<container>`), one value or "
+        "`aws=...,gcp=...` per stack (aws: also `burst reap`'s state store)",
         shown="none",
     )  # fmt: skip
     tf_state_region = Var(
-        "BURST_TF_STATE_REGION", _text, "", "the region of that bucket", shown="none",
+        "BURST_TF_STATE_REGION", _text, "",
+        "the region of that bucket (aws, nebius), one value or per stack", shown="none",
     )  # fmt: skip
     tf_site_vars = Var(
         "BURST_TF_SITE_VARS", _path, None,
-        "the site's tfvars file for the aws stack", shown="none",
+        "the site's tfvars: a file, or a directory of `<region>.tfvars` / `<stack>.tfvars`",
+        shown="none",
     )  # fmt: skip
     tf_timeout_s = Var(
         "BURST_TF_TIMEOUT_S", _seconds(0, inclusive=False), 7200.0,
