@@ -13,7 +13,7 @@ nested ``...OutputReference`` / ``...List`` classes) are the attributes a refere
 the stacks' ``required_providers`` constraints admit (for which a binding exists). A package
 is fetched once with ``npm pack`` into the cache directory
 (``$XDG_CACHE_HOME/burst/provider-schemas``, else ``~/.cache/burst/provider-schemas``),
-reduced to a compact schema there, and never committed.
+reduced to a compact schema there (the package is then deleted), and never committed.
 
 Rules, per module (a directory of ``.tf`` files) and per pinned version:
 
@@ -296,6 +296,7 @@ def load_schema(binding: Binding, cache: Path | None = None) -> dict[str, Any]:
     with gzip.open(tmp, "wt", encoding="utf-8") as fh:
         json.dump(doc, fh, separators=(",", ":"))
     tmp.replace(compact)
+    tarball.unlink(missing_ok=True)  # the compact schema is all later runs need (~0.2 MB)
     return doc
 
 
