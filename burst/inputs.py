@@ -46,6 +46,16 @@ def short(value: Any, limit: int = QUOTE_CHARS) -> str:
     return f"{text[:limit]}... ({_size(value)})"
 
 
+def clip(text: str, limit: int = 160) -> str:
+    """``text`` on one line, cut to ``limit`` characters (for messages quoting other tools)."""
+    flat = (
+        " ".join(str(text).split())
+        if len(text) < limit * 8
+        else " ".join(text[: limit * 8].split())
+    )
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
 def _size(value: Any) -> str:
     try:
         return f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
