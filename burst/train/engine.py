@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from burst.checkpoint.state import check_fits
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
 from burst.train.rng import rng_states, set_rng_states
@@ -53,7 +54,8 @@ def capture_state(setup: TrainSetup, step: int, tier: str) -> dict[str, Any]:
     return state
 
 
-def apply_state(setup: TrainSetup, state: dict[str, Any]) -> int:
+def apply_state(setup: TrainSetup, state: dict[str, Any], where: str = "checkpoint") -> int:
+    check_fits(setup.model.state_dict(), state.get("model"), where)
     setup.model.load_state_dict(state["model"])
     setup.optimizer.load_state_dict(state["optimizer"])
     if setup.scheduler is not None and state.get("scheduler") is not None:
@@ -88,7 +90,10 @@ class TorchEngine:
 
     def restore(self, store: RunCheckpoints) -> int | None:
         restored = store.restore_full()
-        return None if restored is None else apply_state(self.setup, restored[1])
+        if restored is None:
+            return None
+        where = f"checkpoint step {restored[0]} (full) in {store.mgr.store.url}"
+        return apply_state(self.setup, restored[1], where)
 
     def nbytes(self, tier: str) -> int:
         if tier == "weights":
