@@ -185,7 +185,7 @@ def reap(
         try:
             found = inv.tagged(None)
         except InfraError as exc:  # one region unreachable: the others are still reaped
-            log.error("%s", exc.one_line())
+            log.info("scan failed: %s", exc.one_line())  # the CLI prints it
             doc["scan_errors"].append(exc.one_line())
             doc["errors"] += 1
             continue
