@@ -26,6 +26,7 @@ from typing import Any
 
 from burst.errors import BadInputError, BurstError, InfraError
 from burst.inputs import clip
+from burst.settings import current
 from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
@@ -35,22 +36,15 @@ STORE_ENV = "BURST_STORE_CHECK_S"
 PROBE_PREFIX = "_burst_probe/"
 
 
-def _seconds(var: str, default: float) -> float:
-    raw = os.environ.get(var)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadInputError(f"{var}={clip(raw, 40)!r} is not a number of seconds") from None
-    if not 0 < value <= 3600:
-        raise BadInputError(f"{var}={raw} must be a number of seconds from 0 to 3600")
+def _limit(var: str, value: float) -> float:
+    if value > 3600:
+        raise BadInputError(f"{var}={value:g} must be a number of seconds from 0 to 3600")
     return value
 
 
 def check_entrypoint(job: BurstJob, *, timeout: float | None = None) -> None:
     """Import and build ``training.entrypoint`` in a child process, one batch forward."""
-    limit = _seconds(ENTRYPOINT_ENV, 120.0) if timeout is None else timeout
+    limit = _limit(ENTRYPOINT_ENV, current().entrypoint_check_s) if timeout is None else timeout
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
@@ -85,7 +79,7 @@ def check_store(url: str, field: str, *, timeout: float | None = None) -> None:
     """Write, read back and delete a probe object in the store at ``url``."""
     from burst.storage import open_store
 
-    limit = _seconds(STORE_ENV, 60.0) if timeout is None else timeout
+    limit = _limit(STORE_ENV, current().store_check_s) if timeout is None else timeout
     outcome: dict[str, Any] = {}
 
     def probe() -> None:

@@ -11,7 +11,6 @@ Before the legal checks, what can be checked before renting is (``ready_before_r
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from typing import Any
 
@@ -19,6 +18,7 @@ from burst.errors import PolicyRefusal
 from burst.policy import evaluate, first_reason, load_policies
 from burst.readiness import check_entrypoint, check_stores
 from burst.runs import write_json_atomic
+from burst.settings import current
 from burst.stepio import StepContext, main
 
 
@@ -47,8 +47,7 @@ def ready_before_renting(ctx: StepContext) -> None:
     exit 2 or 4 and nothing is provisioned. (``burst run`` rents nothing: its train step
     builds the entrypoint; ``burst validate`` checks it before any run.)"""
     check_stores(ctx.spec)
-    target = os.environ.get("BURST_TARGET", "local")
-    if target != "local" and importlib.util.find_spec("torch") is not None:
+    if current().target != "local" and importlib.util.find_spec("torch") is not None:
         check_entrypoint(ctx.spec)
 
 
