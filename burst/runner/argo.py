@@ -23,7 +23,7 @@ from typing import Any
 from burst.errors import BadInputError, InfraError
 from burst.infra.provision import node_count
 from burst.infra.remote_errors import check_url
-from burst.inputs import short
+from burst.inputs import clip
 from burst.settings import current
 from burst.spec import BurstJob, load_spec
 
@@ -35,6 +35,14 @@ DEFAULT_NAMESPACE = "argo"
 TEARDOWN_MARGIN_S = 3600
 FINISHED = ("Succeeded", "Failed", "Error")
 _PINNED = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
+
+
+class ArgoUnauthorized(BadInputError):
+    """The Argo server refused the token (expired, or never valid)."""
+
+
+class ArgoNotFound(BadInputError):
+    """The Argo server has no such workflow."""
 
 
 @dataclass(frozen=True)
@@ -164,11 +172,11 @@ def _call(fn: Any, *args: Any, settings: ArgoSettings | None = None, **kwargs: A
     try:
         return fn(*args, **kwargs)
     except Unauthorized as exc:
-        raise BadInputError(f"{at} refused ARGO_TOKEN: {short(str(exc), 160)}") from None
+        raise ArgoUnauthorized(f"{at} refused ARGO_TOKEN: {clip(str(exc))}") from None
     except NotFound as exc:
-        raise BadInputError(f"not found on {at}: {short(str(exc), 160)}") from None
+        raise ArgoNotFound(f"not found on {at}: {clip(str(exc))}") from None
     except HeraException as exc:
-        raise InfraError(f"{at} answered with an error: {short(str(exc), 160)}") from None
+        raise InfraError(f"{at} answered with an error: {clip(str(exc))}") from None
     except (
         requests.exceptions.InvalidURL,
         requests.exceptions.MissingSchema,
@@ -183,7 +191,7 @@ def _call(fn: Any, *args: Any, settings: ArgoSettings | None = None, **kwargs: A
             f"{exc.errors()[0].get('msg')} at {exc.errors()[0].get('loc')}"
         ) from None
     except (ValueError, UnicodeError) as exc:  # urllib3 rejects a URL it cannot parse
-        raise BadInputError(f"{at} is not a usable URL: {short(str(exc), 120)}") from None
+        raise BadInputError(f"{at} is not a usable URL: {clip(str(exc), 120)}") from None
 
 
 def submit(spec_file: Path, settings: ArgoSettings) -> str:
@@ -224,6 +232,21 @@ class WorkflowState:
     @property
     def finished(self) -> bool:
         return self.phase in FINISHED
+
+
+def stop(name: str, settings: ArgoSettings, message: str) -> None:
+    """`argo stop`: no new step starts, running pods are stopped, the exit handler (teardown)
+    runs. Never `argo terminate`, which would skip it."""
+    from hera.workflows.models import WorkflowStopRequest
+
+    with _service(settings) as svc:
+        _call(
+            svc.stop_workflow,
+            name,
+            WorkflowStopRequest(name=name, namespace=settings.namespace, message=message),
+            settings=settings,
+        )
+    log.info("asked Argo to stop %s (its exit handler tears down)", name)
 
 
 def status(name: str, settings: ArgoSettings) -> WorkflowState:

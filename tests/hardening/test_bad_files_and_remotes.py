@@ -143,7 +143,7 @@ def test_argo_endpoint_failures_name_the_endpoint_and_variable(
     server: str, code: int, words: str
 ) -> None:
     env = {"ARGO_SERVER": server, "ARGO_TOKEN": "t", "NO_PROXY": "*", "no_proxy": "*"}
-    r = burst("status", "wf-1", env=env)
+    r = burst("status", "wf-1", "--no-follow", env=env)
     assert r.code == code and len(r.lines) == 1 and words in r.lines[0], r.lines
 
 
