@@ -15,7 +15,9 @@ from pydantic import Field
 from burst.documents.base import Document, StepDocument
 from burst.documents.decision import Reason
 
-PlanCapacity = Literal["spot", "on_demand", "spot_with_fallback", "spot_with_floor"]
+#: What a stack applies (``burst.plan.placement.CANDIDATE_CAPACITIES``): the spec's
+#: ``spot_with_fallback`` is a policy that yields spot and on_demand candidates, never one.
+PlanCapacity = Literal["spot", "on_demand", "spot_with_floor"]
 DataStrategyName = Literal["compute_to_data", "data_to_compute", "regional_shards"]
 
 

@@ -20,6 +20,12 @@ class CheckpointSync(Document):
     store: str | None = None
     expected_step: int | None = None
     latest: CheckpointRef | None = None
+    verified: bool | None = Field(
+        default=None, description="Every chunk of the latest checkpoint read back and checked."
+    )
+    restorable: CheckpointRef | None = Field(
+        default=None, description="When the latest does not verify: the newest that does."
+    )
     waited_s: float = 0.0
     error: str | None = None
 

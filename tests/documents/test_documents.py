@@ -183,3 +183,12 @@ def test_producer_mismatch_is_a_bug_not_bad_input(real_docs: dict[str, dict[str,
         produce(ProvisionDocument, wrong)
     assert info.value.exit_code == EXIT_FAILURE
     assert "status" in info.value.one_line()
+
+
+def test_the_candidate_capacities_are_the_planners() -> None:
+    from typing import get_args
+
+    from burst.documents.plan import PlanCapacity
+    from burst.plan.placement import CANDIDATE_CAPACITIES
+
+    assert set(get_args(PlanCapacity)) == set(CANDIDATE_CAPACITIES)
