@@ -40,6 +40,7 @@ class EmergencySave(Detail):
     reason: str | None = None
     committed: bool | None = None
     committed_step: int | None = None
+    committed_at: float | None = Field(default=None, description="Epoch seconds.")
     in_flight_step: int | None = None
 
 
@@ -47,6 +48,8 @@ class Notice(Detail):
     """``burst.preempt.notice.Notice``: who gave notice and when."""
 
     source: str | None = None
+    received_at: float | None = Field(default=None, description="Epoch seconds.")
+    deadline: float | None = Field(default=None, description="Epoch seconds.")
 
 
 class TrainAttempt(Document):

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from burst.documents.report import WorkflowResult
 from burst.errors import BadInputError
 from burst.obs.report import build_report
 from burst.runner.argo import spec_parameters, terraform_parameters
@@ -251,11 +252,12 @@ class LocalRunner:
         result = engine.run()
         steps = report_steps(engine.manifest, result.nodes)
         report = build_report(self.paths, steps)
-        report["workflow"] = {
-            "template": str(self.options.template),
-            "phase": result.phase,
-            "message": result.message,
-            "exit_handler_phase": result.exit_handler_phase,
-        }
-        write_json_atomic(self.paths.report, report)
-        return report
+        report.workflow = WorkflowResult(
+            template=str(self.options.template),
+            phase=result.phase,
+            message=result.message,
+            exit_handler_phase=result.exit_handler_phase,
+        )
+        doc = report.to_json()
+        write_json_atomic(self.paths.report, doc)
+        return doc
