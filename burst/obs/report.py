@@ -98,7 +98,8 @@ def _budget(paths: RunPaths) -> dict[str, Any] | None:
     return {"max_usd": job.budget.max_usd, "max_hours": job.budget.max_hours}
 
 
-def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> RunReport:
+def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run report as JSON, checked against its model (``RunReport``)."""
     train = _doc(paths, "train", TrainDocument)
     teardown = _doc(paths, "teardown", TeardownDocument)
     provision = _doc(paths, "provision", ProvisionDocument)
@@ -167,4 +168,4 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> RunReport:
         if teardown is not None
         else None,
     }
-    return produce(RunReport, report)
+    return produce(RunReport, report).to_json()

@@ -254,12 +254,11 @@ class LocalRunner:
         result = engine.run()
         steps = report_steps(engine.manifest, result.nodes)
         report = build_report(self.paths, steps)
-        report.workflow = WorkflowResult(
+        report["workflow"] = WorkflowResult(
             template=str(self.options.template),
             phase=result.phase,
             message=result.message,
             exit_handler_phase=result.exit_handler_phase,
-        )
-        doc = report.to_json()
-        write_json_atomic(self.paths.report, doc)
-        return doc
+        ).to_json()
+        write_json_atomic(self.paths.report, report)
+        return report
