@@ -17,7 +17,9 @@ _hits = 0
 
 
 def point(name: str) -> None:
-    spec = os.environ.get(ENV)
+    from burst.settings import current
+
+    spec = current().checkpoint_fault
     if not spec:
         return
     target, _, nth = spec.partition(":")

@@ -17,7 +17,6 @@ unconfirmed sync is reported loudly in the teardown document.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
 from burst.checkpoint.verify import newest_restorable, verify_checkpoint
 from burst.documents import TrainAttempt, parse_document
-from burst.errors import BadInputError, BurstError
+from burst.errors import BurstError
 from burst.spec import BurstJob
 from burst.storage import open_store
 from burst.storage.base import StoreError
@@ -38,12 +37,9 @@ DEFAULT_WAIT_S = 120.0
 
 
 def sync_wait_s() -> float:
-    raw = os.environ.get("BURST_SYNC_WAIT_S", str(DEFAULT_WAIT_S))
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadInputError(f"BURST_SYNC_WAIT_S={raw!r} is not a number of seconds") from None
-    return max(0.0, value)
+    from burst.settings import current
+
+    return current().sync_wait_s
 
 
 def expected_step(records: Sequence[TrainAttempt | dict[str, Any]]) -> int | None:

@@ -49,9 +49,10 @@ def submitted_at() -> float | None:
     """When the run was submitted (``BURST_SUBMITTED_AT``: epoch seconds or ISO 8601, set by
     the local runner and by the workflow), for the GPU wait metric."""
     import datetime as dt
-    import os
 
-    raw = os.environ.get("BURST_SUBMITTED_AT", "").strip()
+    from burst.settings import current
+
+    raw = current().submitted_at
     if not raw:
         return None
     try:
