@@ -31,6 +31,24 @@ class Reason(Document):
     waiver_expires: str | None = Field(default=None, description="YYYY-MM-DD")
 
 
+class Satisfied(Document):
+    """A rule that could have blocked the candidate, and what satisfied it (audit trail)."""
+
+    rule: str = Field(min_length=1)
+    message: str
+    source: str
+    fact: str | None = None
+
+
+class DataSource(Detail):
+    """Where the data is stored today, and whether it may move from there to the candidate."""
+
+    region: str | None = None
+    country: str | None = None
+    moves: bool | None = None
+    may_move: bool | None = None
+
+
 class Decision(Document):
     """The verdict for one candidate (region, provider)."""
 
@@ -38,6 +56,8 @@ class Decision(Document):
     provider: str = Field(min_length=1)
     verdict: Verdict
     reasons: list[Reason] = Field(default_factory=list)
+    satisfied: list[Satisfied] = Field(default_factory=list)
+    sources: list[DataSource] = Field(default_factory=list)
     data_may_move: StrictBool | None = Field(
         default=None,
         description="May the data be moved to this candidate? Absent: the record's "
