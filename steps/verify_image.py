@@ -2,8 +2,9 @@
 
 Reads the spec's ``image.reference``, ``image.trusted_key`` and ``compute.gpu_type``, the
 trust policy (``policies/keys/trust.yaml``) and ``policies/gpu-requirements.yaml``. Writes the
-verified digest, the signature that proved it, and the compatibility record (schema:
-``burst/supplychain/verify_image.schema.json``). Any doubt exits 3 before anything is rented.
+verified digest, the signature that proved it, and the compatibility record (the model
+``burst.documents.VerifiedImage``; ``burst schema --document verified-image``). Any doubt
+exits 3 before anything is rented.
 """
 
 from __future__ import annotations
