@@ -3,6 +3,7 @@ checkpoint; exit 0 when done, 75 when preempted (requeue) after saving what fitt
 
 from __future__ import annotations
 
+import os
 import sys
 
 from burst.documents import PlanDocument, ProvisionDocument, TrainDocument, produce
@@ -28,12 +29,17 @@ def resolve_watchers(infra: ProvisionDocument | None) -> None:
 
 
 def run(ctx: StepContext) -> TrainDocument:
-    from burst.train.loop import train
-
     ctx.fail_point("before")
     plan = ctx.optional_input("plan", PlanDocument)
     infra = ctx.optional_input("infra", ProvisionDocument)
     resolve_watchers(infra)
+    from burst.train.launch import launch, wanted  # (no torch in this process)
+
+    if wanted(ctx.spec, dict(os.environ)):
+        # the ranks run this module again, under torchrun
+        return produce(TrainDocument, launch(ctx, ctx.spec))
+    from burst.train.loop import train
+
     doc = train(
         ctx.spec,
         ctx.run_id,

@@ -2,7 +2,8 @@
 
 ``BURST_CHECKPOINT_FAULT=<point>[:<n>]`` makes the ``n``-th call (default 1) of ``point(name)``
 whose name starts with ``<point>`` kill the calling process, exactly as a preemption or an
-out-of-memory kill would. Unset, ``point`` costs one dictionary lookup.
+out-of-memory kill would; ``BURST_CHECKPOINT_FAULT_RANK=<r>`` limits it to rank r's worker.
+Unset, ``point`` costs one dictionary lookup.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ def point(name: str) -> None:
 
     spec = current().checkpoint_fault
     if not spec:
+        return
+    only = current().checkpoint_fault_rank  # several ranks: only this rank's worker
+    if only and os.environ.get("RANK", "0") != only:
         return
     target, _, nth = spec.partition(":")
     if not name.startswith(target):

@@ -12,7 +12,7 @@ from burst.documents.base import Document
 from burst.documents.plan import Candidate
 from burst.documents.provision import ProvisionAttempt
 from burst.documents.teardown import CheckpointSync, Leak
-from burst.documents.train import CheckpointInterval
+from burst.documents.train import CheckpointInterval, RankFigures
 
 
 class PodAttempt(Document):
@@ -60,6 +60,9 @@ class AttemptSummary(Document):
     notice: str | None = Field(default=None, description="Who gave the preemption notice.")
     emergency_save: str | None = Field(default=None, description="The tier it saved.")
     emergency_committed: bool | None = None
+    world_size: int = Field(default=1, ge=1, description="Ranks of the attempt.")
+    ranks: list[RankFigures] | None = None
+    notice_to_exit_s: float | None = None
 
 
 class BudgetLimits(Document):
@@ -103,6 +106,7 @@ class RunReport(Document):
     final_step: int | None = None
     final_weights_sha256: str | None = None
     preemptions: int = 0
+    world_size: int = Field(default=1, ge=1)
     attempts: list[AttemptSummary] = Field(default_factory=list)
     checkpoint_interval: CheckpointInterval | None = None
     candidate: Candidate | None = None

@@ -52,6 +52,15 @@ class Notice(Detail):
     deadline: float | None = Field(default=None, description="Epoch seconds.")
 
 
+class RankFigures(Detail):
+    """One rank's share of an attempt (several ranks): checkpoint bytes, uploads, stall."""
+
+    rank: int = Field(ge=0)
+    checkpoint_bytes: int | None = None
+    uploaded_bytes: int | None = None
+    stall_s: float | None = None
+
+
 class TrainAttempt(Document):
     """One attempt of the train step (a record under ``ATTEMPTS_PREFIX``)."""
 
@@ -78,6 +87,11 @@ class TrainAttempt(Document):
     measured: dict[str, float] | None = None
     save_meter: dict[str, Any] | None = None
     checkpoint_interval: CheckpointInterval | None = None
+    world_size: int | None = Field(default=None, ge=1)
+    ranks: list[RankFigures] | None = None
+    notice_to_exit_s: float | None = Field(
+        default=None, description="Seconds from the preemption notice to the exit."
+    )
 
 
 class TrainDocument(StepDocument):
@@ -97,3 +111,11 @@ class TrainDocument(StepDocument):
     replica: Detail | None = None
     final_loss: float | None = None
     final_weights_sha256: str | None = None
+    world_size: int | None = Field(default=None, ge=1)
+    ranks: list[RankFigures] | None = None
+    notice_to_exit_s: float | None = None
+    ranks_here: list[int] | None = Field(
+        default=None,
+        description="A gang pod without rank 0: the ranks it ran (rank 0's pod writes the "
+        "document).",
+    )

@@ -87,6 +87,10 @@ def _attempt(a: TrainAttempt) -> dict[str, Any]:
         "notice": a.notice.source if a.notice else None,
         "emergency_save": save.tier if save else None,
         "emergency_committed": save.committed if save else None,
+        # several ranks: how many, each one's checkpoint bytes and stall, notice to exit
+        "world_size": a.world_size or 1,
+        "ranks": a.ranks,
+        "notice_to_exit_s": a.notice_to_exit_s,
     }
 
 
@@ -138,6 +142,7 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         "final_step": train.final_step if train else None,
         "final_weights_sha256": train.final_weights_sha256 if train else None,
         "preemptions": train.preemptions if train else 0,
+        "world_size": (train.world_size if train else None) or 1,
         "attempts": [_attempt(a) for a in train.attempts] if train else [],
         "checkpoint_interval": train.checkpoint_interval if train else None,
         "candidate": candidate,

@@ -78,11 +78,13 @@ def command(
     names = list(regions) or list(env.reap_regions)
     inventories = [AwsInventory(r.strip()) for r in names]
     s3_states = []
-    bucket = env.tf_state_bucket
+    from burst.infra.workspace import per_stack
+
+    bucket = per_stack(env.tf_state_bucket, "aws")  # one value, or aws=... of a per-stack map
     if bucket:  # the S3 state store of aws runs
         from burst.infra.reaper import runs_in_s3_state_store
 
-        region = env.tf_state_region or (names[0] if names else None)
+        region = per_stack(env.tf_state_region, "aws") or (names[0] if names else None)
         if not region:
             raise BadInputError("BURST_TF_STATE_BUCKET is set: set BURST_TF_STATE_REGION too")
         s3_states = runs_in_s3_state_store(bucket, region)
