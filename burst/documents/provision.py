@@ -80,5 +80,9 @@ class ProvisionDocument(StepDocument):
     terraform_dir: str | None = None
     failover: Failover | None = None
     refused: list[Refused] = Field(default_factory=list)
+    unprovisionable: list[Refused] = Field(
+        default_factory=list,
+        description="Allowed candidates the selected Terraform stack cannot provision.",
+    )
     placement: int | None = Field(default=None, ge=0)
     decision: DecisionHashes | None = None
