@@ -253,6 +253,16 @@ class Settings:
         "BURST_CHECKPOINT_LOG_LEVEL", _text, "WARNING",
         "the log level of the checkpoint upload worker", shown="`WARNING`",
     )  # fmt: skip
+    entrypoint_check_s = Var(
+        "BURST_ENTRYPOINT_CHECK_S", _seconds(0, inclusive=False), 120.0,
+        "time limit of the check that the entrypoint builds, before renting (at most 3600)",
+        shown="`120`",
+    )  # fmt: skip
+    store_check_s = Var(
+        "BURST_STORE_CHECK_S", _seconds(0, inclusive=False), 60.0,
+        "time limit of the probe write to the checkpoint stores, before renting (at most 3600)",
+        shown="`60`",
+    )  # fmt: skip
     sync_wait_s = Var(
         "BURST_SYNC_WAIT_S", _seconds(0, inclusive=True), 120.0,
         "how long teardown waits for the last checkpoint to reach the durable store",

@@ -5,19 +5,25 @@ see burst/policy/record.py): spec and policy hashes, time, and per candidate a v
 reasons. Policies come from $BURST_POLICIES, else the repository's policies/. When no
 candidate is allowed the record is still written (the run report shows why) and the step
 exits 3.
+
+Before the legal checks, what can be checked before renting is (``ready_before_renting``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 
 from burst.documents import DecisionRecord, produce
 from burst.errors import PolicyRefusal
 from burst.policy import evaluate, first_reason, load_policies
+from burst.readiness import check_entrypoint, check_stores
+from burst.settings import current
 from burst.stepio import StepContext, main
 
 
 def run(ctx: StepContext) -> DecisionRecord:
+    ready_before_renting(ctx)
     record = produce(DecisionRecord, evaluate(ctx.spec, load_policies()))
     if not record.allowed:
         first = record.decisions[0] if record.decisions else None
@@ -35,6 +41,16 @@ def run(ctx: StepContext) -> DecisionRecord:
         refusal.doc = record  # type: ignore[attr-defined]  # stepio writes it
         raise refusal
     return record
+
+
+def ready_before_renting(ctx: StepContext) -> None:
+    """Check before renting (burst.readiness): the checkpoint stores accept a write, and, on
+    a rented target where this image has torch, the entrypoint builds. A failure here is
+    exit 2 or 4 and nothing is provisioned. (``burst run`` rents nothing: its train step
+    builds the entrypoint; ``burst validate`` checks it before any run.)"""
+    check_stores(ctx.spec)
+    if current().target != "local" and importlib.util.find_spec("torch") is not None:
+        check_entrypoint(ctx.spec)
 
 
 if __name__ == "__main__":
