@@ -374,28 +374,29 @@ class TrainRun:
     def _learn(self, store: RunCheckpoints) -> None:
         """Take the measured costs of the commits that finished in the background."""
         for res in store.completed():
-            self.mine["checkpoint_bytes"] += res.bytes
+            blocking_s, upload_s = res.stall_seconds, res.seconds
+            self.mine["checkpoint_bytes"] += res.total_bytes
             self.mine["uploaded_bytes"] += res.uploaded_bytes
-            self.mine["stall_s"] += res.blocking_s
-            self.meter.record(res.bytes, res.uploaded_bytes, res.blocking_s, res.upload_s)
-            self.schedule.record_save(res.blocking_s, res.upload_s)
-            self.metrics.record_checkpoint(res.tier, res.bytes, res.blocking_s + res.upload_s)
-            self.metrics.record_stall(res.blocking_s)
+            self.mine["stall_s"] += blocking_s
+            self.meter.record(res.total_bytes, res.uploaded_bytes, blocking_s, upload_s)
+            self.schedule.record_save(blocking_s, upload_s)
+            self.metrics.record_checkpoint(res.tier, res.total_bytes, blocking_s + upload_s)
+            self.metrics.record_stall(blocking_s)
             emit(
                 log,
                 CHECKPOINT,
                 train_step=res.step,
                 tier=res.tier,
-                bytes=res.bytes,
+                bytes=res.total_bytes,
                 uploaded_bytes=res.uploaded_bytes,
             )
             log.info(
                 "checkpoint step %d (%s) committed: %d bytes, blocked %.4fs, upload %.4fs",
                 res.step,
                 res.tier,
-                res.bytes,
-                res.blocking_s,
-                res.upload_s,
+                res.total_bytes,
+                blocking_s,
+                upload_s,
             )
 
     def _preempt(
