@@ -40,6 +40,7 @@ from pipelines.common import (
     RESTRICTED_CONTAINER,
     RETRY_ON_PREEMPTION,
     RUN_AS_USER,
+    RUN_SERVICE_ACCOUNT,
     RUNS_MOUNT,
     RUNS_VOLUME,
     SERVICE_ACCOUNT,
@@ -64,6 +65,20 @@ WORKFLOW_DEADLINE_S = DEFAULT_DEADLINE_S + 3600
 
 
 SITE_VARS_PATH = "/tmp/inputs/site.tfvars"
+
+#: The run's service account (defect 8 of issue 19: the role trusted burst-<run id> while the
+#: pods ran as burst-run). Applied after provision, which knows the role.
+RUN_SA_MANIFEST = f"""apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {RUN_SERVICE_ACCOUNT}
+  labels:
+    app.kubernetes.io/part-of: burst
+    burst.dev/run-id: "{{{{workflow.name}}}}"
+  annotations:
+    eks.amazonaws.com/role-arn: "{{{{inputs.parameters.role-arn}}}}"
+"""
+ROLE_ARN = "{{=jsonpath(steps.provision.outputs.parameters.infra, '$.outputs.pod_role_arn')}}"
 
 #: What train's environment adds to every step's (pipelines/train_pod.py defines it once).
 TRAIN_ONLY = ("BURST_SUBMITTED_AT", "BURST_PREEMPT_WATCHERS", "BURST_SIGTERM_GRACE_S")
@@ -294,6 +309,9 @@ def build() -> WorkflowTemplate:
             stable=False,
             resources=train_resources(),
             active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
+            # the run's own identity (its checkpoint role); the executor keeps burst-run's
+            service_account_name=RUN_SERVICE_ACCOUNT,
+            executor=m.ExecutorConfig(service_account_name=SERVICE_ACCOUNT),
             retry_strategy=RetryStrategy(
                 limit="{{workflow.parameters.preemptions-per-region}}",
                 retry_policy="Always",
@@ -324,6 +342,14 @@ def build() -> WorkflowTemplate:
             resources=m.ResourceRequirements.model_validate({"requests": HELPER_REQUESTS}),
         )
 
+        run_identity = Resource(
+            name="run-service-account",
+            action="apply",
+            set_owner_reference=True,
+            manifest=RUN_SA_MANIFEST,
+            inputs=[Parameter(name="role-arn")],
+        )
+
         next_index = "{{=asInt(inputs.parameters['candidate-index']) + 1}}"
         # A lost node ("pod deleted"), or a pod that never started, leaves train without an
         # exit code or outputs, and a missing variable requeues a step forever from Argo
@@ -352,6 +378,11 @@ def build() -> WorkflowTemplate:
                     "decision": "{{inputs.parameters.decision}}",
                     "candidate-index": "{{inputs.parameters.candidate-index}}",
                 },
+            )
+            Step(
+                name="service-account",
+                template=run_identity,
+                arguments={"role-arn": ROLE_ARN},
             )
             Step(
                 name="train",

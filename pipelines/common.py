@@ -10,6 +10,11 @@ STEPS_IMAGE: Final = f"ghcr.io/burst-train/burst-steps@{_DIGEST}"
 TRAINER_IMAGE: Final = f"ghcr.io/burst-train/burst-trainer@{_DIGEST}"
 
 SERVICE_ACCOUNT: Final = "burst-run"  # bound to a cloud role by IRSA / workload identity
+#: The train pods' service account: the run's own, annotated with the run's role (provision's
+#: pod_role_arn), which trusts exactly system:serviceaccount:<ns>:burst-<run id>
+#: (terraform/modules/aws-run-iam). Created by the workflow (owner: the workflow, so it goes
+#: with it); the executor beside train keeps SERVICE_ACCOUNT (its RBAC).
+RUN_SERVICE_ACCOUNT: Final = "burst-{{workflow.name}}"
 REAPER_SERVICE_ACCOUNT: Final = "burst-reaper"
 GPU_QUOTA_CONFIGMAP: Final = "burst-gpu-quota"  # one key per team: how many runs at once
 

@@ -17,9 +17,9 @@ from pipelines.common import (
     OUTPUTS_DIR,
     RESTRICTED_CONTAINER,
     RUN_AS_USER,
+    RUN_SERVICE_ACCOUNT,
     RUNS_MOUNT,
     RUNS_VOLUME,
-    SERVICE_ACCOUNT,
 )
 from pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
 
@@ -48,7 +48,7 @@ def volcano_job() -> dict[str, Any]:
     pod = {
         "metadata": {"labels": {"burst.dev/run-id": "{{workflow.name}}"}},
         "spec": {
-            "serviceAccountName": SERVICE_ACCOUNT,
+            "serviceAccountName": RUN_SERVICE_ACCOUNT,
             "restartPolicy": "Never",
             "nodeSelector": "{{inputs.parameters.node-selector}}",
             "tolerations": "{{inputs.parameters.tolerations}}",

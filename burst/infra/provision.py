@@ -404,6 +404,9 @@ class Provisioner:
             attempt["changes"] = result.changes()
             self._emit(attempt)
             outputs = self.tf.outputs()
+            # the train pods' service account is annotated with it (pipelines/common.py);
+            # stacks without a per-run role (local, emulated) say so with ""
+            outputs.setdefault("pod_role_arn", "")
             (self.workdir / RECORD_FILE).write_text(
                 json.dumps({"expires_at": expiry, "candidate": cand}, indent=2, sort_keys=True)
                 + "\n"

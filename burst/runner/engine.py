@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from burst.errors import BadInputError
 from burst.runner import expr
 from burst.runner.features import UnsupportedFeature, check_supported, reachable_templates
@@ -50,6 +52,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SUCCEEDED, FAILED, ERROR, SKIPPED, OMITTED = "Succeeded", "Failed", "Error", "Skipped", "Omitted"
 RETRY_POLICIES = {"Always": {FAILED, ERROR}, "OnFailure": {FAILED}, "OnError": {ERROR}}
 KILL_GRACE_S = 10.0
+#: Kubernetes objects a ``resource`` template may create in a local run: identities only,
+#: which one machine has no use for (recorded in the pod directory, not created).
+CLUSTER_ONLY_OBJECTS = {("v1", "ServiceAccount")}
 #: The Argo releases whose semantics the engine follows where they changed: a missing
 #: variable in a step's ``when`` or arguments requeues the step from these on.
 ARGO_REQUEUE_MISSING = "v3.7.11 / v4.0.2"
@@ -211,6 +216,14 @@ class WorkflowEngine:
                                 parse_duration(rs["backoff"][k])
                             except ManifestError as exc:
                                 problems.append(f"template {t['name']}: backoff.{k}: {exc.message}")
+            if "resource" in t:
+                kind = _resource_kind(t)
+                if kind not in CLUSTER_ONLY_OBJECTS:
+                    problems.append(
+                        f"template {t['name']}: a resource of kind {kind[1]!r} "
+                        f"({kind[0]}) cannot be created locally (only "
+                        f"{', '.join(k for _, k in sorted(CLUSTER_ONLY_OBJECTS))})"
+                    )
             arts = (t.get("outputs") or {}).get("artifacts") or []
             if arts and not self.options.artifact_repository:
                 problems.append(
@@ -330,6 +343,8 @@ class WorkflowEngine:
                 return Outcome(ERROR, message=f"{path}: input {p['name']!r} not supplied")
         if "container" in t:
             return self._container(t, values, path, step)
+        if "resource" in t:
+            return self._resource(t, values, path, step)
         if "steps" in t:
             return self._steps(t, values, path)
         return self._dag(t, values, path)
@@ -567,6 +582,24 @@ class WorkflowEngine:
                 return "retryStrategy.expression evaluated to false"
         return wait, max_deadline
 
+    def _resource(self, t: dict[str, Any], inputs: dict[str, str], path: str, step: str) -> Outcome:
+        """A cluster-only object (check() allowed only those): its manifest, substituted as
+        Argo would, is recorded in the pod directory; nothing is created on this machine."""
+        try:
+            text = substitute(str(t["resource"]["manifest"]), self._scope(inputs), path)
+            doc = yaml.safe_load(text)
+        except BadInputError as exc:
+            return Outcome(ERROR, message=exc.one_line())
+        except yaml.YAMLError as exc:
+            return Outcome(ERROR, message=f"resource manifest is not YAML: {exc}")
+        self._seq += 1
+        pod = self.options.pods_dir / f"{self._seq:03d}-{step}"
+        pod.mkdir(parents=True, exist_ok=True)
+        (pod / "manifest.yaml").write_text(text, encoding="utf-8")
+        name = ((doc or {}).get("metadata") or {}).get("name")
+        log.info("%s: %s %s recorded (cluster-only; not created locally)", path, doc["kind"], name)
+        return Outcome(SUCCEEDED, message=f"{doc['kind']} {name}: cluster-only, recorded")
+
     def _map_path(self, value: str, pod: Path, mounts: list[tuple[str, Path]]) -> str:
         head, sep, tail = value.partition("=")
         if sep and tail.startswith("/") and not head.startswith("/"):
@@ -771,6 +804,15 @@ def _retry_wanted(retry_expr: expr.Node, last: dict[str, str], where: str) -> bo
     except expr.ExprError as exc:  # Argo does not retry when the expression fails
         log.warning("%s: retry expression failed (%s): not retried", where, exc.message)
         return False
+
+
+def _resource_kind(t: dict[str, Any]) -> tuple[str, str]:
+    try:
+        doc = yaml.safe_load(str(t["resource"].get("manifest", "")))
+    except yaml.YAMLError:
+        return ("?", "not YAML")
+    doc = doc if isinstance(doc, dict) else {}
+    return (str(doc.get("apiVersion")), str(doc.get("kind")))
 
 
 def _continues(call: dict[str, Any], outcome: Outcome) -> bool:

@@ -60,6 +60,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "inputs": "inputs",
         "outputs": "outputs",
         "container": "container",
+        "resource": "resource",
         "steps": "[[step]]",
         "dag": "dag",
         "retryStrategy": "retryStrategy",
@@ -75,6 +76,16 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "priorityClassName": ANY,
         "schedulerName": ANY,
         "synchronization": ANY,
+        "executor": ANY,
+    },
+    # a Kubernetes object the workflow creates: executed locally only for the kinds that are
+    # cluster-only identities (recorded, nothing to create on one machine); see engine.check
+    "resource": {
+        "action": ANY,
+        "manifest": ANY,
+        "setOwnerReference": ANY,
+        "successCondition": ANY,
+        "failureCondition": ANY,
     },
     "inputs": {"parameters": "[parameter]", "artifacts": "[rawArtifact]"},
     "outputs": {"parameters": "[parameter]", "artifacts": "[outputArtifact]"},
@@ -170,11 +181,11 @@ def check_supported(manifest: dict[str, Any], reachable: set[str] | None = None)
         manifest = {**manifest, "spec": spec}
     _walk(manifest, "manifest", "")
     for i, t in enumerate(spec.get("templates") or []):
-        bodies = [k for k in ("container", "steps", "dag") if k in t]
+        bodies = [k for k in ("container", "resource", "steps", "dag") if k in t]
         if len(bodies) != 1:
             raise UnsupportedFeature(
                 f"templates[{i}] ({t.get('name')}): a template needs "
-                "exactly one of container, steps, dag"
+                "exactly one of container, resource, steps, dag"
             )
 
 

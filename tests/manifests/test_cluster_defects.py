@@ -10,6 +10,7 @@ scheduling (extended resources, node affinity), as cited in docs/pipelines.md.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -173,6 +174,35 @@ def give_up_problems(m: dict[str, Any]) -> list[str]:
     return out
 
 
+IAM = Path(__file__).resolve().parents[2] / "terraform" / "modules" / "aws-run-iam" / "main.tf"
+
+
+def irsa_problems(m: dict[str, Any]) -> list[str]:
+    """8. the run's IAM role trusts system:serviceaccount:<ns>:<the module's service account>;
+    the train pod must run as exactly that account, and the workflow must create it annotated
+    with the role provision made."""
+    mt = re.search(r'coalesce\(var\.service_account,\s*"([^"]+)"\)', IAM.read_text())
+    assert mt, "aws-run-iam no longer names its service account as expected"
+    trusted = mt.group(1).replace("${var.run_id}", "{{workflow.name}}")
+    out = []
+    train = _templates(m)["train"]
+    sa = train.get("serviceAccountName", m["spec"].get("serviceAccountName"))
+    if sa != trusted:
+        out.append(f"train runs as {sa}; the run's role trusts {trusted}")
+    makers = [
+        t
+        for t in _templates(m).values()
+        if "resource" in t and "\nkind: ServiceAccount\n" in t["resource"]["manifest"]
+    ]
+    made = [yaml.safe_load(t["resource"]["manifest"]) for t in makers]
+    if not any(d["metadata"]["name"] == trusted for d in made):
+        out.append(f"nothing creates the service account {trusted}")
+    for d in made:
+        if "eks.amazonaws.com/role-arn" not in (d["metadata"].get("annotations") or {}):
+            out.append(f"{d['metadata']['name']}: not annotated with the run's role")
+    return out
+
+
 CHECKS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "1-backoff-max-duration": backoff_problems,
     "2-missing-exit-code": missing_variable_problems,
@@ -181,6 +211,7 @@ CHECKS: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "5-stable-scheduling": scheduling_problems,
     "6-shared-rwo-claim": volume_problems,
     "7-pss-restricted": pss_restricted_problems,
+    "8-irsa-service-account": irsa_problems,
     "9-give-up-exit-0": give_up_problems,
 }
 
@@ -213,6 +244,7 @@ def test_the_gang_pod_is_the_single_node_train_pod() -> None:
     assert {e["name"] for e in train_pod.train_env()} <= names
     assert c["resources"] == train_pod.train_resources()
     assert pod["terminationGracePeriodSeconds"] == train_pod.TRAIN_GRACE_S
+    assert pod["serviceAccountName"] == "burst-{{workflow.name}}"  # the run's own, as train
     new = _load(COMPILED / "burst-train.yaml")
     single = _templates(new)["train"]
     assert single["container"]["resources"] == c["resources"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from burst.runner.engine import (
     EngineOptions,
@@ -445,8 +446,10 @@ def _call(m: dict[str, Any], template: dict[str, Any]) -> None:
             "envFrom",
         ),
         (
-            lambda m: _call(m, {"name": "r", "resource": {"action": "create", "manifest": "{}"}}),
-            "resource",
+            lambda m: _call(
+                m, {"name": "r", "resource": {"action": "patch", "mergeStrategy": "json"}}
+            ),
+            "mergeStrategy",
         ),
     ],
 )
@@ -481,7 +484,7 @@ def test_lint_problems_and_missing_parameters_are_refused(tmp_path: Path) -> Non
 
 def test_branch_switched_off_by_a_workflow_parameter_is_not_checked(tmp_path: Path) -> None:
     """The multi-node branch (a resource template) of a one-node run is never reached, so
-    the runner accepts the manifest; with nodes=2 it refuses it, naming the feature."""
+    the runner accepts the manifest; with nodes=2 it refuses it, naming the kind."""
     one = container("one", step_code(""), "one")
     gang = {"name": "gang", "resource": {"action": "create", "manifest": "kind: Job"}}
     main = steps(
@@ -494,7 +497,7 @@ def test_branch_switched_off_by_a_workflow_parameter_is_not_checked(tmp_path: Pa
     m = workflow([one, gang, main], params=[{"name": "nodes", "value": "1"}])
     assert run(m, tmp_path).phase == "Succeeded"
     assert order(tmp_path) == ["one", "bye"]
-    with pytest.raises(UnsupportedFeature, match="'resource'"):
+    with pytest.raises(ManifestError, match="a resource of kind 'Job'"):
         run(m, tmp_path, nodes="2")
     assert order(tmp_path) == ["one", "bye"]
 
@@ -612,3 +615,33 @@ def test_output_artifacts_are_kept_even_when_the_step_fails(tmp_path: Path) -> N
     run_with(m, tmp_path / "second", artifact_repository=True)
     kept = tmp_path / "second" / "artifacts" / "bad" / "record.json"
     assert json.loads(kept.read_text()) == {"v": "3"}
+
+
+def test_a_service_account_resource_is_recorded_and_other_kinds_are_refused(
+    tmp_path: Path,
+) -> None:
+    sa = {
+        "name": "sa",
+        "inputs": {"parameters": [{"name": "role"}]},
+        "resource": {
+            "action": "apply",
+            "setOwnerReference": True,
+            "manifest": "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n"
+            "  name: burst-{{workflow.name}}\n  annotations:\n"
+            "    eks.amazonaws.com/role-arn: '{{inputs.parameters.role}}'\n",
+        },
+    }
+    main = steps(
+        "main",
+        [{"name": "sa", "template": "sa", "arguments": {"parameters": [
+            {"name": "role", "value": "arn:aws:iam::1:role/r"}]}}],
+    )  # fmt: skip
+    result = run(workflow([sa, main]), tmp_path)
+    assert result.phase == "Succeeded"
+    (recorded,) = (tmp_path / "pods").glob("*-sa/manifest.yaml")
+    doc = yaml.safe_load(recorded.read_text())
+    assert doc["metadata"]["name"] == "burst-wf-1"
+    assert doc["metadata"]["annotations"]["eks.amazonaws.com/role-arn"] == "arn:aws:iam::1:role/r"
+    job = {**sa, "resource": {**sa["resource"], "manifest": "apiVersion: batch/v1\nkind: Job\n"}}
+    with pytest.raises(ManifestError, match="kind 'Job'"):
+        run(workflow([job, main]), tmp_path)
