@@ -114,8 +114,10 @@ def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: 
         "plan",
         "verify-image",
         "provision",
+        "service-account",  # the run's own identity (a resource template: recorded)
         "train",
         "provision",
+        "service-account",
         "train",
         "teardown",
     ]
