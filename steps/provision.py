@@ -27,10 +27,6 @@ from burst.stepio import StepContext, main
 OUTCOMES = {"ok": "ok", "capacity": "no_capacity", "error": "error", "injected": "error"}
 
 
-def _wants(point: str) -> bool:
-    return point in current().fail_at
-
-
 def _record(metrics: RunMetrics, attempts: list[dict[str, Any]]) -> None:
     for a in attempts:
         metrics.record_provision_attempt(a["region"], OUTCOMES[a["result"]])
@@ -60,7 +56,6 @@ def run(ctx: StepContext) -> dict[str, Any]:
                 ctx.run_id,
                 ctx.paths.terraform,
                 allowed,
-                fail_midway=_wants("provision:midway"),
             )
         except BurstError as exc:
             failed = getattr(exc, "doc", None)

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from burst import faults
 from burst.errors import BadInputError
 from burst.obs.report import build_report
 from burst.runner.argo import spec_parameters, terraform_parameters
@@ -219,8 +220,7 @@ class LocalRunner:
             "BURST_PREEMPT_WATCHERS": current().local_preempt_watchers,
             **self.options.env,
         }
-        if self.options.fail_at:
-            env["BURST_FAIL_AT"] = ",".join(self.options.fail_at)
+        env.update(faults.arm(fail_at=self.options.fail_at))
         manifest = load_manifest(self.options.template)
         opts = EngineOptions(
             workflow_name=self.paths.run_id,

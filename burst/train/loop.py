@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from burst import faults
 from burst.budget import BudgetExceeded, BudgetGuard
 from burst.errors import BurstError, CheckpointError, Preempted
 from burst.obs.events import CHECKPOINT, FIRST_TRAIN_STEP, PREEMPTION, emit
 from burst.obs.metrics import RunMetrics, export_from_env
-from burst.preempt.demo import DemoPreemptions
 from burst.preempt.emergency import RESERVE_S, SaveMeter, choose_emergency_save
 from burst.preempt.notice import Notice
 from burst.preempt.watch import Watchers, start_watchers
@@ -98,7 +98,7 @@ class TrainRun:
         self.plan = plan
         self.infra = infra
         self.metrics = RunMetrics.for_job(run_id, job)
-        self.demo = DemoPreemptions(run_dir / "preempt-demo.json")
+        self.demo = faults.demo_preemptions(run_dir / "preempt-demo.json")
         self.record: dict[str, Any] = {"started_at": utcnow_iso(), "preempted": False}
 
     def _load_history(self, store: RunCheckpoints) -> None:

@@ -22,8 +22,9 @@ import torch
 from ckpt_helpers import assert_same
 
 from burst.checkpoint import CheckpointError, CheckpointManager, collect_garbage
-from burst.checkpoint.faults import ENV as FAULT_ENV
 from burst.storage import ObjectStore
+
+FAULT_ENV = "BURST_CHECKPOINT_FAULT"  # the checkpoint fault point (burst.faults.checkpoint)
 
 CHUNK = 64 << 10
 
