@@ -94,7 +94,11 @@ class Organization(Strict):
 
 
 class Data(Strict):
-    uri: str = Field(min_length=1, description="Where the training data lives (s3://, file://).")
+    uri: str = Field(
+        min_length=1,
+        description="Where the training data lives (s3://, file://; a relative file:// path is "
+        "relative to the working directory burst runs in).",
+    )
     size_gb: Float = Field(
         ge=0, le=GB_MAX, description="Dataset size in GB (decides the data strategy)."
     )
@@ -265,7 +269,8 @@ class Image(Strict):
 
 class Storage(Strict):
     checkpoint_uri: str = Field(
-        description="Checkpoint store: s3://bucket/prefix, or file://path (relative to the spec).",
+        description="Checkpoint store: s3://bucket/prefix, or file://path (a relative path is "
+        "relative to the working directory burst runs in, not to the spec).",
     )
     replica_uri: str | None = Field(default=None, description="Second store to replicate to.")
     kms_key_id: str | None = Field(default=None, description="SSE-KMS key for S3 stores.")

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from burst import checkout
+
 REGION_RE = re.compile(
     r"\b(?:us|eu|ap|sa|ca|me|af|il|mx|cn)-(?:gov-|iso-|isob-)?"
     r"(?:north|south|east|west|central|northeast|northwest|southeast|southwest)-\d[a-z]?\b"
@@ -478,7 +480,7 @@ def check_paths(paths: Iterable[Path]) -> list[Finding]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    paths = [Path(a) for a in args] or [Path(__file__).resolve().parents[2] / "terraform"]
+    paths = [Path(a) for a in args] or [checkout.TERRAFORM]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         sys.stderr.write(f"hclcheck: no such path: {', '.join(missing)}\n")

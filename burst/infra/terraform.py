@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from burst import checkout
 from burst.errors import CapacityError, InfraError
 from burst.settings import current
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-TERRAFORM_DIR = current().terraform_dir or REPO_ROOT / "terraform"
+REPO_ROOT = checkout.ROOT  # (an alias kept for the tests that import it)
+TERRAFORM_DIR = current().terraform_dir or checkout.TERRAFORM
 CLI_CONFIG = TERRAFORM_DIR / "terraformrc"
 
 # Messages that mean "no capacity here", from AWS, GCP, Azure and OCI, and from the local

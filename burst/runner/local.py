@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from burst import faults
+from burst import checkout, faults
 from burst.errors import BadInputError
 from burst.obs.report import build_report
 from burst.runner.argo import spec_parameters, terraform_parameters
@@ -31,8 +31,7 @@ from burst.spec import load_spec
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-COMPILED_DIR = REPO_ROOT / "pipelines" / "compiled"
+COMPILED_DIR = checkout.COMPILED
 TEMPLATE = COMPILED_DIR / "burst-train.yaml"
 RUNS_VOLUME = "burst-runs"
 #: Locally a backoff of "10s" waits 1 s: same shape, less idle time on a laptop.

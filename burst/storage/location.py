@@ -13,8 +13,8 @@ from burst.spec import BurstJob
 
 
 def run_store_url(job: BurstJob, run_id: str) -> str:
-    """The run's checkpoint store URL. A relative file:// path is taken from the current
-    directory (where ``burst run`` runs)."""
+    """The run's checkpoint store URL. A relative file:// path is relative to the working
+    directory (where ``burst run`` runs), as every relative path in a spec is."""
     return run_url(job.storage.checkpoint_uri, run_id)
 
 

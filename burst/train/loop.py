@@ -39,7 +39,7 @@ from burst.storage.location import run_replica_url
 from burst.train.attempts import FILE_NAME, AttemptLog
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import TrainEngine, open_engine
-from burst.train.schedule import CheckpointSchedule
+from burst.train.schedule import CheckpointSchedule, running_candidate
 from burst.train.setup import load_entrypoint
 
 log = logging.getLogger(__name__)
@@ -68,9 +68,9 @@ def submitted_at() -> float | None:
 
 def hourly_rate(infra: dict[str, Any] | None, plan: dict[str, Any] | None) -> float | None:
     """USD per hour of what the run rents: the candidate provision got, else the plan's first."""
-    for cand in ((infra or {}).get("candidate"), *((plan or {}).get("candidates") or [])[:1]):
-        if isinstance(cand, dict) and isinstance(cand.get("price_per_hour"), int | float):
-            return float(cand["price_per_hour"])
+    cand = running_candidate(plan, infra)
+    if cand is not None and isinstance(cand.get("price_per_hour"), int | float):
+        return float(cand["price_per_hour"])
     return None
 
 
@@ -108,7 +108,9 @@ class TrainRun:
         self.past = self.attempts.read()
         last = self.past[-1] if self.past else {}
         self.meter = SaveMeter.from_dict(last.get("save_meter"))
-        self.schedule = CheckpointSchedule.for_job(self.job, self.plan, last.get("measured"))
+        self.schedule = CheckpointSchedule.for_job(
+            self.job, self.plan, last.get("measured"), self.infra
+        )
         self.record["attempt"] = len(self.past) + 1
         rate = hourly_rate(self.infra, self.plan)
         if rate is None:

@@ -162,3 +162,22 @@ def test_burst_run_with_unsigned_image_stops_at_verify_image(tmp_path: Path) -> 
     assert "is unsigned" in report["failure"]["message"]
     assert report["resources_remaining"] == 0 and report["provision_attempts"] == []
     assert not (tmp_path / "runs" / "unsigned-run" / "docs" / "provision.json").exists()
+
+
+def test_verify_image_never_resolves_a_layout_beside_the_step_copy_of_the_spec(
+    tmp_path: Path,
+) -> None:
+    """Issue 14 bug: verify-image looked a relative layout up in the spec's directory, which in
+    a pod is the step's input directory. A layout that exists only there is not found: the
+    relative path is relative to the working directory (then this checkout), as every
+    relative path in a spec is."""
+    pods_inputs = tmp_path / "inputs"
+    pods_inputs.mkdir()
+    shutil.copytree(LAYOUT, pods_inputs / "beside-the-spec-only")
+    digest = quickstart_reference().rsplit("@", 1)[1]
+    spec = spec_with(pods_inputs, f"oci-layout://beside-the-spec-only@{digest}")
+    proc, _ = run_step(spec, tmp_path, "vi-beside")
+    assert proc.returncode == 3, proc.stderr
+    assert "not found" in proc.stderr and "beside-the-spec-only" in proc.stderr
+    assert str(REPO / "beside-the-spec-only") in proc.stderr  # the working directory's
+    assert "Traceback" not in proc.stderr
