@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
+from burst.checkpoint.state import rng_state, set_rng_state
 from burst.errors import CheckpointError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
-from burst.train.rng import rng_states, set_rng_states
 from burst.train.setup import TrainSetup
 from burst.train.weights import weights_sha256
 
@@ -131,7 +131,7 @@ class DeepSpeedEngine:
     def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
         if tier != "full":
             raise CheckpointError(f"a DeepSpeed checkpoint is full, not {tier!r}")
-        client = {"data_position": step, "rng": rng_states(), "zero_stage": self.stage}
+        client = {"data_position": step, "rng": rng_state(), "zero_stage": self.stage}
         ckpt = self._checkpointer(store)
         blocked = store.save_via(lambda: ckpt.save(step, client_state=client))
         tag_dir = self.local_dir / ckpt.tag(step)
@@ -158,7 +158,7 @@ class DeepSpeedEngine:
                     "(not written by burst's train step)",
                     where=store.location,
                 )
-            set_rng_states(client["rng"])
+            set_rng_state(client["rng"])
             return int(client["data_position"])
         assert error is not None
         raise error

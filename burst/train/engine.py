@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from burst.checkpoint.state import rng_state, set_rng_state
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
-from burst.train.rng import rng_states, set_rng_states
 from burst.train.setup import TrainSetup
 from burst.train.weights import weights_sha256
 
@@ -47,7 +47,7 @@ def capture_state(setup: TrainSetup, step: int, tier: str) -> dict[str, Any]:
         state.update(
             optimizer=setup.optimizer.state_dict(),
             scheduler=setup.scheduler.state_dict() if setup.scheduler else None,
-            rng=rng_states(),
+            rng=rng_state(),  # CUDA included: a GPU resume restores, never re-seeds
             data_position=step,
         )
     return state
@@ -58,7 +58,7 @@ def apply_state(setup: TrainSetup, state: dict[str, Any]) -> int:
     setup.optimizer.load_state_dict(state["optimizer"])
     if setup.scheduler is not None and state.get("scheduler") is not None:
         setup.scheduler.load_state_dict(state["scheduler"])
-    set_rng_states(state["rng"])
+    set_rng_state(state["rng"])
     return int(state["data_position"])
 
 

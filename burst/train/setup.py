@@ -35,4 +35,4 @@ def load_entrypoint(job: BurstJob) -> Callable[[BurstJob], TrainSetup]:
     fn: Any = getattr(module, func_name, None)
     if not callable(fn):
         raise BadInputError(f"training.entrypoint: {module_name} has no function {func_name!r}")
-    return fn  # type: ignore[no-any-return]
+    return fn
