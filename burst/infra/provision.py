@@ -39,7 +39,7 @@ from burst.infra.workspace import VARS_FILE, Workspace, workspace_for, write_var
 from burst.obs.events import PROVISION_ATTEMPT, emit
 from burst.plan.placement import default_capacity
 from burst.settings import Settings, resolve
-from burst.spec import BurstJob
+from burst.spec import BurstJob, node_count
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +67,6 @@ def expires_at(job: BurstJob, now: dt.datetime | None = None) -> str:
     """When the run's resources may be reaped: the budget's hours plus one hour of grace."""
     now = now or dt.datetime.now(dt.UTC)
     return (now + dt.timedelta(hours=job.budget.max_hours + 1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def node_count(job: BurstJob) -> int:
-    return max(1, -(-job.compute.gpu_count // job.compute.gpus_per_node))
 
 
 def apply_timeout(env: Settings | Mapping[str, str] | None = None) -> float:
@@ -252,7 +248,7 @@ class Provisioner:
                 run_id=self.run_id,
                 candidate=cand,
                 gpu_type=self.job.compute.gpu_type,
-                node_count=node_count(self.job),
+                node_count=node_count(self.job, cand),
                 tags=tags,
                 **self.faults.terraform_variables(),
             )

@@ -24,6 +24,7 @@ from typing import Any
 
 from burst import checkout
 from burst.errors import CapacityError, InfraError
+from burst.runs import count_state_resources as count_state_resources  # re-export (tests)
 from burst.settings import current
 
 log = logging.getLogger(__name__)
@@ -267,11 +268,3 @@ def _var_args(var_file: Path | Sequence[Path] | None) -> list[str]:
         return []
     files = [var_file] if isinstance(var_file, (str, Path)) else list(var_file)
     return [f"-var-file={f}" for f in files]
-
-
-def count_state_resources(state_file: Path) -> int:
-    """Resource instances recorded in a local state file (0 when there is no file)."""
-    if not state_file.exists():
-        return 0
-    doc = json.loads(state_file.read_text() or "{}")
-    return sum(len(r.get("instances", [])) for r in doc.get("resources", []))

@@ -27,10 +27,11 @@ from typing import Any
 
 from burst.errors import BadInputError
 from burst.infra.terraform import TERRAFORM_DIR, Terraform
+from burst.runs import STATE_FILE, state_file
 from burst.settings import Settings, resolve
+from burst.spec import RUN_TAG_KEYS, TAG_COST_CENTRE, TAG_EXPIRES_AT, TAG_OWNER, TAG_TEAM
 
 VARS_FILE = "burst.auto.tfvars.json"
-STATE_FILE = "terraform.tfstate"
 WORKSPACE_FILE = "workspace.json"
 STACK_KINDS = ("local", "aws")
 
@@ -93,10 +94,6 @@ def write_vars(workdir: Path, variables: dict[str, Any]) -> Path:
     path = workdir / VARS_FILE
     path.write_text(json.dumps(variables, indent=2, sort_keys=True) + "\n")
     return path
-
-
-def state_file(workdir: Path) -> Path:
-    return workdir / STATE_FILE
 
 
 def state_key(run_id: str) -> str:
@@ -189,26 +186,15 @@ class Workspace:
                 "simulate_no_capacity": list(simulate_no_capacity or []),
                 "fail_midway": fail_midway,
             }
-        extra = {
-            k: v
-            for k, v in tags.items()
-            if k
-            not in (
-                "burst:run-id",
-                "burst:expires-at",
-                "burst:owner",
-                "burst:team",
-                "burst:cost-centre",
-            )
-        }
+        extra = {k: v for k, v in tags.items() if k not in RUN_TAG_KEYS}
         variables: dict[str, Any] = {
             "run_id": run_id,
             "region": candidate["region"],
             "capacity": capacity,
-            "expires_at": tags["burst:expires-at"],
-            "owner": tags["burst:owner"],
-            "team": tags["burst:team"],
-            "cost_centre": tags["burst:cost-centre"],
+            "expires_at": tags[TAG_EXPIRES_AT],
+            "owner": tags[TAG_OWNER],
+            "team": tags[TAG_TEAM],
+            "cost_centre": tags[TAG_COST_CENTRE],
             "extra_tags": extra,
             "accelerator": gpu_type,
             "node_count": node_count,

@@ -7,9 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import EXIT_FAILURE, EXIT_INFRA, EXIT_OK, BurstError
-from burst.infra.terraform import count_state_resources
-from burst.infra.workspace import state_file
-from burst.runs import RunPaths, utcnow_iso
+from burst.runs import RunPaths, count_state_resources, state_file, utcnow_iso
 from burst.spec import load_spec
 
 

@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import BadInputError, InfraError
-from burst.infra.provision import node_count
 from burst.settings import current
-from burst.spec import BurstJob, load_spec
+from burst.spec import BurstJob, load_spec, node_count
 
 log = logging.getLogger(__name__)
 

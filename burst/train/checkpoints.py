@@ -21,7 +21,7 @@ import torch
 from burst.checkpoint import CheckpointManager, CheckpointRef
 from burst.errors import CheckpointError
 from burst.spec import BurstJob
-from burst.storage.location import run_store_url
+from burst.storage.location import run_url
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class SaveResult:
 class RunCheckpoints:
     def __init__(self, job: BurstJob, run_id: str) -> None:
         policy = job.training.checkpoint
-        self.location = run_store_url(job, run_id)
+        self.location = run_url(job.storage.checkpoint_uri, run_id)
         options: dict[str, Any] = {}
         if job.storage.kms_key_id and self.location.startswith("s3://"):
             options.update(sse="aws:kms", kms_key_id=job.storage.kms_key_id)

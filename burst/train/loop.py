@@ -35,7 +35,7 @@ from burst.preempt.notice import Notice
 from burst.preempt.watch import Watchers, start_watchers
 from burst.runs import utcnow_iso
 from burst.spec import BurstJob
-from burst.storage.location import run_replica_url
+from burst.storage.location import run_url
 from burst.train.attempts import FILE_NAME, AttemptLog
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import TrainEngine, open_engine
@@ -247,7 +247,8 @@ class TrainRun:
         """Copy the final checkpoint to the second store (``storage.replica_uri``, e.g. another
         region), checksums verified on arrival; only the chunks it lacks travel. A failure is
         recorded and logged loudly: the training itself is done and safe in the first store."""
-        url = run_replica_url(self.job, self.run_id)
+        replica = self.job.storage.replica_uri
+        url = run_url(replica, self.run_id) if replica else None
         latest = store.latest()
         if url is None or latest is None:
             return

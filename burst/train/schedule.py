@@ -23,7 +23,7 @@ from typing import Any
 
 from burst.errors import BurstError
 from burst.plan.interval import choose_interval, job_mtbf_s, young_daly
-from burst.spec import BurstJob
+from burst.spec import BurstJob, node_count
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +31,6 @@ PROBE_STEPS = 3
 ASSUMED_MTBF_HOURS = 8.0
 EWMA = 0.3
 MAX_HISTORY = 20  # interval changes kept for the document
-
-
-def _nodes(job: BurstJob, cand: dict[str, Any] | None) -> int:
-    if cand and isinstance(cand.get("nodes"), int) and cand["nodes"] >= 1:
-        return int(cand["nodes"])
-    return max(1, -(-job.compute.gpu_count // job.compute.gpus_per_node))
 
 
 def running_candidate(
@@ -69,7 +63,7 @@ def resolve_mtbf(
         )
     provider = str((cand or {}).get("provider") or job.compute.providers[0])
     capacity = str((cand or {}).get("capacity") or job.compute.capacity)
-    nodes = _nodes(job, cand)
+    nodes = node_count(job, cand)
     found = _catalog_node_mtbf_hours(provider, capacity)
     if found is not None:
         return job_mtbf_s(found[0], nodes), f"{found[1]} / {nodes} node(s)"
