@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -228,13 +229,10 @@ def test_deterministic(cat) -> None:  # type: ignore[no-untyped-def]
 # ----------------------------------------------------------------------------- CLI and step
 
 
-def test_cli_plan_json_done_when(burst_cmd: list[str]) -> None:
-    proc = subprocess.run(
-        [*burst_cmd, "plan", "examples/quickstart.yaml", "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def test_cli_plan_json_done_when(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    proc = burst_cli(["plan", "examples/quickstart.yaml", "--json"])
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert len(doc["candidates"]) >= 2
@@ -245,14 +243,11 @@ def test_cli_plan_json_done_when(burst_cmd: list[str]) -> None:
     assert costs[0] == min(costs)
 
 
-def test_cli_plan_table_and_chart(burst_cmd: list[str], tmp_path: Path) -> None:
+def test_cli_plan_table_and_chart(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     png = tmp_path / "plan.png"
-    proc = subprocess.run(
-        [*burst_cmd, "plan", str(QUICKSTART), "--chart", str(png)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = burst_cli(["plan", str(QUICKSTART), "--chart", str(png)])
     assert proc.returncode == 0, proc.stderr
     for col in (
         "region",
@@ -271,17 +266,19 @@ def test_cli_plan_table_and_chart(burst_cmd: list[str], tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 
 
-def test_cli_plan_over_budget_exit_3(burst_cmd: list[str], tmp_path: Path) -> None:
+def test_cli_plan_over_budget_exit_3(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     spec = write_spec(tmp_path / "poor.yaml", **{"budget.max_usd": 5})
-    proc = subprocess.run(
-        [*burst_cmd, "plan", str(spec)], capture_output=True, text=True, check=False
-    )
+    proc = burst_cli(["plan", str(spec)])
     assert proc.returncode == 3
     assert "exceeds the budget $5.00" in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stdout == ""
 
 
-def test_cli_plan_with_decision_file(burst_cmd: list[str], tmp_path: Path) -> None:
+def test_cli_plan_with_decision_file(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     rec = tmp_path / "decision.json"
     rec.write_text(
         json.dumps(
@@ -290,12 +287,7 @@ def test_cli_plan_with_decision_file(burst_cmd: list[str], tmp_path: Path) -> No
             )
         )
     )
-    proc = subprocess.run(
-        [*burst_cmd, "plan", str(QUICKSTART), "--decision", str(rec), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = burst_cli(["plan", str(QUICKSTART), "--decision", str(rec), "--json"])
     assert proc.returncode == 0, proc.stderr
     regions = {c["region"] for c in json.loads(proc.stdout)["candidates"]}
     assert regions == {"ap-southeast-1", "me-central-1"}
