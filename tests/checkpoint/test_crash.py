@@ -94,6 +94,7 @@ def test_kill_at_named_points(local_store: ObjectStore, point: str, committed: b
     check_store(local_store, saved, {3})
 
 
+@pytest.mark.e2e
 def test_kill_at_random_moments_s3(s3_bucket: str) -> None:
     from burst.storage import open_store
 

@@ -62,6 +62,7 @@ def load(path: Path) -> tuple[dict[str, Any], str]:
     return yaml.safe_load(text), text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("path", "kind"), [(GITHUB, "github-workflows"), (GITLAB, "gitlab-ci")])
 def test_template_passes_its_schema_offline(path: Path, kind: str) -> None:
     res = schema_check(path, kind)
@@ -69,6 +70,7 @@ def test_template_passes_its_schema_offline(path: Path, kind: str) -> None:
     assert "ok -- validation done" in res.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("path", "kind", "old", "new"),
     [
@@ -232,6 +234,7 @@ def _bash_n(script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.e2e
 def test_every_shell_script_parses() -> None:
     doc, _ = load(GITHUB)
     scripts = [str(st["run"]) for job in doc["jobs"].values() for st in job["steps"] if "run" in st]

@@ -13,6 +13,8 @@ from burst.infra.provision import RECORD_FILE, FailoverPolicy, provision
 from burst.infra.teardown import destroy_run
 from burst.spec import BurstJob
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 
 def state_resources(workdir: Path) -> list[dict[str, Any]]:
     """The resource instances in a run's local state file, with their inputs."""

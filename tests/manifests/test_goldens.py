@@ -34,6 +34,7 @@ def test_compile_writes_the_goldens(
         assert (out / name).read_bytes() == (COMPILED / name).read_bytes()
 
 
+@pytest.mark.e2e
 def test_compile_check_fails_on_drift(
     tmp_path: Path, burst_cmd: list[str], burst_cli: Callable[..., subprocess.CompletedProcess[str]]
 ) -> None:

@@ -115,6 +115,7 @@ def test_goodput_peaks_near_young_daly(params: SimParams, clamped: bool) -> None
     assert max(sweep) < by[1.0] + 0.01
 
 
+@pytest.mark.e2e
 def test_cli_simulate_json_done_when(burst_cmd: list[str], tmp_path: Path) -> None:
     out = tmp_path / "sim.json"
     proc = subprocess.run(

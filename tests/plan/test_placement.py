@@ -293,6 +293,7 @@ def test_cli_plan_with_decision_file(
     assert regions == {"ap-southeast-1", "me-central-1"}
 
 
+@pytest.mark.e2e
 def test_step_plan_reads_the_decision_record(tmp_path: Path, runs_root: Path) -> None:
     out = tmp_path / "plan.json"
     record = json.dumps(
@@ -326,6 +327,7 @@ def test_step_plan_reads_the_decision_record(tmp_path: Path, runs_root: Path) ->
     assert (runs_root / "plan-t1" / "docs" / "plan.json").exists()
 
 
+@pytest.mark.e2e
 def test_step_plan_refuses_over_budget_exit_3(tmp_path: Path, runs_root: Path) -> None:
     spec = write_spec(tmp_path / "poor.yaml", **{"budget.max_usd": 1})
     proc = subprocess.run(
@@ -371,6 +373,7 @@ def test_many_checkpoints_are_simulated_coarser_with_the_same_goodput(cat) -> No
     assert c["goodput"] == pytest.approx(1 / (1 + blocking / 0.05), rel=2e-3)
 
 
+@pytest.mark.e2e
 def test_step_plan_reads_burst_catalog(tmp_path: Path, runs_root: Path) -> None:
     user = _spot_catalog(tmp_path, 20.0)
     out = tmp_path / "plan.json"

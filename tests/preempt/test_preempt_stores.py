@@ -23,6 +23,7 @@ def _finish(spec: Path, run_id: str, root: Path, env: dict[str, str]) -> tuple[l
     return codes, a.doc()
 
 
+@pytest.mark.e2e
 def test_preempted_twice_on_s3_resumes_exactly(tmp_path: Path, s3_bucket: str) -> None:
     local = write_spec(tmp_path, name="local.yaml")
     codes, base = _finish(local, "s3-base", tmp_path / "runs", {})

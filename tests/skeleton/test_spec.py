@@ -73,6 +73,7 @@ def test_broken_yaml_is_one_clear_line(text: str, needle: str) -> None:
     assert needle in info.value.problems[0]
 
 
+@pytest.mark.e2e
 def test_tag_reference_refused() -> None:
     text = (REPO / "examples" / "quickstart.yaml").read_text()
     import re
@@ -83,6 +84,7 @@ def test_tag_reference_refused() -> None:
     assert "pinned by digest" in info.value.problems[0]
 
 
+@pytest.mark.e2e
 def test_schema_is_json_schema(burst_cmd: list[str]) -> None:
     proc = subprocess.run([*burst_cmd, "schema"], capture_output=True, text=True, check=True)
     schema = json.loads(proc.stdout)

@@ -65,6 +65,7 @@ def test_committed_quickstart_image_verifies_with_the_dev_key() -> None:
     assert verified.labels["dev.burst.torch.version"] == "2.13.0"
 
 
+@pytest.mark.e2e
 def test_step_writes_a_document_matching_its_schema(tmp_path: Path) -> None:
     proc, out = run_step(spec_with(tmp_path, quickstart_reference()), tmp_path, "vi-ok")
     assert proc.returncode == 0, proc.stderr
@@ -76,6 +77,7 @@ def test_step_writes_a_document_matching_its_schema(tmp_path: Path) -> None:
     assert (tmp_path / "runs" / "vi-ok" / "docs" / "verify-image.json").exists()
 
 
+@pytest.mark.e2e
 def test_step_refuses_an_incompatible_gpu_with_exit_3(tmp_path: Path) -> None:
     proc, out = run_step(spec_with(tmp_path, quickstart_reference(), "rubin"), tmp_path, "vi-gpu")
     assert proc.returncode == 3
@@ -138,6 +140,7 @@ def test_build_script_is_reproducible(tmp_path: Path) -> None:
     assert verified.key.path == keys / "burst-dev.pub"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_burst_run_with_unsigned_image_stops_at_verify_image(tmp_path: Path) -> None:
     """The whole local pipeline: exit 3 at verify-image, provision and train skipped, nothing
@@ -164,6 +167,7 @@ def test_burst_run_with_unsigned_image_stops_at_verify_image(tmp_path: Path) -> 
     assert not (tmp_path / "runs" / "unsigned-run" / "docs" / "provision.json").exists()
 
 
+@pytest.mark.e2e
 def test_verify_image_never_resolves_a_layout_beside_the_step_copy_of_the_spec(
     tmp_path: Path,
 ) -> None:
