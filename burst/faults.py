@@ -14,7 +14,8 @@ Points and what arms them:
   ``BURST_SIMULATE_NO_CAPACITY`` regions report no capacity, and ``provision:midway`` fails
   an apply after the VPN and node group exist (its partial state is left for teardown).
 * ``checkpoint(name)``: ``BURST_CHECKPOINT_FAULT=<point>[:<n>]`` SIGKILLs this process at the
-  n-th call whose name starts with ``<point>``, as a preemption or an OOM kill would.
+  n-th call whose name starts with ``<point>``, as a preemption or an OOM kill would;
+  ``BURST_CHECKPOINT_FAULT_RANK=<r>`` limits it to rank r's worker.
 * ``demo_preemptions(record)``: ``BURST_PREEMPT_AT_STEPS`` (``burst run --preempt-at-step``)
   makes the train process SIGTERM itself after those steps, once per step and run.
 * ``budget_time_scale()``: ``BURST_BUDGET_TIME_SCALE`` counts one real second as N budget
@@ -131,8 +132,12 @@ _hits = 0
 
 def checkpoint(name: str) -> None:
     """Checkpoint crash point ``name``: SIGKILL here at the armed hit. Unset: one lookup."""
-    spec = current().checkpoint_fault
+    settings = current()
+    spec = settings.checkpoint_fault
     if not spec:
+        return
+    only = settings.checkpoint_fault_rank  # several ranks: only this rank's worker
+    if only and os.environ.get("RANK", "0") != only:
         return
     target, _, nth = spec.partition(":")
     if not name.startswith(target):

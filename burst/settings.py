@@ -184,21 +184,25 @@ class Settings:
         "the Terraform modules and stacks", shown="the checkout's `terraform/`",
     )  # fmt: skip
     tf_stack = Var(
-        "BURST_TF_STACK", _choice("local", "aws"), "local",
-        "`aws` applies `terraform/stacks/burst-run` with an S3 backend (the three below)",
+        "BURST_TF_STACK", _choice("local", "aws", "gcp", "azure", "nebius", "cloud"), "local",
+        "`aws`, `gcp`, `azure`, `nebius` apply that provider's stack in `terraform/stacks/` "
+        "(the three below); `cloud`: each candidate's provider picks its stack",
         shown="`local`",
     )  # fmt: skip
     tf_state_bucket = Var(
         "BURST_TF_STATE_BUCKET", _text, "",
-        "the S3 bucket of the aws stack's state (and of `burst reap`'s state store)",
+        "the state bucket of the cloud stacks (azure: `<account>/<container>`), one value or "
+        "`aws=...,gcp=...` per stack (aws: also `burst reap`'s state store)",
         shown="none",
     )  # fmt: skip
     tf_state_region = Var(
-        "BURST_TF_STATE_REGION", _text, "", "the region of that bucket", shown="none",
+        "BURST_TF_STATE_REGION", _text, "",
+        "the region of that bucket (aws, nebius), one value or per stack", shown="none",
     )  # fmt: skip
     tf_site_vars = Var(
         "BURST_TF_SITE_VARS", _path, None,
-        "the site's tfvars file for the aws stack", shown="none",
+        "the site's tfvars: a file, or a directory of `<region>.tfvars` / `<stack>.tfvars`",
+        shown="none",
     )  # fmt: skip
     tf_timeout_s = Var(
         "BURST_TF_TIMEOUT_S", _seconds(0, inclusive=False), 7200.0,
@@ -249,12 +253,27 @@ class Settings:
         "BURST_CHECKPOINT_LOG_LEVEL", _text, "WARNING",
         "the log level of the checkpoint upload worker", shown="`WARNING`",
     )  # fmt: skip
+    entrypoint_check_s = Var(
+        "BURST_ENTRYPOINT_CHECK_S", _seconds(0, inclusive=False), 120.0,
+        "time limit of the check that the entrypoint builds, before renting (at most 3600)",
+        shown="`120`",
+    )  # fmt: skip
+    store_check_s = Var(
+        "BURST_STORE_CHECK_S", _seconds(0, inclusive=False), 60.0,
+        "time limit of the probe write to the checkpoint stores, before renting (at most 3600)",
+        shown="`60`",
+    )  # fmt: skip
     sync_wait_s = Var(
         "BURST_SYNC_WAIT_S", _seconds(0, inclusive=True), 120.0,
         "how long teardown waits for the last checkpoint to reach the durable store",
         shown="`120`",
     )  # fmt: skip
     # -- preemption
+    dist_timeout_s = Var(
+        "BURST_DIST_TIMEOUT_S", _positive, 120.0,
+        "with several ranks, the longest a collective waits for a peer (then exit 75)",
+        shown="`120`",
+    )  # fmt: skip
     sigterm_grace_s = Var(
         "BURST_SIGTERM_GRACE_S", _seconds(0, inclusive=True), 30.0,
         "seconds between SIGTERM and the kill, for the emergency save", shown="`30`",
@@ -324,6 +343,16 @@ class Settings:
         "`POINT[:N]`: kill the checkpoint worker at the N-th hit of a point", shown="none",
         audience=FAULT,
     )  # fmt: skip
+    checkpoint_fault_rank = Var(
+        "BURST_CHECKPOINT_FAULT_RANK", _text, "",
+        "with several ranks, only rank N's checkpoint worker is killed", shown="every rank's",
+        audience=FAULT,
+    )  # fmt: skip
+    preempt_rank = Var(
+        "BURST_PREEMPT_RANK", _count, None,
+        "with several ranks, the rank `BURST_PREEMPT_AT_STEPS` signals", shown="the last",
+        audience=FAULT,
+    )  # fmt: skip
     # -- set by burst for its own steps
     run_id = Var(
         "BURST_RUN_ID", _text, "", "the run id, on every log record", shown="none",
@@ -341,6 +370,21 @@ class Settings:
     candidate_index = Var(
         "BURST_CANDIDATE_INDEX", _count, 0,
         "the requeue's placement: skip the first N allowed candidates", shown="`0`",
+        audience=INTERNAL,
+    )  # fmt: skip
+    gang = Var(
+        "BURST_GANG", _flag, False,
+        "a gang pod: `steps.train` joins the other nodes' ranks (Volcano's env)", shown="off",
+        audience=INTERNAL,
+    )  # fmt: skip
+    nproc_per_node = Var(
+        "BURST_NPROC_PER_NODE", _count, None,
+        "a gang pod's ranks (its GPUs)", shown="`training.processes_per_node`",
+        audience=INTERNAL,
+    )  # fmt: skip
+    rank_exit_dir = Var(
+        "BURST_RANK_EXIT_DIR", _path, None,
+        "where each torchrun rank of the train step records its exit", shown="none",
         audience=INTERNAL,
     )  # fmt: skip
     spec_b64 = Var(

@@ -32,6 +32,7 @@ from burst.checkpoint.layout import DEFAULT_CHUNK_SIZE, build_layout, layout_sig
 from burst.checkpoint.manifest import CheckpointRef, check_tier
 from burst.checkpoint.replication import ReplicationResult, replicate
 from burst.checkpoint.restore import Restored, restore_checkpoint
+from burst.checkpoint.sharded import ShardInfo
 from burst.checkpoint.staging import HostBuffer
 from burst.checkpoint.tree import flatten
 from burst.checkpoint.verify import ChunkAudit
@@ -75,6 +76,7 @@ class CheckpointManager:
         nice: int = 19,
         buffer_dir: Path | None = None,
         worker_env: dict[str, str] | None = None,
+        shard: ShardInfo | None = None,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         self.chunk_size = chunk_size
@@ -85,6 +87,9 @@ class CheckpointManager:
         self.nice = nice
         self.buffer_dir = buffer_dir
         self.worker_env = worker_env or {}
+        # one rank of a sharded checkpoint (burst.checkpoint.sharded): a save writes this
+        # rank's shard; rank 0's worker also commits the global manifest
+        self.shard = shard
         self._buffer: HostBuffer | None = None
         self._layout_sig: str | None = None
         self._proc: subprocess.Popen[str] | None = None
@@ -193,7 +198,7 @@ class CheckpointManager:
                 uploaded_chunks=r["uploaded_chunks"],
                 reused_chunks=r["reused_chunks"],
                 seconds=r.get("seconds", doc.get("seconds", 0.0)),
-                extra={k: v for k, v in r.items() if k == "retention"},
+                extra={k: v for k, v in r.items() if k in ("retention", "committed", "ranks")},
             )
             self._error = self._unwaited_error = None
         elif doc["op"] == "error":
@@ -262,6 +267,8 @@ class CheckpointManager:
             "tree": tree,
             "chunk_size": self.chunk_size,
         }
+        if self.shard is not None:
+            req["shard"] = self.shard.to_json()
         self._send(req, {"op": "save", "step": int(step), "tier": tier, "stall": stall})
         return True
 

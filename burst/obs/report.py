@@ -66,6 +66,10 @@ def _attempt(a: dict[str, Any]) -> dict[str, Any]:
         "notice": (a.get("notice") or {}).get("source"),
         "emergency_save": save.get("tier") if save else None,
         "emergency_committed": save.get("committed") if save else None,
+        # several ranks: how many, each one's checkpoint bytes and stall, notice to exit
+        "world_size": a.get("world_size", 1),
+        "ranks": a.get("ranks"),
+        "notice_to_exit_s": a.get("notice_to_exit_s"),
     }
 
 
@@ -114,6 +118,7 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         "final_step": train.get("final_step"),
         "final_weights_sha256": train.get("final_weights_sha256"),
         "preemptions": train.get("preemptions", 0),
+        "world_size": train.get("world_size", 1),
         "attempts": [_attempt(a) for a in train.get("attempts") or []],
         "checkpoint_interval": train.get("checkpoint_interval"),
         "candidate": candidate,
