@@ -133,8 +133,9 @@ def conclude(exit_dir: Path, local_ranks: list[int], launcher_code: int) -> dict
     if missing and not root:  # killed ranks and, at most, peers that stopped because of it
         others = "; ".join(f"rank {r}: {c.get('error')}" for r, c in sorted(failed.items()))
         exc = RanksFailed(
-            f"rank(s) {','.join(map(str, missing))} of the train step died without an exit "
-            f"record (killed or node lost; torchrun exit {launcher_code})"
+            f"rank(s) {','.join(map(str, missing))} of the train step left no exit record "
+            f"(killed, node lost, or stopped by torchrun after a peer's death; torchrun exit "
+            f"{launcher_code})"
             + (f"; the others stopped: {others}" if others else "")
             + "; the last committed checkpoint stands; exit 75 to requeue",
             EXIT_PREEMPTED,

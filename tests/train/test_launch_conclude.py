@@ -39,7 +39,7 @@ def test_a_killed_rank_is_named_and_requeued(tmp_path: Path) -> None:
     with pytest.raises(RanksFailed) as err:
         conclude(records(tmp_path, {0: 75}), [0, 1], 1)
     assert err.value.exit_code == 75
-    assert "rank(s) 1 " in err.value.one_line() and "died without an exit record" in str(err.value)
+    assert "rank(s) 1 " in err.value.one_line() and "left no exit record" in str(err.value)
 
 
 def test_a_rank_s_own_failure_wins_over_peers_stopped_or_killed(tmp_path: Path) -> None:
