@@ -101,9 +101,15 @@ def kill(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
         run_id = f"kill-{seed}"
         row: dict[str, Any] = {"mode": "kill", "world": args.world, "seed": seed, "rank": rank}
         if rng.random() < 0.5:
-            after = rng.uniform(0.0, 5.0)
+            after = rng.uniform(0.0, 2.0)  # after the first commit: training under way
             code, err, took = kill_rank_during_training(
-                spec, run_id, tmp / "runs", rank=rank, after_s=after, timeout=900
+                spec,
+                run_id,
+                tmp / "runs",
+                rank=rank,
+                after_s=after,
+                timeout=900,
+                store=tmp / "store" / run_id,
             )
             row.update(what="rank", after_s=round(after, 2), stop_s=round(took, 2))
         else:
