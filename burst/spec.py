@@ -29,7 +29,7 @@ from burst.errors import BadInputError, SpecError
 from burst.inputs import parse_yaml, read_text, short
 from burst.yamllines import line_for, line_index
 
-S3_URI_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
+S3_URI_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]([/?].*)?$")
 DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
 NAME_RE = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
 
@@ -323,6 +323,9 @@ class Storage(Strict):
 def _store_root(uri: str) -> str:
     """A store URI normalised for comparison (no trailing slash, no ``.`` or ``..``)."""
     scheme, _, rest = uri.partition("://")
+    rest = rest.split("?", 1)[0]
+    if scheme == "file" and not rest.startswith("/"):
+        rest = str(Path(rest).resolve())  # relative to the current directory, as a run does
     norm = posixpath.normpath(rest) if rest else rest
     return f"{scheme}://{norm.rstrip('/')}"
 

@@ -26,6 +26,7 @@ from burst.plan.cost import HOURS_PER_MONTH, total_cost
 from burst.plan.crossregion import recommend_span
 from burst.plan.interval import choose_interval, job_mtbf_s
 from burst.plan.workload import Workload, estimate
+from burst.providers import no_stack_reason, stack_for
 from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
@@ -399,6 +400,9 @@ def plan(
                     None,
                     f"{region} is not in the catalog for provider {provider}",
                 )
+                continue
+            if stack_for(provider) is None:
+                exclude(provider, region, None, no_stack_reason(provider))
                 continue
             decision = None
             verdict = "unchecked"

@@ -42,7 +42,7 @@ from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import TrainEngine, open_engine
 from burst.train.ranks import RankLost, Ranks, preempt_rank
 from burst.train.schedule import CheckpointSchedule
-from burst.train.setup import load_entrypoint
+from burst.train.setup import build_setup
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ class TrainRun:
         engine: TrainEngine | None = None
         try:
             seed_everything(self.job.training.seed)
-            setup = load_entrypoint(self.job)(self.job)
+            setup = build_setup(self.job)
             engine = open_engine(self.job, setup, self.run_dir, self.ranks)
             self.record.update(engine=engine.name, world_size=self.ranks.world)
             return self._train(engine, store, watchers)
