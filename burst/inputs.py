@@ -128,7 +128,7 @@ def _reason(exc: OSError) -> str:
 def read_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX_BYTES) -> str:
     data = read_bytes(path, what=what, max_bytes=max_bytes)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a leading byte-order mark is not part of the text
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise BadInputError(f"the {what} is not UTF-8 text", where=f"{path}:{line}") from None
@@ -241,7 +241,7 @@ def _check_expansion(root: yaml.Node | None, limit: int) -> None:
                 raise InputYAMLError(
                     _line(node),
                     f"the document expands to more than {limit} YAML nodes "
-                    "(anchors and aliases nested too deep)",
+                    "(counting what anchors and aliases repeat)",
                     locate=False,
                 )
             continue

@@ -108,11 +108,13 @@ class Data(Strict):
     )
     shards: dict[str, Annotated[Float, Field(ge=0, le=GB_MAX)]] | None = Field(
         default=None,
+        max_length=64,
         description="The dataset split over regions (region: GB), when it is; lets the plan "
         "choose training on regional shards. Default: all of size_gb in data.region.",
     )
     transfer_safeguards: list[str] = Field(
         default_factory=list,
+        max_length=64,
         description="Transfer safeguards on record (e.g. scc, bcr, consent, tia, cbpr).",
     )
 
@@ -161,8 +163,12 @@ class Compute(Strict):
     gpu_count: Int = Field(ge=1, le=4096, description="GPUs in all.")
     gpus_per_node: Int = Field(default=8, ge=1, le=16, description="GPUs per node.")
     capacity: Capacity = Field(default=Capacity.spot_with_fallback, description="Capacity type.")
-    regions: list[str] = Field(min_length=1, description="Candidate regions, in preference order.")
-    providers: list[str] = Field(min_length=1, description="Candidate providers (aws, gcp, ...).")
+    regions: list[str] = Field(
+        min_length=1, max_length=64, description="Candidate regions, in preference order."
+    )
+    providers: list[str] = Field(
+        min_length=1, max_length=16, description="Candidate providers (aws, gcp, ...)."
+    )
     mtbf_hours: Float | None = Field(
         default=None,
         gt=0,

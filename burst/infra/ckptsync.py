@@ -16,22 +16,23 @@ unconfirmed sync is reported loudly in the teardown document.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
 from burst.checkpoint.verify import newest_restorable, verify_checkpoint
+from burst.documents import TrainAttempt, parse_document
 from burst.errors import BurstError
 from burst.spec import BurstJob
 from burst.storage import open_store
-from burst.storage.base import ObjectStore, StoreError
+from burst.storage.base import StoreError
 from burst.storage.location import run_store_url
+from burst.train.attempts import read_store
 
 log = logging.getLogger(__name__)
 
-ATTEMPTS_PREFIX = "train/attempts/"  # where burst.train.attempts keeps one record per attempt
 DEFAULT_WAIT_S = 120.0
 
 
@@ -41,28 +42,18 @@ def sync_wait_s() -> float:
     return current().sync_wait_s
 
 
-def expected_step(records: list[dict[str, Any]]) -> int | None:
+def expected_step(records: Sequence[TrainAttempt | dict[str, Any]]) -> int | None:
     """The step whose checkpoint the last attempt left to become durable: a save in flight
     or committed at the emergency, or the final one of a finished attempt."""
     if not records:
         return None
-    last = records[-1]
-    save = last.get("emergency_save") or {}
-    steps = [save.get("in_flight_step"), save.get("committed_step")]
-    if last.get("outcome") == "done":
-        steps.append(last.get("ended_at_step"))
-    known = [int(s) for s in steps if isinstance(s, int)]
+    last = parse_document(TrainAttempt, records[-1], "the last attempt record")
+    save = last.emergency_save
+    steps = [save.in_flight_step, save.committed_step] if save is not None else []
+    if last.outcome == "done":
+        steps.append(last.ended_at_step)
+    known = [s for s in steps if isinstance(s, int)]
     return max(known) if known else None
-
-
-def _records(store: ObjectStore) -> list[dict[str, Any]]:
-    out = []
-    for info in sorted(store.list(ATTEMPTS_PREFIX), key=lambda i: i.key):
-        try:
-            out.append(json.loads(store.get_bytes(info.key)))
-        except (StoreError, json.JSONDecodeError) as exc:
-            log.warning("unreadable attempt record %s: %s", info.key, exc)
-    return out
 
 
 def confirm_checkpoint_sync(
@@ -73,7 +64,7 @@ def confirm_checkpoint_sync(
     try:
         url = run_store_url(job, run_id)
         store = open_store(url)
-        want = expected_step(_records(store))
+        want = expected_step(read_store(store))
         latest = latest_checkpoint(store)
         while want is not None and (latest is None or latest.step < want):
             if time.monotonic() - started >= wait_s:

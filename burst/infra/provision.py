@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from burst.documents import DecisionRecord, parse_document
 from burst.errors import (
     BadInputError,
     BurstError,
@@ -105,7 +106,7 @@ def check_candidates(candidates: Any) -> list[dict[str, Any]]:
 
 
 def gate_candidates(
-    decision: dict[str, Any] | None,
+    decision: DecisionRecord | dict[str, Any] | None,
     job: BurstJob,
     candidates: list[dict[str, Any]],
     policy_dir: str | Path | None = None,
@@ -123,11 +124,12 @@ def gate_candidates(
             "provision needs the preflight decision record "
             "(--input decision=...): refusing to provision without one"
         )
+    record = parse_document(DecisionRecord, decision, "input decision")
     allowed: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     for cand in check_candidates(candidates):
         try:
-            require_allow(decision, job, policy_dir, cand["region"], cand["provider"])
+            require_allow(record, job, policy_dir, cand["region"], cand["provider"])
         except PolicyRefusal as exc:
             refused.append(
                 {"region": cand["region"], "provider": cand["provider"], "reason": exc.message}

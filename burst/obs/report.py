@@ -1,31 +1,49 @@
-"""Assemble ``report.json`` from the step documents of a run directory."""
+"""Assemble ``report.json`` (``burst.documents.RunReport``) from the step documents of a run
+directory."""
 
 from __future__ import annotations
 
-import json
+import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from burst.documents import (
+    PlanDocument,
+    ProvisionDocument,
+    RunReport,
+    StepDocument,
+    TeardownDocument,
+    TrainAttempt,
+    TrainDocument,
+    produce,
+    read_document,
+)
+from burst.documents.base import DocumentError
 from burst.errors import EXIT_FAILURE, EXIT_INFRA, EXIT_OK, BurstError
 from burst.infra.terraform import count_state_resources
 from burst.infra.workspace import state_file
 from burst.runs import RunPaths, utcnow_iso
 from burst.spec import load_spec
 
+log = logging.getLogger(__name__)
+D = TypeVar("D", bound=StepDocument)
 
-def _doc(paths: RunPaths, step: str) -> dict[str, Any]:
+
+def _doc(paths: RunPaths, step: str, model: type[D]) -> D | None:
+    """A step's document as its model; None when the step wrote none, or one of another
+    shape (logged: the report then says what the other documents know)."""
     p = paths.doc(step)
     if not p.exists():
-        return {}
+        return None
     try:
-        doc = json.loads(p.read_text())
-    except json.JSONDecodeError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
+        return read_document(model, p)
+    except DocumentError as exc:
+        log.warning("%s: left out of the report", exc.one_line())
+        return None
 
 
 def _failure(
-    steps: list[dict[str, Any]], paths: RunPaths, teardown: dict[str, Any]
+    steps: list[dict[str, Any]], paths: RunPaths, teardown: TeardownDocument | None
 ) -> dict[str, Any] | None:
     for s in steps:
         if s["status"] == "failed":
@@ -38,13 +56,14 @@ def _failure(
                 or attempts[-1].get("message")
                 or None,
             }
-    injected = teardown.get("injected_failures") or []
-    if injected:  # the harness asked for failures; teardown survived them, the run still failed
+    injected = teardown.injected_failures if teardown is not None else []
+    # the harness asked for failures; teardown survived them, the run still failed
+    if teardown is not None and injected:
         return {
             "step": "teardown",
             "exit_code": 1,
             "message": f"failure injected in destroy attempt(s) {injected}; destroyed on "
-            f"attempt {teardown.get('attempts')}",
+            f"attempt {teardown.attempts}",
         }
     return None
 
@@ -56,22 +75,22 @@ def _last_error_line(log: Path) -> str | None:
     return lines[-1].strip() if lines else None
 
 
-def _attempt(a: dict[str, Any]) -> dict[str, Any]:
+def _attempt(a: TrainAttempt) -> dict[str, Any]:
     """One train attempt: where it resumed, how it ended, what its emergency save was."""
-    save = a.get("emergency_save") or {}
+    save = a.emergency_save
     return {
-        "attempt": a.get("attempt"),
-        "resumed_from": a.get("resumed_from"),
-        "ended_at_step": a.get("ended_at_step"),
-        "outcome": a.get("outcome"),
-        "preempted": bool(a.get("preempted")),
-        "notice": (a.get("notice") or {}).get("source"),
-        "emergency_save": save.get("tier") if save else None,
-        "emergency_committed": save.get("committed") if save else None,
+        "attempt": a.attempt,
+        "resumed_from": a.resumed_from,
+        "ended_at_step": a.ended_at_step,
+        "outcome": a.outcome,
+        "preempted": a.preempted,
+        "notice": a.notice.source if a.notice else None,
+        "emergency_save": save.tier if save else None,
+        "emergency_committed": save.committed if save else None,
         # several ranks: how many, each one's checkpoint bytes and stall, notice to exit
-        "world_size": a.get("world_size", 1),
-        "ranks": a.get("ranks"),
-        "notice_to_exit_s": a.get("notice_to_exit_s"),
+        "world_size": a.world_size or 1,
+        "ranks": a.ranks,
+        "notice_to_exit_s": a.notice_to_exit_s,
     }
 
 
@@ -84,17 +103,18 @@ def _budget(paths: RunPaths) -> dict[str, Any] | None:
 
 
 def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    train = _doc(paths, "train")
-    teardown = _doc(paths, "teardown")
-    provision = _doc(paths, "provision")
-    plan = _doc(paths, "plan")
+    """The run report as JSON, checked against its model (``RunReport``)."""
+    train = _doc(paths, "train", TrainDocument)
+    teardown = _doc(paths, "teardown", TeardownDocument)
+    provision = _doc(paths, "provision", ProvisionDocument)
+    plan = _doc(paths, "plan", PlanDocument)
     state = state_file(paths.terraform)
     # the local state file when the run used the local stack; else what teardown counted in
     # the remote state (a run teardown never reached shows the local count, 0 for remote)
     remaining = (
         count_state_resources(state)
-        if state.exists() or not teardown
-        else int(teardown.get("resources_remaining") or 0)
+        if state.exists() or teardown is None
+        else teardown.resources_remaining
     )
     failure = _failure(steps, paths, teardown)
     if failure is None and remaining:
@@ -103,40 +123,43 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
             "exit_code": EXIT_INFRA,
             "message": f"{remaining} resource(s) remain in {state}",
         }
-    candidate = provision.get("candidate") or (plan.get("candidates") or [None])[0]
+    candidate = provision.candidate if provision is not None else None
+    if candidate is None and plan is not None and plan.candidates:
+        candidate = plan.candidates[0]
     if failure is None:
         exit_code = EXIT_OK
     else:  # a step lost before it could exit (killed, not started) has no code of its own
         exit_code = failure["exit_code"] if failure["exit_code"] is not None else EXIT_FAILURE
     ok = failure is None
-    return {
+    report = {
         "run_id": paths.run_id,
         "status": "succeeded" if ok else "failed",
         "exit_code": exit_code,
         "finished_at": utcnow_iso(),
         "steps": steps,
         "failure": failure,
-        "checkpoints": train.get("checkpoints", 0),
-        "final_step": train.get("final_step"),
-        "final_weights_sha256": train.get("final_weights_sha256"),
-        "preemptions": train.get("preemptions", 0),
-        "world_size": train.get("world_size", 1),
-        "attempts": [_attempt(a) for a in train.get("attempts") or []],
-        "checkpoint_interval": train.get("checkpoint_interval"),
+        "checkpoints": train.checkpoints if train else 0,
+        "final_step": train.final_step if train else None,
+        "final_weights_sha256": train.final_weights_sha256 if train else None,
+        "preemptions": train.preemptions if train else 0,
+        "world_size": (train.world_size if train else None) or 1,
+        "attempts": [_attempt(a) for a in train.attempts] if train else [],
+        "checkpoint_interval": train.checkpoint_interval if train else None,
         "candidate": candidate,
-        "provision_attempts": provision.get("attempts", []),
+        "provision_attempts": provision.attempts if provision else [],
         "budget": _budget(paths),
         # USD by component, measured (the train step's rented hours at the plan's rate)
-        "cost": {"compute": train["cost_usd"]} if train.get("cost_usd") is not None else {},
+        "cost": {"compute": train.cost_usd} if train and train.cost_usd is not None else {},
         "pricing": {
-            "usd_per_hour": train.get("usd_per_hour"),
-            "expected_usd": (candidate or {}).get("expected_cost_usd"),
-            "expected_hours": (candidate or {}).get("expected_hours"),
+            "usd_per_hour": train.usd_per_hour if train else None,
+            "expected_usd": candidate.expected_cost_usd if candidate else None,
+            "expected_hours": candidate.expected_hours if candidate else None,
         },
-        "terraform_state": str(teardown.get("terraform_state") or state),
+        "terraform_state": str((teardown.terraform_state if teardown else None) or state),
         "resources_remaining": remaining,
         "teardown": {
-            k: teardown.get(k)
+            # what teardown wrote (a field it did not write: null, as it always was)
+            k: getattr(teardown, k) if k in teardown.model_fields_set else None
             for k in (
                 "checkpoint_sync",
                 "destroyed",
@@ -147,6 +170,7 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
                 "injected_failures",
             )
         }
-        if teardown
+        if teardown is not None
         else None,
     }
+    return produce(RunReport, report).to_json()

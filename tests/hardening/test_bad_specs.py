@@ -164,3 +164,21 @@ def test_a_spec_that_is_not_a_regular_file_is_refused_without_blocking(
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and ("not a regular file" in lines[0] or "directory" in lines[0]), lines
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_key(tmp_path: Path) -> None:
+    spec = tmp_path / "bom.yaml"
+    spec.write_bytes(b"\xef\xbb\xbf" + QUICKSTART.read_bytes())
+    r = burst("validate", "--offline", str(spec))
+    assert r.code == 0, r.err
+
+
+def test_lists_have_bounds_too(tmp_path: Path) -> None:
+    regions = ", ".join(f"r{i}" for i in range(5000))
+    spec = spec_with(
+        tmp_path,
+        "  regions: [ap-southeast-1, ap-southeast-3, me-central-1]",
+        f"  regions: [{regions}]",
+    )
+    r = burst("validate", "--offline", str(spec))
+    assert r.code == 2 and "compute.regions: List should have at most 64 items" in r.lines[0]

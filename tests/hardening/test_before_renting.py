@@ -45,19 +45,44 @@ def _validate(spec: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+BROKEN = [
+    ("def build(job:\n", "module {m} does not compile"),
+    ("raise RuntimeError('at import')\n", "importing module {m} raised RuntimeError: at import"),
+    ("def build(job):\n    raise ValueError('no data')\n", "raised ValueError: no data"),
+    ("def build(job):\n    return 42\n", "returned a int, not a TrainSetup"),
+    ("x = 1\n", "module {m} has no function 'build'"),
+]
+
+
+@pytest.mark.parametrize(("module", "words"), BROKEN)
+def test_an_entrypoint_that_does_not_build_is_one_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, words: str
+) -> None:
+    from burst.errors import BadInputError
+    from burst.spec import load_spec
+    from burst.train.setup import build_setup
+
+    name = f"broken_{abs(hash(module)) % 10**8}"  # a fresh module name per case
+    (tmp_path / f"{name}.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        QUICKSTART.read_text().replace(
+            "entrypoint: burst.train.example:build", f"entrypoint: {name}:build"
+        )
+    )
+    with pytest.raises(BadInputError) as err:
+        build_setup(load_spec(spec))
+    line = err.value.one_line()
+    assert line.startswith(f"training.entrypoint {name}:build"), line
+    assert words.format(m=name) in line, line
+    assert err.value.exit_code == 2
+
+
 @pytest.mark.e2e
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    ("module", "words"),
-    [
-        ("def build(job:\n", "module broken_entry does not compile"),
-        ("raise RuntimeError('at import')\n", "importing module broken_entry raised RuntimeError"),
-        ("def build(job):\n    raise ValueError('no data')\n", "raised ValueError: no data"),
-    ],
-)
-def test_an_entrypoint_that_does_not_build_is_found_by_validate(
-    tmp_path: Path, module: str, words: str
-) -> None:
+def test_an_entrypoint_that_does_not_build_is_found_by_validate(tmp_path: Path) -> None:
+    module, words = BROKEN[2][0], BROKEN[2][1]
     (tmp_path / "broken_entry.py").write_text(module)
     text = QUICKSTART.read_text()
     text = text.replace("entrypoint: burst.train.example:build", "entrypoint: broken_entry:build")
@@ -77,15 +102,14 @@ def test_a_store_that_refuses_a_write_is_exit_4_before_renting(tmp_path: Path) -
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
+    # root writes anywhere: a path under /proc refuses even root
+    replica = "/proc/burst-no-such/r" if os.geteuid() == 0 else f"{locked}/r"
     text = QUICKSTART.read_text().replace(
-        "file://runs/checkpoints", f"file://{tmp_path}/store\n  replica_uri: file://{locked}/r"
+        "file://runs/checkpoints", f"file://{tmp_path}/store\n  replica_uri: file://{replica}"
     )
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
     proc = _validate(spec, tmp_path)
-    if os.geteuid() == 0:  # root writes anywhere: a path under /proc refuses even root
-        spec.write_text(text.replace(f"file://{locked}/r", "file:///proc/burst-no-such/r"))
-        proc = _validate(spec, tmp_path)
     assert proc.returncode == 4, proc.stderr
     problem = proc.stderr.strip().splitlines()[0]
     assert "storage.replica_uri: the store" in problem and "does not accept a write" in problem
