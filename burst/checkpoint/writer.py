@@ -61,6 +61,8 @@ class CheckpointWriter:
         # i.e. as soon as someone waits for the save (an emergency save, close, the next save).
         self.upload_rate = upload_rate
         self.hurry = threading.Event()
+        # the trainer is gone: a sharded commit waits for missing shards only a little longer
+        self.abandoned = threading.Event()
         self._pace_lock = threading.Lock()
         self._pace_next = 0.0
         self.known: dict[str, int] | None = None  # chunk digest -> size, present in the store
@@ -251,7 +253,7 @@ class CheckpointWriter:
         self._prev_sig, self._prev_fast, self._prev_digests = sig, fast, digests
         manifest.stats["shard_seconds"] = round(time.perf_counter() - t0, 4)
         if shard.rank == 0:
-            merged = commit_global(self.store, manifest, shard)
+            merged = commit_global(self.store, manifest, shard, self.abandoned)
             manifest.stats["committed"] = True
             manifest.stats["global_bytes"] = merged.total_bytes
             manifest.stats["ranks"] = merged.stats["ranks"]

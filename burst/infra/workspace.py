@@ -27,6 +27,7 @@ reaper) can reopen the same state from the run id.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -347,12 +348,51 @@ def backend_for(kind: str, run_id: str, env: Env = None) -> dict[str, str]:
     return backend
 
 
+#: The ``tf-site-vars`` workflow parameter when BURST_TF_SITE_VARS is a directory: every
+#: region's site file in one document (a workflow parameter is text), which the steps expand
+#: again beside the file they were given (burst/runner/argo.py, site_vars_for).
+SITE_MAP_KIND = "burst/site-vars-by-region"
+_SITE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def site_map(directory: Path) -> str:
+    """The directory's ``<name>.tfvars`` / ``<name>.tfvars.json`` files as one document."""
+    files: dict[str, str] = {}
+    for f in sorted(directory.iterdir()):
+        if f.is_file() and (f.name.endswith(".tfvars") or f.name.endswith(".tfvars.json")):
+            files[f.name] = f.read_text(encoding="utf-8")
+    if not files:
+        raise BadInputError(f"BURST_TF_SITE_VARS: {directory} holds no <region>.tfvars file")
+    return json.dumps({"kind": SITE_MAP_KIND, "files": files}, sort_keys=True)
+
+
+def expand_site_map(site: Path) -> Path:
+    """``site`` itself, or, when it holds a site map, the directory it expands to (beside it:
+    ``<site>.d/``), so that the per-region choice below applies in a pod as on a laptop."""
+    try:
+        doc = json.loads(site.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return site
+    if not isinstance(doc, dict) or doc.get("kind") != SITE_MAP_KIND:
+        return site  # a tfvars.json of one site
+    out = site.parent / f"{site.name}.d"
+    out.mkdir(parents=True, exist_ok=True)
+    for name, body in dict(doc.get("files") or {}).items():
+        stem = str(name).removesuffix(".json").removesuffix(".tfvars")
+        if not _SITE_NAME.match(stem) or not str(name).endswith((".tfvars", ".tfvars.json")):
+            raise BadInputError(f"BURST_TF_SITE_VARS: {name!r} is not <region>.tfvars")
+        (out / str(name)).write_text(str(body), encoding="utf-8")
+    return out
+
+
 def site_vars_for(kind: str, region: str | None, env: Env = None) -> Path:
     """The site's variable file for this stack and region (``BURST_TF_SITE_VARS``)."""
     given = resolve(env).tf_site_vars
     if given is None:
         raise BadInputError(f"the {kind} stack needs BURST_TF_SITE_VARS to be set")
     site = given.resolve()
+    if site.is_file():
+        site = expand_site_map(site)
     if site.is_dir():
         names = [f"{kind}.tfvars", f"{kind}.tfvars.json"]
         if region:

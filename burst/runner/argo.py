@@ -121,7 +121,11 @@ def terraform_parameters() -> dict[str, str]:
         if (text := env.raw(var))
     }
     site = env.raw("BURST_TF_SITE_VARS")
-    if site:
+    if site and Path(site).is_dir():  # one site file per region: the steps pick theirs
+        from burst.infra.workspace import site_map
+
+        params["tf-site-vars"] = site_map(Path(site))
+    elif site:
         try:
             params["tf-site-vars"] = Path(site).read_text(encoding="utf-8")
         except OSError as exc:

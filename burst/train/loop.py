@@ -262,7 +262,7 @@ class TrainRun:
                 if tier == "full":
                     last_full = done
                 log.info("step %d loss %.5f: %s checkpoint handed to the writer", done, loss, tier)
-        store.commit()
+        self._final_commit(store, total)
         self._learn(store)
         if ranks.many:
             self._collect_garbage(store)
@@ -280,6 +280,37 @@ class TrainRun:
             final_weights_sha256=engine.weights_sha256(),
         )
         return doc
+
+    def _final_commit(self, store: RunCheckpoints, total: int) -> None:
+        """Wait for the last save. A worker that died after committing it (its reply lost)
+        is no failure: the store says what committed (rank 0's store, for every rank). If the
+        final checkpoint did not commit, the attempt ends with exit 75: requeued, it resumes
+        from the last committed one (an infrastructure fault, never bad input)."""
+        try:
+            store.commit()
+            failed: str | None = None
+        except CheckpointError as exc:
+            failed = exc.one_line()
+
+        def verdict() -> str | None:
+            latest = store.latest("full")
+            if latest is not None and latest.step == total:
+                if failed:
+                    log.warning("%s; the final checkpoint committed nevertheless", failed)
+                return None
+            return failed or f"no full checkpoint of the last step {total} in the store"
+
+        problem = self.ranks.decide(verdict)
+        if problem is None:
+            return
+        self.record.update(outcome="final-save-lost", ended_at_step=total, error=problem)
+        self._finish(store)
+        stop = Preempted(
+            f"the final checkpoint (step {total}) did not commit: {problem}; exit 75 to "
+            "requeue from the last committed one"
+        )
+        stop.doc = self._doc(store, total)  # type: ignore[attr-defined]
+        raise stop
 
     def _over(self, step: int) -> BudgetExceeded | None:
         """This rank's budget check."""
