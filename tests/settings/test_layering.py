@@ -39,9 +39,12 @@ def test_storage_takes_a_uri_not_a_spec() -> None:
     assert _offenders("storage", ("burst.spec", "burst.infra", "burst.train")) == []
 
 
-def test_the_runner_does_not_reach_into_infra() -> None:
-    """Only the shared one-line formatting of remote failures (Argo's, like AWS's)."""
-    assert _offenders("runner", ("burst.infra",), allowed=("burst.infra.remote_errors",)) == []
+def test_the_runner_does_not_reach_into_infra_for_the_spec() -> None:
+    """The node count is the spec's (burst.spec.node_count), never the provisioner's. Allowed:
+    the shared one-line formatting of remote failures, and the site tfvars layout the
+    workflow's parameters carry (burst.infra.workspace.site_map, a fact of the environment)."""
+    allowed = ("burst.infra.remote_errors", "burst.infra.workspace")
+    assert _offenders("runner", ("burst.infra",), allowed=allowed) == []
 
 
 def test_one_node_count_one_set_of_tag_keys_one_checkout_root() -> None:
