@@ -56,6 +56,9 @@ DEFAULT_DEADLINE_S = 24 * 3600
 WORKFLOW_DEADLINE_S = DEFAULT_DEADLINE_S + 3600
 
 
+#: Retries of the teardown step (any failure, a killed pod too), with backoff.
+TEARDOWN_RETRIES = "3"
+
 SITE_VARS_PATH = "/tmp/inputs/site.tfvars"
 
 #: What train (one pod, or the gang) gets from provision: its document, the plan, and the
@@ -293,7 +296,16 @@ def build() -> WorkflowTemplate:
             ),
         )
         teardown = _step_container(
-            "teardown", output="teardown", extra_env=(state_key,), site_vars=True
+            "teardown",
+            output="teardown",
+            extra_env=(state_key,),
+            site_vars=True,
+            # a teardown pod that is killed or fails is run again: the resources must go
+            retry_strategy=RetryStrategy(
+                limit=TEARDOWN_RETRIES,
+                retry_policy="Always",
+                backoff=m.Backoff(duration="10s", factor=m.IntOrString(root=2), max_duration="15m"),
+            ),
         )
         propagate = Container(
             name="propagate-failure",

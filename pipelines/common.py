@@ -21,9 +21,11 @@ OUTPUTS_DIR: Final = "/tmp/outputs"
 #: Stable capacity: every pod but train's (teardown above all) lands on on-demand nodes.
 STABLE_NODES: Final = {"eks.amazonaws.com/capacityType": "ON_DEMAND"}
 
-#: Preemption (exit 75) or node loss (exit -1 "pod deleted" / "imminent node shutdown").
+#: Preemption (exit 75), an infrastructure failure of the step (exit 4: the checkpoint store
+#: stayed down past the train step's retry budget; the next attempt resumes from what it
+#: holds) or node loss (exit -1 "pod deleted" / "imminent node shutdown").
 RETRY_ON_PREEMPTION: Final = (
-    "lastRetry.exitCode == '75' || (lastRetry.exitCode == '-1' && "
+    "lastRetry.exitCode == '75' || lastRetry.exitCode == '4' || (lastRetry.exitCode == '-1' && "
     "(lastRetry.message contains 'pod deleted' || "
     "lastRetry.message contains 'imminent node shutdown'))"
 )

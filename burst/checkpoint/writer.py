@@ -35,7 +35,7 @@ from burst.checkpoint.manifest import (
     check_tier,
     chunk_key,
 )
-from burst.storage.base import ObjectStore
+from burst.storage.base import ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -163,14 +163,25 @@ class CheckpointWriter:
                 "hash_seconds": round(hash_s, 4),
             },
         )
-        faults.point("before-manifest")
+        faults.point(f"before-manifest@{step}")
         self.store.put_bytes(manifest.key, manifest.to_bytes())  # the commit
-        faults.point("before-latest")
-        latest = {"step": step, "tier": tier, "manifest": manifest.key}
-        self.store.put_bytes(LATEST_KEY, json.dumps(latest).encode())
-        faults.point("after-latest")
-        self.store.delete([pending_key])
+        # Committed: what follows is bookkeeping. Its failure is reported with the result,
+        # never as a failed save (``latest`` is a hint; the manifests are the truth, and GC
+        # removes a stale pending record after its grace).
         self._prev_sig, self._prev_fast, self._prev_digests = sig, fast, digests
+        try:
+            faults.point(f"before-latest@{step}")
+            latest = {"step": step, "tier": tier, "manifest": manifest.key}
+            self.store.put_bytes(LATEST_KEY, json.dumps(latest).encode())
+            faults.point(f"after-latest@{step}")
+            self.store.delete([pending_key])
+        except StoreError as exc:
+            log.warning(
+                "checkpoint step %d committed; clean-up after the commit failed: %s",
+                step,
+                exc.one_line(),
+            )
+            manifest.stats["cleanup_error"] = exc.one_line()
         manifest.stats["seconds"] = round(time.perf_counter() - t0, 4)
         log.info(
             "checkpoint step %d (%s) committed: %d/%d chunks uploaded, %d bytes, %.2fs",
