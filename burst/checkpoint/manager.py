@@ -442,6 +442,10 @@ class CheckpointManager:
                 err,
                 tries + 1,
                 delay,
+                req["step"],
+                err,
+                tries + 1,
+                delay,
             )
             time.sleep(delay)
             delay = min(delay * 2, 8.0)
