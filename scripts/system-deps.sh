@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages the test suite runs for real: Debian's docker-registry (a real OCI registry
 # on loopback, for image-signature tests), chromium (renders the HTML run report) and
-# prometheus-pushgateway (a real Pushgateway on loopback for the metrics push).
+# prometheus-pushgateway (a real Pushgateway on loopback for the metrics push) and npm (fetches
+# the pinned provider bindings whose .jsii schemas tests/terraform/test_tf_schema.py checks).
 # Idempotent; installs only what is missing, and only where it can (root with apt-get).
 set -euo pipefail
 missing=()
@@ -9,6 +10,7 @@ command -v docker-registry >/dev/null 2>&1 || [ -x /usr/bin/docker-registry ] ||
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v prometheus-pushgateway >/dev/null 2>&1 || [ -x /usr/bin/prometheus-pushgateway ] \
   || missing+=(prometheus-pushgateway)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: please install: ${missing[*]} (Debian packages)" >&2

@@ -41,6 +41,7 @@ from burst.checkpoint.replication import ReplicationResult, replicate
 from burst.checkpoint.restore import Restored, restore_checkpoint
 from burst.checkpoint.staging import HostBuffer
 from burst.checkpoint.tree import flatten
+from burst.checkpoint.verify import ChunkAudit
 from burst.errors import BadInputError, CheckpointError
 from burst.storage import ObjectStore, open_store
 from burst.storage.base import StoreError
@@ -137,6 +138,9 @@ class CheckpointManager:
         self._unwaited_error: str | None = None  # failure of the newest save, until wait()
         self._unwaited_kind: str | None = None  # "worker", "store", "checkpoint", "error"
         self._closed = False
+        # What restores here found: sound chunks (the worker need not read them again) and
+        # corrupt ones (quarantined; the worker must upload them again).
+        self._audit = ChunkAudit()
 
     # -- worker process -------------------------------------------------------------------
 
@@ -192,6 +196,7 @@ class CheckpointManager:
             "upload_rate": self.upload_rate,
             "keep_full": self.keep_full,
             "keep_weights": self.keep_weights,
+            "trust": sorted(self._audit.sound - self._audit.corrupt),
         }
         assert proc.stdin is not None and proc.stdout is not None
         try:
@@ -477,9 +482,33 @@ class CheckpointManager:
         fallback: bool | None = None,
     ) -> Restored:
         """Load a committed checkpoint (newest by default), verifying every chunk."""
-        return restore_checkpoint(
-            self.store, step, tier=tier, into=into, fallback=fallback, concurrency=self.concurrency
-        )
+        audit = ChunkAudit()
+        try:
+            return restore_checkpoint(
+                self.store,
+                step,
+                tier=tier,
+                into=into,
+                fallback=fallback,
+                concurrency=self.concurrency,
+                audit=audit,
+            )
+        finally:
+            self._audit.sound |= audit.sound - audit.corrupt
+            self._audit.sound -= audit.corrupt
+            self._audit.corrupt |= audit.corrupt
+            if self._proc is not None and self._proc.poll() is None:
+                self._tell_worker(audit)
+
+    def _tell_worker(self, audit: ChunkAudit) -> None:
+        """A running worker learns what a restore found (acted on at once, like "hurry")."""
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return
+        req = {"op": "audit", "sound": sorted(audit.sound), "corrupt": sorted(audit.corrupt)}
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.write(json.dumps(req, separators=(",", ":")) + "\n")
+            proc.stdin.flush()
 
     def collect_garbage(self, grace: float = 0.0, *, retention: bool = True) -> dict[str, Any]:
         """Apply retention and delete unreferenced chunks, in the worker, after the save."""

@@ -18,6 +18,7 @@ from burst.checkpoint.catalog import list_checkpoints, load_manifest
 from burst.checkpoint.layout import ArrayEntry, SpanIndex
 from burst.checkpoint.manifest import CheckpointRef, ChunkRef, Manifest, chunk_key
 from burst.checkpoint.tree import array_paths, flatten, unflatten
+from burst.checkpoint.verify import ChunkAudit, quarantine_chunk
 from burst.errors import CheckpointError
 from burst.storage.base import ObjectMissing, ObjectStore, StoreError
 
@@ -69,8 +70,16 @@ def _allocate(entry: ArrayEntry, target: Any) -> tuple[Any, np.ndarray]:
 
 
 def fetch_arrays(
-    store: ObjectStore, manifest: Manifest, *, into: list[Any] | None = None, concurrency: int = 8
+    store: ObjectStore,
+    manifest: Manifest,
+    *,
+    into: list[Any] | None = None,
+    concurrency: int = 8,
+    audit: ChunkAudit | None = None,
 ) -> list[Any]:
+    """Fetch and verify every chunk; a corrupt one is quarantined (see burst.checkpoint.verify)
+    and the checkpoint is a CheckpointError. ``audit`` collects the digests that checked and
+    the corrupt ones."""
     where = f"{store.url}/{manifest.key}"
     name = f"checkpoint step {manifest.step} ({manifest.tier})"
     targets = into if into is not None and len(into) == len(manifest.arrays) else None
@@ -102,9 +111,15 @@ def fetch_arrays(
                 raise
             data = b""  # wrong size: reported as corrupt below
         if len(data) != chunk.size or blake3.blake3(data).hexdigest() != chunk.digest:
+            # Deduplication must never trust these bytes again: the next save uploads it.
+            quarantine_chunk(store, chunk.digest, bytes(data) if len(data) else None)
+            if audit is not None:
+                audit.corrupt.add(chunk.digest)
             raise CheckpointError(
                 f"{name}: chunk {chunk.digest[:16]} is corrupt (checksum mismatch)", where=where
             )
+        if audit is not None:
+            audit.sound.add(chunk.digest)
         if not direct:
             src = np.frombuffer(data, dtype=np.uint8)
             for idx, e_off, c_off, length in segs:
@@ -147,7 +162,12 @@ def _copy_into(target: Any, value: Any) -> None:
 
 
 def restore_ref(
-    store: ObjectStore, ref: CheckpointRef, *, into: Any = None, concurrency: int = 8
+    store: ObjectStore,
+    ref: CheckpointRef,
+    *,
+    into: Any = None,
+    concurrency: int = 8,
+    audit: ChunkAudit | None = None,
 ) -> Restored:
     manifest = load_manifest(store, ref)
     into_arrays = None
@@ -157,7 +177,9 @@ def restore_ref(
         by_path = dict(zip(array_paths(skeleton), arrays, strict=True))
         into_arrays = [by_path.get(p) for p in array_paths(manifest.tree)]
     try:
-        arrays = fetch_arrays(store, manifest, into=into_arrays, concurrency=concurrency)
+        arrays = fetch_arrays(
+            store, manifest, into=into_arrays, concurrency=concurrency, audit=audit
+        )
     except StoreError as exc:
         raise CheckpointError(
             f"checkpoint step {ref.step} ({ref.tier}): {exc.one_line()}",
@@ -174,6 +196,7 @@ def restore_checkpoint(
     into: Any = None,
     fallback: bool | None = None,
     concurrency: int = 8,
+    audit: ChunkAudit | None = None,
 ) -> Restored:
     """Restore ``step`` (newest if None); with fallback, older complete ones on failure."""
     refs = list_checkpoints(store, tier)
@@ -195,7 +218,7 @@ def restore_checkpoint(
     failures: list[str] = []
     for ref in reversed(refs):
         try:
-            restored = restore_ref(store, ref, into=into, concurrency=concurrency)
+            restored = restore_ref(store, ref, into=into, concurrency=concurrency, audit=audit)
         except CheckpointError as exc:
             if not fallback:
                 raise

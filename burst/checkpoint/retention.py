@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from burst.checkpoint.catalog import list_checkpoints, load_manifest, read_latest
@@ -35,9 +36,11 @@ def select_expired(
     refs: list[CheckpointRef],
     keep_full: int | None,
     keep_weights: int | None,
-    protect: CheckpointRef | None = None,
+    protect: CheckpointRef | Collection[CheckpointRef | None] | None = None,
 ) -> list[CheckpointRef]:
-    """Checkpoints beyond the newest ``keep_full`` full / ``keep_weights`` weights-only ones."""
+    """Checkpoints beyond the newest ``keep_full`` full / ``keep_weights`` weights-only ones,
+    except those in ``protect``."""
+    kept = {protect} if isinstance(protect, CheckpointRef) else set(protect or ())
     expired: list[CheckpointRef] = []
     for tier, keep in (("full", keep_full), ("weights", keep_weights)):
         if keep is None:
@@ -45,8 +48,19 @@ def select_expired(
         if keep < 1:
             raise CheckpointError(f"keep_{tier} must be at least 1, not {keep}")
         mine = [r for r in refs if r.tier == tier]
-        expired += [r for r in mine[: max(0, len(mine) - keep)] if r != protect]
+        expired += [r for r in mine[: max(0, len(mine) - keep)] if r not in kept]
     return expired
+
+
+def newest_verified(store: ObjectStore, refs: list[CheckpointRef]) -> CheckpointRef | None:
+    """The newest checkpoint committed by a writer that verified every chunk it references."""
+    for ref in reversed(refs):
+        try:
+            if load_manifest(store, ref).stats.get("verified") is True:
+                return ref
+        except CheckpointError:
+            continue
+    return None
 
 
 def collect_garbage(
@@ -87,9 +101,11 @@ def collect_garbage(
 def apply_retention(
     store: ObjectStore, *, keep_full: int | None, keep_weights: int | None, grace: float = 3600.0
 ) -> GcResult:
-    """Delete expired manifests (never the one ``latest.json`` names), then GC chunks."""
+    """Delete expired manifests, then GC chunks. Never deleted: the checkpoint ``latest.json``
+    names, and the newest one whose writer verified every chunk (``stats.verified``)."""
     refs = list_checkpoints(store)
-    expired = select_expired(refs, keep_full, keep_weights, protect=read_latest(store))
+    protect = [read_latest(store), newest_verified(store, refs)]
+    expired = select_expired(refs, keep_full, keep_weights, protect=protect)
     store.delete(r.key for r in expired)  # the checkpoint stops existing here
     result = collect_garbage(store, grace=grace)
     result.deleted_manifests = [r.key for r in expired]

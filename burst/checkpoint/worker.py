@@ -40,6 +40,7 @@ class Worker:
             concurrency=int(init.get("concurrency", 8)),
             upload_rate=float(rate) if rate else None,
         )
+        self.writer.trust(set(init.get("trust") or ()))
         self.keep_full = init.get("keep_full")
         self.keep_weights = init.get("keep_weights")
         self.buffer: AttachedBuffer | None = None
@@ -138,11 +139,16 @@ def main() -> int:
     requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
     def read_requests() -> None:
-        # "hurry" acts at once (it lifts the pacing of the save in progress); the others queue.
+        # "hurry" acts at once (it lifts the pacing of the save in progress), and so does
+        # "audit" (chunks a restore verified or quarantined); the others queue.
         for line in sys.stdin:
             req = json.loads(line)
             if req.get("op") == "hurry":
                 worker.writer.hurry.set()
+                continue
+            if req.get("op") == "audit":  # what a restore in the trainer found
+                worker.writer.forget(set(req.get("corrupt") or ()))
+                worker.writer.trust(set(req.get("sound") or ()))
                 continue
             if req.get("op") == "save":
                 worker.writer.hurry.clear()

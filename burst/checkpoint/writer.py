@@ -8,6 +8,13 @@ Runs in the background worker process. Order is what makes a checkpoint atomic:
    in parallel;
 3. write the manifest (the commit), then move ``latest.json``, then drop the pending record.
 A crash before 3 leaves only unreferenced chunks, which GC removes later.
+
+Deduplication trusts a chunk only once it has been checked: chunks this writer uploaded, or
+read back and found to hold their blake3 (once per worker; the trainer's restore passes the
+digests it has just verified, so resuming does not read them twice). The store's listing
+gives every chunk's size: a chunk of the wrong size is uploaded again at once. A chunk that
+does not verify is quarantined (``burst.checkpoint.verify``) and uploaded again, so every
+manifest this writer commits references only verified bytes (``stats.verified``).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from burst.checkpoint.manifest import (
     check_tier,
     chunk_key,
 )
+from burst.checkpoint.verify import chunk_is_sound
 from burst.storage.base import ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -54,24 +62,44 @@ class CheckpointWriter:
         self.hurry = threading.Event()
         self._pace_lock = threading.Lock()
         self._pace_next = 0.0
-        self.known: set[str] | None = None  # chunk digests present in the store
+        self.known: dict[str, int] | None = None  # chunk digest -> size, present in the store
+        self.verified: set[str] = set()  # digests known to hold their bytes (uploaded/checked)
         self._known_lock = threading.Lock()
         self._prev_sig: str | None = None
         self._prev_fast: list[bytes] = []
         self._prev_digests: list[str] = []
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ckpt-up")
 
-    def load_known(self) -> set[str]:
+    def load_known(self) -> dict[str, int]:
         if self.known is None:
-            self.known = {info.key[len(CHUNK_PREFIX) :] for info in self.store.list(CHUNK_PREFIX)}
+            self.known = {
+                info.key[len(CHUNK_PREFIX) :]: info.size for info in self.store.list(CHUNK_PREFIX)
+            }
         return self.known
 
     def forget(self, digests: set[str]) -> None:
-        """Chunks that GC removed: upload them again if a later save needs them."""
+        """Chunks that GC removed (or that were quarantined): upload them again if needed."""
         with self._known_lock:
             if self.known is not None:
-                self.known -= digests
+                for digest in digests:
+                    self.known.pop(digest, None)
+            self.verified -= digests
         self._prev_sig = None
+
+    def trust(self, digests: set[str]) -> None:
+        """Chunks someone has just read back and verified (a restore): no need to re-read."""
+        with self._known_lock:
+            self.verified |= digests
+
+    def _check(self, digest: str, size: int) -> bool:
+        """Read a chunk the save would reuse; False if it must be uploaded again."""
+        sound = chunk_is_sound(self.store, digest, size)  # quarantines a corrupt one
+        with self._known_lock:
+            if sound:
+                self.verified.add(digest)
+            elif self.known is not None:
+                self.known.pop(digest, None)
+        return bool(sound)
 
     def _pace(self, nbytes: int) -> None:
         if not self.upload_rate or self.hurry.is_set():
@@ -90,7 +118,8 @@ class CheckpointWriter:
         self.store.put_bytes(chunk_key(digest), view)
         with self._known_lock:
             assert self.known is not None
-            self.known.add(digest)
+            self.known[digest] = len(view)
+            self.verified.add(digest)
         faults.point("chunk-uploaded")
         return len(view)
 
@@ -131,7 +160,22 @@ class CheckpointWriter:
         scheduled: set[str] = set()
         self._pace_next = time.monotonic()
         with self._known_lock:
-            missing = [(d, s) for d, s in zip(digests, spans, strict=True) if d not in known]
+            missing = [
+                (d, s)
+                for d, s in zip(digests, spans, strict=True)
+                if known.get(d) != s.size  # absent, or present with the wrong size
+            ]
+            unchecked = {
+                d: s.size
+                for d, s in zip(digests, spans, strict=True)
+                if known.get(d) == s.size and d not in self.verified
+            }
+        if unchecked:  # reused chunks nobody has verified in this worker yet: read them once
+            checks = {d: self._pool.submit(self._check, d, n) for d, n in unchecked.items()}
+            bad = {d for d, fut in checks.items() if not fut.result()}
+            missing += [(d, s) for d, s in zip(digests, spans, strict=True) if d in bad]
+            if bad:
+                log.warning("%d stored chunk(s) failed verification: uploading them", len(bad))
         for digest, span in missing:
             if digest in scheduled:
                 continue
@@ -161,6 +205,8 @@ class CheckpointWriter:
                 "uploaded_chunks": len(futures),
                 "reused_chunks": len(spans) - len(futures),
                 "hash_seconds": round(hash_s, 4),
+                "verified_chunks": len(unchecked),
+                "verified": True,  # every chunk was uploaded or read back by this writer
             },
         )
         faults.point(f"before-manifest@{step}")

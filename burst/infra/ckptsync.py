@@ -6,6 +6,10 @@ node group would kill that upload. Teardown reads the train attempts' records (k
 run's store, so this works from any pod) for the step whose checkpoint should become durable,
 and waits, bounded, until the store holds a committed checkpoint at that step or later.
 
+The manifest alone proves nothing: the final checkpoint's every chunk is read back and checked
+against its blake3 (a corrupt one is quarantined), and the sync is confirmed only if it
+verifies; otherwise the document names the newest checkpoint that does.
+
 Destroying always goes ahead afterwards (a rented GPU must not keep running), but an
 unconfirmed sync is reported loudly in the teardown document.
 """
@@ -18,7 +22,8 @@ import os
 import time
 from typing import Any
 
-from burst.checkpoint.catalog import latest_checkpoint
+from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
+from burst.checkpoint.verify import newest_restorable, verify_checkpoint
 from burst.errors import BadInputError, BurstError
 from burst.spec import BurstJob
 from burst.storage import open_store
@@ -83,14 +88,38 @@ def confirm_checkpoint_sync(
         log.error("cannot confirm the checkpoint sync: %s", exc)
         return {"confirmed": False, "error": str(exc), "waited_s": 0.0}
     confirmed = want is None or (latest is not None and latest.step >= want)
-    doc = {
+    doc: dict[str, Any] = {
         "store": url,
         "expected_step": want,
         "latest": None if latest is None else {"step": latest.step, "tier": latest.tier},
         "confirmed": confirmed,
-        "waited_s": round(time.monotonic() - started, 3),
     }
-    if not confirmed:
+    if latest is not None:
+        # The manifest is not the checkpoint: read back every chunk of the final one.
+        try:
+            check = verify_checkpoint(store, latest)
+        except (BurstError, OSError) as exc:
+            doc.update(
+                confirmed=False,
+                verified=False,
+                error=exc.one_line() if isinstance(exc, BurstError) else str(exc),
+            )
+        else:
+            doc["verified"] = check.ok
+            if not check.ok:
+                doc["confirmed"] = confirmed = False
+                doc["error"] = check.problem()
+                older = [r for r in list_checkpoints(store) if r != latest]
+                good, _ = newest_restorable(store, older)
+                doc["restorable"] = None if good is None else {"step": good.step, "tier": good.tier}
+                log.error(
+                    "%s in %s: the run resumes from %s",
+                    check.problem(),
+                    url,
+                    "scratch" if good is None else f"step {good.step}",
+                )
+    doc["waited_s"] = round(time.monotonic() - started, 3)
+    if not confirmed and "verified" not in doc:
         log.error(
             "checkpoint at step %s is not in %s after %.0f s: destroying anyway; the run "
             "resumes from step %s",

@@ -37,6 +37,7 @@ from burst.errors import (
 from burst.infra.terraform import Terraform
 from burst.infra.workspace import VARS_FILE, Workspace, workspace_for, write_vars
 from burst.obs.events import PROVISION_ATTEMPT, emit
+from burst.plan.placement import default_capacity
 from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
@@ -260,7 +261,7 @@ class Provisioner:
             )
         for index, cand in enumerate(ordered, start=1):
             region = cand["region"]
-            capacity = str(cand.get("capacity") or self.job.compute.capacity.value)
+            capacity = str(cand.get("capacity") or default_capacity(self.job.compute.capacity))
             cand = {**cand, "capacity": capacity}
             variables = self.ws.variables(
                 run_id=self.run_id,

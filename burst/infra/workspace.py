@@ -212,6 +212,8 @@ class Workspace:
             "accelerator": gpu_type,
             "node_count": node_count,
         }
+        if capacity == "spot_with_floor":
+            variables["on_demand_floor"] = int(candidate.get("floor_nodes") or 0)
         if candidate.get("instance"):
             variables["instance_types"] = [candidate["instance"]]
         else:

@@ -30,11 +30,24 @@ from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
 
+# One capacity vocabulary (spec, plan, stacks, docs). The spec's ``compute.capacity`` is a
+# policy: which kinds of candidate the planner may rank. A candidate's ``capacity`` is what a
+# stack applies: ``spot``, ``on_demand``, or ``spot_with_floor`` (spot nodes plus
+# ``floor_nodes`` on-demand nodes that are never pre-empted). Every stack's ``capacity``
+# variable accepts exactly CANDIDATE_CAPACITIES (tests/terraform/test_capacity_vocabulary.py).
 CAPACITIES = {
     "spot": ("spot",),
     "on_demand": ("on_demand",),
-    "spot_with_fallback": ("spot", "on_demand"),
+    "spot_with_fallback": ("spot", "on_demand"),  # spot first, on-demand candidates to fail over to
 }
+CANDIDATE_CAPACITIES = ("spot", "on_demand", "spot_with_floor")
+
+
+def default_capacity(spec_capacity: str) -> str:
+    """The candidate capacity a candidate without one gets: the policy's first kind."""
+    return CAPACITIES.get(str(spec_capacity), ("spot",))[0]
+
+
 VERDICT_RANK = {"allow": 0, "review": 1, "unchecked": 1}
 MAX_SIM_EVENTS = 200_000  # checkpoints simulated per candidate, across replicas
 

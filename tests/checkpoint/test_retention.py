@@ -3,6 +3,7 @@ GC is safe while a save is in flight."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import torch
@@ -122,3 +123,25 @@ def test_retention_failure_does_not_fail_a_committed_save(local_store: ObjectSto
         assert result is not None and "error" in result.extra["retention"]
         assert [r.step for r in mgr.checkpoints()] == [1, 2]
         assert mgr.restore().step == 2
+
+
+def test_retention_never_deletes_the_newest_verified_checkpoint(local_store: ObjectStore) -> None:
+    from burst.checkpoint.manifest import Manifest
+    from burst.checkpoint.retention import newest_verified
+
+    with CheckpointManager(local_store) as mgr:
+        mgr.save(1, {"w": torch.zeros(8)}, tier="full")
+        mgr.wait()
+    # a newer checkpoint committed by something that did not verify its chunks (an old writer)
+    (ref1,) = list_checkpoints(local_store)
+    m = load_manifest(local_store, ref1)
+    assert m.stats["verified"] is True
+    m2 = Manifest(2, "full", m.created_at, m.chunk_size, m.total_bytes, m.arrays, m.chunks, m.tree)
+    local_store.put_bytes(m2.key, m2.to_bytes())
+    latest = {"step": 2, "tier": "full", "manifest": m2.key}
+    local_store.put_bytes("latest.json", json.dumps(latest).encode())
+    refs = list_checkpoints(local_store)
+    assert newest_verified(local_store, refs) == ref1
+    res = apply_retention(local_store, keep_full=1, keep_weights=None, grace=0.0)
+    assert res.deleted_manifests == []  # step 1 is the newest verified one: kept
+    assert [r.step for r in list_checkpoints(local_store)] == [1, 2]

@@ -213,14 +213,16 @@ def test_aws_workspace_backend_key_vars_and_record(tmp_path: Path) -> None:
         candidate={
             "region": "me-central-1",
             "provider": "aws",
-            "capacity": "spot_with_fallback",
+            "capacity": "spot_with_floor",
+            "floor_nodes": 1,
             "instance": "p5.48xlarge",
         },
         gpu_type="h100",
         node_count=2,
         tags=tags,
     )
-    assert v["instance_types"] == ["p5.48xlarge"] and v["capacity"] == "spot_with_fallback"
+    assert v["instance_types"] == ["p5.48xlarge"] and v["capacity"] == "spot_with_floor"
+    assert v["on_demand_floor"] == 1
     assert v["expires_at"] == "2030-01-01T00:00:00Z" and v["extra_tags"] == {
         "burst:priority": "normal"
     }

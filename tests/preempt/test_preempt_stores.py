@@ -113,3 +113,76 @@ def store_refs(store):  # type: ignore[no-untyped-def]
     from burst.checkpoint import list_checkpoints
 
     return list_checkpoints(store)
+
+
+def test_a_corrupt_chunk_is_never_trusted_by_deduplication(tmp_path: Path) -> None:
+    """The K-class case: a bit flips in a chunk of the newest full checkpoint. The resumed run
+    falls back, retrains, and its saves hash to that chunk's name again: the chunk must be
+    uploaded again (it was quarantined), so every checkpoint the run commits restores, and the
+    final one equals an uninterrupted run's."""
+    from burst.checkpoint import CheckpointManager, load_manifest
+    from burst.checkpoint.manifest import chunk_key
+    from burst.checkpoint.tree import flatten
+    from burst.spec import load_spec
+    from burst.storage import open_store
+    from burst.train.checkpoints import run_store_url
+
+    spec = write_spec(tmp_path)
+    job = load_spec(spec)
+    codes, base = _finish(spec, "clean", tmp_path / "runs", {})
+    assert codes == [0]
+    clean = open_store(run_store_url(job, "clean"))
+    clean_refs = store_refs(clean)
+    final_chunks = {c.digest for c in load_manifest(clean, clean_refs[-1]).chunks}
+    a = run_attempt(
+        spec,
+        "bitrot",
+        tmp_path / "runs",
+        {"BURST_PREEMPT_AT_STEPS": "25", "BURST_SIGTERM_GRACE_S": "0"},
+    )
+    assert a.code == EXIT_PREEMPTED
+    store = open_store(run_store_url(job, "bitrot"))
+    (ref,) = [r for r in store_refs(store) if (r.step, r.tier) == (20, "full")]
+    chunks = [c.digest for c in load_manifest(store, ref).chunks]
+    # prefer a chunk the final checkpoint will reference too (the worst case), else any
+    digest = next((d for d in chunks if d in final_chunks), chunks[len(chunks) // 2])
+    data = bytearray(store.get_bytes(chunk_key(digest)))
+    data[len(data) // 2] ^= 0x10  # one flipped bit: same size, wrong content
+    store.put_bytes(chunk_key(digest), bytes(data))
+
+    a = run_attempt(spec, "bitrot", tmp_path / "runs", {})
+    assert a.code == 0
+    doc = a.doc()
+    assert doc["resumed_from"] == 10
+    assert doc["final_weights_sha256"] == base["final_weights_sha256"]
+    mgr = CheckpointManager(store)
+    refs = store_refs(store)
+    assert (20, "full") in [(r.step, r.tier) for r in refs]
+    for r in refs:  # every checkpoint the run kept restores, verified chunk by chunk
+        mgr.restore(r.step, tier=r.tier, fallback=False)
+    final = mgr.restore(fallback=False)
+    expect = CheckpointManager(clean).restore(fallback=False)
+    assert (final.step, final.tier) == (expect.step, expect.tier) == (30, "full")
+    tree, arrays = flatten(final.state)
+    expect_tree, expect_arrays = flatten(expect.state)
+    assert tree == expect_tree
+    assert [to_bytes(x) for x in arrays] == [to_bytes(x) for x in expect_arrays]
+    assert store.get_bytes(f"quarantine/{digest}") == bytes(data)  # kept for a post-mortem
+    assert blake3_of(store.get_bytes(chunk_key(digest))) == digest  # uploaded again
+    mgr.close()
+
+
+def blake3_of(data: bytes) -> str:
+    import blake3
+
+    return blake3.blake3(data).hexdigest()
+
+
+def to_bytes(x: object) -> bytes:
+    import numpy as np
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes() if x.numel() else b""
+    assert isinstance(x, np.ndarray)
+    return x.tobytes()

@@ -81,3 +81,33 @@ def test_nothing_to_wait_for_without_a_training_attempt(quickstart_in: Path) -> 
 def test_expected_step_of_a_finished_attempt() -> None:
     assert expected_step([{"outcome": "done", "ended_at_step": 30}]) == 30
     assert expected_step([{"outcome": "failed", "ended_at_step": 7}]) is None
+
+
+def test_a_final_checkpoint_with_a_corrupt_chunk_is_not_a_confirmed_sync(
+    quickstart_in: Path,
+) -> None:
+    from burst.checkpoint import load_manifest
+    from burst.checkpoint.manifest import chunk_key
+
+    job = _job(quickstart_in)
+    url = run_store_url(job, "sync-rot")
+    with CheckpointManager(url, chunk_size=1024) as mgr:
+        mgr.save(10, {"w": torch.zeros(512)}, tier="full")
+        mgr.wait()
+        mgr.save(12, {"w": torch.ones(512)}, tier="full")
+        mgr.wait()
+    _attempt(url, {"attempt": 1, "outcome": "done", "ended_at_step": 12})
+    store = open_store(url)
+    ref = mgr.latest()
+    assert ref is not None and ref.step == 12
+    digest = load_manifest(store, ref).chunks[0].digest
+    data = bytearray(store.get_bytes(chunk_key(digest)))
+    data[7] ^= 0x01
+    store.put_bytes(chunk_key(digest), bytes(data))
+    doc = confirm_checkpoint_sync(job, "sync-rot", wait_s=0.3, poll_s=0.1)
+    # the manifest is there, but the checkpoint does not restore: not a confirmed sync
+    assert doc["latest"]["step"] == 12 and doc["verified"] is False
+    assert doc["confirmed"] is False
+    assert "1 corrupt chunk" in doc["error"]
+    assert doc["restorable"] == {"step": 10, "tier": "full"}
+    assert not store.exists(chunk_key(digest))  # quarantined: a later save uploads it again

@@ -20,12 +20,12 @@ variable "cloud_provider" {
 
 variable "capacity" {
   type        = string
-  description = "Capacity type: spot, on_demand or spot_with_fallback."
+  description = "The candidate's capacity: spot, on_demand or spot_with_floor (spot plus on-demand floor nodes)."
   default     = "spot"
 
   validation {
-    condition     = contains(["spot", "on_demand", "spot_with_fallback"], var.capacity)
-    error_message = "capacity must be spot, on_demand or spot_with_fallback."
+    condition     = contains(["spot", "on_demand", "spot_with_floor"], var.capacity)
+    error_message = "capacity must be spot, on_demand or spot_with_floor (a plan candidate's capacity)."
   }
 }
 

@@ -12,6 +12,9 @@ locals {
     "burst:cost-centre" = var.cost_centre
   })
   spot = var.capacity != "on_demand"
+  # spot_with_floor: on_demand_floor of the node_count nodes are on-demand, the rest spot
+  floor      = var.capacity == "spot_with_floor" ? var.on_demand_floor : 0
+  spot_nodes = var.node_count - local.floor
 }
 
 provider "aws" {
@@ -77,10 +80,10 @@ module "nodegroup" {
   node_role_arn             = module.iam.node_role_arn
   instance_types            = var.instance_types
   capacity_type             = local.spot ? "SPOT" : "ON_DEMAND"
-  on_demand_floor           = var.capacity == "spot_with_fallback" ? var.on_demand_floor : 0
-  desired_size              = var.node_count
+  on_demand_floor           = local.floor
+  desired_size              = local.spot_nodes
   min_size                  = 0
-  max_size                  = var.node_count
+  max_size                  = local.spot_nodes
   accelerator               = var.accelerator
   ami_type                  = var.ami_type
   ebs_kms_key_arn           = module.checkpoints.kms_key_arn

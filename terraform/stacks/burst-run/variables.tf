@@ -110,12 +110,12 @@ variable "instance_types" {
 
 variable "capacity" {
   type        = string
-  description = "The candidate's capacity: spot, on_demand or spot_with_fallback (spot plus an on-demand floor)."
+  description = "The candidate's capacity: spot, on_demand or spot_with_floor (spot plus on_demand_floor on-demand nodes)."
   default     = "spot"
 
   validation {
-    condition     = contains(["spot", "on_demand", "spot_with_fallback"], var.capacity)
-    error_message = "capacity must be spot, on_demand or spot_with_fallback."
+    condition     = contains(["spot", "on_demand", "spot_with_floor"], var.capacity)
+    error_message = "capacity must be spot, on_demand or spot_with_floor (a plan candidate's capacity)."
   }
 }
 
@@ -132,8 +132,13 @@ variable "node_count" {
 
 variable "on_demand_floor" {
   type        = number
-  description = "On-demand nodes kept under spot_with_fallback."
-  default     = 1
+  description = "On-demand nodes under spot_with_floor (the candidate's floor_nodes), out of node_count."
+  default     = 0
+
+  validation {
+    condition     = var.on_demand_floor >= 0 && (var.capacity != "spot_with_floor" || (var.on_demand_floor >= 1 && var.on_demand_floor < var.node_count))
+    error_message = "on_demand_floor must be at least 1 and less than node_count under spot_with_floor."
+  }
 }
 
 variable "ami_type" {
