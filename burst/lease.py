@@ -11,8 +11,9 @@ second conditional PUT succeeds, so a conditional write alone cannot decide): re
 lease, refuse if a live one is held by another, write ours, wait ``settle_s``, read it
 back. Two contenders that both saw the lease free both write; the store keeps the last
 write, and both read it back after their own write plus the settle time, so exactly one sees
-its own token, provided a PUT lands within ``settle_s`` (2 s; S3 and the local store are
-read-after-write consistent). The loser refuses, naming the winner.
+its own token, provided a PUT lands within ``settle_s`` (2 s, 0.2 s for the local store;
+``BURST_LEASE_SETTLE_S``; S3 and the local store are read-after-write consistent). The
+loser refuses, naming the winner.
 
 Two kinds of lease:
 
@@ -50,6 +51,7 @@ TTL_ENV = "BURST_LEASE_TTL_S"
 SETTLE_ENV = "BURST_LEASE_SETTLE_S"
 DEFAULT_TTL_S = 180.0
 DEFAULT_SETTLE_S = 2.0
+LOCAL_SETTLE_S = 0.2
 TRAINER_KEY = "lease/trainer.json"
 STATE_PREFIX = "burst/runs/"  # the S3 state store's layout (burst.infra.reaper)
 
@@ -71,8 +73,13 @@ def ttl_s() -> float:
     return _seconds(TTL_ENV, DEFAULT_TTL_S)
 
 
-def settle_s() -> float:
-    return _seconds(SETTLE_ENV, DEFAULT_SETTLE_S)
+def settle_s(store: ObjectStore | None = None) -> float:
+    """The settle time: ``BURST_LEASE_SETTLE_S``, else 2 s for a remote store and 0.2 s for
+    the local one (a rename lands in microseconds)."""
+    from burst.storage.local import LocalStore
+
+    default = LOCAL_SETTLE_S if isinstance(store, LocalStore) else DEFAULT_SETTLE_S
+    return _seconds(SETTLE_ENV, default)
 
 
 def iso(t: float) -> str:
@@ -107,11 +114,39 @@ def is_live(doc: dict[str, Any] | None, now: float | None = None) -> bool:
         return False
 
 
+def dead_here(doc: dict[str, Any] | None) -> bool:
+    """The holder ran on this host and its process is gone: its lease is void at once."""
+    if not doc or doc.get("host") != socket.gethostname():
+        return False
+    try:
+        pid = int(doc.get("pid") or 0)
+    except (TypeError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:  # a zombie (killed, not reaped yet) holds nothing
+        return "State:\tZ" in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def alive(doc: dict[str, Any] | None, now: float | None = None) -> bool:
+    """A lease someone live holds: not lapsed, and its holder not known dead."""
+    return is_live(doc, now) and not dead_here(doc)
+
+
 def held_line(what: str, doc: dict[str, Any], where: str) -> str:
+    renewed = iso(float(doc.get("renewed_at") or 0))
+    expires = iso(float(doc.get("expires_at") or 0))
     return (
-        f"{what} is held by {doc.get('holder', 'an unknown holder')} (renewed "
-        f"{iso(float(doc.get('renewed_at') or 0))}, expires {iso(float(doc.get('expires_at') or 0))}"
-        f"; lease {where}): wait until it lapses, or stop that process"
+        f"{what} is held by {doc.get('holder', 'an unknown holder')} (renewed {renewed}, "
+        f"expires {expires}; lease {where}): wait until it lapses, or stop that process"
     )
 
 
@@ -127,7 +162,7 @@ class Lease:
 
     @classmethod
     def for_env(cls, store: ObjectStore, key: str, holder: str, what: str) -> Lease:
-        return cls(store, key, holder, what, ttl_s(), settle_s())
+        return cls(store, key, holder, what, ttl_s(), settle_s(store))
 
     @property
     def where(self) -> str:
@@ -141,6 +176,8 @@ class Lease:
             "renewed_at": now,
             "expires_at": now + self.ttl,
             "ttl_s": self.ttl,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
             **(extra or {}),
         }
 
@@ -148,7 +185,7 @@ class Lease:
         """Take the lease, or raise LeaseHeld naming the live holder. Returns the lapsed
         lease taken over, if there was one."""
         current = read_lease(self.store, self.key)
-        if is_live(current) and current is not None and current.get("token") != self.token:
+        if alive(current) and current is not None and current.get("token") != self.token:
             raise LeaseHeld(held_line(self.what, current, self.where))
         self.token = self.token or secrets.token_hex(8)
         self.store.put_bytes(self.key, json.dumps(self._doc(extra)).encode())
@@ -159,6 +196,36 @@ class Lease:
         if current is not None:
             log.warning("took over the lapsed %s from %s", self.what, current.get("holder"))
         return current
+
+    def take(self, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """``acquire``, waiting for a holder that stopped renewing (a killed attempt on
+        another node) to lapse; refused as soon as the holder renews (it is alive)."""
+        first: float | None = None
+        end = time.monotonic() + self.ttl + self.settle
+        while True:
+            try:
+                return self.acquire(extra)
+            except LeaseHeld:
+                current = read_lease(self.store, self.key) or {}
+                renewed = float(current.get("renewed_at") or 0)
+                if first is None:
+                    first = renewed
+                elif renewed != first or time.monotonic() > end:
+                    raise
+                log.warning(
+                    "%s is held by %s: waiting to see whether it is renewed",
+                    self.what,
+                    current.get("holder"),
+                )
+                time.sleep(min(2.0, self.ttl / 8))
+
+    def beat(self, extra: dict[str, Any] | None = None) -> None:
+        """Write the lease whoever held it (a heartbeat, not a lock)."""
+        self.token = self.token or secrets.token_hex(8)
+        try:
+            self.store.put_bytes(self.key, json.dumps(self._doc(extra)).encode())
+        except StoreError as exc:
+            log.warning("cannot write the %s: %s", self.what, exc.one_line())
 
     def renew(self, extra: dict[str, Any] | None = None) -> bool:
         """Renew; False when another holder has it now (ours lapsed and was taken over). A
@@ -189,9 +256,14 @@ class Renewer:
     renew other things, such as the attempt record); ``lost`` is set when a lease is lost."""
 
     def __init__(
-        self, leases: list[Lease], interval: float, tick: Callable[[], None] | None = None
+        self,
+        leases: list[Lease],
+        interval: float,
+        tick: Callable[[], None] | None = None,
+        beats: list[Lease] | None = None,
     ) -> None:
         self.leases = leases
+        self.beats = beats or []
         self.interval = interval
         self.tick = tick
         self.lost = threading.Event()
@@ -207,6 +279,8 @@ class Renewer:
             for lease in self.leases:
                 if not lease.renew():
                     self.lost.set()
+            for beat in self.beats:
+                beat.beat()
             if self.tick is not None:
                 try:
                     self.tick()

@@ -55,6 +55,10 @@ def expected_step(records: list[dict[str, Any]]) -> int | None:
     steps = [save.get("in_flight_step"), save.get("committed_step")]
     if last.get("outcome") == "done":
         steps.append(last.get("ended_at_step"))
+    if last.get("outcome") in (None, "running", "died", "failed"):
+        # killed, or failed: the last save it handed to its writer (which outlives a killed
+        # trainer and finishes the save in hand)
+        steps.append(last.get("saving_step"))
     known = [int(s) for s in steps if isinstance(s, int)]
     return max(known) if known else None
 
@@ -77,8 +81,14 @@ def confirm_checkpoint_sync(
     try:
         url = run_store_url(job, run_id)
         store = open_store(url)
-        want = expected_step(_records(store))
+        records = _records(store)
+        want = expected_step(records)
         latest = latest_checkpoint(store)
+        if want is None and latest is not None:
+            want = latest.step  # no record names a step: what the store holds is what counts
+        # a failed attempt closed its writer: nothing is on its way, do not wait for it
+        if records and records[-1].get("outcome") == "failed":
+            wait_s = 0.0
         while want is not None and (latest is None or latest.step < want):
             if time.monotonic() - started >= wait_s:
                 break
@@ -87,7 +97,9 @@ def confirm_checkpoint_sync(
     except (BurstError, StoreError, OSError) as exc:
         log.error("cannot confirm the checkpoint sync: %s", exc)
         return {"confirmed": False, "error": str(exc), "waited_s": 0.0}
-    confirmed = want is None or (latest is not None and latest.step >= want)
+    confirmed: bool | None = latest is not None and want is not None and latest.step >= want
+    if want is None and latest is None:
+        confirmed = None  # no train attempt, no checkpoint: nothing to sync (not "confirmed")
     doc: dict[str, Any] = {
         "store": url,
         "expected_step": want,

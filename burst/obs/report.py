@@ -56,6 +56,35 @@ def _last_error_line(log: Path) -> str | None:
     return lines[-1].strip() if lines else None
 
 
+def store_view(paths: RunPaths) -> dict[str, Any] | None:
+    """What the run's checkpoint store holds: committed checkpoints and attempt records
+    (records left open are attempts that died). None when it cannot be read."""
+    import logging
+
+    from burst.checkpoint.catalog import list_checkpoints
+    from burst.storage import open_store
+    from burst.storage.location import run_store_url
+    from burst.train.attempts import AttemptLog, settle_unclosed
+
+    try:
+        job = load_spec(paths.spec)
+        url = run_store_url(job, paths.run_id)
+        if url.startswith("file://") and not Path(url.removeprefix("file://")).exists():
+            return {"store": url, "checkpoints": [], "attempts": []}
+        store = open_store(url)
+        refs = list_checkpoints(store)
+        records = AttemptLog(paths.dir / "none.jsonl", store)._read_store(store)
+    except (BurstError, OSError) as exc:
+        logging.getLogger(__name__).warning("cannot read the run's checkpoint store: %s", exc)
+        return None
+    records.sort(key=lambda r: int(r.get("attempt") or 0))
+    return {
+        "store": url,
+        "checkpoints": [{"step": r.step, "tier": r.tier} for r in refs],
+        "attempts": settle_unclosed(records),
+    }
+
+
 def _attempt(a: dict[str, Any]) -> dict[str, Any]:
     """One train attempt: where it resumed, how it ended, what its emergency save was."""
     save = a.get("emergency_save") or {}
@@ -65,6 +94,8 @@ def _attempt(a: dict[str, Any]) -> dict[str, Any]:
         "ended_at_step": a.get("ended_at_step"),
         "outcome": a.get("outcome"),
         "preempted": bool(a.get("preempted")),
+        "killed": bool(a.get("killed")),
+        "cost_usd": a.get("cost_usd"),
         "notice": (a.get("notice") or {}).get("source"),
         "emergency_save": save.get("tier") if save else None,
         "emergency_committed": save.get("committed") if save else None,
@@ -100,6 +131,17 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
             "message": f"{remaining} resource(s) remain in {state}",
         }
     candidate = provision.get("candidate") or (plan.get("candidates") or [None])[0]
+    # what is committed in the store is what counts; the train document is what its last
+    # attempt said (absent when that attempt was killed or failed)
+    held = store_view(paths) if paths.spec.exists() else None
+    attempts = (held or {}).get("attempts") or train.get("attempts") or []
+    final_step = train.get("final_step")
+    checkpoints = train.get("checkpoints", 0)
+    if held is not None:
+        steps_held = [c["step"] for c in held["checkpoints"]]
+        final_step = max(steps_held) if steps_held else None
+        checkpoints = max(int(checkpoints or 0), len(steps_held))
+    cost = sum(float(a.get("cost_usd") or 0) for a in attempts)
     if failure is None:
         exit_code = EXIT_OK
     else:  # a step lost before it could exit (killed, not started) has no code of its own
@@ -112,17 +154,22 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         "finished_at": utcnow_iso(),
         "steps": steps,
         "failure": failure,
-        "checkpoints": train.get("checkpoints", 0),
-        "final_step": train.get("final_step"),
+        "checkpoints": checkpoints,
+        "final_step": final_step,
         "final_weights_sha256": train.get("final_weights_sha256"),
-        "preemptions": train.get("preemptions", 0),
-        "attempts": [_attempt(a) for a in train.get("attempts") or []],
+        "preemptions": sum(1 for a in attempts if a.get("preempted"))
+        if held
+        else train.get("preemptions", 0),
+        "attempts": [_attempt(a) for a in attempts],
+        "store": None if held is None else {"url": held["store"], "committed": held["checkpoints"]},
         "checkpoint_interval": train.get("checkpoint_interval"),
         "candidate": candidate,
         "provision_attempts": provision.get("attempts", []),
         "budget": _budget(paths),
         # USD by component, measured (the train step's rented hours at the plan's rate)
-        "cost": {"compute": train["cost_usd"]} if train.get("cost_usd") is not None else {},
+        "cost": {"compute": round(cost, 6)}
+        if attempts
+        else ({"compute": train["cost_usd"]} if train.get("cost_usd") is not None else {}),
         "pricing": {
             "usd_per_hour": train.get("usd_per_hour"),
             "expected_usd": (candidate or {}).get("expected_cost_usd"),
