@@ -207,6 +207,8 @@ class Lease:
                 return self.acquire(extra)
             except LeaseHeld:
                 current = read_lease(self.store, self.key) or {}
+                if current.get("host") == socket.gethostname():
+                    raise  # a holder on this machine that is alive (else it was taken)
                 renewed = float(current.get("renewed_at") or 0)
                 if first is None:
                     first = renewed

@@ -3,7 +3,9 @@ destroy them, from their Terraform state where it exists, else by their tags, in
 order. Dry run unless asked to act; everything found and done is returned as a document.
 
 It fails closed: a resource without a readable expiry is reported, never deleted, and a run
-whose runner or steps are still alive is left alone.
+whose runner or steps are still alive is left alone. A run with heartbeats (``burst.lease``:
+renewed by its live driver and trainer) is judged by them instead of its expiry: one renewed
+is live; all lapsed ("lapsed") means nobody drives the run, and it is destroyed at once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from burst.infra.procs import other_processes
 from burst.infra.teardown import destroy_run
 from burst.infra.terraform import count_state_resources
 from burst.infra.workspace import VARS_FILE, load_workspace, state_file
+from burst.lease import alive, heartbeats, local_heartbeat_store
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +117,13 @@ def runs_in_s3_state_store(bucket: str, region: str, client: Any = None) -> list
     return out
 
 
+def run_heartbeats(root: Path, run_id: str) -> dict[str, dict[str, Any]]:
+    """The run's heartbeats (driver, trainer) in the local state store, if it has any."""
+    if not (root / run_id / "heartbeat").is_dir():
+        return {}
+    return heartbeats(local_heartbeat_store(root / run_id))
+
+
 def live_run_ids() -> set[str]:
     """Run ids named by a live process on this machine (a runner or a step: `--run-id ID`)."""
     live: set[str] = set()
@@ -147,6 +157,10 @@ def reap(
     def verdict(expires: dt.datetime | None, run_id: str) -> str:
         if run_id in live:
             return "live"
+        beats = run_heartbeats(root, run_id)
+        if beats:
+            # renewed by a live driver or trainer: live; all lapsed: nobody drives the run
+            return "live" if any(alive(b, now.timestamp()) for b in beats.values()) else "lapsed"
         if expires is None:
             return "unknown-expiry"
         return "expired" if expires <= now else "active"
@@ -163,7 +177,7 @@ def reap(
                 "state": run.location,
             }
         )
-        if v != "expired" or not act:
+        if v not in ("expired", "lapsed") or not act:
             continue
         workdir = run.workdir or root / run.run_id / "terraform"
         if load_workspace(workdir) is None:
@@ -200,7 +214,7 @@ def reap(
                     "verdict": v,
                 }
             )
-            if v == "expired" and act:
+            if v in ("expired", "lapsed") and act:
                 deleted = delete_in_order(inv, resources)
                 doc["actions"].append(
                     {

@@ -32,10 +32,10 @@ from burst.lease import (
     TRAINER_KEY,
     Lease,
     Renewer,
-    alive,
     describe_holder,
     heartbeat_key,
     heartbeat_store,
+    is_live,
     read_lease,
 )
 from burst.obs.events import CHECKPOINT, FIRST_TRAIN_STEP, PREEMPTION, emit
@@ -150,8 +150,9 @@ class TrainRun:
         if self.renewer is not None and self.renewer.lost.is_set():
             self._stop_notice(board, "lease-lost", "another trainer took this run's lease")
         if os.environ.get(DRIVER_ENV) == "1" and self.heartbeat is not None:
+            # lapsed, not merely "its process is gone": the bound is the same on every host
             driver = read_lease(self.heartbeat.store, heartbeat_key("driver"))
-            if not alive(driver):
+            if not is_live(driver):
                 self._stop_notice(
                     board,
                     "driver-lost",
