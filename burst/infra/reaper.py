@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,8 +118,16 @@ def runs_in_s3_state_store(bucket: str, region: str, client: Any = None) -> list
     return out
 
 
-def run_heartbeats(root: Path, run_id: str) -> dict[str, dict[str, Any]]:
-    """The run's heartbeats (driver, trainer) in the local state store, if it has any."""
+def run_heartbeats(root: Path, run_id: str, location: str = "") -> dict[str, dict[str, Any]]:
+    """The run's heartbeats (driver, trainer) next to its state: in the S3 state bucket
+    (``burst/runs/<run-id>/heartbeat/``) for a run whose state is there, else in the local
+    state store (``runs/<run-id>/heartbeat/``)."""
+    if location.startswith("s3://"):
+        from burst.storage.s3 import S3Store
+
+        bucket = location.removeprefix("s3://").split("/", 1)[0]
+        region = os.environ.get("BURST_TF_STATE_REGION", "").strip() or None
+        return heartbeats(S3Store(bucket, f"{STATE_PREFIX}{run_id}/heartbeat", region=region))
     if not (root / run_id / "heartbeat").is_dir():
         return {}
     return heartbeats(local_heartbeat_store(root / run_id))
@@ -154,10 +163,10 @@ def reap(
         "errors": 0,
     }
 
-    def verdict(expires: dt.datetime | None, run_id: str) -> str:
+    def verdict(expires: dt.datetime | None, run_id: str, location: str = "") -> str:
         if run_id in live:
             return "live"
-        beats = run_heartbeats(root, run_id)
+        beats = run_heartbeats(root, run_id, location)
         if beats:
             # renewed by a live driver or trainer: live; all lapsed: nobody drives the run
             return "live" if any(alive(b, now.timestamp()) for b in beats.values()) else "lapsed"
@@ -166,7 +175,7 @@ def reap(
         return "expired" if expires <= now else "active"
 
     for run in [*runs_in_state_store(root), *(s3_states or [])]:
-        v = verdict(run.expires_at, run.run_id)
+        v = verdict(run.expires_at, run.run_id, run.location)
         doc["runs"].append(
             {
                 "run_id": run.run_id,
