@@ -8,23 +8,51 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic import Strict as StrictType
+from pydantic_core import ErrorDetails
 
-from burst.errors import SpecError
-from burst.yamllines import line_for, line_index, yaml_error
+from burst.errors import BadInputError, SpecError
+from burst.inputs import parse_yaml, read_text, short
+from burst.yamllines import line_for, line_index
 
+S3_URI_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
 DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
 NAME_RE = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
 
 
+# Numbers in a spec are strict (``true`` is not 1, ``"8"`` is not 8) and finite, and every
+# numeric field has bounds that make sense: a value outside is one line at load time, never
+# a hang or an overflow deep inside the plan or the trainer.
+Int = Annotated[int, StrictType()]
+Float = Annotated[float, StrictType(), Field(allow_inf_nan=False)]
+SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit
+STEPS_MAX = 10**9
+GB_MAX = 1e7  # 10 PB
+STR_MAX = 4096  # characters in any text field
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_enum_values=True,
+        allow_inf_nan=False,
+        str_max_length=STR_MAX,
+    )
 
 
 class DataClass(StrEnum):
@@ -67,7 +95,9 @@ class Organization(Strict):
 
 class Data(Strict):
     uri: str = Field(min_length=1, description="Where the training data lives (s3://, file://).")
-    size_gb: float = Field(ge=0, description="Dataset size in GB (decides the data strategy).")
+    size_gb: Float = Field(
+        ge=0, le=GB_MAX, description="Dataset size in GB (decides the data strategy)."
+    )
     classification: DataClass = Field(description="The most sensitive class in the dataset.")
     origin: str = Field(
         pattern=r"^[A-Z]{2}(-[A-Z]{2,5})?$",
@@ -76,7 +106,7 @@ class Data(Strict):
     region: str | None = Field(
         default=None, description="Cloud region where the data is stored today, if any."
     )
-    shards: dict[str, Annotated[float, Field(ge=0)]] | None = Field(
+    shards: dict[str, Annotated[Float, Field(ge=0, le=GB_MAX)]] | None = Field(
         default=None,
         description="The dataset split over regions (region: GB), when it is; lets the plan "
         "choose training on regional shards. Default: all of size_gb in data.region.",
@@ -86,17 +116,40 @@ class Data(Strict):
         description="Transfer safeguards on record (e.g. scc, bcr, consent, tia, cbpr).",
     )
 
+    @field_validator("shards")
+    @classmethod
+    def _shards_match_the_dataset(
+        cls, v: dict[str, float] | None, info: ValidationInfo
+    ) -> dict[str, float] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("lists no region (leave it out when the data is not split)")
+        size, region = info.data.get("size_gb"), info.data.get("region")
+        total = sum(v.values())
+        if isinstance(size, float | int) and abs(total - size) > max(1e-6, 0.01 * size):
+            raise ValueError(f"add up to {total:g} GB, but data.size_gb is {size:g}")
+        if isinstance(region, str) and region not in v:
+            raise ValueError(f"hold nothing in data.region {region!r}, where the data is")
+        return v
+
 
 class ModelInfo(Strict):
-    parameters: float = Field(gt=0, description="Parameter count.")
-    trainable_fraction: float = Field(
-        default=1.0, gt=0, le=1, description="Fraction of parameters trained (fine-tunes < 1)."
+    parameters: Float = Field(gt=0, le=1e15, description="Parameter count.")
+    trainable_fraction: Float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Fraction of parameters trained (fine-tunes < 1).",
     )
     weights: Literal["open", "closed"] = Field(
         default="open", description="Whether the weights are published (open) or not (closed)."
     )
-    training_ops: float | None = Field(
-        default=None, ge=0, description="Total training operations (for export classes, 1e26)."
+    training_ops: Float | None = Field(
+        default=None,
+        ge=0,
+        le=1e32,
+        description="Total training operations (for export classes, 1e26).",
     )
     export_sensitivity: Literal["none", "dual_use", "controlled"] = Field(
         default="none", description="Export sensitivity of the model as classified by the owner."
@@ -105,23 +158,44 @@ class ModelInfo(Strict):
 
 class Compute(Strict):
     gpu_type: str = Field(min_length=1, description="GPU type from the catalog (e.g. rubin, h100).")
-    gpu_count: int = Field(ge=1, le=4096, description="GPUs in all.")
-    gpus_per_node: int = Field(default=8, ge=1, le=16, description="GPUs per node.")
+    gpu_count: Int = Field(ge=1, le=4096, description="GPUs in all.")
+    gpus_per_node: Int = Field(default=8, ge=1, le=16, description="GPUs per node.")
     capacity: Capacity = Field(default=Capacity.spot_with_fallback, description="Capacity type.")
     regions: list[str] = Field(min_length=1, description="Candidate regions, in preference order.")
     providers: list[str] = Field(min_length=1, description="Candidate providers (aws, gcp, ...).")
-    mtbf_hours: float | None = Field(
-        default=None, gt=0, description="Override the catalog's mean time between preemptions."
+    mtbf_hours: Float | None = Field(
+        default=None,
+        gt=0,
+        le=1e5,
+        description="Override the catalog's mean time between preemptions.",
     )
+
+    @field_validator("regions", "providers")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        twice = sorted({x for x in v if v.count(x) > 1})
+        if twice:
+            raise ValueError(f"lists {twice[0]!r} twice")
+        return v
 
 
 class CheckpointPolicy(Strict):
-    interval_steps: int | Literal["auto"] = Field(
+    interval_steps: Annotated[Int, Field(le=STEPS_MAX)] | Literal["auto"] = Field(
         default="auto", description="Steps between checkpoints, or auto (Young/Daly)."
     )
-    full_every: int = Field(default=2, ge=1, description="Every Nth checkpoint is a full one.")
-    keep_full: int = Field(default=2, ge=1, description="Full checkpoints kept.")
-    keep_weights: int = Field(default=3, ge=0, description="Weights-only checkpoints kept.")
+    full_every: Int = Field(
+        default=2,
+        ge=1,
+        le=10**6,
+        description="Every Nth checkpoint is a full one.",
+    )
+    keep_full: Int = Field(default=2, ge=1, le=1000, description="Full checkpoints kept.")
+    keep_weights: Int = Field(
+        default=3,
+        ge=0,
+        le=1000,
+        description="Weights-only checkpoints kept.",
+    )
 
     @field_validator("interval_steps")
     @classmethod
@@ -137,26 +211,44 @@ class Training(Strict):
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
         description="module:function that builds the model, optimizer and data (see docs).",
     )
-    steps: int = Field(ge=1, description="Optimizer steps in all.")
-    seed: int = Field(default=0, ge=0, description="Seed for torch, numpy and python RNGs.")
-    batch_size: int = Field(default=16, ge=1)
-    learning_rate: float = Field(default=1e-3, gt=0)
+    steps: Int = Field(ge=1, le=STEPS_MAX, description="Optimizer steps in all.")
+    seed: Int = Field(
+        default=0,
+        ge=0,
+        le=SEED_MAX,
+        description="Seed for torch, numpy and python RNGs.",
+    )
+    batch_size: Int = Field(default=16, ge=1, le=10**7)
+    learning_rate: Float = Field(default=1e-3, gt=0, le=100)
     engine: Literal["torch", "deepspeed"] = Field(default="torch")
-    zero_stage: int = Field(
-        default=2, ge=0, le=3, description="DeepSpeed ZeRO stage (engine: deepspeed only)."
+    zero_stage: Int = Field(
+        default=2,
+        ge=0,
+        le=3,
+        description="DeepSpeed ZeRO stage (engine: deepspeed only).",
     )
-    step_seconds: float | None = Field(
-        default=None, gt=0, description="Measured seconds per step on the target GPUs (planning)."
+    step_seconds: Float | None = Field(
+        default=None,
+        gt=0,
+        le=86400,
+        description="Measured seconds per step on the target GPUs (planning).",
     )
-    tokens_per_sample: int = Field(
-        default=2048, ge=1, description="Tokens (or positions) per sample (planning estimate)."
+    tokens_per_sample: Int = Field(
+        default=2048,
+        ge=1,
+        le=10**8,
+        description="Tokens (or positions) per sample (planning estimate).",
     )
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
 
 
 class Budget(Strict):
-    max_usd: float = Field(gt=0, description="Refuse or stop a run whose cost exceeds this.")
-    max_hours: float = Field(gt=0, description="Wall-clock limit (the workflow deadline).")
+    max_usd: Float = Field(
+        gt=0, le=1e9, description="Refuse or stop a run whose cost exceeds this."
+    )
+    max_hours: Float = Field(
+        gt=0, le=8760, description="Wall-clock limit (the workflow deadline), at most a year."
+    )
 
 
 class Image(Strict):
@@ -181,9 +273,39 @@ class Storage(Strict):
     @field_validator("checkpoint_uri", "replica_uri")
     @classmethod
     def _scheme(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^(s3|file)://.+", v):
+        if v is None:
+            return v
+        if not re.match(r"^(s3|file)://.+", v):
             raise ValueError("must start with s3:// or file://")
+        if v.startswith("s3://") and not S3_URI_RE.match(v):
+            raise ValueError(
+                "must be s3://BUCKET[/PREFIX] with a bucket name (3-63 lowercase letters, "
+                "digits, dots, hyphens)"
+            )
         return v
+
+    @field_validator("replica_uri")
+    @classmethod
+    def _a_second_store(cls, v: str | None, info: ValidationInfo) -> str | None:
+        primary = info.data.get("checkpoint_uri")
+        if v is None or not isinstance(primary, str):
+            return v
+        a, b = _store_root(primary), _store_root(v)
+        if a == b:
+            raise ValueError("is the checkpoint store itself: a replica must be a second store")
+        if b.startswith(a + "/") or a.startswith(b + "/"):
+            raise ValueError(
+                "overlaps storage.checkpoint_uri (one is inside the other): a replica must "
+                "be a second store"
+            )
+        return v
+
+
+def _store_root(uri: str) -> str:
+    """A store URI normalised for comparison (no trailing slash, no ``.`` or ``..``)."""
+    scheme, _, rest = uri.partition("://")
+    norm = posixpath.normpath(rest) if rest else rest
+    return f"{scheme}://{norm.rstrip('/')}"
 
 
 class BurstJob(Strict):
@@ -206,14 +328,13 @@ class BurstJob(Strict):
     storage: Storage
 
     model_config = ConfigDict(
-        extra="forbid", frozen=True, use_enum_values=True, populate_by_name=True
+        extra="forbid",
+        frozen=True,
+        use_enum_values=True,
+        populate_by_name=True,
+        allow_inf_nan=False,
+        str_max_length=STR_MAX,
     )
-
-    @model_validator(mode="after")
-    def _unique_candidates(self) -> BurstJob:
-        if len(set(self.compute.regions)) != len(self.compute.regions):
-            raise ValueError("compute.regions lists a region twice")
-        return self
 
     def tags(self, run_id: str, expires_at: str) -> dict[str, str]:
         """The tags every resource of a run carries."""
@@ -236,7 +357,7 @@ class BurstJob(Strict):
 # --------------------------------------------------------------------------- loading
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: ErrorDetails) -> str:
     kind = err["type"]
     if kind == "missing":
         return "required field is missing"
@@ -248,17 +369,16 @@ def _describe(err: dict[str, Any]) -> str:
         and kind not in ("model_type", "dict_type")
         and not isinstance(err["input"], dict | list)
     ):
-        msg += f" (got {err['input']!r})"
+        msg += f" (got {short(err['input'])})"
     return msg
 
 
 def parse_spec(text: str, source: str = "<spec>") -> BurstJob:
     """Parse and validate spec text. Raises SpecError with one line per problem."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        line, problem = yaml_error(exc)
-        raise SpecError([f"{source}{line}: not valid YAML: {problem}"]) from None
+        data = parse_yaml(text, source, what="spec")
+    except BadInputError as exc:
+        raise SpecError([exc.one_line()]) from None
     if not isinstance(data, dict):
         raise SpecError([f"{source}:1: a spec must be a YAML mapping of fields"])
     try:
@@ -269,8 +389,8 @@ def parse_spec(text: str, source: str = "<spec>") -> BurstJob:
         for err in exc.errors():
             loc = tuple(err["loc"])
             field = ".".join(str(p) for p in loc) or "(spec)"
-            line = line_for(index, loc)
-            where = f"{source}:{line}" if line else source
+            at = line_for(index, loc)
+            where = f"{source}:{at}" if at else source
             problems.append(f"{where}: {field}: {_describe(err)}")
         raise SpecError(problems) from None
 
@@ -278,11 +398,9 @@ def parse_spec(text: str, source: str = "<spec>") -> BurstJob:
 def load_spec(path: str | Path) -> BurstJob:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError([f"{p}: no such file"]) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise SpecError([f"{p}: cannot read the spec ({exc.__class__.__name__})"]) from None
+        text = read_text(p, what="spec")
+    except BadInputError as exc:
+        raise SpecError([exc.one_line()]) from None
     return parse_spec(text, str(p))
 
 

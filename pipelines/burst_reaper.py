@@ -8,7 +8,15 @@ from __future__ import annotations
 from hera.workflows import Container, CronWorkflow, Env, Parameter
 from hera.workflows import models as m
 
-from pipelines.common import PART_OF, REAPER_SERVICE_ACCOUNT, STABLE_NODES, STEPS_IMAGE
+from pipelines.common import (
+    PART_OF,
+    REAPER_SERVICE_ACCOUNT,
+    RESTRICTED_CONTAINER,
+    RUN_AS_USER,
+    STABLE_AFFINITY,
+    STEP_REQUESTS,
+    STEPS_IMAGE,
+)
 
 NAME = "burst-reaper"
 
@@ -49,7 +57,12 @@ def build() -> CronWorkflow:
         ],
         pod_gc=m.PodGC(strategy="OnPodSuccess"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
-        security_context=m.PodSecurityContext(run_as_non_root=True, run_as_user=1000),
+        security_context=m.PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=RUN_AS_USER,
+            run_as_group=RUN_AS_USER,
+            seccomp_profile=m.SeccompProfile(type="RuntimeDefault"),
+        ),
     ) as cron:
         Container(
             name="reap",
@@ -64,6 +77,8 @@ def build() -> CronWorkflow:
                 Env(name="BURST_TF_STATE_BUCKET", value="{{workflow.parameters.state-bucket}}"),
                 Env(name="BURST_TF_STATE_REGION", value="{{workflow.parameters.state-region}}"),
             ],
-            node_selector=dict(STABLE_NODES),
+            affinity=m.Affinity.model_validate(STABLE_AFFINITY),
+            security_context=m.SecurityContext.model_validate(RESTRICTED_CONTAINER),
+            resources=m.ResourceRequirements.model_validate({"requests": STEP_REQUESTS}),
         )
     return cron

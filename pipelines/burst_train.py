@@ -20,7 +20,6 @@ from hera.workflows import (
     Artifact,
     Container,
     Env,
-    NoneArchiveStrategy,
     Parallel,
     Parameter,
     RawArtifact,
@@ -35,22 +34,30 @@ from hera.workflows import models as m
 from pipelines import gang
 from pipelines.common import (
     GPU_QUOTA_CONFIGMAP,
+    HELPER_REQUESTS,
     OUTPUTS_DIR,
     PART_OF,
+    RESTRICTED_CONTAINER,
     RETRY_ON_PREEMPTION,
+    RUN_AS_USER,
     RUNS_MOUNT,
     RUNS_VOLUME,
     SERVICE_ACCOUNT,
     SPEC_PATH,
-    STABLE_NODES,
+    STABLE_AFFINITY,
+    STEP_REQUESTS,
     STEPS_IMAGE,
     TRAINER_IMAGE,
 )
+from pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
 
 NAME = "burst-train"
-#: Seconds a SIGTERM leaves the train pod (its terminationGracePeriodSeconds): AWS's spot
-#: notice is 120 s; the train step sizes its emergency save to it (BURST_SIGTERM_GRACE_S).
-TRAIN_GRACE_S = 120
+#: Teardown's own deadline (the exit handler runs after the workflow's has passed).
+TEARDOWN_DEADLINE_S = 3600
+#: Backoff between train attempts in one region: 10 s, 20 s, 40 s... at most 5 minutes.
+#: A cap, not backoff.maxDuration: Argo counts maxDuration from the first attempt's start
+#: and makes it every retried pod's deadline (operator.go, processNodeRetries).
+BACKOFF = m.Backoff(duration="10s", factor=m.IntOrString(root=2), cap="5m")
 #: Default budget (24 h) for train, plus an hour for the rest of the run and teardown.
 DEFAULT_DEADLINE_S = 24 * 3600
 WORKFLOW_DEADLINE_S = DEFAULT_DEADLINE_S + 3600
@@ -60,6 +67,17 @@ WORKFLOW_DEADLINE_S = DEFAULT_DEADLINE_S + 3600
 TEARDOWN_RETRIES = "3"
 
 SITE_VARS_PATH = "/tmp/inputs/site.tfvars"
+
+#: What train's environment adds to every step's (pipelines/train_pod.py defines it once).
+TRAIN_ONLY = ("BURST_SUBMITTED_AT", "BURST_PREEMPT_WATCHERS", "BURST_SIGTERM_GRACE_S")
+
+#: give-up: train did not succeed and is not requeued; the run fails with train's exit code,
+#: or 1 when it had none (a lost node leaves none) or had 0 (an Error after exiting 0).
+GIVE_UP = (
+    "import sys; s, c = sys.argv[1], sys.argv[2]; "
+    "print(f'train ended {s} (exit code {c or \"none\"}) and is not requeued', file=sys.stderr); "
+    "sys.exit(int(c) if c.lstrip('-').isdigit() and int(c) > 0 else 1)"
+)
 
 #: What train (one pod, or the gang) gets from provision: its document, the plan, and the
 #: node group's selector and taints, read from provision's outputs.
@@ -88,8 +106,8 @@ def _step_container(
     extra_env: tuple[Env, ...] = (),
     extra_inputs: tuple[str, ...] = (),
     stable: bool = True,
-    artifact: str | None = None,
     site_vars: bool = False,
+    resources: dict[str, Any] | None = None,
     **kwargs: Any,
 ) -> Container:
     """A container template running ``python -m steps.<step>`` under the step contract."""
@@ -101,10 +119,6 @@ def _step_container(
         path = f"{OUTPUTS_DIR}/{output}.json"
         args += ["--out", path]
         outputs.append(Parameter(name=output, value_from=m.ValueFrom(path=path)))
-        if artifact is not None:  # kept in the artifact repository too (audit), even on failure
-            outputs.append(
-                Artifact(name=artifact, path=path, archive=NoneArchiveStrategy(), optional=True)
-            )
     env = [
         Env(name="BURST_RUNS_ROOT", value=RUNS_MOUNT),
         Env(name="BURST_NAMESPACE", value="{{workflow.namespace}}"),
@@ -134,7 +148,9 @@ def _step_container(
         inputs=[*[Parameter(name=n) for n in (*inputs, *extra_inputs)], *raw],
         outputs=outputs or None,
         volume_mounts=[m.VolumeMount(name=RUNS_VOLUME, mount_path=RUNS_MOUNT)],
-        node_selector=dict(STABLE_NODES) if stable else None,
+        affinity=m.Affinity.model_validate(STABLE_AFFINITY) if stable else None,
+        security_context=m.SecurityContext.model_validate(RESTRICTED_CONTAINER),
+        resources=m.ResourceRequirements.model_validate(resources or {"requests": STEP_REQUESTS}),
         **kwargs,
     )
 
@@ -239,20 +255,22 @@ def build() -> WorkflowTemplate:
         ),
         pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
-        volume_claim_templates=[
-            m.PersistentVolumeClaim(
-                metadata=m.ObjectMeta(name=RUNS_VOLUME),
-                spec=m.PersistentVolumeClaimSpec(
-                    access_modes=["ReadWriteOnce"],
-                    resources=m.VolumeResourceRequirements(requests={"storage": m.Quantity("1Gi")}),
-                ),
-            )
-        ],
+        # Each pod's own scratch run directory: no claim shared across zones (train runs on
+        # the rented nodes, the other steps on stable ones), nothing for volume-claim GC to
+        # delete. What outlives a pod travels as step documents (output parameters), in the
+        # Terraform state backend and in the checkpoint bucket.
+        volumes=[m.Volume(name=RUNS_VOLUME, empty_dir=m.EmptyDirVolumeSource())],
         security_context=m.PodSecurityContext(
-            run_as_non_root=True, run_as_user=1000, fs_group=1000
+            run_as_non_root=True,
+            run_as_user=RUN_AS_USER,
+            run_as_group=RUN_AS_USER,
+            fs_group=RUN_AS_USER,
+            seccomp_profile=m.SeccompProfile(type="RuntimeDefault"),
         ),
     ) as wt:
-        preflight = _step_container("preflight", output="decision", artifact="decision-record")
+        # the decision record is the `decision` output parameter: kept in the workflow's
+        # status (and its archive), no artifact repository needed
+        preflight = _step_container("preflight", output="decision")
         plan = _step_container("plan", inputs=("decision",), output="plan")
         verify = _step_container("verify-image", output="image")
         provision = _step_container(
@@ -273,20 +291,21 @@ def build() -> WorkflowTemplate:
             image="{{workflow.parameters.trainer-image}}",
             extra_env=(
                 Env(name="BURST_ATTEMPT", value="{{retries}}"),
-                Env(name="BURST_SUBMITTED_AT", value="{{workflow.creationTimestamp}}"),
-                # the metadata watchers of the provider the train pod runs on, and the grace
-                # a SIGTERM leaves (the pod's terminationGracePeriodSeconds)
-                Env(name="BURST_PREEMPT_WATCHERS", value="provider"),
-                Env(name="BURST_SIGTERM_GRACE_S", value=str(TRAIN_GRACE_S)),
+                *(
+                    Env(name=e["name"], value=e["value"])
+                    for e in train_env()
+                    if e["name"] in TRAIN_ONLY
+                ),
             ),
             extra_inputs=("node-selector", "tolerations"),
             stable=False,
+            resources=train_resources(),
             active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
             retry_strategy=RetryStrategy(
                 limit="{{workflow.parameters.preemptions-per-region}}",
                 retry_policy="Always",
                 expression=RETRY_ON_PREEMPTION,
-                backoff=m.Backoff(duration="10s", factor=m.IntOrString(root=2), max_duration="30m"),
+                backoff=BACKOFF,
             ),
             # the node group provision made: its selector and taints come from its outputs
             pod_spec_patch=(
@@ -300,25 +319,39 @@ def build() -> WorkflowTemplate:
             output="teardown",
             extra_env=(state_key,),
             site_vars=True,
-            # a teardown pod that is killed or fails is run again: the resources must go
+            active_deadline_seconds=TEARDOWN_DEADLINE_S,
+            # a teardown pod that is killed or fails is run again: the resources must go.
+            # backoff.maxDuration counts from the first attempt and caps each retry's
+            # deadline (operator.go): room for every attempt's full deadline
             retry_strategy=RetryStrategy(
                 limit=TEARDOWN_RETRIES,
                 retry_policy="Always",
-                backoff=m.Backoff(duration="10s", factor=m.IntOrString(root=2), max_duration="15m"),
+                backoff=m.Backoff(duration="10s", factor=m.IntOrString(root=2), max_duration="5h"),
             ),
         )
-        propagate = Container(
-            name="propagate-failure",
+        give_up = Container(
+            name="give-up",
             image="{{workflow.parameters.steps-image}}",
-            command=["python", "-c", "import sys; sys.exit(int(sys.argv[1]))"],
-            args=["{{inputs.parameters.exit-code}}"],
-            inputs=[Parameter(name="exit-code")],
-            node_selector=dict(STABLE_NODES),
+            command=["python", "-c", GIVE_UP],
+            args=["{{inputs.parameters.train-status}}", "{{inputs.parameters.exit-code}}"],
+            inputs=[Parameter(name="train-status"), Parameter(name="exit-code")],
+            affinity=m.Affinity.model_validate(STABLE_AFFINITY),
+            security_context=m.SecurityContext.model_validate(RESTRICTED_CONTAINER),
+            resources=m.ResourceRequirements.model_validate({"requests": HELPER_REQUESTS}),
         )
 
         next_index = "{{=asInt(inputs.parameters['candidate-index']) + 1}}"
-        preempted = "{{steps.train.exitCode}} == 75"
-        can_requeue = f"{next_index} < {{{{workflow.parameters.max-placements}}}}"
+        # A lost node ("pod deleted"), or a pod that never started, leaves train without an
+        # exit code or outputs, and a missing variable requeues a step forever from Argo
+        # v3.7.11 / v4.0.2 (steps.go, resolveReferences). So: its status, and its exit code
+        # only through get(...) ?? default, which never names a missing variable.
+        code = "(get(steps.train, 'exitCode') ?? '')"
+        lost_or_preempted = f"(steps.train.status == 'Error' || {code} == '75')"
+        can_requeue = (
+            "asInt(inputs.parameters['candidate-index']) + 1 "
+            "< asInt(workflow.parameters['max-placements'])"
+        )
+        not_done = "steps.train.status != 'Succeeded'"
         with Steps(
             name="place",
             inputs=[
@@ -345,7 +378,7 @@ def build() -> WorkflowTemplate:
             Step(
                 name="requeue",
                 template="place",
-                when=f"{preempted} && {can_requeue}",
+                when=f"{{{{={not_done} && {lost_or_preempted} && {can_requeue}}}}}",
                 arguments={
                     "decision": "{{inputs.parameters.decision}}",
                     "plan": "{{inputs.parameters.plan}}",
@@ -354,12 +387,12 @@ def build() -> WorkflowTemplate:
             )
             Step(
                 name="give-up",
-                template=propagate,
-                when=(
-                    f"'{{{{steps.train.status}}}}' != 'Succeeded' && "
-                    f"!({preempted} && {can_requeue})"
-                ),
-                arguments={"exit-code": "{{steps.train.exitCode}}"},
+                template=give_up,
+                when=f"{{{{={not_done} && !({lost_or_preempted} && {can_requeue})}}}}",
+                arguments={
+                    "train-status": "{{steps.train.status}}",
+                    "exit-code": f"{{{{={code}}}}}",
+                },
             )
 
         train_gang = Resource(

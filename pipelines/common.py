@@ -18,12 +18,51 @@ RUNS_MOUNT: Final = "/var/lib/burst/runs"
 SPEC_PATH: Final = "/tmp/inputs/spec.yaml"
 OUTPUTS_DIR: Final = "/tmp/outputs"
 
-#: Stable capacity: every pod but train's (teardown above all) lands on on-demand nodes.
-STABLE_NODES: Final = {"eks.amazonaws.com/capacityType": "ON_DEMAND"}
+#: Stable capacity: every pod but train's (teardown above all) stays off spot capacity. A
+#: NotIn requirement also matches nodes without the label, so this schedules on EKS managed
+#: node groups, Karpenter, GKE, AKS and self-managed nodes alike (an equality selector on
+#: ``eks.amazonaws.com/capacityType`` matched EKS managed node groups only). The rented GPU
+#: nodes are tainted: only train tolerates them.
+SPOT_LABELS: Final = (
+    ("eks.amazonaws.com/capacityType", "SPOT"),
+    ("karpenter.sh/capacity-type", "spot"),
+    ("cloud.google.com/gke-spot", "true"),
+    ("kubernetes.azure.com/scalesetpriority", "spot"),
+)
+STABLE_AFFINITY: Final = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": key, "operator": "NotIn", "values": [value]}
+                        for key, value in SPOT_LABELS
+                    ]
+                }
+            ]
+        }
+    }
+}
+
+#: Pod Security Standards "restricted" for every container (the pod adds runAsNonRoot,
+#: a non-root uid and the RuntimeDefault seccomp profile).
+RESTRICTED_CONTAINER: Final = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+RUN_AS_USER: Final = 1000
+
+#: What a steps container requests (Terraform and Python; no GPU).
+STEP_REQUESTS: Final = {"cpu": "250m", "memory": "512Mi"}
+HELPER_REQUESTS: Final = {"cpu": "50m", "memory": "64Mi"}
 
 #: Preemption (exit 75), an infrastructure failure of the step (exit 4: the checkpoint store
 #: stayed down past the train step's retry budget; the next attempt resumes from what it
 #: holds) or node loss (exit -1 "pod deleted" / "imminent node shutdown").
+#: Argo gives lastRetry.exitCode "-1" when the pod left none (operator.go,
+#: buildRetryStrategyLocalScope), so this expression is safe after node loss.
 RETRY_ON_PREEMPTION: Final = (
     "lastRetry.exitCode == '75' || lastRetry.exitCode == '4' || (lastRetry.exitCode == '-1' && "
     "(lastRetry.message contains 'pod deleted' || "

@@ -12,7 +12,15 @@ from typing import Any
 
 import yaml
 
-from pipelines.common import OUTPUTS_DIR, RUNS_MOUNT, RUNS_VOLUME
+from pipelines.common import (
+    OUTPUTS_DIR,
+    RESTRICTED_CONTAINER,
+    RUN_AS_USER,
+    RUNS_MOUNT,
+    RUNS_VOLUME,
+    SERVICE_ACCOUNT,
+)
+from pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
 
 SPEC_FILE = "/tmp/inputs/spec.yaml"
 
@@ -37,11 +45,19 @@ def volcano_job() -> dict[str, Any]:
     pod = {
         "metadata": {"labels": {"burst.dev/run-id": "{{workflow.name}}"}},
         "spec": {
-            "serviceAccountName": "burst-run",
+            "serviceAccountName": SERVICE_ACCOUNT,
             "restartPolicy": "Never",
             "nodeSelector": "{{inputs.parameters.node-selector}}",
             "tolerations": "{{inputs.parameters.tolerations}}",
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+            # the same pod as single-node train (pipelines/train_pod.py): grace, security
+            "terminationGracePeriodSeconds": TRAIN_GRACE_S,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": RUN_AS_USER,
+                "runAsGroup": RUN_AS_USER,
+                "fsGroup": RUN_AS_USER,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "containers": [
                 {
                     "name": "train",
@@ -61,11 +77,10 @@ def volcano_job() -> dict[str, Any]:
                             "name": "BURST_PLAN_B64",
                             "value": "{{=sprig.b64enc(inputs.parameters.plan)}}",
                         },
-                        {"name": "BURST_RUNS_ROOT", "value": RUNS_MOUNT},
+                        *train_env(),
                     ],
-                    "resources": {
-                        "limits": {"nvidia.com/gpu": "{{workflow.parameters.gpus-per-node}}"}
-                    },
+                    "resources": train_resources(),
+                    "securityContext": dict(RESTRICTED_CONTAINER),
                     "volumeMounts": [{"name": RUNS_VOLUME, "mountPath": RUNS_MOUNT}],
                 }
             ],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -18,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from burst.errors import BadInputError
+from burst.inputs import load_yaml_file, short
 
 log = logging.getLogger(__name__)
 
@@ -34,25 +34,36 @@ LINK_CLASSES = ("same_az", "cross_az", "cross_region", "cross_continent")
 Check = Callable[[Any], str | None]
 
 
+NUMBER_MAX = 1e12  # no catalog figure (prices, hours, GB, Gbit/s) is larger
+
+
 def _number(lo: float, lo_open: bool = False, hi: float | None = None) -> Check:
+    top = NUMBER_MAX if hi is None else hi
+
     def check(v: Any) -> str | None:
         if isinstance(v, bool) or not isinstance(v, int | float):
-            return f"must be a number (got {v!r})"
+            return f"must be a number (got {short(v)})"
+        if not math.isfinite(v):
+            return f"must be a finite number (got {short(v)})"
         if v < lo or (lo_open and v == lo):
-            return f"must be {'>' if lo_open else '>='} {lo} (got {v!r})"
-        if hi is not None and v > hi:
-            return f"must be <= {hi} (got {v!r})"
+            return f"must be {'>' if lo_open else '>='} {lo} (got {short(v)})"
+        if v > top:
+            return f"must be <= {top:g} (got {short(v)})"
         return None
 
     return check
 
 
 def _text(v: Any) -> str | None:
-    return None if isinstance(v, str) and v.strip() else f"must be a non-empty string (got {v!r})"
+    return (
+        None if isinstance(v, str) and v.strip() else f"must be a non-empty string (got {short(v)})"
+    )
 
 
 def _availability(v: Any) -> str | None:
-    return None if v in AVAILABILITY else f"must be one of {', '.join(AVAILABILITY)} (got {v!r})"
+    if isinstance(v, str) and v in AVAILABILITY:
+        return None
+    return f"must be one of {', '.join(AVAILABILITY)} (got {short(v)})"
 
 
 NONNEG = _number(0)
@@ -219,7 +230,9 @@ class _Reader:
             date = date.isoformat()
         date = str(date)
         if not DATE_RE.match(date):
-            raise self.fail(entry, name, f"date must be YYYY, YYYY-MM or YYYY-MM-DD (got {date!r})")
+            raise self.fail(
+                entry, name, f"date must be YYYY, YYYY-MM or YYYY-MM-DD (got {short(date)})"
+            )
         return Fact(value, source, date, self.path)
 
     def facts(
@@ -289,21 +302,8 @@ class _Reader:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInputError("no such catalog file", where=str(path)) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise BadInputError(
-            f"cannot read the catalog ({exc.__class__.__name__})", where=str(path)
-        ) from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "parse error"
-        raise BadInputError(f"not valid YAML: {problem}", where=f"{path}{line}") from None
+    # bounded: file type, size, aliases, duplicated keys, dates, non-finite and huge numbers
+    doc = load_yaml_file(path, what="catalog")
     if doc is None:
         return {}
     if not isinstance(doc, dict):
@@ -320,7 +320,7 @@ def _merge_file(cat: Catalog, path: Path) -> None:
         raise r.fail(name, None, f"unknown section (known: {', '.join(SECTIONS)})")
     version = doc.get("catalog_version", 1)
     if version != 1:
-        raise r.fail("catalog_version", None, f"must be 1 (got {version!r})")
+        raise r.fail("catalog_version", None, f"must be 1 (got {short(version)})")
     sources = doc.get("sources", {})
     if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
         raise r.fail("sources", None, "must map source names to descriptions (strings)")

@@ -22,6 +22,7 @@ work, checkpoint blocking, upload waits, notice time after the stop, and restart
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import statistics
@@ -31,10 +32,25 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from burst.errors import BadInputError
+from burst.inputs import read_text, short
 from burst.plan.interval import choose_interval
+
+log = logging.getLogger(__name__)
 
 DEFAULT_UPLOAD_FACTOR = 40.0  # host copy ~20 GB/s (measured) / ~0.5 GB/s upload (assumed)
 COMPARE_FACTORS = (0.25, 1.0, 4.0)
+
+
+MAX_SECONDS = 1e12  # ~31,700 years: any duration beyond is a mistake, not a plan
+MIN_STEP_S = 1e-6
+# Work bound: checkpoints + pre-emptions simulated in all (across replicas). A longer run is
+# simulated over a sampled window of its work (goodput is a ratio of sums, so the window
+# estimates it); the absolute figures are scaled back up, and the summary says so.
+MAX_EVENTS = 250_000
+# A sampled window spans at least this many MTBFs (when the whole run does), or the
+# simulation is refused: a window shorter would see too few pre-emptions to say anything.
+SAMPLE_MTBFS = 10
+MAX_LOOP_PER_RUN = 1_000_000  # a hard stop on one run's event loop, whatever happens
 
 
 @dataclass(frozen=True)
@@ -53,6 +69,17 @@ class SimParams:
         return self.checkpoint_cost_s * DEFAULT_UPLOAD_FACTOR
 
     def check(self) -> None:
+        for name in ("notice_s", "checkpoint_cost_s", "restart_s", "step_s", "upload_s", "work_s"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value <= MAX_SECONDS):
+                flag = name.removesuffix("_s").replace("_", "-")
+                raise BadInputError(
+                    f"{flag} must be a finite number of seconds <= {MAX_SECONDS:g} (got {value!r})"
+                )
+        if math.isnan(self.mtbf_s) or (not math.isinf(self.mtbf_s) and self.mtbf_s > MAX_SECONDS):
+            raise BadInputError(
+                f"mtbf must be a finite number of seconds <= {MAX_SECONDS:g} (got {self.mtbf_s!r})"
+            )
         for name in ("notice_s", "checkpoint_cost_s", "restart_s"):
             if getattr(self, name) < 0:
                 raise BadInputError(f"{name.removesuffix('_s').replace('_', '-')} must be >= 0")
@@ -64,6 +91,8 @@ class SimParams:
             raise BadInputError("upload-time must be >= 0")
         if self.work_s is not None and self.work_s <= 0:
             raise BadInputError("work must be > 0")
+        if self.step_s < MIN_STEP_S:
+            raise BadInputError(f"step-time must be >= {MIN_STEP_S:g} s (got {self.step_s!r})")
 
 
 @dataclass
@@ -129,6 +158,7 @@ def simulate_once(p: SimParams, interval_s: float, arrivals: Arrivals, work_s: f
     next_ck = tau
     kill = arrivals.next_after(0.0)
     limit_t = max(1000.0 * big_w, 1e6)
+    loops = 0
 
     def preempted(stop_t: float, stopped: bool) -> None:
         """From the notice (or a cut copy) to the restart; updates the state."""
@@ -158,7 +188,8 @@ def simulate_once(p: SimParams, interval_s: float, arrivals: Arrivals, work_s: f
         kill = arrivals.next_after(t)
 
     while True:
-        if t > limit_t:
+        loops += 1
+        if t > limit_t or loops > MAX_LOOP_PER_RUN:
             res.finished = False
             break
         notice_at = math.inf if kill is None else max(t, kill - p.notice_s)
@@ -230,6 +261,7 @@ class Summary:
     restart_s: float
     work_s: float
     finished: bool
+    sample_factor: float = 1.0  # > 1: a window of 1/sample_factor of the work was simulated
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -250,18 +282,41 @@ def simulate(
     p.check()
     if interval_s <= 0:
         raise BadInputError("interval must be > 0")
-    work = default_work_s(p, trace)
+    if not (math.isfinite(interval_s) and interval_s <= MAX_SECONDS):
+        raise BadInputError(f"interval must be a finite number of seconds <= {MAX_SECONDS:g}")
+    full_work = default_work_s(p, trace)
+    work, factor = full_work, 1.0
     runs: list[SimResult] = []
     if trace is not None:
         runs.append(simulate_once(p, interval_s, TraceArrivals(sorted(trace)), work))
     else:
-        for i in range(max(1, replicas)):
+        replicas = max(1, replicas)
+        events = expected_events(p, interval_s, work) * replicas
+        if events > MAX_EVENTS:
+            factor = events / MAX_EVENTS
+            work = full_work / factor
+            spans = SAMPLE_MTBFS * p.mtbf_s
+            if math.isfinite(p.mtbf_s) and full_work >= spans and work < spans:
+                raise BadInputError(
+                    f"the goodput simulation would take {events:.3g} events (a {interval_s:.3g} s "
+                    f"interval against a {p.mtbf_s:.3g} s MTBF, {replicas} runs), more than "
+                    f"{MAX_EVENTS}, and a sample short enough would not span {SAMPLE_MTBFS} "
+                    "pre-emptions: use a longer interval or step time, or fewer --replicas"
+                )
+            log.info(
+                "goodput simulation sampled: %.3g events expected, %d simulated "
+                "(a window of 1/%.3g of the work, figures scaled back up)",
+                events,
+                MAX_EVENTS,
+                factor,
+            )
+        for i in range(replicas):
             rng = random.Random(f"{seed}:{i}")
             runs.append(simulate_once(p, interval_s, PoissonArrivals(p.mtbf_s, rng), work))
     paid = sum(r.paid_s for r in runs)
 
     def mean(name: str) -> float:
-        return statistics.fmean(float(getattr(r, name)) for r in runs)
+        return statistics.fmean(float(getattr(r, name)) for r in runs) * factor
 
     return Summary(
         interval_s=runs[0].interval_s,
@@ -276,9 +331,19 @@ def simulate(
         upload_wait_s=mean("upload_wait_s"),
         notice_idle_s=mean("notice_idle_s"),
         restart_s=mean("restart_s"),
-        work_s=work,
+        work_s=full_work,
         finished=all(r.finished for r in runs),
+        sample_factor=factor,
     )
+
+
+def expected_events(p: SimParams, interval_s: float, work_s: float) -> float:
+    """Checkpoints plus pre-emptions one run of ``work_s`` is expected to simulate."""
+    tau = max(_round_up(interval_s, p.step_s), p.step_s)
+    per_run = work_s / tau + 1.0
+    if math.isfinite(p.mtbf_s):
+        per_run += (work_s + work_s / tau * p.checkpoint_cost_s) / p.mtbf_s
+    return per_run
 
 
 def trace_mtbf_s(trace: Sequence[float]) -> float:
@@ -342,12 +407,7 @@ def read_trace(path: str | Path) -> list[float]:
     import json
 
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BadInputError(
-            f"cannot read the trace ({exc.__class__.__name__})", where=str(p)
-        ) from None
+    text = read_text(p, what="trace")  # bounded: file type and size
     times: list[float] = []
     if text.lstrip().startswith("["):
         try:
@@ -355,9 +415,16 @@ def read_trace(path: str | Path) -> list[float]:
         except json.JSONDecodeError as exc:
             raise BadInputError(f"not valid JSON: {exc.msg}", where=f"{p}:{exc.lineno}") from None
         for i, v in enumerate(raw):
-            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, int | float)
+                or not math.isfinite(v)
+                or not 0 <= v <= MAX_SECONDS
+            ):
                 raise BadInputError(
-                    f"entry {i}: must be a number of seconds >= 0 (got {v!r})", where=str(p)
+                    f"entry {i}: must be a number of seconds from 0 to {MAX_SECONDS:g} "
+                    f"(got {short(v)})",
+                    where=str(p),
                 )
             times.append(float(v))
     else:
@@ -368,10 +435,13 @@ def read_trace(path: str | Path) -> list[float]:
             try:
                 v = float(s)
             except ValueError:
-                raise BadInputError(f"not a number of seconds: {s!r}", where=f"{p}:{n}") from None
-            if v < 0 or math.isnan(v) or math.isinf(v):
                 raise BadInputError(
-                    f"must be a finite number >= 0 (got {s})", where=f"{p}:{n}"
+                    f"not a number of seconds: {short(s)}", where=f"{p}:{n}"
+                ) from None
+            if not (math.isfinite(v) and 0 <= v <= MAX_SECONDS):
+                raise BadInputError(
+                    f"must be a number of seconds from 0 to {MAX_SECONDS:g} (got {short(s)})",
+                    where=f"{p}:{n}",
                 ) from None
             times.append(v)
     if not times:

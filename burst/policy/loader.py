@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from burst.errors import BadInputError
+from burst.inputs import parse_yaml, read_bytes, read_text, short
 from burst.policy.location import ENV, policy_dir
 from burst.policy.models import (
     DataClassesFile,
@@ -28,7 +28,7 @@ from burst.policy.models import (
     RegionsFile,
     Settings,
 )
-from burst.yamllines import line_for, line_index, yaml_error
+from burst.yamllines import line_for, line_index
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,10 @@ def policy_sha256(root: str | Path) -> str:
     h = hashlib.sha256()
     for f in _hashed_files(root):
         rel = f.relative_to(root).as_posix().encode()
-        data = f.read_bytes()
+        try:
+            data = read_bytes(f, what="policy file")
+        except BadInputError as exc:
+            raise PolicyFileError(exc.message, where=_display(f)) from None
         h.update(len(rel).to_bytes(8, "big") + rel + len(data).to_bytes(8, "big") + data)
     return h.hexdigest()
 
@@ -148,17 +151,13 @@ def _display(path: Path) -> str:
 
 def _read_yaml(path: Path) -> tuple[Any, str]:
     where = _display(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PolicyFileError("policy file is missing", where=where) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyFileError(f"cannot read ({exc.__class__.__name__})", where=where) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        line, problem = yaml_error(exc)
-        raise PolicyFileError(f"not valid YAML: {problem}", where=f"{where}{line}") from None
+    if not path.exists() and not path.is_symlink():
+        raise PolicyFileError("policy file is missing", where=where)
+    try:  # bounded: file type, size, aliases, duplicated keys, dates, numbers
+        text = read_text(path, what="policy file")
+        data = parse_yaml(text, where, what="policy file")
+    except BadInputError as exc:
+        raise PolicyFileError(exc.message, where=exc.where) from None
     if not isinstance(data, dict):
         raise PolicyFileError("a policy file must be a YAML mapping", where=f"{where}:1")
     return data, text
@@ -209,7 +208,7 @@ def _validate(path: Path, model: type[BaseModel]) -> Any:
         elif err["type"] == "extra_forbidden":
             msg = "unknown field"
         elif "input" in err and not isinstance(err["input"], dict | list):
-            msg += f" (got {err['input']!r})"
+            msg += f" (got {short(err['input'])})"
         more = len(exc.errors()) - 1
         tail = f" (+{more} more problem{'s' if more > 1 else ''} in this file)" if more else ""
         where = f"{_display(path)}:{line}" if line else _display(path)
@@ -288,6 +287,13 @@ def rule_catalog(ps: PolicySet) -> dict[str, tuple[RegoModule, int]]:
 # --------------------------------------------------------------------------- loading
 
 
+def _rego(path: Path) -> RegoModule:
+    try:
+        return RegoModule(path, read_text(path, what="Rego rule file"))
+    except BadInputError as exc:
+        raise PolicyFileError(exc.message, where=_display(path)) from None
+
+
 def load_policies(root: str | Path | None = None) -> PolicySet:
     """Load and validate a policy directory. Raises PolicyFileError (exit 2)."""
     root = policy_dir(root)
@@ -315,11 +321,7 @@ def load_policies(root: str | Path | None = None) -> PolicySet:
                 exception_files[e.id] = f
 
     rules_dir = root / RULES_DIR
-    modules = (
-        [RegoModule(p, p.read_text(encoding="utf-8")) for p in sorted(rules_dir.glob("*.rego"))]
-        if rules_dir.is_dir()
-        else []
-    )
+    modules = [_rego(p) for p in sorted(rules_dir.glob("*.rego"))] if rules_dir.is_dir() else []
     if not any(not m.is_test for m in modules):
         raise PolicyFileError("no Rego rules (*.rego) found", where=_display(rules_dir))
 

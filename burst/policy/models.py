@@ -14,14 +14,27 @@ from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import Strict as StrictType
 
 COUNTRY = r"^[A-Z]{2}$"
 JURISDICTION = r"^[A-Z]{2}(-[A-Z]{2,5})?$"
 TOKEN = r"^[a-z][a-z0-9_]*$"
 
 
+# Numbers in policy files are strict (``true`` is not 1) and finite, with sensible bounds.
+Int = Annotated[int, StrictType()]
+Float = Annotated[float, StrictType(), Field(allow_inf_nan=False)]
+DAY_SECONDS = 86400
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_enum_values=True,
+        allow_inf_nan=False,
+        str_max_length=20_000,
+    )
 
 
 class Confidence(StrEnum):
@@ -168,8 +181,8 @@ class CountryGroups(Fact):
 class SpotNotice(Fact):
     """How much warning a spot/preemptible instance gets before it is reclaimed there."""
 
-    seconds: int | None = Field(
-        ge=0, description="Advance notice in seconds; null when none is documented."
+    seconds: Int | None = Field(
+        ge=0, le=DAY_SECONDS, description="Advance notice in seconds; null when none is documented."
     )
 
 
@@ -214,7 +227,7 @@ class Provider(Strict):
     breach_notification: Feature
     data_processing_agreement: Feature
     preemption_notice: Fact
-    preemption_notice_seconds: int | None = Field(default=None, ge=0)
+    preemption_notice_seconds: Int | None = Field(default=None, ge=0, le=DAY_SECONDS)
 
 
 class ProvidersFile(Strict):
@@ -232,7 +245,7 @@ class HeadquartersRule(Fact):
 
 
 class ModelWeightsRule(Fact):
-    threshold_ops: float = Field(gt=0)
+    threshold_ops: Float = Field(gt=0, le=1e40)
     effect: Effect = Effect.review
 
 
@@ -268,7 +281,9 @@ class DataClassesFile(Strict):
 
 
 class Settings(Strict):
-    max_fact_age_days: int = Field(default=365, ge=1, description="Older facts never allow.")
+    max_fact_age_days: Int = Field(
+        default=365, ge=1, le=3650, description="Older facts never allow (at most ten years)."
+    )
     fact_sheet: str | None = None
 
 

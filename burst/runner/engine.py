@@ -9,7 +9,13 @@ and template), and the exit handler (``onExit``), which runs whatever happened.
 Each attempt of a container gets its own directory (its "pod"): the container's ``/tmp`` maps
 there, volume mounts map to local directories (:class:`EngineOptions.volumes`), ``python``
 is this interpreter and the repository is on ``PYTHONPATH``. A process killed by a signal is
-reported like a lost node: exit code -1, message "pod deleted".
+reported as Kubernetes reports a container killed in its pod (SIGKILL, OOM): exit code 128+N,
+phase Failed. Node loss (exit code -1, phase Error, message "pod deleted", no outputs) happens
+only when injected (:class:`NodeLoss`, the ``node-loss`` fault point), as on a cluster it comes
+from outside the container. Time is the engine's clock: real time plus what injected faults
+declare elapsed (a node lost "after 31 minutes" moves the clock 31 minutes), so deadlines and
+``backoff.maxDuration`` are tested without waiting. docs/pipelines.md cites the Argo source
+each behaviour follows.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from burst.errors import BadInputError
 from burst.runner import expr
 from burst.runner.features import UnsupportedFeature, check_supported, reachable_templates
 from burst.runner.lint import lint
-from burst.runner.tags import substitute, substitute_all
+from burst.runner.tags import UnresolvedTag, substitute, substitute_all
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +50,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SUCCEEDED, FAILED, ERROR, SKIPPED, OMITTED = "Succeeded", "Failed", "Error", "Skipped", "Omitted"
 RETRY_POLICIES = {"Always": {FAILED, ERROR}, "OnFailure": {FAILED}, "OnError": {ERROR}}
 KILL_GRACE_S = 10.0
+#: The Argo releases whose semantics the engine follows where they changed: a missing
+#: variable in a step's ``when`` or arguments requeues the step from these on.
+ARGO_REQUEUE_MISSING = "v3.7.11 / v4.0.2"
 
 Event = Callable[[str, str, dict[str, Any]], None]
 
@@ -60,6 +69,19 @@ class ManifestError(BadInputError):
     """A manifest the runner refuses before running anything (one line per problem)."""
 
 
+@dataclass(frozen=True)
+class NodeLoss:
+    """Fault point ``node-loss``: the node under the ``attempt``-th pod of ``step`` (0 = its
+    first pod in the run, counting retries and requeues) is lost ``after_s`` (virtual)
+    seconds in. The pod is deleted: its processes are killed, its outputs are never
+    collected; Argo records no exit code (a retry expression reads lastRetry.exitCode "-1")
+    and the message "pod deleted"."""
+
+    step: str
+    attempt: int = 0
+    after_s: float = 0.0
+
+
 @dataclass
 class EngineOptions:
     workflow_name: str
@@ -72,6 +94,9 @@ class EngineOptions:
     backoff_scale: float = 1.0  # 1.0 sleeps what the manifest says
     python: str = sys.executable
     artifacts_dir: Path | None = None  # output artifacts land here (default: beside pods_dir)
+    #: Argo needs an artifact repository for output artifacts; without one it fails the pod.
+    artifact_repository: bool = False
+    node_loss: tuple[NodeLoss, ...] = ()  # fault point: nodes lost under these attempts
 
 
 @dataclass
@@ -82,6 +107,7 @@ class Attempt:
     seconds: float
     pod_dir: str
     started_at: float | None = None  # wall-clock time (epoch seconds) the process started
+    clock: float = 0.0  # the engine's clock (WorkflowEngine.now) when the attempt started
 
 
 @dataclass
@@ -146,6 +172,11 @@ class WorkflowEngine:
         self._in_exit_handler = False
         self._stopping = False
         self.workflow_vars: dict[str, str] = {}
+        self._skew = 0.0  # virtual seconds added to the real clock by injected faults
+
+    def now(self) -> float:
+        """The engine's clock: monotonic time plus the virtual time injected faults took."""
+        return time.monotonic() + self._skew
 
     # -- before anything runs ----------------------------------------------------------
     def check(self) -> None:
@@ -180,6 +211,12 @@ class WorkflowEngine:
                                 parse_duration(rs["backoff"][k])
                             except ManifestError as exc:
                                 problems.append(f"template {t['name']}: backoff.{k}: {exc.message}")
+            arts = (t.get("outputs") or {}).get("artifacts") or []
+            if arts and not self.options.artifact_repository:
+                problems.append(
+                    f"template {t['name']}: output artifact {arts[0].get('name')!r} needs an "
+                    "artifact repository, and none is configured (Argo fails the pod)"
+                )
             for mount in (t.get("container") or {}).get("volumeMounts") or []:
                 if mount.get("name") not in self.options.volumes:
                     problems.append(
@@ -221,7 +258,7 @@ class WorkflowEngine:
             **{f"workflow.parameters.{k}": v for k, v in params.items()},
         }
         if self.spec.get("activeDeadlineSeconds") is not None:
-            self._deadline = time.monotonic() + float(self.spec["activeDeadlineSeconds"])
+            self._deadline = self.now() + float(self.spec["activeDeadlineSeconds"])
         outcome = Outcome(ERROR, message="not started")
         restore = self._catch_stop_signals()
         try:
@@ -330,13 +367,32 @@ class WorkflowEngine:
             if not self._when(call, scope, where):
                 return Outcome(SKIPPED, message=f"when {call['when']!r} was false")
             args = self._call_args(call, scope, where)
+        except UnresolvedTag as exc:
+            return self._requeued_forever(where, exc)
         except BadInputError as exc:
             log.warning("%s: %s", where, exc.one_line())
             return Outcome(ERROR, message=exc.one_line())
         return self._template(call["template"], args, where, call["name"])
 
+    def _requeued_forever(self, where: str, exc: UnresolvedTag) -> Outcome:
+        """A step whose ``when`` or arguments name a variable that does not exist (e.g.
+        ``steps.train.exitCode`` after a lost node): from Argo v3.7.11 / v4.0.2 the controller
+        requeues the step until the variable appears (workflow/controller/steps.go,
+        resolveReferences: IsMissingVariableErr -> ErrRequeue), which it never does. The
+        workflow hangs, holding its semaphore and its nodes, until its deadline: the engine's
+        clock jumps there."""
+        message = (
+            f"{exc.one_line()}: Argo (>= {ARGO_REQUEUE_MISSING}) requeues this step until the "
+            "variable exists; it never will, so the workflow hangs until its deadline"
+        )
+        log.error("%s: %s", where, message)
+        if self._deadline is None:  # a cluster would hang forever; the local run stops here
+            return Outcome(ERROR, message=message + " (it has none: it would hang forever)")
+        self._skew += max(0.0, self._deadline - self.now())
+        return Outcome(ERROR, message=f"activeDeadlineSeconds exceeded (workflow): {message}")
+
     def _deadline_passed(self) -> bool:
-        return self._deadline is not None and time.monotonic() >= self._deadline
+        return self._deadline is not None and self.now() >= self._deadline
 
     def _steps(self, t: dict[str, Any], inputs: dict[str, str], path: str) -> Outcome:
         scope = self._scope(inputs)
@@ -411,41 +467,28 @@ class WorkflowEngine:
             return Outcome(ERROR, message=node.message)
         policy = RETRY_POLICIES[rs.get("retryPolicy", "OnFailure")] if rs else set()
         retry_expr = expr.parse(rs["expression"]) if rs and rs.get("expression") else None
-        backoff = (rs or {}).get("backoff") or {}
-        started = time.monotonic()
+        started = self.now()
         self.on_event(step, "started", {"template": t["name"], "path": path})
         outcome = Outcome(ERROR, message="not run")
-        for attempt in range(limit + 1):
-            outcome = self._attempt(t, {**scope, "retries": str(attempt)}, node, path)
-            if (
-                attempt == limit
-                or outcome.phase not in policy
-                or outcome.message.startswith("activeDeadlineSeconds")
-            ):
+        execution_deadline: float | None = None
+        attempt = 0
+        while True:
+            outcome = self._attempt(
+                t, {**scope, "retries": str(attempt)}, node, path, execution_deadline
+            )
+            if outcome.phase == SUCCEEDED or rs is None:
                 break
-            last = {
-                "exitCode": str(outcome.exit_code),
-                "status": outcome.phase,
-                "message": outcome.message,
-                "duration": str(round(node.attempts[-1].seconds)),
-            }
-            if retry_expr is not None and not _retry_wanted(retry_expr, last, path):
+            verdict = self._retry_verdict(rs, node, outcome, (limit, policy, retry_expr), path)
+            if isinstance(verdict, str):
+                outcome = Outcome(outcome.phase, outcome.exit_code, verdict, outcome.outputs)
                 break
-            wait = 0.0
-            if "duration" in backoff:
-                factor = int(backoff.get("factor", 1))
-                wait = parse_duration(backoff["duration"]) * factor**attempt
-                if "cap" in backoff:
-                    wait = min(wait, parse_duration(backoff["cap"]))
-            if "maxDuration" in backoff and (
-                time.monotonic() - started + wait > parse_duration(backoff["maxDuration"])
-            ):
-                break
+            wait, execution_deadline = verdict
+            attempt += 1
             self.on_event(
                 step,
                 "requeued",
                 {
-                    "attempt": attempt + 1,
+                    "attempt": attempt,
                     "template": t["name"],
                     "exit_code": outcome.exit_code,
                     "wait_s": wait,
@@ -453,10 +496,13 @@ class WorkflowEngine:
             )
             time.sleep(wait * self.options.backoff_scale)
             if self._deadline_passed():
+                outcome = Outcome(
+                    outcome.phase, outcome.exit_code, "retry exceeded workflow deadline"
+                )
                 break
         node.phase, node.exit_code, node.message = outcome.phase, outcome.exit_code, outcome.message
         node.outputs = outcome.outputs
-        node.seconds = round(time.monotonic() - started, 3)
+        node.seconds = round(self.now() - started, 3)
         status = "succeeded" if outcome.phase == SUCCEEDED else "failed"
         self.on_event(
             step,
@@ -471,6 +517,56 @@ class WorkflowEngine:
         )
         return outcome
 
+    def _retry_verdict(
+        self,
+        rs: dict[str, Any],
+        node: PodNode,
+        outcome: Outcome,
+        rules: tuple[int, set[str], expr.Node | None],
+        path: str,
+    ) -> str | tuple[float, float | None]:
+        """Argo's processNodeRetries (workflow/controller/operator.go), in its order: after a
+        failed attempt, either the message the retry node ends with, or (seconds to wait, the
+        next pod's execution deadline: backoff.maxDuration counted from the first attempt)."""
+        limit, policy, retry_expr = rules
+        if self._deadline_passed():
+            return "retry exceeded workflow deadline"
+        if outcome.message.startswith("activeDeadlineSeconds"):
+            return outcome.message
+        wait, max_deadline = 0.0, None
+        backoff = rs.get("backoff")
+        if backoff is not None:
+            first, last = node.attempts[0], node.attempts[-1]
+            if backoff.get("maxDuration"):
+                max_deadline = first.clock + parse_duration(backoff["maxDuration"])
+                if self.now() > max_deadline:
+                    return "Max duration limit exceeded"
+            if not backoff.get("duration"):
+                return "no base duration specified for retryStrategy"
+            wait = parse_duration(backoff["duration"])
+            factor = int(backoff.get("factor") or 0)
+            if factor > 0:  # duration * factor^(attempts so far - 1)
+                wait *= float(factor) ** (len(node.attempts) - 1)
+            if backoff.get("cap"):
+                wait = min(wait, parse_duration(backoff["cap"]))
+            if max_deadline is not None and last.clock + last.seconds + wait > max_deadline:
+                return "Backoff would exceed max duration limit"
+        if outcome.phase not in policy:
+            return outcome.message
+        if len(node.attempts) > limit:
+            return "No more retries left"
+        if retry_expr is not None:
+            last_retry = {
+                # Argo's buildRetryStrategyLocalScope: "-1" when the pod left no exit code
+                "exitCode": "-1" if outcome.exit_code is None else str(outcome.exit_code),
+                "status": outcome.phase,
+                "message": outcome.message,
+                "duration": str(round(node.attempts[-1].seconds)),
+            }
+            if not _retry_wanted(retry_expr, last_retry, path):
+                return "retryStrategy.expression evaluated to false"
+        return wait, max_deadline
+
     def _map_path(self, value: str, pod: Path, mounts: list[tuple[str, Path]]) -> str:
         head, sep, tail = value.partition("=")
         if sep and tail.startswith("/") and not head.startswith("/"):
@@ -483,20 +579,41 @@ class WorkflowEngine:
         return value
 
     def _attempt(
-        self, t: dict[str, Any], scope: dict[str, str], node: PodNode, path: str
+        self,
+        t: dict[str, Any],
+        scope: dict[str, str],
+        node: PodNode,
+        path: str,
+        execution_deadline: float | None = None,
     ) -> Outcome:
         self._seq += 1
         pod = self.options.pods_dir / f"{self._seq:03d}-{node.step}"
         (pod / "tmp").mkdir(parents=True, exist_ok=True)
         try:
-            return self._run_pod(t, scope, node, path, pod)
+            return self._run_pod(t, scope, node, path, pod, execution_deadline)
         except BadInputError as exc:  # an unresolvable tag: the pod cannot be created
             outcome = Outcome(ERROR, message=exc.one_line())
-            node.attempts.append(Attempt(None, ERROR, outcome.message, 0.0, str(pod)))
+            node.attempts.append(
+                Attempt(None, ERROR, outcome.message, 0.0, str(pod), clock=self.now())
+            )
             return outcome
 
+    def _node_loss(self, node: PodNode) -> NodeLoss | None:
+        # the step's pods counted over the whole run (a requeued step starts a new node)
+        attempt = sum(len(n.attempts) for n in self.nodes if n.step == node.step)
+        for fault in self.options.node_loss:
+            if fault.step == node.step and fault.attempt == attempt and not node.exit_handler:
+                return fault
+        return None
+
     def _run_pod(
-        self, t: dict[str, Any], scope: dict[str, str], node: PodNode, path: str, pod: Path
+        self,
+        t: dict[str, Any],
+        scope: dict[str, str],
+        node: PodNode,
+        path: str,
+        pod: Path,
+        execution_deadline: float | None = None,
     ) -> Outcome:
         c = substitute_all(t["container"], scope, path)
         mounts = sorted(
@@ -535,13 +652,20 @@ class WorkflowEngine:
         timeout = None
         if t.get("activeDeadlineSeconds") is not None:
             timeout = float(substitute(str(t["activeDeadlineSeconds"]), scope, path))
-        if self._deadline is not None:
-            left = max(0.0, self._deadline - time.monotonic())
-            timeout = left if timeout is None else min(timeout, left)
+        # Argo gives a retried pod backoff.maxDuration's deadline (executionDeadline), and
+        # every pod the workflow's
+        for limit_at in (self._deadline, execution_deadline):
+            if limit_at is not None:
+                left = max(0.0, limit_at - self.now())
+                timeout = left if timeout is None else min(timeout, left)
+        lost = self._node_loss(node)
+        if lost is not None and (timeout is None or lost.after_s < timeout):
+            return self._lose_node(lost, node, pod, argv, env)
         log_file = self.options.log_path(node.step) if self.options.log_path else pod / "log.txt"
         log_file.parent.mkdir(parents=True, exist_ok=True)
         cwd = mapped(c["workingDir"]) if c.get("workingDir") else os.getcwd()
-        started = time.monotonic()
+        started = self.now()
+        clock = started
         wall_start = time.time()
         with open(log_file, "a", encoding="utf-8") as logf:
             proc = subprocess.Popen(
@@ -560,11 +684,11 @@ class WorkflowEngine:
                 code = _stop(proc)
             except BaseException:  # the run is stopped: stop this pod, record it, go on up
                 code = _stop(proc)
-                seconds = round(time.monotonic() - started, 3)
+                seconds = round(self.now() - started, 3)
                 exit_code = -1 if code < 0 else code
                 message = "stopped: the run was stopped"
                 node.attempts.append(
-                    Attempt(exit_code, FAILED, message, seconds, str(pod), wall_start)
+                    Attempt(exit_code, FAILED, message, seconds, str(pod), wall_start, clock)
                 )
                 node.phase, node.exit_code, node.message = FAILED, exit_code, message
                 node.seconds = round(sum(a.seconds for a in node.attempts), 3)
@@ -574,12 +698,14 @@ class WorkflowEngine:
                     {"exit_code": exit_code, "seconds": node.seconds, "template": t["name"]},
                 )
                 raise
-        seconds = round(time.monotonic() - started, 3)
+        seconds = round(self.now() - started, 3)
         if deadline_hit:
             phase, exit_code, message = FAILED, code, "activeDeadlineSeconds exceeded"
-        elif code < 0:
-            phase, exit_code = ERROR, -1
-            message = f"pod deleted (process killed by signal {-code})"
+        elif code < 0:  # killed inside its pod (SIGKILL, the OOM killer): the kubelet
+            # records 128 + the signal, the pod fails; only a lost node is "pod deleted"
+            phase, exit_code = FAILED, 128 - code
+            name = "OOMKilled or SIGKILL" if -code == signal.SIGKILL else f"signal {-code}"
+            message = f"Error (exit code {exit_code}: {name})"
         elif code == 0:
             phase, exit_code, message = SUCCEEDED, 0, ""
         else:
@@ -606,8 +732,37 @@ class WorkflowEngine:
                 shutil.copyfile(src, dest)
             elif not art.get("optional") and phase == SUCCEEDED:
                 phase, message = ERROR, f"output artifact {art['name']!r}: {src} was not written"
-        node.attempts.append(Attempt(exit_code, phase, message, seconds, str(pod), wall_start))
+        node.attempts.append(
+            Attempt(exit_code, phase, message, seconds, str(pod), wall_start, clock)
+        )
         return Outcome(phase, exit_code, message, outputs)
+
+    def _lose_node(
+        self, lost: NodeLoss, node: PodNode, pod: Path, argv: list[str], env: dict[str, str]
+    ) -> Outcome:
+        """Fault point ``node-loss``: the pod starts, then its node goes away ``after_s``
+        (virtual) seconds in. Its processes die with it; Argo marks the node Error, "pod
+        deleted", with no exit code and no outputs (nothing is collected from a lost node)."""
+        clock, wall_start = self.now(), time.time()
+        with open(pod / "log.txt", "a", encoding="utf-8") as logf:
+            proc = subprocess.Popen(
+                argv, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        self._skew += lost.after_s
+        message = "pod deleted"
+        log.warning(
+            "%s: node lost %.0f s into attempt %d (fault point)",
+            node.path,
+            lost.after_s,
+            lost.attempt,
+        )
+        node.attempts.append(
+            Attempt(None, ERROR, message, lost.after_s, str(pod), wall_start, clock)
+        )
+        return Outcome(ERROR, None, message)
 
 
 def _retry_wanted(retry_expr: expr.Node, last: dict[str, str], where: str) -> bool:

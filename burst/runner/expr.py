@@ -30,7 +30,7 @@ _TOKEN = re.compile(
     (?P<ws>\s+)
   | (?P<num>\d+\.\d+|\d+)
   | (?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
-  | (?P<op>&&|\|\||==|!=|<=|>=|[<>!+\-*/%(),.\[\]])
+  | (?P<op>\?\?|&&|\|\||==|!=|<=|>=|[<>!+\-*/%(),.\[\]])
   | (?P<name>[A-Za-z_$][A-Za-z0-9_$]*)
 """,
     re.VERBOSE,
@@ -65,6 +65,7 @@ _BINARY_PRECEDENCE = {
     "*": 5,
     "/": 5,
     "%": 5,
+    "??": 6,  # expr-lang's nil coalescing binds tighter than arithmetic
 }
 
 
@@ -267,8 +268,18 @@ def _as_float(v: Any) -> float:
         raise ExprError(f"asFloat: {v!r} is not a number") from None
 
 
+def _get(obj: Any, key: Any) -> Any:
+    """expr-lang's ``get(map, key)``: nil (None) where there is nothing, never an error."""
+    if isinstance(obj, dict):
+        return obj.get(key)
+    if isinstance(obj, list) and isinstance(key, int) and -len(obj) <= key < len(obj):
+        return obj[key]
+    return None
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "asInt": _as_int,
+    "get": _get,
     "asFloat": _as_float,
     "string": lambda v: to_text(v),
     "toJson": lambda v: json.dumps(v, sort_keys=True, separators=(",", ":")),
@@ -358,6 +369,9 @@ def evaluate(node: Node, env: Mapping[str, Any]) -> Any:
             return bool(evaluate(node[2], env)) and bool(evaluate(node[3], env))
         if op == "||":
             return bool(evaluate(node[2], env)) or bool(evaluate(node[3], env))
+        if op == "??":
+            left = evaluate(node[2], env)
+            return evaluate(node[3], env) if left is None else left
         return _binary(op, evaluate(node[2], env), evaluate(node[3], env))
     raise ExprError(f"unknown expression node {kind!r}")
 

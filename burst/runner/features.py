@@ -24,6 +24,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "templates": "[template]",
         "activeDeadlineSeconds": ANY,
         "volumeClaimTemplates": "[claim]",
+        "volumes": ANY,  # emptyDir and the like: the engine maps each by name to a directory
         # cluster-only: no effect on one machine
         "serviceAccountName": ANY,
         "synchronization": ANY,

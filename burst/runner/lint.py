@@ -6,7 +6,12 @@
   the template's inputs, earlier steps and their declared outputs, ``retries`` only under a
   retry strategy; a step passes exactly the parameters its template declares;
 * ``when`` operands that may be strings are quoted (govaluate reads a bare word as a variable);
-* retry expressions and ``{{=...}}`` expressions parse, and read only what exists.
+* retry expressions and ``{{=...}}`` expressions parse, and read only what exists;
+* no step reads the exit code or the outputs of an earlier step that continues on Error:
+  an Error (a lost node, "pod deleted", a pod that never started) leaves neither, and from
+  Argo v3.7.11 / v4.0.2 a missing variable requeues the reading step forever (the workflow
+  hangs until its deadline, holding its semaphore and its nodes). Read ``.status``, or
+  ``get(steps.X, 'exitCode') ?? '-1'`` in an expression (a guard every version accepts).
 """
 
 from __future__ import annotations
@@ -100,10 +105,24 @@ class _Linter:
                     f"{scope['template']!r}",
                 )
         elif head in ("steps", "tasks"):
+            if len(path) == 2 and path[1] in (scope.get(head) or {}):
+                return  # the step's map, e.g. get(steps.train, 'exitCode') ?? '-1'
             if len(path) < 3:
                 self.add(where, f"incomplete reference {'.'.join(path)!r}")
                 return
             siblings = scope.get(head) or {}
+            if (
+                path[1] in (scope.get("errors_continue") or set())
+                and len(path) >= 3
+                and path[2] in ("exitCode", "outputs")
+            ):
+                self.add(
+                    where,
+                    f"{'.'.join(path)!r} is missing when {head[:-1]} {path[1]!r} ends in Error "
+                    "(node lost, pod deleted), which continueOn.error lets the run go past: "
+                    "Argo >= v3.7.11 / v4.0.2 requeues this step forever; read "
+                    f"{head}.{path[1]}.status",
+                )
             if path[1] not in siblings:
                 self.add(
                     where,
@@ -240,12 +259,19 @@ class _Linter:
                 self._walk_strings(f"{where}.retryStrategy.limit", rs["limit"], scope)
             if "steps" in t:
                 seen: dict[str, str] = {}
+                erring: set[str] = set()
                 for g, group in enumerate(t.get("steps") or []):
                     for j, step in enumerate(group or []):
                         swhere = f"{where}.steps[{g}][{j}] ({step.get('name')})"
-                        self._check_call(swhere, step, {**scope, "steps": dict(seen)})
+                        self._check_call(
+                            swhere,
+                            step,
+                            {**scope, "steps": dict(seen), "errors_continue": set(erring)},
+                        )
                     for step in group or []:
                         seen[step.get("name")] = step.get("template")
+                        if (step.get("continueOn") or {}).get("error"):
+                            erring.add(step.get("name"))
             if "dag" in t:
                 tasks = {
                     task.get("name"): task.get("template")

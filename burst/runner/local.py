@@ -25,7 +25,7 @@ from burst.errors import BadInputError
 from burst.lease import Lease, Renewer, heartbeat_store
 from burst.obs.report import build_report
 from burst.runner.argo import spec_parameters, terraform_parameters
-from burst.runner.engine import SUCCEEDED, EngineOptions, PodNode, WorkflowEngine
+from burst.runner.engine import SUCCEEDED, EngineOptions, NodeLoss, PodNode, WorkflowEngine
 from burst.runs import RunPaths, write_json_atomic
 from burst.spec import load_spec
 from burst.storage.base import StoreError
@@ -47,6 +47,7 @@ class RunOptions:
     template: Path = TEMPLATE
     parameters: dict[str, str] = field(default_factory=dict)  # overrides of workflow params
     backoff_scale: float = LOCAL_BACKOFF_SCALE
+    node_loss: tuple[NodeLoss, ...] = ()  # fault point node-loss (see NodeLoss)
 
 
 Event = Callable[[str, str, dict[str, Any]], None]
@@ -114,7 +115,7 @@ def _step_record(node: PodNode) -> dict[str, Any]:
     timed = [a for a in node.attempts if a.started_at is not None]
     return {
         "started_at": _iso(timed[0].started_at) if timed else None,
-        "ended_at": _iso(timed[-1].started_at + timed[-1].seconds) if timed else None,
+        "ended_at": _iso((timed[-1].started_at or 0.0) + timed[-1].seconds) if timed else None,
         "name": step_module(node) or node.step,
         "status": "succeeded" if node.phase == SUCCEEDED else "failed",
         "seconds": node.seconds,
@@ -156,7 +157,7 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
 
     A step run more than once (train requeued in the next candidate, and its provision) is
     one entry whose attempts add up; its status is its last run's. Steps that never ran are
-    "skipped". Helper containers (not ``python -m steps.*``, e.g. propagate-failure) are left
+    "skipped". Helper containers (not ``python -m steps.*``, e.g. give-up) are left
     out: the failure they propagate is already the step's.
     """
     spec = manifest["spec"]
@@ -233,6 +234,7 @@ class LocalRunner:
             pods_dir=self.paths.dir / "pods",
             log_path=self.paths.log,
             backoff_scale=self.options.backoff_scale,
+            node_loss=self.options.node_loss,
         )
         helpers = {
             t["name"]

@@ -6,8 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from burst.inputs import parse_yaml
 from burst.spec import BurstJob
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +25,7 @@ def merge(base: Any, over: Any) -> Any:
 
 def job_from(over: dict[str, Any]) -> BurstJob:
     """The quickstart spec with ``over`` merged in (lists replace)."""
-    base = yaml.safe_load(QUICKSTART.read_text())
+    base = parse_yaml(QUICKSTART.read_text(), str(QUICKSTART))  # as burst reads specs
     return BurstJob.model_validate(merge(base, over))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from burst.runner.engine import (
     EngineOptions,
     ManifestError,
+    NodeLoss,
     UnsupportedFeature,
     WorkflowEngine,
 )
@@ -214,24 +216,146 @@ def test_retry_limit_caps_attempts(tmp_path: Path) -> None:
     assert [a.exit_code for a in result.nodes[0].attempts] == [75, 75, 75]
 
 
-def test_killed_process_counts_as_node_loss_and_is_retried(tmp_path: Path) -> None:
+def run_with(manifest: dict[str, Any], tmp_path: Path, **options: Any) -> Any:
+    opts = EngineOptions(
+        workflow_name="wf-1",
+        volumes={"work": tmp_path},
+        pods_dir=tmp_path / "pods",
+        backoff_scale=0.01,
+        **options,
+    )
+    engine = WorkflowEngine(manifest, opts)
+    return engine, engine.run()
+
+
+def test_sigkill_inside_the_pod_is_exit_137_not_node_loss(tmp_path: Path) -> None:
+    """Argo sees a container killed in its pod (SIGKILL, the OOM killer) as exit 137, phase
+    Failed: the preemption retry expression must not retry it (the old runner called it
+    node loss and retried)."""
     code = counter_code("if n == 1: os.kill(os.getpid(), signal.SIGKILL)\nsys.exit(0)")
     lost = container("lost", code, "lost", retryStrategy=RETRY_75)
     result = run(workflow([lost, steps("main", [{"name": "lost", "template": "lost"}])]), tmp_path)
+    assert result.phase == "Failed"
+    (first,) = result.nodes[0].attempts
+    assert (first.exit_code, first.phase) == (137, "Failed")
+    assert "retryStrategy.expression evaluated to false" in result.nodes[0].message
+
+
+def test_node_loss_fault_point_is_error_pod_deleted_without_outputs(tmp_path: Path) -> None:
+    code = counter_code(
+        "os.makedirs(T + '/outputs', exist_ok=True)\n"
+        "pathlib.Path(T + '/outputs/o.txt').write_text(str(n))"
+    )
+    lost = container(
+        "lost",
+        code,
+        "lost",
+        retryStrategy=RETRY_75,
+        outputs={"parameters": [{"name": "o", "valueFrom": {"path": "/tmp/outputs/o.txt"}}]},
+    )
+    m = workflow([lost, steps("main", [{"name": "lost", "template": "lost"}])])
+    _, result = run_with(m, tmp_path, node_loss=(NodeLoss("lost", attempt=0, after_s=60),))
     assert result.phase == "Succeeded"
     first, second = result.nodes[0].attempts
-    assert (first.exit_code, first.phase) == (-1, "Error")
-    assert "pod deleted" in first.message
+    assert (first.exit_code, first.phase, first.message) == (None, "Error", "pod deleted")
     assert second.exit_code == 0
+    assert result.nodes[0].outputs == {"o": "1"}  # the lost pod's run never counted
 
 
 def test_retry_policy_on_failure_does_not_retry_node_loss(tmp_path: Path) -> None:
-    code = counter_code("os.kill(os.getpid(), signal.SIGKILL)")
     rs = {"limit": "2", "retryPolicy": "OnFailure"}
-    lost = container("lost", code, "lost", retryStrategy=rs)
-    result = run(workflow([lost, steps("main", [{"name": "lost", "template": "lost"}])]), tmp_path)
+    lost = container("lost", counter_code("sys.exit(0)"), "lost", retryStrategy=rs)
+    m = workflow([lost, steps("main", [{"name": "lost", "template": "lost"}])])
+    _, result = run_with(m, tmp_path, node_loss=(NodeLoss("lost"),))
     assert result.phase == "Failed"
     assert len(result.nodes[0].attempts) == 1
+
+
+def test_max_duration_counts_from_the_first_attempt(tmp_path: Path) -> None:
+    """operator.go processNodeRetries: maxDuration's deadline is the first attempt's start
+    plus maxDuration; a node lost after (virtual) 31 minutes under maxDuration 30m is never
+    retried."""
+    rs = {**RETRY_75, "backoff": {"duration": "1s", "factor": 2, "maxDuration": "30m"}}
+    t = container("t", counter_code("sys.exit(0)"), "t", retryStrategy=rs)
+    m = workflow([t, steps("main", [{"name": "t", "template": "t"}])])
+    _, result = run_with(m, tmp_path, node_loss=(NodeLoss("t", 0, after_s=31 * 60),))
+    assert result.phase == "Failed"
+    assert len(result.nodes[0].attempts) == 1
+    assert result.nodes[0].message == "Max duration limit exceeded"
+
+
+def test_backoff_cap_bounds_the_wait_not_the_retries(tmp_path: Path) -> None:
+    rs = {**RETRY_75, "backoff": {"duration": "1s", "factor": 2, "cap": "2s"}}
+    t = container("t", counter_code("sys.exit(0)"), "t", retryStrategy=rs)
+    m = workflow([t, steps("main", [{"name": "t", "template": "t"}])])
+    waits: list[float] = []
+    losses = tuple(NodeLoss("t", i, after_s=31 * 60) for i in range(3))
+    opts = EngineOptions(
+        workflow_name="wf-1",
+        volumes={"work": tmp_path},
+        pods_dir=tmp_path / "pods",
+        backoff_scale=0.01,
+        node_loss=losses,
+    )
+    result = WorkflowEngine(
+        m, opts, lambda _s, st, info: waits.append(info["wait_s"]) if st == "requeued" else None
+    ).run()
+    assert result.phase == "Succeeded"
+    assert [a.phase for a in result.nodes[0].attempts] == ["Error"] * 3 + ["Succeeded"]
+    assert waits == [1.0, 2.0, 2.0]  # 1s * 2^n, capped at 2s
+
+
+def test_missing_variable_in_when_hangs_until_the_workflow_deadline(tmp_path: Path) -> None:
+    """From Argo v3.7.11 / v4.0.2 a step whose `when` names a variable that does not exist
+    (the output of a step that failed before writing it) is requeued until it appears: the
+    workflow hangs until its deadline; the exit handler still runs. (The lint refuses the
+    same read after a step that continues on Error: there it is certain.)"""
+    t = container(
+        "t",
+        step_code("sys.exit(1)"),
+        "t",
+        outputs={"parameters": [{"name": "o", "valueFrom": {"path": "/tmp/o.txt"}}]},
+    )
+    after = container("after", step_code(""), "after")
+    main = steps(
+        "main",
+        [{"name": "t", "template": "t", "continueOn": {"failed": True}}],
+        [{"name": "after", "template": "after", "when": "'{{steps.t.outputs.parameters.o}}' == 'x'"}],
+    )  # fmt: skip
+    m = workflow([t, after, main], activeDeadlineSeconds=3600)
+    engine, result = run_with(m, tmp_path)
+    assert result.phase == "Failed"
+    assert "activeDeadlineSeconds exceeded" in result.message
+    assert "requeues this step" in result.message
+    assert engine.now() - time.monotonic() >= 3600 - 5  # the clock went to the deadline
+    assert order(tmp_path) == ["t", "bye"]  # `after` never ran; the exit handler did
+
+
+def test_lint_refuses_exit_code_after_a_step_that_continues_on_error(tmp_path: Path) -> None:
+    t = container("t", step_code(""), "t")
+    after = container("after", step_code(""), "after")
+    main = steps(
+        "main",
+        [{"name": "t", "template": "t", "continueOn": {"error": True}}],
+        [{"name": "after", "template": "after", "when": "{{steps.t.exitCode}} == 75"}],
+    )
+    with pytest.raises(ManifestError, match="requeues this step forever"):
+        run(workflow([t, after, main]), tmp_path)
+    assert order(tmp_path) == []  # refused before anything ran
+
+
+def test_output_artifacts_need_an_artifact_repository(tmp_path: Path) -> None:
+    t = container(
+        "t",
+        step_code("pathlib.Path(T + '/rec.json').write_text('{}')"),
+        "t",
+        outputs={"artifacts": [{"name": "rec", "path": "/tmp/rec.json"}]},
+    )
+    m = workflow([t, steps("main", [{"name": "t", "template": "t"}])])
+    with pytest.raises(ManifestError, match="needs an artifact repository"):
+        run(m, tmp_path)
+    _, result = run_with(m, tmp_path, artifact_repository=True)
+    assert result.phase == "Succeeded"
 
 
 def test_template_deadline_stops_a_step_and_teardown_still_runs(tmp_path: Path) -> None:
@@ -376,8 +500,9 @@ def test_branch_switched_off_by_a_workflow_parameter_is_not_checked(tmp_path: Pa
 
 
 def test_unresolvable_reference_errors_the_node_and_teardown_still_runs(tmp_path: Path) -> None:
-    """A step reading the output of a step that failed (continueOn) before writing it: the
-    node errors, as in Argo, and the exit handler still runs."""
+    """A step reading the output of a step that failed (continueOn) before writing it: Argo
+    (>= v3.7.11 / v4.0.2) requeues it forever; the local run says so, and the exit handler
+    still runs."""
     fails = container(
         "fails",
         step_code("sys.exit(1)"),
@@ -397,6 +522,7 @@ def test_unresolvable_reference_errors_the_node_and_teardown_still_runs(tmp_path
     result = run(workflow([fails, reads, main]), tmp_path)
     assert result.phase == "Failed"
     assert "steps.fails.outputs.parameters.doc" in result.message
+    assert "hang forever" in result.message
     assert order(tmp_path) == ["fails", "bye"]
     assert result.exit_handler_phase == "Succeeded"
 
@@ -436,7 +562,8 @@ def test_sigterm_stops_the_run_like_argo_stop_and_the_exit_handler_runs(tmp_path
 
 
 def test_output_artifacts_are_kept_even_when_the_step_fails(tmp_path: Path) -> None:
-    """Output artifacts land in artifacts/<step>/<name>: the local artifact repository. A
+    """Output artifacts land in artifacts/<step>/<name>: the local artifact repository
+    (given one: EngineOptions.artifact_repository). A
     failed step's artifact is kept too (the decision record of a refused preflight)."""
     write_then_exit = step_code(
         "os.makedirs(T + '/outputs', exist_ok=True)\n"
@@ -473,7 +600,7 @@ def test_output_artifacts_are_kept_even_when_the_step_fails(tmp_path: Path) -> N
             ),
         ]
     )
-    result = run(m, tmp_path)
+    _, result = run_with(m, tmp_path, artifact_repository=True)
     assert json.loads((tmp_path / "artifacts" / "ok" / "record.json").read_text()) == {"v": "0"}
     assert result.phase != "Succeeded"  # a non-optional artifact that was not written fails
     assert "output artifact 'record'" in next(
@@ -481,6 +608,7 @@ def test_output_artifacts_are_kept_even_when_the_step_fails(tmp_path: Path) -> N
     )
 
     m = workflow([bad, steps("main", [{"name": "bad", "template": "bad"}])])
-    run(m, tmp_path / "second")
+    (tmp_path / "second").mkdir()
+    run_with(m, tmp_path / "second", artifact_repository=True)
     kept = tmp_path / "second" / "artifacts" / "bad" / "record.json"
     assert json.loads(kept.read_text()) == {"v": "3"}

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from burst.infra.terraform import count_state_resources
+from burst.runner.engine import NodeLoss
 from burst.runner.local import TEMPLATE, LocalRunner, RunOptions
 from burst.runs import run_paths
 
@@ -126,6 +127,48 @@ def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: 
     assert second["candidate"] == {
         k: v for k, v in plan["candidates"][1].items() if k in second["candidate"]
     }
+
+
+@pytest.mark.e2e
+def test_node_lost_after_the_30th_minute_is_retried_then_requeued(
+    runs_root: Path, spec: Path
+) -> None:
+    """Issue 19's Done-when: train's node is lost 31 (virtual) minutes into every attempt in
+    the first candidate. As Argo would: each loss (Error, "pod deleted", no exit code) is
+    retried in the region (no maxDuration to end the retries), then the placement is
+    requeued in the plan's next candidate, where train succeeds. Nothing hangs, nothing
+    gives up, teardown leaves nothing."""
+    limit = 1  # retries per region: two pods lost in the first candidate
+    lost = tuple(NodeLoss("train", attempt=i, after_s=31 * 60) for i in range(limit + 1))
+    paths = run_paths("wf-lost", runs_root)
+    options = RunOptions(parameters={"preemptions-per-region": str(limit)}, node_loss=lost)
+    r = LocalRunner(paths, spec, options).run()
+    assert r["status"] == "succeeded", r["failure"]
+    assert r["workflow"]["phase"] == "Succeeded"
+    train = {s["name"]: s for s in r["steps"]}["train"]
+    assert train["placements"] == 2
+    details = train["attempt_details"]
+    assert [(a["exit_code"], a["phase"], a["message"]) for a in details[:2]] == [
+        (None, "Error", "pod deleted")
+    ] * 2
+    assert (details[2]["exit_code"], details[2]["phase"]) == (0, "Succeeded")
+    second = json.loads((paths.dir / "docs" / "provision.json").read_text())
+    assert second["placement"] == 1
+    assert r["resources_remaining"] == 0
+
+
+def test_the_pre_issue_19_template_is_refused_by_name(
+    runs_root: Path, spec: Path, burst_cmd: list[str]
+) -> None:
+    """The old template read steps.train.exitCode after node loss (Argo >= 3.7.11 would
+    requeue that step forever) and wrote an artifact without a repository: refused."""
+    old = REPO / "tests" / "data" / "burst-train.before-issue-19.yaml"
+    proc = _run(burst_cmd, spec, "wf-old", "--template", str(old))
+    assert proc.returncode == 2, proc.stderr
+    assert "requeues this step forever" in proc.stderr
+    assert "needs an artifact repository" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (runs_root / "wf-old").exists()
 
 
 def test_unsupported_template_is_refused_before_anything_runs(

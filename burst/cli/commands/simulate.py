@@ -107,9 +107,12 @@ def command(
     import math
 
     from burst.errors import BadInputError
+    from burst.inputs import MAX_INT
     from burst.plan.goodput import SimParams, read_trace, young_daly_report
     from burst.runs import write_json_atomic
 
+    if not 0 <= seed <= MAX_INT:
+        raise BadInputError(f"--seed must be from 0 to {MAX_INT} (got {seed})")
     times = read_trace(trace) if trace else None
     if mtbf is None and times is None:
         raise BadInputError("give --mtbf SECONDS or --trace FILE")
@@ -147,6 +150,11 @@ def command(
         click.echo(
             f"  x{c['factor']:<5g} interval {c['interval_s']:>10.4g} s  goodput "
             f"{c['goodput']:.4f}  lost {c['lost_seconds']:.4g} s"
+        )
+    if doc.get("sample_factor", 1.0) > 1.0:
+        click.echo(
+            f"sampled: {doc['work_s']:.4g} s of work is too long to simulate event by event; "
+            f"a window of 1/{doc['sample_factor']:.3g} of it was, figures scaled back up"
         )
     verdict = "peaks near" if doc["peak_near_young_daly"] else "does NOT peak near"
     click.echo(f"goodput {verdict} the Young/Daly interval")

@@ -48,11 +48,11 @@ def test_unpatched_schema_rejects_an_integer_int_or_string(train: dict[str, Any]
 def test_typo_in_a_field_fails_strict_schema_and_roundtrip(train: dict[str, Any]) -> None:
     broken = copy.deepcopy(train)
     t = _template(broken, "teardown")
-    t["nodeSelectr"] = t.pop("nodeSelector")
+    t["afinity"] = t.pop("affinity")
     assert schema_errors(broken, "lenient") == []  # the published schema lets typos through
     strict = schema_errors(broken, "strict")
-    assert any("nodeSelectr" in e for e in strict), strict
-    assert any("nodeSelectr" in d for d in roundtrip_diff(broken))
+    assert any("afinity" in e for e in strict), strict
+    assert any("afinity" in d for d in roundtrip_diff(broken))
 
 
 def test_typo_inside_a_container_fails_strict_schema(train: dict[str, Any]) -> None:
@@ -135,7 +135,7 @@ def test_missing_template_fails_lint(train: dict[str, Any]) -> None:
 def test_unquoted_when_operand_fails_lint(train: dict[str, Any]) -> None:
     broken = copy.deepcopy(train)
     step = _template(broken, "place")["steps"][3][0]
-    step["when"] = step["when"].replace("'{{steps.train.status}}'", "{{steps.train.status}}")
+    step["when"] = "{{steps.train.status}} != 'Succeeded'"
     problems = lint(broken)
     assert any("{{steps.train.status}} must be quoted" in p for p in problems), problems
 

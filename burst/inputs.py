@@ -1,0 +1,297 @@
+"""Bounded loading of every input file burst reads (specs, policy files, catalogs, records).
+
+One mechanism, so a hostile or broken file meets the same bounds wherever it enters:
+
+* the file type is checked before any blocking read: a FIFO, a device, a socket or a
+  directory is refused (opened with ``O_NONBLOCK`` and checked with ``fstat``, so even a FIFO
+  swapped in at the last moment cannot block us);
+* at most ``max_bytes`` are read (default 4 MiB; a spec is a few KB);
+* text must be UTF-8;
+* YAML is parsed by ``BoundedLoader``: an alias expansion bound (a "billion laughs" document
+  is refused before anything walks it), duplicated mapping keys refused on the second key's
+  line, impossible dates (``2026-02-30``), non-finite numbers (``.inf``, ``.nan``, ``1e999``)
+  and integers beyond 64 bits refused, each with its line;
+* ``short()`` quotes at most a short prefix of a value in an error message.
+
+Every problem is a ``BadInputError`` (exit 2) whose text is ``FILE:LINE: problem``.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from burst.errors import BadInputError
+
+MAX_BYTES = 4 << 20  # 4 MiB
+MAX_NODES = 100_000  # YAML nodes after alias expansion
+MAX_INT = 2**63 - 1
+QUOTE_CHARS = 60
+
+
+def short(value: Any, limit: int = QUOTE_CHARS) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a 20 MB value is not echoed back)."""
+    if isinstance(value, str | bytes) and len(value) > limit * 4:
+        value = value[: limit * 4]  # repr of a huge string is not even built
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({_size(value)})"
+
+
+def _size(value: Any) -> str:
+    try:
+        return f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
+    except TypeError:  # pragma: no cover
+        return type(value).__name__
+
+
+def _kind(mode: int) -> str | None:
+    """What a non-regular file is, or None for a regular file."""
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def read_bytes(path: str | Path, *, what: str = "file", max_bytes: int = MAX_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; BadInputError otherwise."""
+    p = str(path)
+    try:
+        kind = _kind(os.stat(p).st_mode)
+    except FileNotFoundError:
+        raise BadInputError(
+            f"no such {what} file" if what != "file" else "no such file", where=p
+        ) from None
+    except OSError as exc:
+        raise BadInputError(f"cannot read the {what} ({_reason(exc)})", where=p) from None
+    if kind is not None:
+        raise BadInputError(f"the {what} is {kind}, not a regular file", where=p)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise BadInputError(f"cannot read the {what} ({_reason(exc)})", where=p) from None
+    try:
+        st = os.fstat(fd)
+        kind = _kind(st.st_mode)
+        if kind is not None:  # swapped after the stat above
+            raise BadInputError(f"the {what} is {kind}, not a regular file", where=p)
+        if st.st_size > max_bytes:
+            raise BadInputError(
+                f"the {what} is {st.st_size} bytes, more than the {max_bytes}-byte limit", where=p
+            )
+        chunks: list[bytes] = []
+        total = 0
+        while total <= max_bytes:
+            block = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+            if not block:
+                break
+            chunks.append(block)
+            total += len(block)
+        if total > max_bytes:  # grew while we read it
+            raise BadInputError(f"the {what} is more than the {max_bytes}-byte limit", where=p)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise BadInputError(f"cannot read the {what} ({_reason(exc)})", where=p) from None
+    finally:
+        os.close(fd)
+
+
+def _reason(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+    return f"{name}: {exc.strerror}" if exc.strerror else name
+
+
+def read_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX_BYTES) -> str:
+    data = read_bytes(path, what=what, max_bytes=max_bytes)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise BadInputError(f"the {what} is not UTF-8 text", where=f"{path}:{line}") from None
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class InputYAMLError(yaml.YAMLError):
+    """A bound or rule of ``BoundedLoader`` broken at a line (1-based)."""
+
+    def __init__(self, line: int | None, problem: str, *, locate: bool = True) -> None:
+        super().__init__(problem)
+        self.line = line
+        self.problem = problem
+        self.locate = locate  # worth finding the field at that line (not for an alias bomb)
+
+
+def _line(node: yaml.Node) -> int:
+    return int(node.start_mark.line) + 1
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """yaml.SafeLoader with the bounds and refusals described in the module docstring."""
+
+    def compose_document(self) -> yaml.Node | None:
+        node: yaml.Node | None = super().compose_document()
+        _check_expansion(node, MAX_NODES)
+        return node
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            # the node's own keys (a key overriding one merged in by ``<<`` is allowed)
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if (
+                    not isinstance(key_node, yaml.ScalarNode)
+                    or key_node.tag == "tag:yaml.org,2002:merge"
+                ):
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    first = seen.get(key)
+                except TypeError:
+                    continue
+                if first is not None:
+                    raise InputYAMLError(
+                        _line(key_node),
+                        f"duplicated key {short(key)} (first on line {first}; "
+                        "the second would silently win)",
+                    )
+                seen[key] = _line(key_node)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[arg-type]
+
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode) -> Any:
+        try:
+            return super().construct_yaml_timestamp(node)
+        except (ValueError, OverflowError):
+            raise InputYAMLError(
+                _line(node), f"{short(node.value)} is not a valid date or time"
+            ) from None
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        value = float(super().construct_yaml_float(node))
+        if not math.isfinite(value):
+            raise InputYAMLError(
+                _line(node), f"{short(node.value)} is not a finite number (inf and nan refused)"
+            )
+        return value
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        text = str(node.value)
+        if len(text) > 40:
+            raise InputYAMLError(_line(node), f"{short(text)}: integer too large")
+        value = int(super().construct_yaml_int(node))
+        if abs(value) > MAX_INT:
+            raise InputYAMLError(_line(node), f"{short(text)}: integer beyond 64 bits")
+        return value
+
+
+# YAML 1.2 floats with an exponent and no sign or dot (``1e16``, ``1.0e5``): YAML 1.1 reads
+# them as strings, which then slip through as text; here they are numbers (and checked).
+BoundedLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", BoundedLoader.construct_yaml_timestamp)
+BoundedLoader.add_constructor("tag:yaml.org,2002:float", BoundedLoader.construct_yaml_float)
+BoundedLoader.add_constructor("tag:yaml.org,2002:int", BoundedLoader.construct_yaml_int)
+
+
+def _check_expansion(root: yaml.Node | None, limit: int) -> None:
+    """Refuse a node graph that expands (aliases followed) to more than ``limit`` nodes."""
+    if root is None:
+        return
+    memo: dict[int, int] = {}
+    # iterative post-order: aliases share nodes, so memoised counts keep this linear
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    on_path: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        ident = id(node)
+        if done:
+            on_path.discard(ident)
+            kids = _children(node)
+            total = 1 + sum(memo[id(k)] for k in kids)
+            memo[ident] = total
+            if total > limit:
+                raise InputYAMLError(
+                    _line(node),
+                    f"the document expands to more than {limit} YAML nodes "
+                    "(anchors and aliases nested too deep)",
+                    locate=False,
+                )
+            continue
+        if ident in memo:
+            continue
+        if ident in on_path:  # a recursive alias
+            raise InputYAMLError(_line(node), "a recursive YAML alias", locate=False)
+        on_path.add(ident)
+        stack.append((node, True))
+        for kid in _children(node):
+            if id(kid) not in memo:
+                stack.append((kid, False))
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def yaml_problem(exc: yaml.YAMLError) -> tuple[str, str]:
+    """``(":LINE" or "", problem)`` for any YAML error (syntax or a bound)."""
+    if isinstance(exc, InputYAMLError):
+        return (f":{exc.line}" if exc.line else ""), exc.problem
+    mark = getattr(exc, "problem_mark", None)
+    line = f":{mark.line + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or ["parse error"])[0]
+    return line, short(problem, 200).strip("'\"") if len(problem) > 200 else problem
+
+
+def field_at(text: str, line: int) -> str | None:
+    """The dotted path of the deepest field on ``line`` of a YAML text (for messages)."""
+    from burst.yamllines import line_index
+
+    paths = [p for p, n in line_index(text).items() if n == line and p]
+    if not paths:
+        return None
+    return ".".join(str(x) for x in max(paths, key=len))
+
+
+def parse_yaml(text: str, source: str, *, what: str = "file") -> Any:
+    """Parse YAML text with ``BoundedLoader``; BadInputError ``source:LINE: ...`` on failure."""
+    if len(text) > MAX_BYTES:
+        raise BadInputError(f"the {what} is more than the {MAX_BYTES}-byte limit", where=source)
+    try:
+        return yaml.load(text, Loader=BoundedLoader)
+    except yaml.YAMLError as exc:
+        line, problem = yaml_problem(exc)
+        prefix = "not valid YAML: "
+        if isinstance(exc, InputYAMLError):
+            prefix = ""
+            if exc.locate and exc.line:
+                field = field_at(text, exc.line)
+                prefix = f"{field}: " if field else ""
+        raise BadInputError(f"{prefix}{problem}", where=f"{source}{line}") from None
+    except RecursionError:
+        raise BadInputError("YAML nested too deep", where=source) from None
+
+
+def load_yaml_file(path: str | Path, *, what: str = "file", max_bytes: int = MAX_BYTES) -> Any:
+    return parse_yaml(read_text(path, what=what, max_bytes=max_bytes), str(path), what=what)

@@ -1,0 +1,42 @@
+"""The train pod, defined once: what single-node train (a container template of
+``burst-train``) and multi-node train (each pod of the gang, :mod:`pipelines.gang`) share.
+
+Its environment (JSON logs, the provider's preemption watchers, the SIGTERM grace the
+emergency save is sized to), its GPU request, its restricted security context and its
+termination grace period. Plain Kubernetes dicts: the WorkflowTemplate reads them into Hera
+models, the gang's Volcano Job embeds them as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pipelines.common import RUNS_MOUNT
+
+#: Seconds a SIGTERM leaves the train pod (its terminationGracePeriodSeconds): AWS's spot
+#: notice is 120 s; the train step sizes its emergency save to it (BURST_SIGTERM_GRACE_S).
+TRAIN_GRACE_S: Final = 120
+GPUS: Final = "{{workflow.parameters.gpus-per-node}}"
+
+
+def train_env() -> list[dict[str, str]]:
+    """The environment every train process gets, on one node or in a gang."""
+    return [
+        {"name": "BURST_RUNS_ROOT", "value": RUNS_MOUNT},
+        {"name": "BURST_NAMESPACE", "value": "{{workflow.namespace}}"},
+        {"name": "BURST_LOG_JSON", "value": "1"},
+        {"name": "BURST_SUBMITTED_AT", "value": "{{workflow.creationTimestamp}}"},
+        # the metadata watchers of the provider the train pod runs on, and the grace a
+        # SIGTERM leaves (the pod's terminationGracePeriodSeconds)
+        {"name": "BURST_PREEMPT_WATCHERS", "value": "provider"},
+        {"name": "BURST_SIGTERM_GRACE_S", "value": str(TRAIN_GRACE_S)},
+    ]
+
+
+def train_resources() -> dict[str, Any]:
+    """Every GPU of the node (extended resources: request == limit), and a CPU/memory floor so
+    the scheduler does not place the pod on a node that cannot feed them."""
+    return {
+        "requests": {"nvidia.com/gpu": GPUS, "cpu": "4", "memory": "16Gi"},
+        "limits": {"nvidia.com/gpu": GPUS},
+    }
