@@ -50,7 +50,7 @@ class StateRun:
 
 def runs_in_state_store(root: Path) -> list[StateRun]:
     """Runs under the local state store (runs/<id>/terraform) that still hold resources."""
-    out = []
+    out: list[StateRun] = []
     if not root.is_dir():
         return out
     for run_dir in sorted(p for p in root.iterdir() if p.is_dir()):

@@ -46,6 +46,7 @@ from burst.preempt.notice import Notice, NoticeBoard
 from burst.preempt.watch import Watchers, start_watchers
 from burst.runs import utcnow_iso
 from burst.spec import BurstJob
+from burst.storage.base import StoreError
 from burst.storage.location import run_replica_url
 from burst.train.attempts import FILE_NAME, AttemptLog, next_number, settle_unclosed
 from burst.train.checkpoints import RunCheckpoints
@@ -125,6 +126,8 @@ class TrainRun:
         """One trainer per run: the trainer lease in the run's store, taken before anything
         is read or written (refused, exit 3, while another live trainer renews it); and
         the run's heartbeat, which tells the reaper someone is driving the run."""
+        if os.environ.get("RANK", "0").strip() not in ("", "0"):
+            return  # one lease per run: rank 0 of a multi-process trainer holds it for all
         holder = describe_holder(f"run {self.run_id} trainer")
         self.lease = Lease.for_env(
             store.mgr.store, TRAINER_KEY, holder, f"run {self.run_id}'s trainer lease"
@@ -139,7 +142,8 @@ class TrainRun:
         self.heartbeat.beat()
 
     def _start_renewing(self, board: NoticeBoard) -> None:
-        assert self.lease is not None and self.heartbeat is not None
+        if self.lease is None or self.heartbeat is None:
+            return
         self.renewer = Renewer(
             [self.lease], self.lease.ttl / 4, tick=lambda: self._tick(board), beats=[self.heartbeat]
         ).start()
@@ -384,7 +388,7 @@ class TrainRun:
             self._save(store, engine, step, "full")
         try:
             store.commit(60.0)
-        except CheckpointError as err:
+        except (CheckpointError, StoreError) as err:
             log.error("the last checkpoint before stopping did not commit: %s", err.one_line())
         self._learn(store)
         self.record.update(outcome="budget-exceeded", ended_at_step=step, error=exc.message)
@@ -467,7 +471,7 @@ class TrainRun:
                 if notice.deadline is None
                 else max(0.05, notice.deadline - time.time() - RESERVE_S)
             )
-        except CheckpointError as exc:
+        except (CheckpointError, StoreError) as exc:
             emergency.setdefault("error", exc.one_line())
         self._learn(store)
         latest = store.latest()
@@ -508,7 +512,7 @@ class TrainRun:
         )
         try:
             store.commit(budget)
-        except CheckpointError as exc:
+        except (CheckpointError, StoreError) as exc:
             return {"committed": False, "error": exc.one_line()}
         committed_at = time.time()
         return {
