@@ -320,13 +320,9 @@ def build() -> WorkflowTemplate:
             extra_env=(state_key,),
             site_vars=True,
             active_deadline_seconds=TEARDOWN_DEADLINE_S,
-            # a teardown pod that is killed or fails is run again: the resources must go.
-            # backoff.maxDuration counts from the first attempt and caps each retry's
-            # deadline (operator.go): room for every attempt's full deadline
+            # a teardown pod that is killed or fails is run again: the resources must go
             retry_strategy=RetryStrategy(
-                limit=TEARDOWN_RETRIES,
-                retry_policy="Always",
-                backoff=m.Backoff(duration="10s", factor=m.IntOrString(root=2), max_duration="5h"),
+                limit=TEARDOWN_RETRIES, retry_policy="Always", backoff=BACKOFF
             ),
         )
         give_up = Container(
