@@ -2,7 +2,7 @@
 
 The runner is SIGKILLed while train runs. Its orphaned train step sees the driver heartbeat
 lapse, saves and stops by itself; its own heartbeat then lapses too, and `burst reap --yes`,
-run as its schedule would (every few seconds here, with a 4 s lease), destroys the run on
+run as its schedule would (every half second here, with an 8 s lease), destroys the run on
 its first pass after that, never while the trainer still renews its heartbeat, and without
 `--now`. Then `burst resume` carries the run on from the newest committed checkpoint.
 """
@@ -23,7 +23,7 @@ from burst.lease import TRAINER_KEY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-LEASE = {"BURST_LEASE_TTL_S": "4"}
+LEASE = {"BURST_LEASE_TTL_S": "8"}
 
 
 def _reap(burst_cmd: list[str], runs_root: Path, env: dict[str, str]) -> dict:  # type: ignore[type-arg]
@@ -69,8 +69,18 @@ def test_runner_killed_during_train_is_reaped_after_its_heartbeats_lapse(
     assert count_state_resources(state) > 0
 
     verdicts: list[str] = []
-    for _ in range(200):  # the reaper's schedule, compressed: at once, then every 0.5 s
+    for n in range(200):  # the reaper's schedule, compressed: at once, then every 0.5 s
         doc = _reap(burst_cmd, runs_root, env)
+        if n == 0:  # the orphan still trains: resuming now is refused, in one line
+            refused = subprocess.run(
+                [*burst_cmd, "resume", "dd", "--runs-root", str(runs_root)],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
+            assert refused.returncode == 3, refused.stderr
+            assert refused.stderr.strip().count("\n") == 0, refused.stderr
+            assert "run dd is live" in refused.stderr
         verdicts += [r["verdict"] for r in doc["runs"] if r["run_id"] == "dd"]
         if doc["actions"]:
             break
