@@ -8,22 +8,16 @@ makes each second count as an hour); it is 1 unless set.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
-from burst.errors import BadInputError, PolicyRefusal
+from burst.errors import PolicyRefusal
 
 
 def time_scale() -> float:
-    raw = os.environ.get("BURST_BUDGET_TIME_SCALE", "1")
-    try:
-        scale = float(raw)
-    except ValueError:
-        raise BadInputError(f"BURST_BUDGET_TIME_SCALE={raw!r} is not a number") from None
-    if not scale > 0:
-        raise BadInputError(f"BURST_BUDGET_TIME_SCALE={raw!r} must be positive")
-    return scale
+    from burst.settings import current
+
+    return current().budget_time_scale
 
 
 class BudgetExceeded(PolicyRefusal):

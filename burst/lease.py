@@ -42,13 +42,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from burst.errors import BadInputError, PolicyRefusal
+from burst.errors import PolicyRefusal
 from burst.storage.base import ObjectMissing, ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
 
-TTL_ENV = "BURST_LEASE_TTL_S"
-SETTLE_ENV = "BURST_LEASE_SETTLE_S"
 DEFAULT_TTL_S = 180.0
 DEFAULT_SETTLE_S = 2.0
 LOCAL_SETTLE_S = 0.2
@@ -56,30 +54,22 @@ TRAINER_KEY = "lease/trainer.json"
 STATE_PREFIX = "burst/runs/"  # the S3 state store's layout (burst.infra.reaper)
 
 
-def _seconds(env: str, default: float) -> float:
-    raw = os.environ.get(env, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadInputError(f"{env}={raw!r} is not a number of seconds") from None
-    if value <= 0:
-        raise BadInputError(f"{env}={raw!r} must be positive")
-    return value
-
-
 def ttl_s() -> float:
-    return _seconds(TTL_ENV, DEFAULT_TTL_S)
+    from burst.settings import current
+
+    return float(current().lease_ttl_s)
 
 
 def settle_s(store: ObjectStore | None = None) -> float:
     """The settle time: ``BURST_LEASE_SETTLE_S``, else 2 s for a remote store and 0.2 s for
     the local one (a rename lands in microseconds)."""
+    from burst.settings import current
     from burst.storage.local import LocalStore
 
-    default = LOCAL_SETTLE_S if isinstance(store, LocalStore) else DEFAULT_SETTLE_S
-    return _seconds(SETTLE_ENV, default)
+    given = current().lease_settle_s
+    if given is not None:
+        return float(given)
+    return LOCAL_SETTLE_S if isinstance(store, LocalStore) else DEFAULT_SETTLE_S
 
 
 def iso(t: float) -> str:
@@ -297,11 +287,13 @@ class Renewer:
 
 def heartbeat_store(run_id: str, run_dir: Path) -> ObjectStore:
     """Where the run's heartbeat lives: next to its Terraform state, where the reaper looks."""
-    bucket = os.environ.get("BURST_TF_STATE_BUCKET", "").strip()
+    from burst.settings import current
+
+    bucket = current().tf_state_bucket
     if bucket:
         from burst.storage.s3 import S3Store
 
-        region = os.environ.get("BURST_TF_STATE_REGION", "").strip() or None
+        region = current().tf_state_region or None
         return S3Store(bucket, f"{STATE_PREFIX}{run_id}/heartbeat", region=region)
     return local_heartbeat_store(run_dir)
 

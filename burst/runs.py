@@ -31,7 +31,9 @@ FAULT_POINTS = (*STEPS, "provision:before", "provision:midway", "train:before")
 
 def runs_root() -> Path:
     """Where run directories live: $BURST_RUNS_ROOT, else ./runs."""
-    return Path(os.environ.get("BURST_RUNS_ROOT", "runs")).resolve()
+    from burst.settings import current
+
+    return current().runs_root.resolve()
 
 
 def new_run_id(name: str, now: dt.datetime | None = None) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 from burst.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInputError, BurstError, InjectedFailure
 from burst.obs.logs import setup_logging
 from burst.runs import RunPaths, load_doc, run_paths, write_json_atomic
+from burst.settings import Settings, current, use
 from burst.spec import BurstJob, load_spec
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class StepContext:
 
     def fail_point(self, point: str | None = None) -> None:
         """Raise InjectedFailure when BURST_FAIL_AT names this step (or ``step:point``)."""
-        wanted = {p.strip() for p in os.environ.get("BURST_FAIL_AT", "").split(",") if p.strip()}
+        wanted: set[str] = set(current().fail_at)
         key = self.step if point is None else f"{self.step}:{point}"
         if key in wanted:
             raise InjectedFailure(f"failure injected at {key} (BURST_FAIL_AT)")
@@ -90,8 +91,13 @@ def main(
     ``step_fail_point=False`` lets a step place its own fault points (teardown does: an
     injected failure there fails destroy attempts, which it must survive)."""
     args = parse_args(step, argv)
-    os.environ["BURST_STEP"] = step
+    os.environ["BURST_STEP"] = step  # for this step's children (torchrun ranks, workers)
     os.environ["BURST_RUN_ID"] = args.run_id
+    with use(Settings.from_env()):  # the environment, read once for the whole step
+        return _run_step(step, fn, args, step_fail_point)
+
+
+def _run_step(step: str, fn: StepFn, args: argparse.Namespace, step_fail_point: bool) -> int:
     setup_logging(logging.INFO, run_id=args.run_id, step=step)
     started = time.monotonic()
     try:

@@ -72,7 +72,6 @@ def build() -> CronWorkflow:
             # `burst reap` by hand); the JSON of what it found and did is the pod's log
             command=["burst", "reap", "--yes", "--json"],
             env=[
-                Env(name="BURST_NAMESPACE", value="{{workflow.namespace}}"),
                 Env(name="BURST_REAP_REGIONS", value="{{workflow.parameters.regions}}"),
                 Env(name="BURST_TF_STATE_BUCKET", value="{{workflow.parameters.state-bucket}}"),
                 Env(name="BURST_TF_STATE_REGION", value="{{workflow.parameters.state-region}}"),

@@ -121,7 +121,6 @@ def _step_container(
         outputs.append(Parameter(name=output, value_from=m.ValueFrom(path=path)))
     env = [
         Env(name="BURST_RUNS_ROOT", value=RUNS_MOUNT),
-        Env(name="BURST_NAMESPACE", value="{{workflow.namespace}}"),
         Env(name="BURST_LOG_JSON", value="1"),
         # the stack the run applies, and the cloud teardown's leak scan looks at
         Env(name="BURST_TF_STACK", value="{{workflow.parameters.tf-stack}}"),
@@ -157,7 +156,6 @@ def _step_container(
 
 def build() -> WorkflowTemplate:
     """The burst-train WorkflowTemplate (Hera object; ``.to_dict()`` is the manifest)."""
-    state_key = Env(name="BURST_STATE_KEY", value="{{workflow.namespace}}/{{workflow.name}}")
     with WorkflowTemplate(
         name=NAME,
         labels={**PART_OF, "app.kubernetes.io/name": NAME},
@@ -278,7 +276,6 @@ def build() -> WorkflowTemplate:
             inputs=("plan", "decision"),
             output="infra",
             extra_env=(
-                state_key,
                 Env(name="BURST_CANDIDATE_INDEX", value="{{inputs.parameters.candidate-index}}"),
             ),
             extra_inputs=("candidate-index",),
@@ -290,7 +287,6 @@ def build() -> WorkflowTemplate:
             output="train",
             image="{{workflow.parameters.trainer-image}}",
             extra_env=(
-                Env(name="BURST_ATTEMPT", value="{{retries}}"),
                 *(
                     Env(name=e["name"], value=e["value"])
                     for e in train_env()
@@ -317,7 +313,6 @@ def build() -> WorkflowTemplate:
         teardown = _step_container(
             "teardown",
             output="teardown",
-            extra_env=(state_key,),
             site_vars=True,
             active_deadline_seconds=TEARDOWN_DEADLINE_S,
             # a teardown pod that is killed or fails is run again: the resources must go

@@ -23,7 +23,6 @@ def train_env() -> list[dict[str, str]]:
     """The environment every train process gets, on one node or in a gang."""
     return [
         {"name": "BURST_RUNS_ROOT", "value": RUNS_MOUNT},
-        {"name": "BURST_NAMESPACE", "value": "{{workflow.namespace}}"},
         {"name": "BURST_LOG_JSON", "value": "1"},
         {"name": "BURST_SUBMITTED_AT", "value": "{{workflow.creationTimestamp}}"},
         # the metadata watchers of the provider the train pod runs on, and the grace a

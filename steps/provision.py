@@ -15,20 +15,20 @@ allowed candidates, and what an earlier placement left in another region is dest
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
-from burst.errors import BadInputError, BurstError, CapacityError
+from burst.errors import BurstError, CapacityError
 from burst.infra.provision import gate_candidates, provision
 from burst.obs.metrics import RunMetrics, exported
+from burst.settings import current
 from burst.stepio import StepContext, main
 
 OUTCOMES = {"ok": "ok", "capacity": "no_capacity", "error": "error", "injected": "error"}
 
 
 def _wants(point: str) -> bool:
-    return point in {p.strip() for p in os.environ.get("BURST_FAIL_AT", "").split(",")}
+    return point in current().fail_at
 
 
 def _record(metrics: RunMetrics, attempts: list[dict[str, Any]]) -> None:
@@ -37,10 +37,7 @@ def _record(metrics: RunMetrics, attempts: list[dict[str, Any]]) -> None:
 
 
 def candidate_index() -> int:
-    raw = os.environ.get("BURST_CANDIDATE_INDEX", "0").strip() or "0"
-    if not raw.isdigit():
-        raise BadInputError(f"BURST_CANDIDATE_INDEX={raw!r} must be a whole number")
-    return int(raw)
+    return current().candidate_index
 
 
 def run(ctx: StepContext) -> dict[str, Any]:

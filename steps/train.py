@@ -3,7 +3,6 @@ checkpoint; exit 0 when done, 75 when preempted (requeue) after saving what fitt
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -15,14 +14,16 @@ def resolve_watchers(infra: dict[str, Any] | None) -> None:
     watcher of the provider the node group was provisioned with (none for one without a
     metadata notice, e.g. oci)."""
     from burst.preempt.metadata import WATCHERS
+    from burst.settings import current, export
 
-    if os.environ.get("BURST_PREEMPT_WATCHERS", "").strip().lower() != "provider":
+    env = current()
+    if env.preempt_watchers.lower() != "provider":
         return
-    if os.environ.get("BURST_TF_STACK", "local") == "local":  # an emulated node group:
-        os.environ["BURST_PREEMPT_WATCHERS"] = "none"  # no metadata service to ask
+    if env.tf_stack == "local":  # an emulated node group:
+        export("BURST_PREEMPT_WATCHERS", "none")  # no metadata service to ask
         return
     provider = str(((infra or {}).get("candidate") or {}).get("provider", "")).lower()
-    os.environ["BURST_PREEMPT_WATCHERS"] = provider if provider in WATCHERS else "none"
+    export("BURST_PREEMPT_WATCHERS", provider if provider in WATCHERS else "none")
 
 
 def run(ctx: StepContext) -> dict[str, Any]:

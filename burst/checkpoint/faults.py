@@ -31,7 +31,9 @@ _hits = 0
 
 
 def point(name: str) -> None:
-    spec = os.environ.get(ENV)
+    from burst.settings import current
+
+    spec = current().checkpoint_fault
     if not spec:
         return
     target, _, nth = spec.partition(":")
@@ -42,14 +44,14 @@ def point(name: str) -> None:
         _hits += 1
         if _hits < int(nth or "1"):
             return
-        once = os.environ.get(ONCE_ENV)
+        once = current().checkpoint_fault_once
         if once:
             try:
                 fd = os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
             except FileExistsError:
                 return  # fired already (in this or an earlier process)
             os.close(fd)
-        action = os.environ.get(ACTION_ENV, "kill")
+        action = current().checkpoint_fault_action
         if action.startswith("pause:"):
             _pause(Path(action.removeprefix("pause:")))
             return

@@ -42,7 +42,7 @@ from burst.checkpoint.restore import Restored, restore_checkpoint
 from burst.checkpoint.staging import HostBuffer
 from burst.checkpoint.tree import flatten
 from burst.checkpoint.verify import ChunkAudit
-from burst.errors import BadInputError, CheckpointError
+from burst.errors import CheckpointError
 from burst.storage import ObjectStore, open_store
 from burst.storage.base import StoreError
 
@@ -60,14 +60,9 @@ NOTICE_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
 def retry_budget_s() -> float:
-    raw = os.environ.get(RETRY_ENV, str(DEFAULT_RETRY_S))
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadInputError(f"{RETRY_ENV}={raw!r} is not a number of seconds") from None
-    if value < 0:
-        raise BadInputError(f"{RETRY_ENV}={raw!r} must not be negative")
-    return value
+    from burst.settings import current
+
+    return float(current().checkpoint_retry_s)
 
 
 class WorkerStartError(StoreError):

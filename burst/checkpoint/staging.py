@@ -30,10 +30,18 @@ log = logging.getLogger(__name__)
 SHM_DIR_ENV = "BURST_CHECKPOINT_SHM_DIR"
 
 
+def shm_override() -> Path | None:
+    from burst.settings import current
+
+    return current().checkpoint_shm_dir
+
+
 def shm_dir() -> Path:
-    env = os.environ.get(SHM_DIR_ENV)
-    if env:
-        return Path(env)
+    from burst.settings import current
+
+    env = current().checkpoint_shm_dir
+    if env is not None:
+        return env
     shm = Path("/dev/shm")
     return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
 
@@ -47,7 +55,7 @@ class HostBuffer:
         self.token = secrets.token_hex(8)  # fd numbers are reused: this names the buffer
         use_memfd = (
             directory is None
-            and not os.environ.get(SHM_DIR_ENV)
+            and shm_override() is None
             and hasattr(os, "memfd_create")
             and Path(f"/proc/{os.getpid()}/fd").is_dir()
         )

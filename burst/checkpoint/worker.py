@@ -24,6 +24,7 @@ from burst.checkpoint.retention import apply_retention, collect_garbage
 from burst.checkpoint.staging import AttachedBuffer
 from burst.checkpoint.writer import CheckpointWriter
 from burst.errors import BurstError, InfraError
+from burst.settings import current
 from burst.storage import LocalStore, store_from_spec
 
 log = logging.getLogger("burst.checkpoint.worker")
@@ -122,7 +123,7 @@ def main() -> int:
     proto = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     logging.basicConfig(
-        level=os.environ.get("BURST_CHECKPOINT_LOG_LEVEL", "WARNING"),
+        level=current().checkpoint_log_level,
         format="%(asctime)s ckpt-worker %(levelname)s %(message)s",
         stream=sys.stderr,
     )

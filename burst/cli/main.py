@@ -20,6 +20,7 @@ import click
 from burst import __version__
 from burst.errors import EXIT_CODES, EXIT_FAILURE, BurstError
 from burst.obs.logs import setup_logging
+from burst.settings import Settings, use
 
 log = logging.getLogger("burst.cli")
 
@@ -48,15 +49,18 @@ class BurstGroup(click.Group):
 @click.group(cls=BurstGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="burst")
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
-@click.option("--log-json", is_flag=True, envvar="BURST_LOG_JSON", help="Logs as JSON lines.")
+@click.option("--log-json", is_flag=True, help="Logs as JSON lines (or set BURST_LOG_JSON=1).")
 def cli(verbose: int, log_json: bool) -> None:
     """burst: train on rented, scarce GPUs abroad, safely and routinely.
 
     A run is one pipeline: preflight, plan, verify-image, provision, train, and teardown
     (always). `burst run SPEC` runs it on this machine on embedded defaults.
     """
+    ctx = click.get_current_context()
+    # the environment, read once for the whole command (burst.settings)
+    ctx.with_resource(use(Settings.from_env()))
     level = logging.WARNING - 10 * verbose
-    setup_logging(level=max(level, logging.DEBUG), json_lines=log_json)
+    setup_logging(level=max(level, logging.DEBUG), json_lines=True if log_json else None)
 
 
 def _register() -> None:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from typing import Any
 
 from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
 from burst.checkpoint.verify import newest_restorable, verify_checkpoint
-from burst.errors import BadInputError, BurstError
+from burst.errors import BurstError
 from burst.spec import BurstJob
 from burst.storage import open_store
 from burst.storage.base import ObjectStore, StoreError
@@ -37,12 +36,9 @@ DEFAULT_WAIT_S = 120.0
 
 
 def sync_wait_s() -> float:
-    raw = os.environ.get("BURST_SYNC_WAIT_S", str(DEFAULT_WAIT_S))
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadInputError(f"BURST_SYNC_WAIT_S={raw!r} is not a number of seconds") from None
-    return max(0.0, value)
+    from burst.settings import current
+
+    return current().sync_wait_s
 
 
 def expected_step(records: list[dict[str, Any]]) -> int | None:

@@ -19,9 +19,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -38,6 +37,7 @@ from burst.infra.terraform import Terraform
 from burst.infra.workspace import VARS_FILE, Workspace, workspace_for, write_vars
 from burst.obs.events import PROVISION_ATTEMPT, emit
 from burst.plan.placement import default_capacity
+from burst.settings import Settings, resolve
 from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
@@ -74,22 +74,12 @@ def node_count(job: BurstJob) -> int:
     return max(1, -(-job.compute.gpu_count // job.compute.gpus_per_node))
 
 
-def simulated_no_capacity(env: dict[str, str] | None = None) -> list[str]:
-    raw = (os.environ if env is None else env).get(SIMULATE_ENV, "")
-    return [r.strip() for r in raw.split(",") if r.strip()]
+def simulated_no_capacity(env: Settings | Mapping[str, str] | None = None) -> list[str]:
+    return list(resolve(env).simulate_no_capacity)
 
 
-def apply_timeout(env: dict[str, str] | None = None) -> float:
-    raw = (os.environ if env is None else env).get(TIMEOUT_ENV, "")
-    if not raw:
-        return DEFAULT_TIMEOUT_S
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise BadInputError(f"{TIMEOUT_ENV}={raw!r} must be a positive number of seconds")
-    return value
+def apply_timeout(env: Settings | Mapping[str, str] | None = None) -> float:
+    return resolve(env).tf_timeout_s
 
 
 def check_candidates(candidates: Any) -> list[dict[str, Any]]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,7 +125,9 @@ def run_heartbeats(root: Path, run_id: str, location: str = "") -> dict[str, dic
         from burst.storage.s3 import S3Store
 
         bucket = location.removeprefix("s3://").split("/", 1)[0]
-        region = os.environ.get("BURST_TF_STATE_REGION", "").strip() or None
+        from burst.settings import current
+
+        region = current().tf_state_region or None
         return heartbeats(S3Store(bucket, f"{STATE_PREFIX}{run_id}/heartbeat", region=region))
     if not (root / run_id / "heartbeat").is_dir():
         return {}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -117,7 +116,9 @@ def run_region(workdir: Path) -> tuple[str | None, str | None]:
 def cloud_scan_enabled() -> bool:
     """Scan the real cloud when the run targeted it: ``BURST_TARGET=aws``, or (see
     ``leak_scan``) whenever the run's workspace is the aws stack, whatever the variable says."""
-    return os.environ.get("BURST_TARGET", "local") == "aws"
+    from burst.settings import current
+
+    return current().target == "aws"
 
 
 def leak_scan(run_id: str, workdir: Path) -> list[dict[str, Any]]:

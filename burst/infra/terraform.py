@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import CapacityError, InfraError
+from burst.settings import current
 
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-TERRAFORM_DIR = Path(os.environ.get("BURST_TERRAFORM_DIR", REPO_ROOT / "terraform"))
+TERRAFORM_DIR = current().terraform_dir or REPO_ROOT / "terraform"
 CLI_CONFIG = TERRAFORM_DIR / "terraformrc"
 
 # Messages that mean "no capacity here", from AWS, GCP, Azure and OCI, and from the local
@@ -42,7 +43,7 @@ CAPACITY_PATTERNS = re.compile(
 
 
 def terraform_argv() -> list[str]:
-    external = os.environ.get("BURST_TERRAFORM_BIN")
+    external = current().terraform_bin
     if external:
         return [external]
     return [sys.executable, "-m", "burst.infra.tfbin"]

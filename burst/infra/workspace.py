@@ -20,13 +20,14 @@ reaper) can reopen the same state from the run id.
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from burst.errors import BadInputError
 from burst.infra.terraform import TERRAFORM_DIR, Terraform
+from burst.settings import Settings, resolve
 
 VARS_FILE = "burst.auto.tfvars.json"
 STATE_FILE = "terraform.tfstate"
@@ -229,28 +230,31 @@ class Workspace:
         return variables
 
 
-def workspace_for(run_id: str, workdir: Path, env: dict[str, str] | None = None) -> Workspace:
-    """The workspace a new provision uses, from the environment (fail closed on gaps)."""
-    env = dict(os.environ) if env is None else env
-    kind = env.get("BURST_TF_STACK", "local") or "local"
+def workspace_for(
+    run_id: str, workdir: Path, env: Settings | Mapping[str, str] | None = None
+) -> Workspace:
+    """The workspace a new provision uses, from the settings (fail closed on gaps)."""
+    settings = resolve(env)
+    kind = settings.tf_stack
     if kind not in STACK_KINDS:
         raise BadInputError(f"BURST_TF_STACK={kind!r} is not one of {', '.join(STACK_KINDS)}")
     if kind == "local":
         return Workspace("local", run_id, workdir)
-    missing = [
-        n
-        for n in ("BURST_TF_STATE_BUCKET", "BURST_TF_STATE_REGION", "BURST_TF_SITE_VARS")
-        if not env.get(n)
-    ]
-    if missing:
+    given = {
+        "BURST_TF_STATE_BUCKET": settings.tf_state_bucket,
+        "BURST_TF_STATE_REGION": settings.tf_state_region,
+        "BURST_TF_SITE_VARS": settings.tf_site_vars,
+    }
+    missing = [n for n, v in given.items() if not v]
+    if missing or settings.tf_site_vars is None:
         raise BadInputError(f"BURST_TF_STACK=aws needs {', '.join(missing)} to be set")
-    site = Path(env["BURST_TF_SITE_VARS"]).resolve()
+    site = settings.tf_site_vars.resolve()
     if not site.is_file():
         raise BadInputError(f"BURST_TF_SITE_VARS: no such file {site}")
     backend = {
-        "bucket": env["BURST_TF_STATE_BUCKET"],
+        "bucket": settings.tf_state_bucket,
         "key": state_key(run_id),
-        "region": env["BURST_TF_STATE_REGION"],
+        "region": settings.tf_state_region,
         "use_lockfile": "true",
         "encrypt": "true",
     }

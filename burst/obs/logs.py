@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from typing import Any
@@ -62,10 +61,13 @@ def setup_logging(
     """Configure the root logger once. JSON lines when asked, or when stderr is not a TTY and
     BURST_LOG_JSON is set; run id and step default to BURST_RUN_ID / BURST_STEP."""
     stream = stream or sys.stderr
-    run_id = run_id or os.environ.get("BURST_RUN_ID")
-    step = step or os.environ.get("BURST_STEP")
+    from burst.settings import current
+
+    env = current()
+    run_id = run_id or env.run_id or None
+    step = step or env.step or None
     if json_lines is None:
-        json_lines = os.environ.get("BURST_LOG_JSON", "") not in ("", "0", "false")
+        json_lines = env.log_json
     handler = logging.StreamHandler(stream)
     handler.setFormatter(
         JsonLineFormatter(run_id, step) if json_lines else HumanFormatter(run_id, step)

@@ -25,7 +25,6 @@ Families (the exposition adds ``_total`` to counters and ``_bucket/_sum/_count``
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -240,7 +239,9 @@ def export_from_env(
     """What a step calls at its end: write its metric file; push as well when
     ``BURST_PUSHGATEWAY`` is set. A failed push is logged, never fatal. Returns where it went."""
     where = [str(metrics.write_textfile(metrics_file(run_dir, step, attempt)))]
-    gateway = os.environ.get("BURST_PUSHGATEWAY")
+    from burst.settings import current
+
+    gateway = current().pushgateway
     if gateway:
         try:
             metrics.push(gateway, step)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -386,8 +385,9 @@ def catalog_files(extra: Iterable[str | Path] = (), use_env: bool = True) -> lis
     """Default catalog, then $BURST_CATALOG files, then ``extra`` (later files win)."""
     files = [DEFAULT_CATALOG]
     if use_env:
-        env = os.environ.get(ENV_VAR, "")
-        files += [Path(p) for p in env.split(os.pathsep) if p.strip()]
+        from burst.settings import current
+
+        files += list(current().catalog)
     files += [Path(p) for p in extra]
     return files
 

@@ -72,7 +72,8 @@ class Engine:
         self._runner: Any = None
         self._input: Any = None
         self.rego = Interpreter()
-        self.rego.add_data_json(rego_json(data if data is not None else policies.data_document()))
+        document = data if data is not None else policies.data_document()
+        self.rego.add_data_json(rego_json({**document, "index": lookup_index(document)}))
         modules = policies.modules if with_tests else policies.rule_modules
         for module in modules:
             lineno = next(
@@ -171,6 +172,25 @@ class Engine:
         return _check_decision(self._parse(ok, text, DECISION_QUERY), self.policies)
 
 
+def lookup_index(document: dict[str, Any]) -> dict[str, Any]:
+    """Lookups the rules need, built once from the facts (rego-cpp is slow at scanning every
+    provider's regions inside a query): region code -> the countries any provider places it
+    in, and country -> the jurisdictions that claim it. More than one entry: ambiguous (the
+    rules then treat the region or country as unknown)."""
+    facts = document.get("facts", {})
+    regions: dict[str, list[str]] = {}
+    for provider in facts.get("regions", {}).values():
+        for code, region in (provider.get("regions") or {}).items():
+            country = region.get("country")
+            if country is not None and country not in regions.setdefault(code, []):
+                regions[code].append(country)
+    countries: dict[str, list[str]] = {}
+    for code, j in facts.get("jurisdictions", {}).items():
+        for country in j.get("countries") or []:
+            countries.setdefault(country, []).append(code)
+    return {"region_countries": regions, "country_jurisdictions": countries}
+
+
 def _first_line(exc: object) -> str:
     return " ".join(str(exc).split())[:300]
 
@@ -209,6 +229,21 @@ def _check_decision(result: Any, policies: PolicySet) -> dict[str, Any]:
         )
     )
     out: dict[str, Any] = {"verdict": result["verdict"], "reasons": reasons}
+    satisfied = []
+    for s in result.get("satisfied", []):
+        missing = [k for k in ("rule", "message", "source") if not s.get(k)]
+        if missing:
+            raise PolicyFileError(
+                f"a rule produced a satisfied entry without {', '.join(missing)}: "
+                f"{json.dumps(s)[:160]}",
+                where=where,
+            )
+        satisfied.append({k: s[k] for k in ("rule", "message", "source", "fact") if k in s})
+    out["satisfied"] = sorted(satisfied, key=lambda s: (s["rule"], s.get("fact", ""), s["message"]))
+    sources = result.get("sources", [])
+    if not isinstance(sources, list) or not all(isinstance(x, dict) for x in sources):
+        raise PolicyFileError(f"{DECISION_QUERY}.sources must be a list", where=where)
+    out["sources"] = sorted(sources, key=lambda x: str(x.get("region", "")))
     for key in ("data_may_move", "data_may_leave"):
         if key in result:
             if not isinstance(result[key], bool):
@@ -234,10 +269,13 @@ def input_document(
         "stale_before": (today - dt.timedelta(days=max_fact_age_days)).isoformat(),
         "spec": {
             "name": job.name,
+            "sha256": job.sha256(),
             "data": {
                 "classification": job.data.classification,
                 "origin": job.data.origin,
                 "region": job.data.region,
+                # where the data is stored today: the shards' regions, else data.region
+                "shards": sorted(job.data.shards or {}),
                 "transfer_safeguards": [s.lower() for s in job.data.transfer_safeguards],
             },
             "model": {
@@ -246,6 +284,7 @@ def input_document(
                 "export_sensitivity": job.model.export_sensitivity,
             },
             "organization": {
+                "name": job.organization.name,
                 "headquarters": job.organization.headquarters,
                 "parent_headquarters": job.organization.parent_headquarters,
             },

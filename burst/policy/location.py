@@ -14,7 +14,6 @@ The trusted image-signing keys are ``<policy dir>/keys``. The old names
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -31,15 +30,15 @@ def checkout_policy_dir() -> Path:
 
 def policy_dir(explicit: str | Path | None = None) -> Path:
     """The policy directory: ``explicit``, else ``$BURST_POLICIES``, else the checkout's."""
+    from burst.settings import current
+
+    env = current()
     for old in RETIRED:
-        if os.environ.get(old):
+        if env.raw(old):
             log.warning("%s is no longer read: set %s (the policy directory) instead", old, ENV)
     if explicit is not None and str(explicit):
         return Path(explicit)
-    env = os.environ.get(ENV)
-    if env:
-        return Path(env)
-    return checkout_policy_dir()
+    return env.policies or checkout_policy_dir()
 
 
 def keys_dir(explicit: str | Path | None = None) -> Path:

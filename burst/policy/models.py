@@ -85,6 +85,9 @@ class Outbound(Fact):
     always_review: str | None = Field(
         default=None, description="A duty no spec field can show done (e.g. a filing): review."
     )
+    article: str | None = Field(
+        default=None, description="The provision a satisfied transfer cites (e.g. PDPA s.26)."
+    )
     dates: str | None = None
 
     @field_validator("accepted_safeguards", "assessment_waived_by")
@@ -119,12 +122,38 @@ class Jurisdiction(Strict):
     countries: list[str] = Field(
         description="Countries whose regions count as inside (empty for free zones)."
     )
+    host: str | None = Field(
+        default=None,
+        pattern=COUNTRY,
+        description="For a free zone: the country it lies in (whose localisation may bind it).",
+    )
+    host_localization: Fact | None = Field(
+        default=None,
+        description="Whether the host country's localisation duties bind this free zone "
+        "(confidence unknown when the sources do not settle it: such data reviews).",
+    )
     source: Sources = Field(default_factory=list)
     outbound: Outbound | None = None
     inbound_rented_region: Fact | None = None
     localization: list[Localization] = Field(default_factory=list)
+    localization_general: Fact | None = Field(
+        default=None,
+        description="What the sources say about localisation in general (e.g. 'none general; "
+        "sectoral rules'): every decision that lets data leave rests on it.",
+    )
     breach: Fact | None = None
     note: str | None = None
+    other_facts: dict[str, Fact] = Field(
+        default_factory=dict,
+        description="Further sourced statements of the fact sheet about this jurisdiction "
+        "(status, scope exclusions, adequacy lists), kept with their confidence and date.",
+    )
+
+    @model_validator(mode="after")
+    def _host(self) -> Jurisdiction:
+        if (self.host is None) != (self.host_localization is None):
+            raise ValueError("host and host_localization go together (free zones only)")
+        return self
 
     @field_validator("countries")
     @classmethod
@@ -167,6 +196,9 @@ class CountryGroups(Fact):
     not_in: list[str] = Field(default_factory=list, description="Groups it is believed not in.")
     destination_licence: bool = Field(
         description="3A090/4A090 need a destination licence there (since 2023-11-17)."
+    )
+    contested: bool = Field(
+        default=False, description="The sources disagree on the membership (e.g. Israel)."
     )
 
     @field_validator("groups", "not_in")
@@ -287,16 +319,44 @@ class Settings(Strict):
     fact_sheet: str | None = None
 
 
+NO_WILDCARD = "must list what the sign-off was justified for (no '*')"
+
+
+class OrganizationBinding(Strict):
+    """The organisation a sign-off was justified for: the spec's ``organization`` must match
+    (name compared without case or surrounding blanks; the same parent, null for none)."""
+
+    name: str = Field(min_length=1)
+    headquarters: str = Field(pattern=COUNTRY)
+    parent_headquarters: str | None = Field(
+        default=None, pattern=COUNTRY, description="null: the organisation has no parent."
+    )
+
+
 class Scope(Strict):
-    regions: list[str] = Field(default_factory=lambda: ["*"])
-    providers: list[str] = Field(default_factory=lambda: ["*"])
+    """What a sign-off binds to. ``organization``, ``facts``, ``regions`` and ``providers``
+    are required and explicit; the rest are optional selectors (default: any)."""
+
+    organization: OrganizationBinding
+    facts: list[str] = Field(
+        min_length=1,
+        description="Fact ids a waived reason cites (e.g. export.screened_headquarters).",
+    )
+    regions: list[str] = Field(min_length=1)
+    providers: list[str] = Field(min_length=1)
     specs: list[str] = Field(default_factory=lambda: ["*"], description="Spec names.")
+    spec_sha256: list[str] = Field(
+        default_factory=lambda: ["*"], description="Spec hashes (BurstJob.sha256())."
+    )
     origins: list[str] = Field(default_factory=lambda: ["*"])
     classifications: list[str] = Field(default_factory=lambda: ["*"])
-    facts: list[str] = Field(
-        default_factory=lambda: ["*"],
-        description="Fact ids a waived reason may cite (e.g. export.screened_headquarters).",
-    )
+
+    @field_validator("facts", "regions", "providers")
+    @classmethod
+    def _explicit(cls, v: list[str]) -> list[str]:
+        if any(x.strip() in ("", "*") for x in v):
+            raise ValueError(NO_WILDCARD)
+        return v
 
 
 class PolicyException(Strict):

@@ -16,9 +16,13 @@ Schema (``DecisionRecord``, JSON):
       "decisions": [
         {"region", "provider", "verdict",
          "data_may_move": bool,      # may the data be moved to this candidate? false when the
-                                     # candidate is denied or a residency reason blocks it
+                                     # candidate is denied, a residency reason blocks it, or
+                                     # it rests on an unsure residency fact
+         "sources": [{"region", "country", "moves", "may_move"}],  # where the data is stored
          "reasons": [{"rule", "message", "source", "effect", "fact"?, "waived_by"?,
-                      "waiver_expires"?}, ...]}     # deny first, then review, then info
+                      "waiver_expires"?}, ...],     # deny first, then review, then info
+         "satisfied": [{"rule", "message", "source", "fact"?}, ...]}  # what satisfied each
+                                     # rule that could have blocked it (the audit trail)
       ]
     }
 

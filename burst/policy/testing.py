@@ -56,6 +56,13 @@ class Case(BaseModel):
     expect: Literal["allow", "review", "deny"]
     rules: list[str] = Field(default_factory=list)
     absent: list[str] = Field(default_factory=list)
+    cites: list[str] = Field(
+        default_factory=list, description="Fact ids some reason must cite (waived or not)."
+    )
+    satisfied: list[str] = Field(
+        default_factory=list, description="Rules the decision must list as satisfied."
+    )
+    may_move: bool | None = Field(default=None, description="The expected data_may_move.")
 
 
 class CaseFile(BaseModel):
@@ -133,6 +140,16 @@ def check_case(decision: dict[str, Any], case: Case) -> str:
     present = [r for r in case.absent if r in seen]
     if present:
         problems.append(f"unexpected reasons {present}")
+    cited = {r.get("fact") for r in decision["reasons"]}
+    uncited = [f for f in case.cites if f not in cited]
+    if uncited:
+        problems.append(f"no reason cites {uncited} (cited: {sorted(str(c) for c in cited)})")
+    met = {s["rule"] for s in decision.get("satisfied", [])}
+    unmet = [r for r in case.satisfied if r not in met]
+    if unmet:
+        problems.append(f"not listed as satisfied {unmet}")
+    if case.may_move is not None and decision.get("data_may_move") != case.may_move:
+        problems.append(f"data_may_move {decision.get('data_may_move')}, expected {case.may_move}")
     if problems:
         problems.append(f"got {sorted(seen)}")
     return "; ".join(problems)

@@ -37,7 +37,9 @@ def parse_steps(raw: str) -> set[int]:
 class DemoPreemptions:
     def __init__(self, record: Path, raw: str | None = None) -> None:
         self.record = record
-        self.wanted = parse_steps(os.environ.get(ENV, "") if raw is None else raw)
+        from burst.settings import current
+
+        self.wanted = parse_steps(current().preempt_at_steps if raw is None else raw)
         self.fired: set[int] = set()
         if self.wanted and record.exists():
             try:

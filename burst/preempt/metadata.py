@@ -18,7 +18,6 @@ import datetime as dt
 import email.utils
 import json
 import logging
-import os
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -26,7 +25,6 @@ from typing import Any
 
 import requests
 
-from burst.errors import BadInputError
 from burst.preempt.notice import Notice, NoticeBoard
 
 log = logging.getLogger(__name__)
@@ -39,16 +37,9 @@ AZURE_NOTICE_S = 30.0  # Azure Spot eviction: at least 30 s (Scheduled Events Pr
 
 
 def poll_seconds() -> float:
-    raw = os.environ.get(POLL_ENV, "").strip()
-    if not raw:
-        return DEFAULT_POLL_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadInputError(f"{POLL_ENV}={raw!r}: not a number of seconds") from None
-    if value <= 0:
-        raise BadInputError(f"{POLL_ENV}={raw!r}: must be more than 0 seconds")
-    return value
+    from burst.settings import current
+
+    return current().preempt_poll_s
 
 
 def _iso_to_epoch(text: str) -> float:
@@ -67,7 +58,10 @@ class MetadataWatcher(threading.Thread, ABC):
     ) -> None:
         super().__init__(name=f"burst-watch-{self.source}", daemon=True)
         self.board = board
-        self.base_url = (base_url or os.environ.get(self.name_env) or self.default_url).rstrip("/")
+        from burst.settings import current
+
+        configured = current().raw(self.name_env) if self.name_env else None
+        self.base_url = (base_url or configured or self.default_url).rstrip("/")
         self.poll_s = poll_seconds() if poll_s is None else poll_s
         self.session = requests.Session()
         self.session.trust_env = False

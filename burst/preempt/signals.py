@@ -8,13 +8,11 @@ otherwise): the deadline a signal carries is that grace period, ``BURST_SIGTERM_
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import time
 from collections.abc import Callable
 from types import FrameType
 
-from burst.errors import BadInputError
 from burst.preempt.notice import Notice, NoticeBoard
 
 log = logging.getLogger(__name__)
@@ -24,16 +22,9 @@ DEFAULT_GRACE_S = 30.0
 
 
 def grace_seconds() -> float:
-    raw = os.environ.get(GRACE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_GRACE_S
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadInputError(f"{GRACE_ENV}={raw!r}: not a number of seconds") from None
-    if value < 0:
-        raise BadInputError(f"{GRACE_ENV}={raw!r}: must be zero or more seconds")
-    return value
+    from burst.settings import current
+
+    return current().sigterm_grace_s
 
 
 def install_signal_watcher(board: NoticeBoard, grace_s: float | None = None) -> Callable[[], None]:

@@ -9,7 +9,6 @@ since there is no metadata service to ask.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,7 +23,9 @@ WATCHERS_ENV = "BURST_PREEMPT_WATCHERS"
 
 
 def watcher_names(raw: str | None = None) -> list[str]:
-    text = os.environ.get(WATCHERS_ENV, "") if raw is None else raw
+    from burst.settings import current
+
+    text = current().preempt_watchers if raw is None else raw
     names = [n.strip().lower() for n in text.split(",") if n.strip()]
     if names == ["none"]:
         return []

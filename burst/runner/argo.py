@@ -15,7 +15,6 @@ A run is a Workflow that calls the ``burst-train`` WorkflowTemplate by ``workflo
 from __future__ import annotations
 
 import logging
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from burst.errors import BadInputError, InfraError
 from burst.infra.provision import node_count
+from burst.settings import current
 from burst.spec import BurstJob, load_spec
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,8 @@ class ArgoSettings:
 
 
 def settings_from_env(namespace: str | None = None) -> ArgoSettings:
-    server = os.environ.get("ARGO_SERVER", "").strip()
+    env = current()
+    server = env.argo_server
     if not server:
         raise BadInputError(
             "ARGO_SERVER is not set: export the Argo server URL "
@@ -52,17 +53,17 @@ def settings_from_env(namespace: str | None = None) -> ArgoSettings:
         )
     if not server.startswith(("http://", "https://")):
         server = "https://" + server
-    token = os.environ.get("ARGO_TOKEN", "").strip()
+    token = env.argo_token
     if not token:
         raise BadInputError(
             "ARGO_TOKEN is not set: export a bearer token for the Argo server "
             "(credentials come from the environment only)"
         )
-    insecure = os.environ.get("ARGO_INSECURE_SKIP_VERIFY", "").lower() in ("1", "true", "yes")
+    insecure = env.argo_insecure
     return ArgoSettings(
         server.rstrip("/") + "/",
         token,
-        namespace or os.environ.get("ARGO_NAMESPACE") or DEFAULT_NAMESPACE,
+        namespace or env.argo_namespace or DEFAULT_NAMESPACE,
         not insecure,
     )
 
@@ -99,16 +100,17 @@ def spec_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
 
 def terraform_parameters() -> dict[str, str]:
     """The Terraform stack and its state store, from the environment (only what is set)."""
+    env = current()
     params = {
-        name: os.environ[env]
-        for env, name in (
+        name: text
+        for var, name in (
             ("BURST_TF_STACK", "tf-stack"),
             ("BURST_TF_STATE_BUCKET", "tf-state-bucket"),
             ("BURST_TF_STATE_REGION", "tf-state-region"),
         )
-        if os.environ.get(env)
+        if (text := env.raw(var))
     }
-    site = os.environ.get("BURST_TF_SITE_VARS")
+    site = env.raw("BURST_TF_SITE_VARS")
     if site:
         try:
             params["tf-site-vars"] = Path(site).read_text(encoding="utf-8")
@@ -122,7 +124,7 @@ def workflow_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
     Terraform settings of the environment (the template's default stack is aws)."""
     params = spec_parameters(job, spec_text)
     params["trainer-image"] = _pinned(job.image.reference, "image.reference")
-    steps_image = os.environ.get("BURST_STEPS_IMAGE")
+    steps_image = current().steps_image
     if steps_image:
         params["steps-image"] = _pinned(steps_image, "BURST_STEPS_IMAGE")
     params.update(terraform_parameters())

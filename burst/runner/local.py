@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from burst.obs.report import build_report
 from burst.runner.argo import spec_parameters, terraform_parameters
 from burst.runner.engine import SUCCEEDED, EngineOptions, NodeLoss, PodNode, WorkflowEngine
 from burst.runs import RunPaths, write_json_atomic
+from burst.settings import current
 from burst.spec import load_spec
 from burst.storage.base import StoreError
 
@@ -218,7 +218,7 @@ class LocalRunner:
             "BURST_SUBMITTED_AT": f"{time.time():.3f}",
             # one machine has no cloud metadata service: never poll a provider's (link-local)
             # metadata address from a local run, whatever the template says for the cluster
-            "BURST_PREEMPT_WATCHERS": os.environ.get("BURST_LOCAL_PREEMPT_WATCHERS", "none"),
+            "BURST_PREEMPT_WATCHERS": current().local_preempt_watchers,
             # this runner renews the run's driver heartbeat: train stops if it lapses
             "BURST_DRIVER_HEARTBEAT": "1",
             **self.options.env,

@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 
 
 def rclone_binary() -> str:
-    env = os.environ.get("BURST_RCLONE")
+    from burst.settings import current
+
+    env = current().rclone
     candidates = [env] if env else []
     candidates += [str(Path(sys.executable).parent / "rclone"), shutil.which("rclone") or ""]
     for c in candidates:

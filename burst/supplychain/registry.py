@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from typing import Any
 
@@ -36,9 +35,9 @@ _CHALLENGE_RE = re.compile(r'(\w+)="([^"]*)"')
 
 def registry_base_url(registry: str) -> str:
     host = registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
-    insecure = {
-        h.strip() for h in os.environ.get("BURST_INSECURE_REGISTRIES", "").split(",") if h.strip()
-    }
+    from burst.settings import current
+
+    insecure: set[str] = set(current().insecure_registries)
     scheme = "http" if host in LOOPBACK_HOSTS or registry in insecure else "https"
     if registry == "docker.io":
         registry = DOCKER_HUB_API

@@ -106,7 +106,9 @@ def load_private_key(path: Path) -> ec.EllipticCurvePrivateKey:
             f"signing key {path} is in cosign's encrypted format; sign with cosign itself, or "
             "use a PEM key (openssl ecparam -name prime256v1 -genkey | openssl pkcs8 -topk8)"
         )
-    password = next((os.environ[v] for v in PASSWORD_ENV if os.environ.get(v)), None)
+    from burst.settings import current
+
+    password = current().signing_key_password or os.environ.get("COSIGN_PASSWORD") or None
     try:
         key = serialization.load_pem_private_key(
             data, password=password.encode() if password else None

@@ -45,6 +45,7 @@ from burst.preempt.emergency import RESERVE_S, SaveMeter, choose_emergency_save
 from burst.preempt.notice import Notice, NoticeBoard
 from burst.preempt.watch import Watchers, start_watchers
 from burst.runs import utcnow_iso
+from burst.settings import current
 from burst.spec import BurstJob
 from burst.storage.base import StoreError
 from burst.storage.location import run_replica_url
@@ -56,18 +57,15 @@ from burst.train.setup import load_entrypoint
 
 log = logging.getLogger(__name__)
 
-#: Set (to 1) by a driver that renews the run's ``driver`` heartbeat (the local runner): the
-#: trainer stops, saving first, when that heartbeat lapses (an orphan must not train on).
-DRIVER_ENV = "BURST_DRIVER_HEARTBEAT"
-
 
 def submitted_at() -> float | None:
     """When the run was submitted (``BURST_SUBMITTED_AT``: epoch seconds or ISO 8601, set by
     the local runner and by the workflow), for the GPU wait metric."""
     import datetime as dt
-    import os
 
-    raw = os.environ.get("BURST_SUBMITTED_AT", "").strip()
+    from burst.settings import current
+
+    raw = current().submitted_at
     if not raw:
         return None
     try:
@@ -153,7 +151,7 @@ class TrainRun:
         counts, with its cost); stop if the lease was lost or the driver is gone."""
         if self.renewer is not None and self.renewer.lost.is_set():
             self._stop_notice(board, "lease-lost", "another trainer took this run's lease")
-        if os.environ.get(DRIVER_ENV) == "1" and self.heartbeat is not None:
+        if current().driver_heartbeat and self.heartbeat is not None:
             # lapsed, not merely "its process is gone": the bound is the same on every host
             driver = read_lease(self.heartbeat.store, heartbeat_key("driver"))
             if not is_live(driver):

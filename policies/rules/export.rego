@@ -73,17 +73,17 @@ reasons contains reason(
 
 # rule: EXP-DEST-LICENCE
 # effect: info
-# summary: the region's country is a licence-required destination for 3A090: the provider holds that authorisation
-# facts: export.destination_licence
+# summary: the region's country is a licence-required destination for 3A090 (its own country-group fact): the provider holds that authorisation
+# facts: regions.*.*.country_groups, export.destination_licence
 reasons contains reason(
 	"EXP-DEST-LICENCE", "info",
-	sprintf("%s is a licence-required destination for %s: the provider, not the renter, must hold the export authorisation", [
-		dest_country, accelerator_class,
+	sprintf("%s is a licence-required destination for %s (country groups %v, confidence %s): the provider, not the renter, must hold the export authorisation", [
+		dest_country, accelerator_class, region.country_groups.groups, region.country_groups.confidence,
 	]),
-	export.destination_licence, "export.destination_licence",
+	region.country_groups, sprintf("regions.%s.%s.country_groups", [cand.provider, cand.region]),
 ) if {
 	controlled_accelerator
-	dest_country in export.destination_licence_countries
+	region.country_groups.destination_licence
 }
 
 # rule: EXP-WEIGHTS-4E091
@@ -137,15 +137,17 @@ reasons contains reason(
 
 # rule: EXP-DATA-CONTROLLED
 # effect: review
-# summary: export-controlled data processed in a region outside the home country
+# summary: export-controlled data crosses a border to reach the region: out of its origin, out of a storage country, or outside the organisation's (or parent's) home country
 # facts: export.export_controlled_data
 reasons contains reason(
 	"EXP-DATA-CONTROLLED", "review",
-	sprintf("export-controlled data processed in %s, outside %s: export review needed", [
-		dest_country, spec.organization.headquarters,
+	concat("", [
+		sprintf("export-controlled data processed in %s crosses a border (", [dest_country]),
+		concat(", ", sort(crossings)),
+		"): controls attach to its origin, where it is stored and the destination; export review needed",
 	]),
 	export.export_controlled_data, "export.export_controlled_data",
 ) if {
-	abroad
 	spec.data.classification == "export_controlled"
+	count(crossings) > 0
 }

@@ -4,11 +4,34 @@ package burst.preflight
 
 used_facts[sprintf("regions.%s", [cand.provider])] := provider_regions if region
 
-used_facts[sprintf("jurisdictions.%s.outbound", [spec.data.origin])] := origin.outbound if transfer_out
+# the outbound rule of every country the personal data leaves (origin and storage countries)
+used_facts[concat("", ["jurisdictions.", t.from, ".outbound"])] := facts.jurisdictions[t.from].outbound if {
+	some t in transfers
+}
 
 used_facts[sprintf("jurisdictions.%s.inbound_rented_region", [dest_code])] := dest.inbound_rented_region if {
-	transfer_out
+	foreign_personal_here
 	dest.inbound_rented_region
+}
+
+# data leaving its origin rests on what the sources say about localisation there ("none
+# general; sectoral rules" is a fact too, with its own confidence: Malaysia's and Qatar's are low)
+used_facts[sprintf("jurisdictions.%s.localization_general", [spec.data.origin])] := origin.localization_general if {
+	leaves_origin
+	origin.localization_general
+}
+
+# a localisation duty that covers the data, honoured because the candidate is inside: the
+# allow rests on the duty's countries being right
+used_facts[d.id] := d.fact if {
+	some d in duties
+	dest_country in d.stay_in
+}
+
+# renting a controlled accelerator in a region rests on that region's own country-group fact
+# (its destination-licence answer), whatever its confidence; Israel's is contested
+used_facts[sprintf("regions.%s.%s.country_groups", [cand.provider, cand.region])] := region.country_groups if {
+	controlled_accelerator
 }
 
 used_facts[sprintf("export.accelerator_classes.%s", [accelerator_class])] := export.accelerator_classes[accelerator_class]
@@ -33,10 +56,10 @@ used_facts["export.destination_licence"] := export.destination_licence if {
 # rule: FACT-LOW-CONFIDENCE
 # effect: review
 # summary: a fact the decision relies on has low or unknown confidence
-# facts: regions.*, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, export.accelerator_classes.*, export.headquarters_rule, export.screened_headquarters, export.destination_licence
+# facts: regions.*, regions.*.*.country_groups, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, jurisdictions.*.localization_general, jurisdictions.*.localization.*, jurisdictions.*.host_localization, export.accelerator_classes.*, export.headquarters_rule, export.screened_headquarters, export.destination_licence
 reasons contains reason(
 	"FACT-LOW-CONFIDENCE", "review",
-	concat("", [id, sprintf(" is %s confidence (", [fact.confidence]), short(fact.rule), "): verify it before relying on it"]),
+	concat("", [id, sprintf(" is %s confidence (", [fact.confidence]), short(statement_of(fact)), "): verify it before relying on it"]),
 	fact, id,
 ) if {
 	some id, fact in used_facts
@@ -46,7 +69,7 @@ reasons contains reason(
 # rule: FACT-STALE
 # effect: review
 # summary: a fact the decision relies on was last verified longer ago than settings.max_fact_age_days
-# facts: regions.*, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, export.accelerator_classes.*, export.headquarters_rule, export.screened_headquarters, export.destination_licence
+# facts: regions.*, regions.*.*.country_groups, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, jurisdictions.*.localization_general, jurisdictions.*.localization.*, jurisdictions.*.host_localization, export.accelerator_classes.*, export.headquarters_rule, export.screened_headquarters, export.destination_licence
 reasons contains reason(
 	"FACT-STALE", "review",
 	concat("", [id, sprintf(" was last verified %s, before %s (settings.max_fact_age_days): re-verify it", [

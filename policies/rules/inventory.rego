@@ -72,3 +72,30 @@ reasons contains reason(
 	region
 	not dest_code
 }
+
+# rule: STORAGE-UNKNOWN
+# effect: review
+# summary: a region the data (or a shard) is stored in is not in policies/regions.yaml, so the country it would leave is unknown
+# facts: regions.*
+reasons contains reason(
+	"STORAGE-UNKNOWN", "review",
+	sprintf("the data is stored in '%s' (data.region / data.shards), a region not in regions.yaml (or in several countries): the law of the country it would leave is unknown", [r]),
+	{"source": [fact_sheet]}, concat("", ["storage.", r]),
+) if {
+	some r in storage_regions
+	not storage_countries[r]
+}
+
+# rule: REGION-RESTRICTED
+# effect: review
+# summary: the provider lists the region with restricted access (e.g. Azure uaecentral): renting there needs the provider's approval
+# facts: regions.*
+reasons contains reason(
+	"REGION-RESTRICTED", "review",
+	sprintf("%s region %s is access-restricted (the provider must approve the subscription first): %s", [
+		cand.provider, cand.region, region.name,
+	]),
+	provider_regions, sprintf("regions.%s.%s", [cand.provider, cand.region]),
+) if {
+	region.access == "restricted"
+}

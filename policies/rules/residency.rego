@@ -1,22 +1,33 @@
-# Data residency: localization duties and personal-data transfer rules of the data's origin,
-# and what the law of the rented region's country says about foreign data processed there.
+# Data residency: localization duties of the data's origin (and of a free zone's host
+# country), the transfer rules of every country the data leaves (its origin, and every country
+# a shard or the dataset is stored in today), and what the law of the rented region's country
+# says about foreign data processed there.
 package burst.preflight
 
-# rule: RES-LOCALIZATION
-# effect: deny (as the fact says; review when its confidence is low or unknown)
-# summary: the origin jurisdiction requires this data class to stay in its countries
-# facts: jurisdictions.*.localization
-reasons contains reason(
-	"RES-LOCALIZATION", effect_of(loc, loc.effect),
-	concat("", [
-		sprintf("%s %s data must stay in ", [spec.data.origin, spec.data.classification]),
-		stay_in(origin),
-		sprintf(" (localization duty %s); %s is in %s", [loc.id, cand.region, dest_country]),
-	]),
-	loc, sprintf("jurisdictions.%s.localization.%s", [spec.data.origin, loc.id]),
-) if {
-	leaves_origin
+# -- localisation duties ----------------------------------------------------------------------
+# Each duty: the fact it rests on, the countries the data must stay in, its effect.
+# The origin's own duties:
+duties contains {
+	"id": sprintf("jurisdictions.%s.localization.%s", [spec.data.origin, loc.id]),
+	"duty": loc.id, "fact": loc, "stay_in": origin.countries, "effect": loc.effect,
+	"rule": loc.rule, "basis": "origin",
+} if {
 	some loc in origin.localization
+	spec.data.classification in loc.classes
+	localization_applies(loc)
+}
+
+# A free zone's host-country duties: whether they bind the free zone is its own fact
+# (host_localization). Unknown or low confidence: the duty reviews (never allows); a fact
+# that settles it with high/med confidence gives the host duty its own effect.
+duties contains {
+	"id": sprintf("jurisdictions.%s.host_localization", [spec.data.origin]),
+	"duty": concat("", [host_code, ".", loc.id]), "fact": origin.host_localization,
+	"stay_in": host.countries, "effect": loc.effect, "rule": loc.rule, "basis": "host",
+} if {
+	host_code := jurisdiction_of(origin.host)
+	host := facts.jurisdictions[host_code]
+	some loc in host.localization
 	spec.data.classification in loc.classes
 	localization_applies(loc)
 }
@@ -25,81 +36,162 @@ localization_applies(loc) if not loc.headquarters_in
 
 localization_applies(loc) if spec.organization.headquarters in loc.headquarters_in
 
-stay_in(j) := concat("/", j.countries) if {
-	count(j.countries) > 0
+stay_in_text(countries) := concat("/", countries) if {
+	count(countries) > 0
 } else := "the free zone"
 
-adequate if dest_country in origin.outbound.adequate_destinations
+# rule: RES-LOCALIZATION
+# effect: deny (as the fact says; review when its confidence is low or unknown)
+# summary: a localisation duty (of the origin, or of a free zone's host country) keeps this data class in its countries
+# facts: jurisdictions.*.localization, jurisdictions.*.host_localization
+reasons contains reason(
+	"RES-LOCALIZATION", effect_of(d.fact, d.effect),
+	concat("", [
+		sprintf("%s %s data must stay in ", [spec.data.origin, spec.data.classification]),
+		stay_in_text(d.stay_in), " (localisation duty ", d.duty,
+		host_note(d),
+		sprintf("); %s is in %s", [cand.region, dest_country]),
+	]),
+	d.fact, d.id,
+) if {
+	region
+	some d in duties
+	not dest_country in d.stay_in
+}
 
+host_note(d) := concat("", [
+	"; whether it binds the free zone is ", d.fact.confidence, " confidence",
+]) if {
+	d.basis == "host"
+} else := ""
+
+# -- transfers ----------------------------------------------------------------------------------
 transfer_out if {
 	personal
 	leaves_origin
 }
 
+# Every border the personal data crosses to reach the candidate, with the jurisdiction whose
+# outbound rules govern the crossing: the origin's (the data is outside its origin there), and
+# the storage country's for every location the data is moved out of (a shard stored in X
+# moved to the candidate is a transfer out of X).
+transfers contains {"from": spec.data.origin, "via": "origin", "country": spec.data.origin} if transfer_out
+
+transfers contains {"from": code, "via": r, "country": c} if {
+	personal
+	some r, c in moved_from
+	code := jurisdiction_of(c)
+	not same_as_origin_transfer(code)
+}
+
+# a storage country with no jurisdiction on record: its outbound rules are unknown
+transfers contains {"from": "", "via": r, "country": c} if {
+	personal
+	some r, c in moved_from
+	not jurisdiction_of(c)
+}
+
+same_as_origin_transfer(code) if {
+	transfer_out
+	code == spec.data.origin
+}
+
+via_text(t) := "" if {
+	t.via == "origin"
+} else := concat("", [" (stored in ", t.via, ", ", t.country, ")"])
+
+adequate_for(t) if dest_country in facts.jurisdictions[t.from].outbound.adequate_destinations
+
+# (rego-cpp 1.x: a function argument used inside a comprehension is not bound; copy it
+# into a local variable first)
+safeguards_for(t) := found if {
+	accepted := facts.jurisdictions[t.from].outbound.accepted_safeguards
+	found := {s |
+		some s in accepted
+		s in safeguards
+	}
+}
+
 # rule: XFER-OUTBOUND-UNKNOWN
 # effect: review
-# summary: personal data leaves a jurisdiction whose outbound rule is not recorded
+# summary: personal data leaves a country whose outbound rule is not recorded
 # facts: jurisdictions.*.outbound
 reasons contains reason(
 	"XFER-OUTBOUND-UNKNOWN", "review",
-	sprintf("%s has no outbound transfer rule on record; %s data to %s cannot be assessed", [
-		spec.data.origin, spec.data.classification, dest_country,
+	concat("", [
+		t.country, " has no outbound transfer rule on record; ",
+		sprintf("%s data", [spec.data.classification]), via_text(t),
+		sprintf(" to %s cannot be assessed", [dest_country]),
 	]),
-	origin, sprintf("jurisdictions.%s", [spec.data.origin]),
+	object.get(facts.jurisdictions, t.from, {"source": [fact_sheet]}), concat("", ["jurisdictions.", unknown_code(t)]),
 ) if {
-	transfer_out
-	not origin.outbound
+	some t in transfers
+	not facts.jurisdictions[t.from].outbound
 }
+
+unknown_code(t) := t.from if t.from != "" else := t.country
 
 # rule: XFER-NO-SAFEGUARD
 # effect: deny
-# summary: personal data leaves its origin without a transfer safeguard the origin's law accepts
+# summary: personal data leaves its origin or a storage country without a transfer safeguard that country's law accepts
 # facts: jurisdictions.*.outbound
 reasons contains reason(
 	"XFER-NO-SAFEGUARD", "deny",
 	concat("", [
-		sprintf("%s personal data to %s (%s) needs one of [", [spec.data.origin, dest_country, cand.region]),
-		concat(", ", origin.outbound.accepted_safeguards),
+		t.from, " personal data", via_text(t),
+		sprintf(" to %s (%s) needs one of [", [dest_country, cand.region]),
+		concat(", ", j.outbound.accepted_safeguards),
 		"] in data.transfer_safeguards",
 	]),
-	origin.outbound, sprintf("jurisdictions.%s.outbound", [spec.data.origin]),
+	j.outbound, concat("", ["jurisdictions.", t.from, ".outbound"]),
 ) if {
-	transfer_out
-	origin.outbound.safeguard_required
-	not adequate
-	count({s | some s in origin.outbound.accepted_safeguards; s in safeguards}) == 0
+	some t in transfers
+	j := facts.jurisdictions[t.from]
+	j.outbound.safeguard_required
+	not adequate_for(t)
+	count(safeguards_for(t)) == 0
 }
 
 # rule: XFER-ASSESSMENT
 # effect: review
-# summary: the origin's law also needs a transfer impact / risk assessment ('tia') on record
+# summary: the law of a country the data leaves also needs a transfer impact / risk assessment ('tia') on record
 # facts: jurisdictions.*.outbound
 reasons contains reason(
 	"XFER-ASSESSMENT", "review",
-	sprintf("%s requires a transfer impact/risk assessment for %s data to %s: add 'tia' to data.transfer_safeguards once done", [
-		spec.data.origin, spec.data.classification, dest_country,
+	concat("", [
+		t.from, sprintf(" requires a transfer impact/risk assessment for %s data", [spec.data.classification]),
+		via_text(t),
+		sprintf(" to %s: add 'tia' to data.transfer_safeguards once done", [dest_country]),
 	]),
-	origin.outbound, sprintf("jurisdictions.%s.outbound", [spec.data.origin]),
+	j.outbound, concat("", ["jurisdictions.", t.from, ".outbound"]),
 ) if {
-	transfer_out
-	origin.outbound.assessment_required
-	not adequate
+	some t in transfers
+	j := facts.jurisdictions[t.from]
+	j.outbound.assessment_required
+	not adequate_for(t)
 	not "tia" in safeguards
-	count({s | some s in origin.outbound.assessment_waived_by; s in safeguards}) == 0
+	count({s |
+		some s in j.outbound.assessment_waived_by
+		s in safeguards
+	}) == 0
 }
 
 # rule: XFER-FILING
 # effect: review
-# summary: the origin's law imposes a duty (a filing, a volume test) no spec field can show done
+# summary: the law of a country the data leaves imposes a duty (a filing, a volume test) no spec field can show done
 # facts: jurisdictions.*.outbound
 reasons contains reason(
 	"XFER-FILING", "review",
-	sprintf("%s data to %s: %s", [spec.data.origin, dest_country, origin.outbound.always_review]),
-	origin.outbound, sprintf("jurisdictions.%s.outbound", [spec.data.origin]),
+	concat("", [t.from, " data", via_text(t), sprintf(" to %s: ", [dest_country]), j.outbound.always_review]),
+	j.outbound, concat("", ["jurisdictions.", t.from, ".outbound"]),
 ) if {
-	transfer_out
-	origin.outbound.always_review
+	some t in transfers
+	j := facts.jurisdictions[t.from]
+	j.outbound.always_review
 }
+
+# foreign personal data is processed in the candidate's country
+foreign_personal_here if count(transfers) > 0
 
 # rule: INBOUND-UNKNOWN
 # effect: review
@@ -112,29 +204,33 @@ reasons contains reason(
 	]),
 	dest, sprintf("jurisdictions.%s", [dest_code]),
 ) if {
-	transfer_out
+	foreign_personal_here
 	dest
 	not dest.inbound_rented_region
 }
 
 # -- where the data may go (read by the planner: burst/plan/placement.py) ------------------
-# The localisation duties of the data's origin that cover its class: the data may not leave
-# the origin's countries (whatever their confidence: an unsure duty is still not a licence).
+# The localisation duties that cover the data: it may not leave those countries (whatever
+# their confidence: an unsure duty is still not a licence).
 localisation_duties contains {
-	"fact": sprintf("jurisdictions.%s.localization.%s", [spec.data.origin, loc.id]),
-	"stay_in": origin.countries,
-	"effect": loc.effect,
-	"confidence": loc.confidence,
-	"source": source_of(loc),
+	"fact": d.id,
+	"stay_in": d.stay_in,
+	"effect": d.effect,
+	"confidence": d.fact.confidence,
+	"source": source_of(d.fact),
 } if {
-	some loc in origin.localization
-	spec.data.classification in loc.classes
-	localization_applies(loc)
+	some d in duties
 }
 
-# record level: false when a localisation duty covers the data, or its origin is unknown
+# record level: false when a localisation duty covers the data, its origin is unknown, or
+# what the sources say about localisation there is unsure or stale (fail closed; a decision's
+# data_may_move, which honours sign-offs, is what the planner reads first)
 data_may_leave := false if {
 	count(localisation_duties) > 0
 } else := false if {
 	not origin
+} else := false if {
+	weak(origin.localization_general)
+} else := false if {
+	stale(origin.localization_general)
 } else := true

@@ -79,7 +79,8 @@ def test_exit_handler_is_steps_teardown_from_run_id_only(train: dict[str, Any]) 
     assert teardown["container"]["args"][i + 1] == "{{workflow.name}}"
     assert "{{steps." not in text and "inputs.parameters" not in text  # never provision's outputs
     env = {e["name"]: e["value"] for e in teardown["container"]["env"]}
-    assert env["BURST_STATE_KEY"] == "{{workflow.namespace}}/{{workflow.name}}"
+    # the state key is derived from the run id alone (burst.infra.workspace.state_key)
+    assert env["BURST_TF_STATE_BUCKET"] == "{{workflow.parameters.tf-state-bucket}}"
     assert "nodeSelector" not in teardown  # NotIn spot affinity: any cluster's nodes
     assert teardown["affinity"]["nodeAffinity"]
     assert teardown["activeDeadlineSeconds"] > 0

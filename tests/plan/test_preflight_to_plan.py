@@ -82,8 +82,9 @@ def test_uae_health_plan_never_moves_the_data_out(cat) -> None:  # type: ignore[
 
 
 def test_review_candidate_the_data_may_not_reach_is_not_planned(cat) -> None:  # type: ignore[no-untyped-def]
-    """A candidate that is only `review` (not denied) but whose residency reason blocks the
-    data: the planner keeps it out because data_may_move is false, not because of a deny."""
+    """A candidate that is only `review` (not denied) but whose residency fact is unsure
+    (Qatar's "no general localisation" is low confidence): the planner keeps it out because
+    data_may_move is false, not because of a deny."""
     job = make_spec(**QA_GOV)
     record = evaluate(job, load_policies(), today=TODAY)
     assert record["data_may_leave"] is False

@@ -23,26 +23,49 @@ def merge(base: Any, over: Any) -> Any:
     return copy.deepcopy(over)
 
 
+# Sign-offs bind to an organisation (name and headquarters), so the matrix's specs are made
+# by two test organisations, neither of them the demo's (Example Labs Pte Ltd, whose shipped
+# sign-offs must never apply here): specs named SIGNED belong to SIGNED_ORG, which the
+# test-only SIGNOFF below binds to; specs named MATRIX_NAME belong to UNSIGNED_ORG.
+SIGNED = "matrix-sg-signed-off"
+MATRIX_NAME = "policy-matrix"
+SIGNED_ORG = "Matrix Signed Org Pte Ltd"
+UNSIGNED_ORG = "Matrix Unsigned Org Pte Ltd"
+
+
 def job_from(over: dict[str, Any]) -> BurstJob:
-    """The quickstart spec with ``over`` merged in (lists replace)."""
+    """The quickstart spec with ``over`` merged in (lists replace). A spec named SIGNED or
+    MATRIX_NAME is made by SIGNED_ORG or UNSIGNED_ORG (unless ``over`` names the organisation)."""
     base = parse_yaml(QUICKSTART.read_text(), str(QUICKSTART))  # as burst reads specs
+    org = {SIGNED: SIGNED_ORG, MATRIX_NAME: UNSIGNED_ORG}.get(over.get("name", ""))
+    if org is not None:
+        base["organization"]["name"] = org
     return BurstJob.model_validate(merge(base, over))
 
 
 # Test-only sign-off (written into policy copies, never into policies/): the matrix's allow
-# cases rent h100 (3A090.a) as an SG-headquartered organisation, and SG's place outside D:5
-# is a LOW-confidence fact, so they are `review` unless signed off. Specs named SIGNED carry
-# this sign-off; every other matrix spec is named "policy-matrix" and does not.
-SIGNED = "matrix-sg-signed-off"
+# cases rent h100 (3A090.a) as an SG-headquartered organisation; SG's place outside D:5 and
+# the regions' country groups are LOW-confidence facts, so they are `review` unless signed off.
 SIGNOFF = """exceptions:
   - id: matrix-sg-hq-outside-d5
     rule: FACT-LOW-CONFIDENCE
-    scope: {specs: [matrix-sg-signed-off], facts: [export.screened_headquarters]}
+    scope:
+      organization: {name: Matrix Signed Org Pte Ltd, headquarters: SG, parent_headquarters: null}
+      facts: [export.screened_headquarters, regions.aws.ap-southeast-1.country_groups,
+              regions.aws.ap-southeast-3.country_groups, regions.gcp.asia-southeast1.country_groups]
+      regions: [ap-southeast-1, ap-southeast-3, asia-southeast1, me-central-1]
+      providers: [aws, gcp]
     approver: "Test Reviewer <review@example.com>"
     approved: 2026-11-21
     expires: 2027-11-20
-    justification: "test sign-off: SG headquarters treated as outside D:5 pending eCFR check"
+    justification: "test sign-off: SG headquarters outside D:5, SG/ID outside D:1/D:4, pending eCFR"
 """
+SIGNOFF_FACTS = {
+    "export.screened_headquarters",
+    "regions.aws.ap-southeast-1.country_groups",
+    "regions.aws.ap-southeast-3.country_groups",
+    "regions.gcp.asia-southeast1.country_groups",
+}
 
 
 def add_signoff(policy_dir: Path) -> Path:

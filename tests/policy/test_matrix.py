@@ -1,11 +1,14 @@
 """The decision matrix of issue 5: real specs (BurstJob), the shipped policies, real Rego
 evaluation (regopy). Each case names the verdict and the rule that must be cited.
 
-Every spec here is named "policy-matrix", so the quickstart's shipped sign-off never applies.
-Allow cases that rent h100 (3A090.a) as an SG-headquartered organisation are named SIGNED:
-SG's place outside D:5 is a low-confidence fact, so they are allowed only through the
-test-only sign-off in policy_helpers.SIGNOFF (the same mechanism the quickstart uses); the
-same spec unsigned is `review` (case sg-personal-home-unsigned)."""
+Every spec here is named "policy-matrix" and made by a test organisation, so the demo's
+shipped sign-offs (bound to Example Labs Pte Ltd) never apply. Allow cases that rent h100
+(3A090.a) as an SG-headquartered organisation are named SIGNED (made by SIGNED_ORG): SG's
+place outside D:5 and the regions' country groups are low-confidence facts, so they are
+allowed only through the test-only sign-off in policy_helpers.SIGNOFF, bound to that
+organisation (the same mechanism the demo uses); the same spec unsigned is `review` (case
+sg-personal-home-unsigned). The data is taken to be stored at its origin (data.region
+null) unless a case says otherwise."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from policy_helpers import SIGNED, job_from
+from policy_helpers import MATRIX_NAME, SIGNED, SIGNOFF_FACTS, job_from
 
 from burst.policy import PolicySet, evaluate, load_policies
 
@@ -152,6 +155,8 @@ MATRIX: list[tuple[str, dict[str, Any], str, str, str, str | None]] = [
         "XFER-ASSESSMENT",
     ),
     (
+        # consent satisfies s.129 without an assessment, but the allow would rest on the
+        # sheet's LOW-confidence "no general localisation" fact for Malaysia (issue 17)
         "malaysia-personal-consent",
         {
             "name": SIGNED,
@@ -163,8 +168,8 @@ MATRIX: list[tuple[str, dict[str, Any], str, str, str, str | None]] = [
         },
         "aws",
         "ap-southeast-1",
-        "allow",
-        None,
+        "review",
+        "FACT-LOW-CONFIDENCE",
     ),
     (
         "indonesia-government-abroad",
@@ -230,8 +235,9 @@ def decide(
 ) -> dict[str, Any]:
     job = job_from(
         {
-            "name": "policy-matrix",
+            "name": MATRIX_NAME,
             **over,
+            "data": {"region": None, **over.get("data", {})},
             "compute": {**over.get("compute", {}), "regions": [region], "providers": [provider]},
         }
     )
@@ -265,12 +271,12 @@ def test_matrix(
         assert not [
             r for r in d["reasons"] if r["effect"] in ("deny", "review") and "waived_by" not in r
         ]
-        # a waiver is honoured only for the signed-off spec name, only for its one fact
+        # a waiver is honoured only for the signed-off organisation, only for its facts
         for r in d["reasons"]:
             if "waived_by" in r:
                 assert over.get("name") == SIGNED
                 assert r["waived_by"] == "matrix-sg-hq-outside-d5"
-                assert r["fact"] == "export.screened_headquarters"
+                assert r["fact"] in SIGNOFF_FACTS
 
 
 def test_matrix_is_large_enough() -> None:
@@ -282,7 +288,8 @@ def test_low_confidence_export_facts_never_allow(matrix_policies: PolicySet) -> 
     SG outside D:5; unsigned it is review, citing that fact; signed off it is allow."""
     d = decide(matrix_policies, SG_PERSONAL, "aws", "ap-southeast-1")
     low = {r["fact"] for r in d["reasons"] if r["rule"] == "FACT-LOW-CONFIDENCE"}
-    assert d["verdict"] == "review" and low == {"export.screened_headquarters"}
+    assert d["verdict"] == "review"
+    assert low == {"export.screened_headquarters", "regions.aws.ap-southeast-1.country_groups"}
     signed = decide(matrix_policies, SG_PERSONAL_SIGNED, "aws", "ap-southeast-1")
     assert signed["verdict"] == "allow"
     # the licence-required destination rests on a low-confidence fact the sign-off does not
@@ -298,19 +305,69 @@ def test_low_confidence_export_facts_never_allow(matrix_policies: PolicySet) -> 
         for r in uae["reasons"]
         if r["rule"] == "FACT-LOW-CONFIDENCE" and "waived_by" not in r
     }
-    assert uae["verdict"] == "review" and low == {"export.destination_licence"}
+    assert uae["verdict"] == "review"
+    assert low == {"export.destination_licence", "regions.aws.me-central-1.country_groups"}
 
 
-def test_quickstart_sign_off_is_scoped_to_the_quickstart(shipped: PolicySet) -> None:
-    """The shipped exception file names the spec "quickstart": the same spec under another
-    name is review in every region."""
+def test_demo_sign_offs_bind_to_the_demo_organisation(shipped: PolicySet) -> None:
+    """The shipped sign-offs bind to Example Labs Pte Ltd (SG, no parent): the quickstart is
+    allowed in its three regions under any spec name; another organisation with a spec named
+    "quickstart" is review everywhere, and the record names the mismatch."""
     record = evaluate(job_from({}), shipped, today=TODAY)
     assert record["counts"]["allow"] == 3
     for d in record["decisions"]:
         waivers = {(r["fact"], r["waived_by"]) for r in d["reasons"] if "waived_by" in r}
-        assert ("export.screened_headquarters", "quickstart-sg-hq-outside-d5") in waivers
+        assert ("export.screened_headquarters", "example-labs-sg-hq-outside-d5") in waivers
     renamed = evaluate(job_from({"name": "not-the-quickstart"}), shipped, today=TODAY)
-    assert renamed["counts"] == {"allow": 0, "review": 3, "deny": 0}
+    assert renamed["counts"]["allow"] == 3
+    other = evaluate(
+        job_from({"organization": {"name": "Quickstart Copycat Ltd"}}), shipped, today=TODAY
+    )
+    assert other["spec_name"] == "quickstart"
+    assert other["counts"] == {"allow": 0, "review": 3, "deny": 0}
+    for d in other["decisions"]:
+        notes = [r["message"] for r in d["reasons"] if r["rule"] == "EXC-NOT-APPLICABLE"]
+        assert notes and all("organisation 'Quickstart Copycat Ltd'" in m for m in notes)
+    # the same name under another headquarters, or with a parent, is another organisation
+    for org in ({"headquarters": "MY"}, {"parent_headquarters": "SG"}):
+        moved = evaluate(job_from({"organization": org}), shipped, today=TODAY)
+        assert moved["counts"]["allow"] == 0, org
+
+
+def test_sign_off_bound_to_a_spec_hash_applies_to_that_spec_only(policy_copy: Path) -> None:
+    job = job_from({"name": SIGNED, "data": {"classification": "internal", "region": None}})
+    (policy_copy / "exceptions" / "matrix-signoff.yaml").unlink()
+    (policy_copy / "exceptions" / "hash.yaml").write_text(SIGNOFF_BY_HASH.format(sha=job.sha256()))
+    ps = load_policies(policy_copy)
+    one = {"compute": {"regions": ["ap-southeast-1"], "providers": ["aws"]}}
+    bound = job.model_copy(update={"compute": job.compute.model_copy(update=one["compute"])})
+    # the hash is of the spec as signed: changing the candidate list changes the hash
+    assert bound.sha256() != job.sha256()
+    rec = evaluate(job, ps, today=TODAY)
+    d = next(d for d in rec["decisions"] if d["region"] == "ap-southeast-1")
+    assert d["verdict"] == "allow"
+    rec2 = evaluate(bound, ps, today=TODAY)
+    d2 = rec2["decisions"][0]
+    assert d2["verdict"] == "review"
+    assert any(
+        r["rule"] == "EXC-NOT-APPLICABLE" and "spec sha256" in r["message"] for r in d2["reasons"]
+    )
+
+
+SIGNOFF_BY_HASH = """exceptions:
+  - id: by-hash
+    rule: FACT-LOW-CONFIDENCE
+    scope:
+      organization: {{name: Matrix Signed Org Pte Ltd, headquarters: SG}}
+      facts: [export.screened_headquarters, regions.aws.ap-southeast-1.country_groups]
+      regions: [ap-southeast-1]
+      providers: [aws]
+      spec_sha256: ["{sha}"]
+    approver: "Test Reviewer <review@example.com>"
+    approved: 2026-11-21
+    expires: 2027-11-20
+    justification: "test sign-off bound to one spec hash"
+"""
 
 
 def test_d5_rule_cites_the_export_rule_and_its_source(shipped: PolicySet) -> None:
@@ -341,7 +398,11 @@ def test_low_confidence_inbound_fact_is_the_reason_for_review(
         for r in d["reasons"]
         if r["rule"] == "FACT-LOW-CONFIDENCE" and "waived_by" not in r
     }
-    assert facts == {"jurisdictions.AE.inbound_rented_region", "export.destination_licence"}
+    assert facts == {
+        "jurisdictions.AE.inbound_rented_region",
+        "export.destination_licence",
+        "regions.aws.me-central-1.country_groups",
+    }
 
 
 def test_quickstart_has_an_allowed_home_region(shipped: PolicySet) -> None:
@@ -412,7 +473,11 @@ def test_provider_without_cmk_denies_confidential(policy_copy: Path, edit_yaml: 
 EXCEPTION = """exceptions:
   - id: {id}
     rule: PROV-CMK
-    scope: {{regions: [ap-southeast-1], providers: [aws]}}
+    scope:
+      organization: {{name: Matrix Signed Org Pte Ltd, headquarters: SG}}
+      facts: [providers.aws.customer_managed_keys]
+      regions: [ap-southeast-1]
+      providers: [aws]
     approver: "Sam Security <sam@example.com>"
     approved: {approved}
     expires: {expires}
@@ -453,6 +518,8 @@ def test_exception_cannot_turn_deny_into_allow(policy_copy: Path) -> None:
     (policy_copy / "exceptions" / "x.yaml").write_text(
         EXCEPTION.format(id="x", approved="2026-06-01", expires="2027-01-31")
         .replace("PROV-CMK", "XFER-NO-SAFEGUARD")
+        .replace("providers.aws.customer_managed_keys", "jurisdictions.SG.outbound")
+        .replace("Matrix Signed Org", "Matrix Unsigned Org")
         .replace("ap-southeast-1", "me-central-1")
     )
     d = decide(load_policies(policy_copy), SG_PERSONAL, "aws", "me-central-1")

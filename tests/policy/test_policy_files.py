@@ -103,7 +103,8 @@ def test_localization_names_unknown_data_class(
 
 def test_exception_expiring_before_approval(policy_copy: Path) -> None:
     (policy_copy / "exceptions" / "bad.yaml").write_text(
-        "exceptions:\n  - id: cmk-bad\n    rule: PROV-CMK\n    scope: {}\n"
+        "exceptions:\n  - id: cmk-bad\n    rule: PROV-CMK\n"
+        "    scope: {organization: {name: Example Labs Pte Ltd, headquarters: SG}, facts: [providers.aws.customer_managed_keys], regions: [ap-southeast-1], providers: [aws]}\n"
         "    approver: Sam <sam@example.com>\n    approved: 2026-06-01\n"
         "    expires: 2026-01-01\n    justification: checked by hand in the console\n"
     )
@@ -114,12 +115,34 @@ def test_exception_expiring_before_approval(policy_copy: Path) -> None:
 
 def test_exception_naming_unknown_rule(policy_copy: Path) -> None:
     (policy_copy / "exceptions" / "typo.yaml").write_text(
-        "exceptions:\n  - id: typo\n    rule: PROV-CMX\n    scope: {}\n"
+        "exceptions:\n  - id: typo\n    rule: PROV-CMX\n"
+        "    scope: {organization: {name: Example Labs Pte Ltd, headquarters: SG}, facts: [providers.aws.customer_managed_keys], regions: [ap-southeast-1], providers: [aws]}\n"
         "    approver: Sam <sam@example.com>\n    approved: 2026-06-01\n"
         "    expires: 2026-12-01\n    justification: checked by hand in the console\n"
     )
     msg = error_of(policy_copy)
     assert "exceptions/typo.yaml" in msg and "entry typo" in msg and "PROV-CMX" in msg
+
+
+def test_exception_must_name_its_organisation_and_facts(policy_copy: Path) -> None:
+    """A sign-off binds to what it was justified for: no organisation, or a wildcard fact,
+    region or provider, is a bad policy file (exit 2), named with its entry and field."""
+    (policy_copy / "exceptions" / "loose.yaml").write_text(
+        "exceptions:\n  - id: loose\n    rule: PROV-CMK\n    scope: {specs: [quickstart]}\n"
+        "    approver: Sam <sam@example.com>\n    approved: 2026-06-01\n"
+        "    expires: 2026-12-01\n    justification: checked by hand in the console\n"
+    )
+    msg = error_of(policy_copy)
+    assert "entry loose" in msg and "scope.organization" in msg and "required" in msg
+    (policy_copy / "exceptions" / "loose.yaml").write_text(
+        "exceptions:\n  - id: loose\n    rule: PROV-CMK\n"
+        "    scope: {organization: {name: X Ltd, headquarters: SG}, facts: ['*'],\n"
+        "            regions: [ap-southeast-1], providers: [aws]}\n"
+        "    approver: Sam <sam@example.com>\n    approved: 2026-06-01\n"
+        "    expires: 2026-12-01\n    justification: checked by hand in the console\n"
+    )
+    msg = error_of(policy_copy)
+    assert "entry loose" in msg and "scope.facts" in msg and "no '*'" in msg
 
 
 def test_rego_syntax_error_names_file_and_line(policy_copy: Path) -> None:

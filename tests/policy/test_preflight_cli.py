@@ -27,7 +27,7 @@ def test_preflight_table_quickstart(burst_cmd: list[str]) -> None:
     assert "allowed" in proc.stdout
     # an allowed candidate shows what it rests on (its waiver), not "no rule objects"
     assert "no rule objects" not in proc.stdout
-    assert "quickstart-sg-hq-outside-d5" in " ".join(proc.stdout.split())
+    assert "example-labs-sg-hq-outside-d5" in " ".join(proc.stdout.split())
 
 
 def test_preflight_json_is_the_record(burst_cmd: list[str], tmp_path: Path) -> None:
@@ -39,6 +39,53 @@ def test_preflight_json_is_the_record(burst_cmd: list[str], tmp_path: Path) -> N
     assert record["spec_sha256"] == load_spec(REPO / "examples/quickstart.yaml").sha256()
     assert record["policy_sha256"] == policy_sha256(POLICIES)
     assert {"region": "ap-southeast-1", "provider": "aws"} in record["allowed"]
+
+
+def test_preflight_json_lists_what_satisfied_each_allow(
+    burst_cmd: list[str], tmp_path: Path
+) -> None:
+    """An allow explains itself: EU personal data to Singapore on SCC + TIA lists the
+    safeguard and the article, the assessment, the inbound rule, and every fact relied on
+    with its source, besides the waivers it rests on."""
+    spec = tmp_path / "eu.yaml"
+    spec.write_text(
+        (REPO / "examples/quickstart.yaml")
+        .read_text()
+        .replace("classification: internal", "classification: personal")
+        .replace("origin: SG", "origin: EU\n  transfer_safeguards: [scc, tia]")
+        .replace("  region: ap-southeast-1\n", "")
+    )
+    proc = run([*burst_cmd, "preflight", str(spec), "--json", "--today", "2026-11-23"])
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    d = next(d for d in record["decisions"] if d["region"] == "ap-southeast-1")
+    assert d["verdict"] == "allow"
+    sat = {(s["rule"], s.get("fact")): s for s in d["satisfied"]}
+    xfer = sat[("XFER-NO-SAFEGUARD", "jurisdictions.EU.outbound")]
+    assert "scc" in xfer["message"] and "GDPR Chapter V" in xfer["message"]
+    assert xfer["source"].startswith("https://")
+    assert "tia" in sat[("XFER-ASSESSMENT", "jurisdictions.EU.outbound")]["message"]
+    assert ("INBOUND-UNKNOWN", "jurisdictions.SG.inbound_rented_region") in sat
+    relied = {f for (rule, f) in sat if rule == "FACT-LOW-CONFIDENCE"}
+    assert {"jurisdictions.EU.outbound", "jurisdictions.SG.inbound_rented_region"} <= relied
+    for s in d["satisfied"]:
+        assert s["rule"] and s["message"] and s["source"], s
+
+
+def test_preflight_names_a_sign_off_bound_to_another_organisation(
+    burst_cmd: list[str], tmp_path: Path
+) -> None:
+    spec = tmp_path / "copycat.yaml"
+    spec.write_text(
+        (REPO / "examples/quickstart.yaml")
+        .read_text()
+        .replace("name: Example Labs Pte Ltd", "name: Copycat Labs Ltd")
+    )
+    proc = run([*burst_cmd, "preflight", str(spec), "--today", "2026-11-23"])
+    assert proc.returncode == EXIT_REFUSED, proc.stdout
+    assert "not applied: aws/ap-southeast-1: exception example-labs-sg-hq-outside-d5" in proc.stdout
+    assert "organisation 'Copycat Labs Ltd' is not 'Example Labs Pte Ltd'" in proc.stdout
+    assert "Traceback" not in proc.stderr
 
 
 def test_preflight_denied_exits_3(burst_cmd: list[str]) -> None:

@@ -72,7 +72,8 @@ def test_require_allow_refuses_review_deny_and_undecided(shipped: object) -> Non
 
 def test_require_allow_refuses_when_its_exception_expired(policy_copy: Path) -> None:
     (policy_copy / "exceptions" / "cmk.yaml").write_text(
-        "exceptions:\n  - id: cmk\n    rule: PROV-CMK\n    scope: {providers: [aws]}\n"
+        "exceptions:\n  - id: cmk\n    rule: PROV-CMK\n"
+        "    scope: {organization: {name: Example Labs Pte Ltd, headquarters: SG}, facts: [providers.aws.customer_managed_keys], regions: [ap-southeast-1], providers: [aws]}\n"
         "    approver: Sam <sam@example.com>\n    approved: 2026-06-01\n"
         "    expires: 2026-12-01\n    justification: checked by hand in the console\n"
     )

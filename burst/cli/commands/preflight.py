@@ -77,6 +77,15 @@ def command(
             v = d["verdict"]
             table.add_row(d["region"], d["provider"], f"[{colour[v]}]{v}[/]", first_reason(d))
         Console(width=max(100, Console().width)).print(table)
+        # a sign-off about a review reason that is bound to something else: say which and why
+        notes = dict.fromkeys(
+            f"{d['provider']}/{d['region']}: {r['message']}"
+            for d in record["decisions"]
+            for r in d["reasons"]
+            if r["rule"] == "EXC-NOT-APPLICABLE"
+        )
+        for note in notes:
+            click.echo(f"not applied: {note}")
         c = record["counts"]
         click.echo(
             f"{c['allow']} allowed, {c['review']} to review, {c['deny']} denied; "

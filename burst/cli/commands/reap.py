@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 from pathlib import Path
 
 import click
@@ -16,8 +15,9 @@ def _argo_live() -> tuple[set[str], dict[str, object]]:
     is down) does not stop the reaper: it is recorded and expired runs are still reaped."""
     from burst.errors import BurstError
     from burst.runner.argo import settings_from_env, unfinished_workflows
+    from burst.settings import current
 
-    if not os.environ.get("ARGO_SERVER"):
+    if not current().argo_server:
         return set(), {"checked": False, "reason": "ARGO_SERVER is not set"}
     try:
         names = unfinished_workflows(settings_from_env())
@@ -72,16 +72,17 @@ def command(
         if parsed is None:
             raise BadInputError(f"--now {now_text!r}: not an ISO 8601 time")
         now = parsed
-    names = list(regions) or [
-        r for r in os.environ.get("BURST_REAP_REGIONS", "").split(",") if r.strip()
-    ]
+    from burst.settings import current
+
+    env = current()
+    names = list(regions) or list(env.reap_regions)
     inventories = [AwsInventory(r.strip()) for r in names]
     s3_states = []
-    bucket = os.environ.get("BURST_TF_STATE_BUCKET")
+    bucket = env.tf_state_bucket
     if bucket:  # the S3 state store of aws runs
         from burst.infra.reaper import runs_in_s3_state_store
 
-        region = os.environ.get("BURST_TF_STATE_REGION") or (names[0] if names else None)
+        region = env.tf_state_region or (names[0] if names else None)
         if not region:
             raise BadInputError("BURST_TF_STATE_BUCKET is set: set BURST_TF_STATE_REGION too")
         s3_states = runs_in_s3_state_store(bucket, region)
