@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,9 @@ class AttemptLog:
     def __init__(self, path: Path, store: ObjectStore | None = None) -> None:
         self.path = path
         self.store = store
+        # updates come from the lease renewer's thread: none may land after the close
+        self._lock = threading.Lock()
+        self._closed = False
 
     def read(self) -> list[dict[str, Any]]:
         if self.store is not None:
@@ -116,13 +120,17 @@ class AttemptLog:
         self._put({**record, "outcome": RUNNING})
 
     def update(self, record: dict[str, Any]) -> None:
-        """Bring the open record up to date (still ``running``)."""
-        self._put({**record, "outcome": RUNNING})
+        """Bring the open record up to date (still ``running``); nothing once it is closed."""
+        with self._lock:
+            if not self._closed:
+                self._put({**record, "outcome": RUNNING})
 
     def append(self, record: dict[str, Any]) -> None:
         """Close the attempt's record (its final outcome) and keep a local copy."""
         text = json.dumps(record, sort_keys=True, default=str)
-        self._put(record)
+        with self._lock:
+            self._closed = True
+            self._put(record)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(text + "\n")
