@@ -36,11 +36,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check burst steps pipelines tests
 
 # Rewrite every golden (tests fail when one drifts): the compiled Argo manifests, the
-# quickstart's rendered Terraform plan, and the Kyverno policy rendered from trust.yaml.
+# quickstart's rendered Terraform plan, the Kyverno policy rendered from trust.yaml, and
+# their copies in the deploy/ bundle.
 goldens: $(STAMP)
 	$(BIN)/burst compile --out pipelines/compiled
 	BURST_UPDATE_GOLDENS=1 $(BIN)/python -m pytest -q tests/terraform/test_tf_plan_golden.py
 	$(BIN)/burst image kyverno --out policies/admission/kyverno-verify-images.yaml
+	cp pipelines/compiled/burst-train.yaml pipelines/compiled/burst-reaper.yaml deploy/argo/
+	$(BIN)/burst image kyverno --out deploy/kyverno/verify-images.yaml
 
 checkov:
 	bash scripts/checkov.sh

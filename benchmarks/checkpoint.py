@@ -14,6 +14,9 @@ benchmarks/results/checkpoint.json:
   delta_bytes_ratio_full    the same with Adam state                                    (<= 0.5)
   upload_ratio              our upload throughput / upload_file's (default settings)    (>= 0.95)
   restore_ratio             our restore throughput / one plain GET of the same bytes    (>= 0.8)
+  first_stall_ratio         the first save's stall / the steady stall                   (<= 2)
+  durable_ratio             save call -> committed / torch.save + upload_file           (<= 0.8)
+  stall_ratio_vs_dcp        our stall / DCP async_save's (FileSystemWriter, one rank)   (<= 0.5)
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ GOALS = {
     "delta_bytes_ratio_full": ("<=", 0.5),
     "upload_ratio": (">=", 0.95),
     "restore_ratio": (">=", 0.8),
+    "first_stall_ratio": ("<=", 2.0),
+    "durable_ratio": ("<=", 0.8),
+    "stall_ratio_vs_dcp": ("<=", 0.5),
 }
 # width of the 12 square layers: full state = 12 * width^2 * 4 bytes * 3 (weights + Adam)
 WIDTHS = {"full": 1984, "quick": 1408, "smoke": 64}  # 541 MiB, 272 MiB, tiny
@@ -121,7 +127,7 @@ def bench_stall_and_upload(
     mgr.save(tr.position, tr.state())
     first_stall = time.perf_counter() - t0
     mgr.wait()
-    stall_a, stall_b, thr_a, thr_b = [], [], [], []
+    stall_a, stall_b, thr_a, thr_b, durable_a = [], [], [], [], []
     path = work / "baseline.pt"
     for rep in range(reps):
         for side in "AB" if rep % 2 == 0 else "BA":
@@ -131,6 +137,7 @@ def bench_stall_and_upload(
                 mgr.save(tr.position, tr.state())
                 stall_a.append(time.perf_counter() - t0)
                 res = mgr.wait()
+                durable_a.append(time.perf_counter() - t0)  # save call -> committed
                 assert res is not None
                 thr_a.append(res.uploaded_bytes / res.seconds)
             else:
@@ -148,6 +155,11 @@ def bench_stall_and_upload(
     mgr.close()
     return {
         "stall_ratio": med(stall_a) / med(stall_b),
+        # the first save's stall (buffer and worker created then) / the steady one
+        "first_stall_ratio": first_stall / med(stall_a),
+        # save call -> committed / torch.save + upload_file (durable when it returns)
+        "durable_ratio": med(durable_a) / med(stall_b),
+        "durable_seconds_ours": med(durable_a),
         "upload_ratio": med(thr_a) / med(thr_b),
         "stall_seconds_ours": med(stall_a),
         "stall_seconds_baseline": med(stall_b),
@@ -156,6 +168,37 @@ def bench_stall_and_upload(
         "upload_mib_s_baseline": med(thr_b) / 2**20,
         "baseline_key": "baseline/state.pt",
         "baseline_bytes": path.stat().st_size,
+    }
+
+
+def bench_vs_dcp(tr: Trainer, bucket: str, work: Path, reps: int, log: list[str]) -> dict[str, Any]:
+    """Stall per save: ours against DCP ``async_save`` (FileSystemWriter, one process)."""
+    import torch.distributed.checkpoint as dcp
+
+    mgr = CheckpointManager(open_store(f"s3://{bucket}/vsdcp"))
+    ours, theirs = [], []
+    for rep in range(reps + 1):  # rep 0 warms both up
+        for side in "AB" if rep % 2 == 0 else "BA":
+            tr.step()
+            t0 = time.perf_counter()
+            if side == "A":
+                mgr.save(tr.position, tr.state())
+                stall = time.perf_counter() - t0
+                mgr.wait()
+            else:
+                fut = dcp.async_save(
+                    tr.state(), storage_writer=dcp.FileSystemWriter(str(work / f"dcp-{rep}"))
+                )
+                stall = time.perf_counter() - t0
+                fut.result()
+            if rep:
+                (ours if side == "A" else theirs).append(stall)
+        if rep:
+            log.append(f"rep {rep}: stall ours {ours[-1]:.3f}s, DCP async_save {theirs[-1]:.3f}s")
+    mgr.close()
+    return {
+        "stall_ratio_vs_dcp": med(ours) / med(theirs),
+        "stall_seconds_dcp_async_save": med(theirs),
     }
 
 
@@ -321,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             res: dict[str, Any] = {}
             res.update(bench_stall_and_upload(tr, server, bucket, work, args.reps, log))
             res.update(bench_restore(tr, server, bucket, args.reps, res.pop("baseline_key"), log))
+            res.update(bench_vs_dcp(tr, bucket, work, args.reps, log))
             res.update(bench_step_slowdown(tr, server, bucket, max(args.reps, 5), log))
             if args.paced_rate:
                 rate = args.paced_rate * 2**20

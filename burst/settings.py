@@ -270,6 +270,11 @@ class Settings:
         "how long taking a lease waits before reading it back", shown="`2` (`0.2` local store)",
     )  # fmt: skip
     # -- preemption
+    dist_timeout_s = Var(
+        "BURST_DIST_TIMEOUT_S", _positive, 120.0,
+        "with several ranks, the longest a collective waits for a peer (then exit 75)",
+        shown="`120`",
+    )  # fmt: skip
     sigterm_grace_s = Var(
         "BURST_SIGTERM_GRACE_S", _seconds(0, inclusive=True), 30.0,
         "seconds between SIGTERM and the kill, for the emergency save", shown="`30`",
@@ -349,6 +354,16 @@ class Settings:
         "`kill`, or `pause:DIR`: hold the worker at the point until `DIR/resume` exists",
         shown="`kill`", audience=FAULT,
     )  # fmt: skip
+    checkpoint_fault_rank = Var(
+        "BURST_CHECKPOINT_FAULT_RANK", _text, "",
+        "with several ranks, only rank N's checkpoint worker is killed", shown="every rank's",
+        audience=FAULT,
+    )  # fmt: skip
+    preempt_rank = Var(
+        "BURST_PREEMPT_RANK", _count, None,
+        "with several ranks, the rank `BURST_PREEMPT_AT_STEPS` signals", shown="the last",
+        audience=FAULT,
+    )  # fmt: skip
     # -- set by burst for its own steps
     driver_heartbeat = Var(
         "BURST_DRIVER_HEARTBEAT", _flag, False,
@@ -371,6 +386,21 @@ class Settings:
     candidate_index = Var(
         "BURST_CANDIDATE_INDEX", _count, 0,
         "the requeue's placement: skip the first N allowed candidates", shown="`0`",
+        audience=INTERNAL,
+    )  # fmt: skip
+    gang = Var(
+        "BURST_GANG", _flag, False,
+        "a gang pod: `steps.train` joins the other nodes' ranks (Volcano's env)", shown="off",
+        audience=INTERNAL,
+    )  # fmt: skip
+    nproc_per_node = Var(
+        "BURST_NPROC_PER_NODE", _count, None,
+        "a gang pod's ranks (its GPUs)", shown="`training.processes_per_node`",
+        audience=INTERNAL,
+    )  # fmt: skip
+    rank_exit_dir = Var(
+        "BURST_RANK_EXIT_DIR", _path, None,
+        "where each torchrun rank of the train step records its exit", shown="none",
         audience=INTERNAL,
     )  # fmt: skip
     spec_b64 = Var(

@@ -239,7 +239,26 @@ class Training(Strict):
         le=10**8,
         description="Tokens (or positions) per sample (planning estimate).",
     )
+    nodes: int = Field(
+        default=1,
+        ge=1,
+        le=512,
+        description="Nodes the train step runs on (ranks: nodes x processes_per_node).",
+    )
+    processes_per_node: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description=(
+            "Ranks on each node (one per GPU on GPU nodes). With more than one rank in all the "
+            "train step runs under torchrun, data-parallel; `burst run` runs every rank here."
+        ),
+    )
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.processes_per_node
 
 
 class Budget(Strict):

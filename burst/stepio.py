@@ -83,6 +83,28 @@ def parse_args(step: str, argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+#: Set by burst.train.launch for the ranks it starts: where each records its exit code (and
+#: rank 0 its document, which the launcher writes as the step's)
+RANK_EXIT_DIR_ENV = "BURST_RANK_EXIT_DIR"
+RANK_DOC = "doc.json"
+
+
+def _rank_exit_dir() -> Path | None:
+    where = current().rank_exit_dir
+    return Path(where) if where and "LOCAL_RANK" in os.environ else None
+
+
+def _write_doc(paths: RunPaths, step: str, out: Path | None, doc: dict[str, Any]) -> None:
+    ranks = _rank_exit_dir()
+    if ranks is not None:  # one rank of several: the launcher writes the step's document
+        if os.environ.get("RANK", "0") == "0":
+            write_json_atomic(ranks / RANK_DOC, doc)
+        return
+    write_json_atomic(paths.doc(step), doc)
+    if out is not None:
+        write_json_atomic(out, doc)
+
+
 def main(
     step: str, fn: StepFn, argv: list[str] | None = None, *, step_fail_point: bool = True
 ) -> int:
@@ -90,15 +112,31 @@ def main(
 
     ``step_fail_point=False`` lets a step place its own fault points (teardown does: an
     injected failure there fails destroy attempts, which it must survive)."""
+    errors: list[str] = []
+    code = _main(step, fn, argv, step_fail_point, errors)
+    ranks = _rank_exit_dir()
+    if ranks is not None:
+        rank = os.environ.get("RANK", "0")
+        record = {"rank": int(rank), "exit_code": code, "error": errors[0] if errors else None}
+        write_json_atomic(ranks / f"rank-{rank}.json", record)
+    return code
+
+
+def _main(
+    step: str, fn: StepFn, argv: list[str] | None, step_fail_point: bool, errors: list[str]
+) -> int:
     args = parse_args(step, argv)
     os.environ["BURST_STEP"] = step  # for this step's children (torchrun ranks, workers)
     os.environ["BURST_RUN_ID"] = args.run_id
     with use(Settings.from_env()):  # the environment, read once for the whole step
-        return _run_step(step, fn, args, step_fail_point)
+        return _run_step(step, fn, args, step_fail_point, errors)
 
 
-def _run_step(step: str, fn: StepFn, args: argparse.Namespace, step_fail_point: bool) -> int:
-    setup_logging(logging.INFO, run_id=args.run_id, step=step)
+def _run_step(
+    step: str, fn: StepFn, args: argparse.Namespace, step_fail_point: bool, errors: list[str]
+) -> int:
+    rank = os.environ.get("RANK") if _rank_exit_dir() is not None else None
+    setup_logging(logging.INFO, run_id=args.run_id, step=step if rank is None else f"{step}.{rank}")
     started = time.monotonic()
     try:
         root = Path(args.runs_root).resolve() if args.runs_root else None
@@ -118,9 +156,7 @@ def _run_step(step: str, fn: StepFn, args: argparse.Namespace, step_fail_point: 
         doc.setdefault("step", step)
         doc.setdefault("run_id", args.run_id)
         doc.setdefault("seconds", round(time.monotonic() - started, 3))
-        write_json_atomic(paths.doc(step), doc)
-        if ctx.out is not None:
-            write_json_atomic(ctx.out, doc)
+        _write_doc(paths, step, ctx.out, doc)
         return 0
     except BurstError as exc:
         doc_on_error = getattr(exc, "doc", None)
@@ -128,9 +164,8 @@ def _run_step(step: str, fn: StepFn, args: argparse.Namespace, step_fail_point: 
             doc_on_error.update(
                 step=step, run_id=args.run_id, error=exc.one_line(), exit_code=exc.exit_code
             )
-            write_json_atomic(paths.doc(step), doc_on_error)
-            if args.out:
-                write_json_atomic(Path(args.out), doc_on_error)
+            _write_doc(paths, step, Path(args.out) if args.out else None, doc_on_error)
+        errors.append(exc.one_line())
         print(f"burst {step}: error: {exc.one_line()}", file=sys.stderr)
         log.debug("step failed", exc_info=True)
         return exc.exit_code
@@ -138,5 +173,6 @@ def _run_step(step: str, fn: StepFn, args: argparse.Namespace, step_fail_point: 
         return int(exc.code) if isinstance(exc.code, int) else EXIT_BAD_INPUT
     except Exception as exc:
         log.exception("step %s crashed", step)
+        errors.append(f"unexpected error: {exc.__class__.__name__}: {exc}")
         print(f"burst {step}: unexpected error: {exc.__class__.__name__}: {exc}", file=sys.stderr)
         return EXIT_FAILURE

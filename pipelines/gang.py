@@ -1,8 +1,9 @@
 """Multi-node train: a Volcano Job (gang scheduling) created by an Argo resource template.
 
 All ``nodes`` pods start together or not at all (``minAvailable``); Volcano's pytorch plugin
-gives each pod MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, and torchrun starts one
-``steps.train`` process per GPU. Preemption: the job restarts (from the latest checkpoint)
+gives each pod MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, and ``steps.train`` starts
+torchrun with one rank per GPU (``burst.train.launch``), the same module and command as a
+single train pod. Preemption: the job restarts (from the latest checkpoint)
 on exit 75 or an evicted pod, at most ``preemptions-per-region`` times.
 """
 
@@ -28,10 +29,12 @@ SPEC_FILE = "/tmp/inputs/spec.yaml"
 def _trainer_command() -> list[str]:
     script = (
         'mkdir -p /tmp/inputs && printf "%s" "$BURST_SPEC_B64" | base64 -d > ' + SPEC_FILE + " && "
-        'exec torchrun --nnodes="$WORLD_SIZE" --node-rank="$RANK" '
-        "--nproc-per-node={{workflow.parameters.gpus-per-node}} "
-        '--master-addr="$MASTER_ADDR" --master-port="$MASTER_PORT" '
-        "-m steps.train --spec " + SPEC_FILE + " --run-id {{workflow.name}} "
+        # steps.train starts this node's ranks under torchrun itself (burst.train.launch:
+        # --nnodes=$WORLD_SIZE --node-rank=$RANK --master-addr/--master-port from Volcano)
+        # and exits with the ranks' agreed code (75 on a preemption), which torchrun alone
+        # reports as 1
+        "BURST_GANG=1 BURST_NPROC_PER_NODE={{workflow.parameters.gpus-per-node}} "
+        "exec python -m steps.train --spec " + SPEC_FILE + " --run-id {{workflow.name}} "
         "--runs-root " + RUNS_MOUNT + " "
         '--input "infra=$(printf %s "$BURST_INFRA_B64" | base64 -d)" '
         '--input "plan=$(printf %s "$BURST_PLAN_B64" | base64 -d)" '

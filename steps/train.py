@@ -3,6 +3,7 @@ checkpoint; exit 0 when done, 75 when preempted (requeue) after saving what fitt
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -27,10 +28,14 @@ def resolve_watchers(infra: dict[str, Any] | None) -> None:
 
 
 def run(ctx: StepContext) -> dict[str, Any]:
-    from burst.train.loop import train
-
     ctx.fail_point("before")
     resolve_watchers(ctx.optional_input("infra"))
+    from burst.train.launch import launch, wanted  # (no torch in this process)
+
+    if wanted(ctx.spec, dict(os.environ)):
+        return launch(ctx, ctx.spec)  # the ranks run this module again, under torchrun
+    from burst.train.loop import train
+
     return train(
         ctx.spec,
         ctx.run_id,

@@ -2,7 +2,8 @@
 
 ``BURST_CHECKPOINT_FAULT=<point>[:<n>]`` makes the ``n``-th call (default 1) of ``point(name)``
 whose name starts with ``<point>`` kill the calling process with SIGKILL, exactly as a
-preemption or an out-of-memory kill would. Unset, ``point`` costs one dictionary lookup.
+preemption or an out-of-memory kill would; ``BURST_CHECKPOINT_FAULT_RANK=<r>`` limits it to
+rank r's worker. Unset, ``point`` costs one dictionary lookup.
 
 Two modifiers, for faults that span processes (a restarted checkpoint worker counts its calls
 afresh):
@@ -35,6 +36,9 @@ def point(name: str) -> None:
 
     spec = current().checkpoint_fault
     if not spec:
+        return
+    only = current().checkpoint_fault_rank  # several ranks: only this rank's worker
+    if only and os.environ.get("RANK", "0") != only:
         return
     target, _, nth = spec.partition(":")
     if not name.startswith(target):

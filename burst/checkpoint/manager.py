@@ -39,6 +39,7 @@ from burst.checkpoint.layout import DEFAULT_CHUNK_SIZE, build_layout, layout_sig
 from burst.checkpoint.manifest import CheckpointRef, check_tier, manifest_key
 from burst.checkpoint.replication import ReplicationResult, replicate
 from burst.checkpoint.restore import Restored, restore_checkpoint
+from burst.checkpoint.sharded import ShardInfo
 from burst.checkpoint.staging import HostBuffer
 from burst.checkpoint.tree import flatten
 from burst.checkpoint.verify import ChunkAudit
@@ -104,6 +105,7 @@ class CheckpointManager:
         buffer_dir: Path | None = None,
         worker_env: dict[str, str] | None = None,
         retry_s: float | None = None,
+        shard: ShardInfo | None = None,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
         self.chunk_size = chunk_size
@@ -119,6 +121,9 @@ class CheckpointManager:
         # after an infrastructure fault
         self._last_save: tuple[dict[str, Any], dict[str, Any]] | None = None
         self.retries: list[str] = []  # what was retried, one line each (for the records)
+        # one rank of a sharded checkpoint (burst.checkpoint.sharded): a save writes this
+        # rank's shard; rank 0's worker also commits the global manifest
+        self.shard = shard
         self._buffer: HostBuffer | None = None
         self._layout_sig: str | None = None
         self._proc: subprocess.Popen[str] | None = None
@@ -252,7 +257,7 @@ class CheckpointManager:
                 uploaded_chunks=r["uploaded_chunks"],
                 reused_chunks=r["reused_chunks"],
                 seconds=r.get("seconds", doc.get("seconds", 0.0)),
-                extra={k: v for k, v in r.items() if k == "retention"},
+                extra={k: v for k, v in r.items() if k in ("retention", "committed", "ranks")},
             )
             self._error = self._unwaited_error = self._unwaited_kind = None
             self._last_save = None
@@ -334,6 +339,8 @@ class CheckpointManager:
             "tree": tree,
             "chunk_size": self.chunk_size,
         }
+        if self.shard is not None:
+            req["shard"] = self.shard.to_json()
         inflight = {"op": "save", "step": int(step), "tier": tier, "stall": stall}
         self._last_save = (req, dict(inflight))
         self._send(req, inflight)

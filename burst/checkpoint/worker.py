@@ -21,6 +21,7 @@ from typing import IO, Any
 from burst.checkpoint import faults
 from burst.checkpoint.layout import ArrayEntry
 from burst.checkpoint.retention import apply_retention, collect_garbage
+from burst.checkpoint.sharded import ShardInfo, expire_manifests
 from burst.checkpoint.staging import AttachedBuffer
 from burst.checkpoint.writer import CheckpointWriter
 from burst.errors import BurstError, InfraError
@@ -63,6 +64,7 @@ class Worker:
             step=int(req["step"]),
             tier=req["tier"],
             chunk_size=int(req["chunk_size"]),
+            shard=ShardInfo.from_json(req["shard"]) if req.get("shard") else None,
         )
         out: dict[str, Any] = {
             "step": manifest.step,
@@ -70,7 +72,21 @@ class Worker:
             "total_bytes": manifest.total_bytes,
             **manifest.stats,
         }
-        if self.keep_full is not None or self.keep_weights is not None:
+        if req.get("shard") and (self.keep_full is not None or self.keep_weights is not None):
+            # Sharded: other ranks' workers upload concurrently, trusting what they know the
+            # store holds, so no chunk is deleted here; expired checkpoints stop existing and
+            # their chunks go in a GC when every rank is idle (the end of the attempt).
+            if manifest.stats.get("committed"):
+                try:
+                    gone = expire_manifests(
+                        self.store, keep_full=self.keep_full, keep_weights=self.keep_weights
+                    )
+                except BurstError as exc:
+                    log.warning("retention after step %d failed: %s", manifest.step, exc)
+                    out["retention"] = {"error": exc.one_line()}
+                else:
+                    out["retention"] = {"deleted_manifests": gone, "deleted_chunks": 0}
+        elif self.keep_full is not None or self.keep_weights is not None:
             # The checkpoint is committed: a retention failure is reported, not the save's.
             try:
                 gc = apply_retention(

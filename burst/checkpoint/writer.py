@@ -42,6 +42,7 @@ from burst.checkpoint.manifest import (
     check_tier,
     chunk_key,
 )
+from burst.checkpoint.sharded import ShardInfo, commit_global, write_shard
 from burst.checkpoint.verify import chunk_is_sound
 from burst.storage.base import ObjectStore, StoreError
 
@@ -132,7 +133,10 @@ class CheckpointWriter:
         step: int,
         tier: str,
         chunk_size: int,
+        shard: ShardInfo | None = None,
     ) -> Manifest:
+        """Write one checkpoint; with ``shard``, this rank's shard of a sharded one (phase 1),
+        and on rank 0 the global commit once every rank's shard is durable (phase 2)."""
         check_tier(tier)
         t0 = time.perf_counter()
         known = self.load_known()
@@ -209,6 +213,8 @@ class CheckpointWriter:
                 "verified": True,  # every chunk was uploaded or read back by this writer
             },
         )
+        if shard is not None:
+            return self._write_shard(manifest, shard, pending_key, sig, fast, digests, t0)
         faults.point(f"before-manifest@{step}")
         self.store.put_bytes(manifest.key, manifest.to_bytes())  # the commit
         # Committed: what follows is bookkeeping. Its failure is reported with the result,
@@ -238,6 +244,29 @@ class CheckpointWriter:
             uploaded,
             manifest.stats["seconds"],
         )
+        return manifest
+
+    def _write_shard(
+        self,
+        manifest: Manifest,
+        shard: ShardInfo,
+        pending_key: str,
+        sig: str,
+        fast: list[bytes],
+        digests: list[str],
+        t0: float,
+    ) -> Manifest:
+        """Phase 1 (this rank's shard manifest; its pending record stays until the global
+        commit drops it), then on rank 0 phase 2 (burst.checkpoint.sharded)."""
+        write_shard(self.store, manifest, shard, pending_key)
+        self._prev_sig, self._prev_fast, self._prev_digests = sig, fast, digests
+        manifest.stats["shard_seconds"] = round(time.perf_counter() - t0, 4)
+        if shard.rank == 0:
+            merged = commit_global(self.store, manifest, shard)
+            manifest.stats["committed"] = True
+            manifest.stats["global_bytes"] = merged.total_bytes
+            manifest.stats["ranks"] = merged.stats["ranks"]
+        manifest.stats["seconds"] = round(time.perf_counter() - t0, 4)
         return manifest
 
     def close(self) -> None:

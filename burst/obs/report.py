@@ -99,6 +99,10 @@ def _attempt(a: dict[str, Any]) -> dict[str, Any]:
         "notice": (a.get("notice") or {}).get("source"),
         "emergency_save": save.get("tier") if save else None,
         "emergency_committed": save.get("committed") if save else None,
+        # several ranks: how many, each one's checkpoint bytes and stall, notice to exit
+        "world_size": a.get("world_size", 1),
+        "ranks": a.get("ranks"),
+        "notice_to_exit_s": a.get("notice_to_exit_s"),
     }
 
 
@@ -160,6 +164,7 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         "preemptions": sum(1 for a in attempts if a.get("preempted"))
         if held
         else train.get("preemptions", 0),
+        "world_size": train.get("world_size", 1),
         "attempts": [_attempt(a) for a in attempts],
         "store": None if held is None else {"url": held["store"], "committed": held["checkpoints"]},
         "checkpoint_interval": train.get("checkpoint_interval"),

@@ -35,6 +35,14 @@ FINISHED = ("Succeeded", "Failed", "Error")
 _PINNED = re.compile(r"^[a-z0-9][a-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
 
 
+class ArgoUnauthorized(BadInputError):
+    """The Argo server refused the token (expired, or never valid)."""
+
+
+class ArgoNotFound(BadInputError):
+    """The Argo server has no such workflow."""
+
+
 @dataclass(frozen=True)
 class ArgoSettings:
     server: str
@@ -156,9 +164,9 @@ def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except Unauthorized as exc:
-        raise BadInputError(f"the Argo server refused ARGO_TOKEN: {exc}") from None
+        raise ArgoUnauthorized(f"the Argo server refused ARGO_TOKEN: {exc}") from None
     except NotFound as exc:
-        raise BadInputError(f"not found on the Argo server: {exc}") from None
+        raise ArgoNotFound(f"not found on the Argo server: {exc}") from None
     except HeraException as exc:
         raise InfraError(f"the Argo server answered with an error: {exc}") from None
     except requests.RequestException as exc:
@@ -207,6 +215,20 @@ class WorkflowState:
     @property
     def finished(self) -> bool:
         return self.phase in FINISHED
+
+
+def stop(name: str, settings: ArgoSettings, message: str) -> None:
+    """`argo stop`: no new step starts, running pods are stopped, the exit handler (teardown)
+    runs. Never `argo terminate`, which would skip it."""
+    from hera.workflows.models import WorkflowStopRequest
+
+    with _service(settings) as svc:
+        _call(
+            svc.stop_workflow,
+            name,
+            WorkflowStopRequest(name=name, namespace=settings.namespace, message=message),
+        )
+    log.info("asked Argo to stop %s (its exit handler tears down)", name)
 
 
 def status(name: str, settings: ArgoSettings) -> WorkflowState:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from burst.checkpoint import CheckpointManager, CheckpointRef
+from burst.checkpoint.sharded import ShardInfo
 from burst.errors import CheckpointError
 from burst.spec import BurstJob
 from burst.storage.location import run_store_url
@@ -40,8 +41,11 @@ class SaveResult:
 
 
 class RunCheckpoints:
-    def __init__(self, job: BurstJob, run_id: str) -> None:
+    def __init__(self, job: BurstJob, run_id: str, shard: ShardInfo | None = None) -> None:
+        """``shard``: this rank's part of a sharded checkpoint (several ranks); retention is
+        rank 0's, which commits."""
         policy = job.training.checkpoint
+        lead = shard is None or shard.rank == 0
         self.location = run_store_url(job, run_id)
         options: dict[str, Any] = {}
         if job.storage.kms_key_id and self.location.startswith("s3://"):
@@ -50,8 +54,9 @@ class RunCheckpoints:
 
         self.mgr = CheckpointManager(
             open_store(self.location, **options),
-            keep_full=policy.keep_full,
-            keep_weights=policy.keep_weights,
+            keep_full=policy.keep_full if lead else None,
+            keep_weights=policy.keep_weights if lead else None,
+            shard=shard,
         )
         self._seen: tuple[int, str] | None = None
         self._queue: list[SaveResult] = []

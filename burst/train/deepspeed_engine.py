@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 
-from burst.errors import CheckpointError
+from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
+from burst.train.ranks import Ranks, step_seed
 from burst.train.rng import rng_states, set_rng_states
 from burst.train.setup import TrainSetup
 from burst.train.weights import weights_sha256
@@ -82,13 +83,25 @@ class DeepSpeedEngine:
     name = "deepspeed"
     tiers: tuple[str, ...] = ("full",)
 
-    def __init__(self, job: BurstJob, setup: TrainSetup, work_dir: Path) -> None:
+    def __init__(
+        self, job: BurstJob, setup: TrainSetup, work_dir: Path, ranks: Ranks | None = None
+    ) -> None:
         default_environment()
         import deepspeed
         import torch.distributed as dist
 
         self.setup = setup
         self.stage = job.training.zero_stage
+        self.ranks = ranks or Ranks()
+        self.seed = job.training.seed
+        self.batch = job.training.batch_size
+        # several ranks: each reads its own slice of every global batch (burst.train.ranks)
+        self.samples: int | None = 0 if self.ranks.many else None
+        if self.ranks.many and setup.batch_for_samples is None:
+            raise BadInputError(
+                f"training.entrypoint {job.training.entrypoint}: more than one rank needs "
+                "TrainSetup.batch_for_samples (each rank reads its own slice of the global batch)"
+            )
         self._own_group = not dist.is_initialized()
         if self._own_group:
             backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -107,8 +120,13 @@ class DeepSpeedEngine:
             self.engine.device,
         )
         work_dir.mkdir(parents=True, exist_ok=True)
-        # DeepSpeed writes and reads its files here; the store holds the checkpoint
-        self.local_dir = Path(tempfile.mkdtemp(prefix="deepspeed-", dir=work_dir))
+        # DeepSpeed writes and reads its files here; the store holds the checkpoint. Several
+        # ranks (one node) share it: rank 0 hands every rank's files to the store
+        if self.ranks.many:
+            self.local_dir = work_dir / f"deepspeed-{self.ranks.session}"
+            self.local_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self.local_dir = Path(tempfile.mkdtemp(prefix="deepspeed-", dir=work_dir))
         self._ckpt: Any = None
         self._last_bytes = 0
 
@@ -122,7 +140,14 @@ class DeepSpeedEngine:
     def step(self, step: int) -> float:
         engine = self.engine
         engine.train()
-        x, y = self.setup.batch_for_step(step)
+        if self.samples is None:
+            x, y = self.setup.batch_for_step(step)
+        else:
+            assert self.setup.batch_for_samples is not None
+            torch.manual_seed(step_seed(self.seed, step, self.ranks.rank))
+            start = self.samples + self.ranks.rank * self.batch
+            x, y = self.setup.batch_for_samples(start, self.batch)
+            self.samples += self.ranks.world * self.batch
         out = self.setup.loss_fn(engine(x.to(engine.device)), y.to(engine.device))
         engine.backward(out)
         engine.step()
@@ -132,6 +157,8 @@ class DeepSpeedEngine:
         if tier != "full":
             raise CheckpointError(f"a DeepSpeed checkpoint is full, not {tier!r}")
         client = {"data_position": step, "rng": rng_states(), "zero_stage": self.stage}
+        if self.samples is not None:
+            client.update(samples=self.samples, world=self.ranks.world)
         ckpt = self._checkpointer(store)
         blocked = store.save_via(lambda: ckpt.save(step, client_state=client))
         tag_dir = self.local_dir / ckpt.tag(step)
@@ -158,7 +185,17 @@ class DeepSpeedEngine:
                     "(not written by burst's train step)",
                     where=store.location,
                 )
+            saved_by = int(client.get("world") or 1)
+            if saved_by != self.ranks.world:
+                raise CheckpointError(
+                    f"DeepSpeed checkpoint at step {step} was saved by {saved_by} rank(s), this "
+                    f"attempt has {self.ranks.world}: resuming DeepSpeed on another number of "
+                    "ranks needs its universal checkpoint (not supported yet)",
+                    where=store.location,
+                )
             set_rng_states(client["rng"])
+            if self.samples is not None:
+                self.samples = int(client.get("samples") or 0)
             return int(client["data_position"])
         assert error is not None
         raise error
@@ -180,7 +217,8 @@ class DeepSpeedEngine:
             return weights_sha256(self.engine.module)
 
     def close(self) -> None:
-        shutil.rmtree(self.local_dir, ignore_errors=True)
+        if self.ranks.leader:
+            shutil.rmtree(self.local_dir, ignore_errors=True)
         if self._own_group:
             import torch.distributed as dist
 

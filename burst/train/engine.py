@@ -10,13 +10,17 @@ a DeepSpeed engine (one tier: full).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from burst.checkpoint.sharded import assemble
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
 from burst.train.rng import rng_states, set_rng_states
 from burst.train.setup import TrainSetup
 from burst.train.weights import weights_sha256
+
+if TYPE_CHECKING:
+    from burst.train.ranks import Ranks
 
 
 class TrainEngine(Protocol):
@@ -41,7 +45,9 @@ class TrainEngine(Protocol):
     def close(self) -> None: ...
 
 
-def capture_state(setup: TrainSetup, step: int, tier: str) -> dict[str, Any]:
+def capture_state(
+    setup: TrainSetup, step: int, tier: str, samples: int | None = None
+) -> dict[str, Any]:
     state: dict[str, Any] = {"step": step, "tier": tier, "model": setup.model.state_dict()}
     if tier == "full":
         state.update(
@@ -50,6 +56,8 @@ def capture_state(setup: TrainSetup, step: int, tier: str) -> dict[str, Any]:
             rng=rng_states(),
             data_position=step,
         )
+        if samples is not None:  # samples consumed (several ranks: see TrainSetup)
+            state["samples"] = samples
     return state
 
 
@@ -62,19 +70,40 @@ def apply_state(setup: TrainSetup, state: dict[str, Any]) -> int:
     return int(state["data_position"])
 
 
+def restored_samples(setup: TrainSetup, state: dict[str, Any], batch: int) -> int | None:
+    """The data position in samples of a restored full state: as saved, or (a checkpoint of
+    one rank reading a batch per step) steps x batch; None without ``batch_for_samples``."""
+    if setup.batch_for_samples is None:
+        return None
+    if state.get("samples") is not None:
+        return int(state["samples"])
+    return int(state["data_position"]) * batch
+
+
 class TorchEngine:
     """Plain torch: the entrypoint's model, optimizer and scheduler as they are."""
 
     name = "torch"
     tiers: tuple[str, ...] = ("full", "weights")
 
-    def __init__(self, setup: TrainSetup) -> None:
+    def __init__(self, setup: TrainSetup, batch: int = 1) -> None:
         self.setup = setup
+        self.batch = batch
+        # samples consumed, once a checkpoint saved by several ranks was resumed (the data
+        # position then counts samples, not steps of one batch)
+        self.samples: int | None = None
+
+    def _batch(self, step: int) -> tuple[Any, Any]:
+        if self.samples is None or self.setup.batch_for_samples is None:
+            return self.setup.batch_for_step(step)
+        x, y = self.setup.batch_for_samples(self.samples, self.batch)
+        self.samples += self.batch
+        return x, y
 
     def step(self, step: int) -> float:
         setup = self.setup
         setup.model.train()
-        x, y = setup.batch_for_step(step)
+        x, y = self._batch(step)
         setup.optimizer.zero_grad(set_to_none=True)
         out = setup.loss_fn(setup.model(x), y)
         out.backward()
@@ -84,11 +113,16 @@ class TorchEngine:
         return float(out.detach())
 
     def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
-        return store.save(step, capture_state(self.setup, step, tier), tier)
+        return store.save(step, capture_state(self.setup, step, tier, self.samples), tier)
 
     def restore(self, store: RunCheckpoints) -> int | None:
         restored = store.restore_full()
-        return None if restored is None else apply_state(self.setup, restored[1])
+        if restored is None:
+            return None
+        state = assemble(restored[1])  # saved by several ranks: the whole state
+        if "samples" in state:
+            self.samples = restored_samples(self.setup, state, self.batch)
+        return apply_state(self.setup, state)
 
     def nbytes(self, tier: str) -> int:
         if tier == "weights":
@@ -102,10 +136,16 @@ class TorchEngine:
         return None
 
 
-def open_engine(job: BurstJob, setup: TrainSetup, work_dir: Any) -> TrainEngine:
+def open_engine(
+    job: BurstJob, setup: TrainSetup, work_dir: Any, ranks: Ranks | None = None
+) -> TrainEngine:
     """The engine ``training.engine`` names, around what the entrypoint built."""
     if job.training.engine == "deepspeed":
         from burst.train.deepspeed_engine import DeepSpeedEngine
 
-        return DeepSpeedEngine(job, setup, work_dir)
-    return TorchEngine(setup)
+        return DeepSpeedEngine(job, setup, work_dir, ranks)
+    if ranks is not None and ranks.many:
+        from burst.train.ddp_engine import DDPEngine
+
+        return DDPEngine(job, setup, ranks)
+    return TorchEngine(setup, job.training.batch_size)

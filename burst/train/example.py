@@ -50,10 +50,25 @@ def build(job: BurstJob) -> TrainSetup:
     batch = job.training.batch_size
     per_epoch = DATASET_SIZE // batch
 
+    def order(epoch: int) -> torch.Tensor:
+        return torch.randperm(DATASET_SIZE, generator=torch.Generator().manual_seed(seed + epoch))
+
     def batch_for_step(step: int) -> Batch:
         epoch, index = divmod(step, per_epoch)
-        order = torch.randperm(DATASET_SIZE, generator=torch.Generator().manual_seed(seed + epoch))
-        idx = order[index * batch : (index + 1) * batch]
+        idx = order(epoch)[index * batch : (index + 1) * batch]
         return x[idx], y[idx]
 
-    return TrainSetup(model, optimizer, scheduler, batch_for_step, nn.functional.mse_loss)
+    def batch_for_samples(start: int, count: int) -> Batch:
+        """Samples ``start .. start+count`` of the endless sequence of shuffled epochs (each
+        epoch a permutation of the dataset seeded by seed + epoch)."""
+        pos = torch.arange(start, start + count)
+        epochs = pos // DATASET_SIZE
+        idx = torch.empty(count, dtype=torch.long)
+        for e in torch.unique(epochs).tolist():
+            sel = epochs == e
+            idx[sel] = order(int(e))[pos[sel] % DATASET_SIZE]
+        return x[idx], y[idx]
+
+    return TrainSetup(
+        model, optimizer, scheduler, batch_for_step, nn.functional.mse_loss, batch_for_samples
+    )

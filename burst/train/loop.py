@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import random
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 import torch
 
 from burst.budget import BudgetExceeded, BudgetGuard
+from burst.checkpoint.sharded import ShardInfo
 from burst.errors import BurstError, CheckpointError, Preempted
 from burst.lease import (
     TRAINER_KEY,
@@ -52,6 +52,7 @@ from burst.storage.location import run_replica_url
 from burst.train.attempts import FILE_NAME, AttemptLog, next_number, settle_unclosed
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import TrainEngine, open_engine
+from burst.train.ranks import RankLost, Ranks, preempt_rank
 from burst.train.schedule import CheckpointSchedule
 from burst.train.setup import load_entrypoint
 
@@ -124,7 +125,7 @@ class TrainRun:
         """One trainer per run: the trainer lease in the run's store, taken before anything
         is read or written (refused, exit 3, while another live trainer renews it); and
         the run's heartbeat, which tells the reaper someone is driving the run."""
-        if os.environ.get("RANK", "0").strip() not in ("", "0"):
+        if not self.ranks.leader:
             return  # one lease per run: rank 0 of a multi-process trainer holds it for all
         holder = describe_holder(f"run {self.run_id} trainer")
         self.lease = Lease.for_env(
@@ -185,6 +186,9 @@ class TrainRun:
         for lease in (self.lease, self.heartbeat):
             if lease is not None and lease.token:
                 lease.release()
+        self.ranks = Ranks()
+        # this rank's own checkpoint figures (the leader gathers every rank's at the end)
+        self.mine: dict[str, Any] = {"checkpoint_bytes": 0, "uploaded_bytes": 0, "stall_s": 0.0}
 
     def _load_history(self, store: RunCheckpoints) -> None:
         """Earlier attempts (from the run's store, shared by every pod of the run) and the
@@ -212,7 +216,8 @@ class TrainRun:
             "usd": round(self.budget.spent_usd, 6),
             "hours": round(self.budget.spent_hours, 6),
         }
-        self.attempts.begin(self._progress())
+        if self.ranks.leader:  # the other ranks record nothing (see _finish)
+            self.attempts.begin(self._progress())
 
     # ------------------------------------------------------------------ running
 
@@ -222,7 +227,12 @@ class TrainRun:
         watchers = start_watchers()
         store: RunCheckpoints | None = None
         try:
-            store = RunCheckpoints(self.job, self.run_id)
+            self.ranks = Ranks.from_env()
+            shard = None
+            if self.ranks.many and self.job.training.engine != "deepspeed":
+                # (DeepSpeed's adapter: rank 0 hands every rank's files to the store)
+                shard = ShardInfo(self.ranks.rank, self.ranks.world, self.ranks.session)
+            store = RunCheckpoints(self.job, self.run_id, shard)
             self._take_leases(store)
             self._load_history(store)
             self._start_renewing(watchers.board)
@@ -231,20 +241,27 @@ class TrainRun:
             watchers.stop()
             if store is not None:
                 store.close()
+            self.ranks.close()
             raise
         engine: TrainEngine | None = None
         try:
             seed_everything(self.job.training.seed)
             setup = load_entrypoint(self.job)(self.job)
-            engine = open_engine(self.job, setup, self.run_dir)
-            self.record["engine"] = engine.name
+            engine = open_engine(self.job, setup, self.run_dir, self.ranks)
+            self.record.update(engine=engine.name, world_size=self.ranks.world)
             return self._train(engine, store, watchers)
+        except RankLost as exc:  # a peer is gone: no collective can run; stop now
+            log.error("%s", exc.one_line())
+            self.record.update(outcome="rank-lost", error=exc.one_line())
+            self._finish(store, gather=False)
+            store.close(timeout=1.0)
+            raise
         except (Preempted, BudgetExceeded):  # recorded already, with the work saved
             store.close(timeout=RESERVE_S)
             raise
         except BaseException as exc:
             self.record.update(outcome="failed", error=f"{exc.__class__.__name__}: {exc}")
-            self._finish(store)
+            self._finish(store, gather=False)
             store.close(timeout=RESERVE_S)
             raise
         finally:
@@ -253,6 +270,7 @@ class TrainRun:
             if engine is not None:
                 engine.close()
             self._release_leases()
+            self.ranks.close()
 
     def _train(
         self, engine: TrainEngine, store: RunCheckpoints, watchers: Watchers
@@ -287,37 +305,52 @@ class TrainRun:
         saves = store.committed()
         loss = float("nan")
         board = watchers.board
+        ranks = self.ranks
         notice = board.stop_notice()
+        if ranks.many:  # every rank acts on what any rank saw, at the same step boundary
+            agreed = ranks.agree(notice, False, self._over(start) is not None)
+            notice = agreed.stop
+            if agreed.over_budget and start < total:
+                self._over_budget(self._over_sure(start), store, engine, start, last_full)
         if notice is not None and start < total:
             self._preempt(notice, start, engine, store, last_full)
+        demo_here = ranks.rank == preempt_rank(ranks.world)
         for step in range(start, total):
             if step == start:
                 self._first_step(step)
-            try:
-                self.budget.check()
-            except BudgetExceeded as exc:
-                self._over_budget(exc, store, engine, step, last_full)
+            if not ranks.many:
+                try:
+                    self.budget.check()
+                except BudgetExceeded as exc:
+                    self._over_budget(exc, store, engine, step, last_full)
             t0 = time.monotonic()
             loss = engine.step(step)
             done = step + 1
             self.record["at_step"] = done
             self.schedule.record_step(time.monotonic() - t0)
             self._learn(store)
-            self.demo.maybe_fire(done)
+            if demo_here:
+                self.demo.maybe_fire(done)
             notice = board.stop_notice()
+            advisories = board.take_advisories()
+            advise = bool(advisories)
+            if ranks.many:
+                agreed = ranks.agree(notice, advise, done < total and self._over(done) is not None)
+                notice, advise = agreed.stop, agreed.advisory
+                if agreed.over_budget:
+                    self._over_budget(self._over_sure(done), store, engine, done, last_full)
             if notice is not None and done < total:
                 self._preempt(notice, done, engine, store, last_full)
-            advisories = board.take_advisories()
             for a in advisories:
                 log.warning("advisory %s (%s): checkpointing now", a.source, a.detail)
                 self.record.setdefault("advisories", []).append({**a.as_dict(), "at_step": done})
-            if advisories or self.schedule.due(done) or done == total:
+            if advise or self.schedule.due(done) or done == total:
                 saves += 1
                 tier = (
                     "full"
                     if saves % policy.full_every == 0
                     or done == total
-                    or advisories
+                    or advise
                     or "weights" not in engine.tiers
                     else "weights"
                 )
@@ -327,7 +360,10 @@ class TrainRun:
                 log.info("step %d loss %.5f: %s checkpoint handed to the writer", done, loss, tier)
         store.commit()
         self._learn(store)
-        self._replicate(store)
+        if ranks.many:
+            self._collect_garbage(store)
+        if ranks.leader:
+            self._replicate(store)
         notice = board.stop_notice()
         if notice is not None:
             self.record["late_notice"] = notice.as_dict()
@@ -340,6 +376,33 @@ class TrainRun:
             final_weights_sha256=engine.weights_sha256(),
         )
         return doc
+
+    def _over(self, step: int) -> BudgetExceeded | None:
+        """This rank's budget check."""
+        try:
+            self.budget.check()
+        except BudgetExceeded as exc:
+            return exc
+        return None
+
+    def _over_sure(self, step: int) -> BudgetExceeded:
+        """The ranks agreed the budget is exceeded: this rank's reason, or its peer's."""
+        return self._over(step) or BudgetExceeded(
+            f"budget exceeded (found by another rank at step {step})"
+        )
+
+    def _collect_garbage(self, store: RunCheckpoints) -> None:
+        """Sharded: chunks of expired checkpoints go now, every rank's writer idle (none
+        deletes chunks while another rank may be uploading; see burst.checkpoint.worker)."""
+        self.ranks.barrier()
+        if not self.ranks.leader:
+            return
+        try:
+            res = store.mgr.collect_garbage(grace=0.0, retention=False)
+        except CheckpointError as exc:
+            log.warning("GC of the sharded checkpoints failed: %s", exc.one_line())
+            return
+        log.info("GC after the run: %d unreferenced chunks removed", res["deleted_chunks"])
 
     def _replicate(self, store: RunCheckpoints) -> None:
         """Copy the final checkpoint to the second store (``storage.replica_uri``, e.g. another
@@ -404,6 +467,9 @@ class TrainRun:
     def _learn(self, store: RunCheckpoints) -> None:
         """Take the measured costs of the commits that finished in the background."""
         for res in store.completed():
+            self.mine["checkpoint_bytes"] += res.bytes
+            self.mine["uploaded_bytes"] += res.uploaded_bytes
+            self.mine["stall_s"] += res.blocking_s
             self.meter.record(res.bytes, res.uploaded_bytes, res.blocking_s, res.upload_s)
             self.schedule.record_save(res.blocking_s, res.upload_s)
             self.metrics.record_checkpoint(res.tier, res.bytes, res.blocking_s + res.upload_s)
@@ -443,14 +509,14 @@ class TrainRun:
             step,
             "unknown" if left is None else f"{left:.2f}",
         )
-        emergency: dict[str, Any]
-        if last_full == step:
-            emergency = {
-                "tier": "none",
-                "seconds_left": left,
-                "reason": f"the full checkpoint at step {step} is already saved",
-            }
-        else:
+
+        def choose() -> dict[str, Any]:
+            if last_full == step:
+                return {
+                    "tier": "none",
+                    "seconds_left": left,
+                    "reason": f"the full checkpoint at step {step} is already saved",
+                }
             full_bytes = engine.nbytes("full")
             costs = self.meter.costs(
                 full_bytes=full_bytes,
@@ -459,10 +525,12 @@ class TrainRun:
                 weights_bytes=engine.nbytes("weights") if "weights" in engine.tiers else full_bytes,
                 pending_s=self.meter.last_upload_s if store.busy() else 0.0,
             )
-            choice = choose_emergency_save(left, costs)
-            emergency = choice.as_dict()
-            if choice.tier != "none":
-                emergency.update(self._emergency_save(store, engine, step, choice.tier, notice))
+            return choose_emergency_save(left, costs).as_dict()
+
+        # several ranks: rank 0's measurements decide, every rank saves its part of that tier
+        emergency: dict[str, Any] = self.ranks.decide(choose)
+        if emergency["tier"] != "none":
+            emergency.update(self._emergency_save(store, engine, step, emergency["tier"], notice))
         try:  # a save still in flight commits, or not, before the deadline too
             store.commit(
                 None
@@ -472,6 +540,12 @@ class TrainRun:
         except (CheckpointError, StoreError) as exc:
             emergency.setdefault("error", exc.one_line())
         self._learn(store)
+        if self.ranks.many:  # rank 0's worker committed the global manifest, or did not
+            emergency.update(
+                self.ranks.decide(
+                    lambda: {k: emergency[k] for k in ("committed", "error") if k in emergency}
+                )
+            )
         latest = store.latest()
         # a save still under way may yet commit while the process exits (the writer finishes
         # it), or be lost with the node: say which step it was
@@ -489,6 +563,7 @@ class TrainRun:
             ended_at_step=step,
             notice=notice.as_dict(),
             emergency_save=emergency,
+            notice_to_exit_s=round(time.time() - notice.received_at, 3),
         )
         self._finish(store)
         stop = Preempted(
@@ -523,7 +598,17 @@ class TrainRun:
 
     # ------------------------------------------------------------------ records
 
-    def _finish(self, store: RunCheckpoints) -> None:
+    def _finish(self, store: RunCheckpoints, gather: bool = True) -> None:
+        """Record the attempt (rank 0: every rank's checkpoint figures gathered first, when
+        every rank gets here; the others record nothing)."""
+        if self.ranks.many:
+            mine = {
+                "rank": self.ranks.rank,
+                **{k: round(v, 6) if isinstance(v, float) else v for k, v in self.mine.items()},
+            }
+            self.record["ranks"] = self.ranks.gather(mine) if gather else [mine]
+            if not self.ranks.leader:
+                return
         cost = self.budget.cost_usd() - self.budget.spent_usd
         hours = self.budget.hours() - self.budget.spent_hours
         self.record.update(cost_usd=round(cost, 6), hours=round(hours, 6))
@@ -563,6 +648,9 @@ class TrainRun:
                     "hours",
                     "started_at",
                     "finished_at",
+                    "world_size",
+                    "ranks",
+                    "notice_to_exit_s",
                 )
             }
             for a in attempts
@@ -581,6 +669,9 @@ class TrainRun:
             "attempts": summary,
             "watchers": self.record.get("watchers"),
             "replica": self.record.get("replica"),
+            "world_size": self.ranks.world,
+            "ranks": self.record.get("ranks"),
+            "notice_to_exit_s": self.record.get("notice_to_exit_s"),
         }
 
 

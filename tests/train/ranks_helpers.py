@@ -1,0 +1,115 @@
+"""Helpers of the many-rank tests and of scripts/rank_trials.py: a spec with N ranks, the
+train step run for real (torchrun ranks on CPU with gloo), its document, its checkpoints."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "examples" / "quickstart.yaml"
+STEP = (sys.executable, "-m", "steps.train")
+
+
+def ranks_spec(
+    tmp: Path, name: str, *, processes: int, steps: int = 20, nodes: int = 1, seed: int = 1234
+) -> Path:
+    """The quickstart with ``processes`` ranks per node, its store in ``tmp/store``."""
+    text = QUICKSTART.read_text()
+    old_store = "checkpoint_uri: file://runs/checkpoints"
+    old_steps = "  steps: 30\n  seed: 1234\n"
+    assert old_store in text and old_steps in text
+    text = text.replace(old_store, f"checkpoint_uri: file://{tmp}/store")
+    text = text.replace(
+        old_steps,
+        f"  steps: {steps}\n  seed: {seed}\n  nodes: {nodes}\n  processes_per_node: {processes}\n",
+    )
+    path = tmp / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def step_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BURST_")}
+    env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
+    return env
+
+
+def train(
+    spec: Path, run_id: str, runs: Path, *, timeout: float = 240, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -m steps.train`` as the pipeline runs it (it starts torchrun itself)."""
+    return subprocess.run(
+        [*STEP, "--spec", str(spec), "--run-id", run_id, "--runs-root", str(runs)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=step_env(**env),
+    )
+
+
+def doc(runs: Path, run_id: str) -> dict[str, Any]:
+    return json.loads((runs / run_id / "docs" / "train.json").read_text())  # type: ignore[no-any-return]
+
+
+def rank_pids(parent: int) -> dict[int, int]:
+    """{rank: pid} of the ranks below ``parent`` (their environment names their RANK)."""
+    found: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0")
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        vars_ = dict(e.split(b"=", 1) for e in env if b"=" in e)
+        if b"LOCAL_RANK" not in vars_ or vars_.get(b"BURST_TEST_PARENT") != str(parent).encode():
+            continue
+        if b"burst.checkpoint.worker" in cmdline:
+            continue
+        found[int(vars_[b"RANK"])] = int(proc.name)
+    return found
+
+
+def kill_rank_during_training(
+    spec: Path,
+    run_id: str,
+    runs: Path,
+    *,
+    rank: int,
+    after_s: float,
+    timeout: float = 240,
+) -> tuple[int, str, float]:
+    """Start the step, SIGKILL one rank ``after_s`` seconds after the ranks exist; return
+    (exit code, stderr, seconds from the kill to the step's exit)."""
+    marker = str(os.getpid())
+    proc = subprocess.Popen(
+        [*STEP, "--spec", str(spec), "--run-id", run_id, "--runs-root", str(runs)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=step_env(BURST_TEST_PARENT=marker),
+    )
+    deadline = time.monotonic() + 120
+    pids: dict[int, int] = {}
+    while time.monotonic() < deadline and rank not in pids:
+        time.sleep(0.2)
+        pids = rank_pids(int(marker))
+    assert rank in pids, "the ranks did not start"
+    time.sleep(after_s)
+    killed_at = time.monotonic()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pids[rank], signal.SIGKILL)
+    _, err = proc.communicate(timeout=timeout)
+    return proc.returncode, err, time.monotonic() - killed_at
