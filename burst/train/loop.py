@@ -118,6 +118,9 @@ class TrainRun:
         self.heartbeat: Lease | None = None
         self.renewer: Renewer | None = None
         self.started = time.monotonic()
+        self.ranks = Ranks()
+        # this rank's own checkpoint figures (the leader gathers every rank's at the end)
+        self.mine: dict[str, Any] = {"checkpoint_bytes": 0, "uploaded_bytes": 0, "stall_s": 0.0}
 
     # ------------------------------------------------------------------ leases
 
@@ -186,9 +189,6 @@ class TrainRun:
         for lease in (self.lease, self.heartbeat):
             if lease is not None and lease.token:
                 lease.release()
-        self.ranks = Ranks()
-        # this rank's own checkpoint figures (the leader gathers every rank's at the end)
-        self.mine: dict[str, Any] = {"checkpoint_bytes": 0, "uploaded_bytes": 0, "stall_s": 0.0}
 
     def _load_history(self, store: RunCheckpoints) -> None:
         """Earlier attempts (from the run's store, shared by every pod of the run) and the
