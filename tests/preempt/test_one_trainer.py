@@ -25,7 +25,9 @@ from burst.runs import run_paths
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-FAST_LEASE = {"BURST_LEASE_TTL_S": "2", "BURST_BUDGET_TIME_SCALE": "3600"}
+FAST_LEASE = {"BURST_LEASE_TTL_S": "2"}
+#: the killed attempt's hours must show: one second counts a minute (24 h = 1440 s, never hit)
+COUNTED = {**FAST_LEASE, "BURST_BUDGET_TIME_SCALE": "60"}
 
 
 def _records(tmp: Path, run_id: str) -> list[dict]:  # type: ignore[type-arg]
@@ -50,7 +52,7 @@ def _wait(pred, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
 
 def test_a_killed_attempt_is_counted_in_the_report_and_the_budget(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, steps=400, interval=50)
-    a = start_attempt(spec, "k", tmp_path / "pod1", FAST_LEASE)
+    a = start_attempt(spec, "k", tmp_path / "pod1", COUNTED)
     # killed once its open record shows progress (hours spent, steps trained)
     _wait(lambda: any(float(r.get("hours") or 0) > 0 for r in _records(tmp_path, "k")))
     _wait(lambda: int((_records(tmp_path, "k") or [{}])[0].get("at_step") or 0) >= 60)
@@ -59,7 +61,7 @@ def test_a_killed_attempt_is_counted_in_the_report_and_the_budget(tmp_path: Path
     killed = _records(tmp_path, "k")[0]
     assert killed["outcome"] == "running" and killed["attempt"] == 1
 
-    b = run_attempt(spec, "k", tmp_path / "pod2", FAST_LEASE)
+    b = run_attempt(spec, "k", tmp_path / "pod2", COUNTED)
     assert b.code == 0
     doc = b.doc()
     assert [(x["attempt"], x["outcome"], x.get("killed")) for x in doc["attempts"]] == [
