@@ -46,6 +46,16 @@ def short(value: Any, limit: int = QUOTE_CHARS) -> str:
     return f"{text[:limit]}... ({_size(value)})"
 
 
+def clip(text: str, limit: int = 160) -> str:
+    """``text`` on one line, cut to ``limit`` characters (for messages quoting other tools)."""
+    flat = (
+        " ".join(str(text).split())
+        if len(text) < limit * 8
+        else " ".join(text[: limit * 8].split())
+    )
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
 def _size(value: Any) -> str:
     try:
         return f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
@@ -118,7 +128,7 @@ def _reason(exc: OSError) -> str:
 def read_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX_BYTES) -> str:
     data = read_bytes(path, what=what, max_bytes=max_bytes)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a leading byte-order mark is not part of the text
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise BadInputError(f"the {what} is not UTF-8 text", where=f"{path}:{line}") from None
@@ -231,7 +241,7 @@ def _check_expansion(root: yaml.Node | None, limit: int) -> None:
                 raise InputYAMLError(
                     _line(node),
                     f"the document expands to more than {limit} YAML nodes "
-                    "(anchors and aliases nested too deep)",
+                    "(counting what anchors and aliases repeat)",
                     locate=False,
                 )
             continue
@@ -295,3 +305,40 @@ def parse_yaml(text: str, source: str, *, what: str = "file") -> Any:
 
 def load_yaml_file(path: str | Path, *, what: str = "file", max_bytes: int = MAX_BYTES) -> Any:
     return parse_yaml(read_text(path, what=what, max_bytes=max_bytes), str(path), what=what)
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def parse_json(text: str, source: str, *, what: str = "document") -> Any:
+    """Strict JSON: no NaN/Infinity, no duplicated keys, integers within 64 bits;
+    BadInputError ``source:LINE: ...`` naming ``what``."""
+    import json
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a finite number")
+
+    def integer(digits: str) -> int:
+        value = int(digits) if len(digits) <= 40 else MAX_INT + 1
+        if abs(value) > MAX_INT:
+            raise ValueError(f"{clip(digits, 30)}: integer beyond 64 bits")
+        return value
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise ValueError(f"duplicated key {short(key)}")
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(text, parse_constant=constant, parse_int=integer, object_pairs_hook=pairs)
+    except json.JSONDecodeError as exc:
+        raise BadInputError(
+            f"the {what} is not valid JSON: {exc.msg}", where=f"{source}:{exc.lineno}"
+        ) from None
+    except ValueError as exc:
+        raise BadInputError(f"the {what}: {clip(str(exc))}", where=source) from None
+    except RecursionError:
+        raise BadInputError(f"the {what} is nested too deep", where=source) from None

@@ -112,19 +112,16 @@ def write_json_atomic(path: Path, doc: Any) -> None:
 
 def load_doc(value: str, name: str = "document") -> dict[str, Any]:
     """A step input: inline JSON (as Argo passes parameters) or the path of a JSON file."""
+    from burst.inputs import parse_json, read_text
+
     text = value.strip()
+    source = f"{name} (inline)"
     if not text.startswith(("{", "[")):
-        p = Path(text)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BadInputError(f"cannot read {name} from {p}: {exc.strerror}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInputError(f"{name} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        source = text
+        text = read_text(Path(text), what=name)  # bounded: file type and size
+    doc = parse_json(text, source, what=name)
     if not isinstance(doc, dict):
-        raise BadInputError(f"{name} must be a JSON object")
+        raise BadInputError(f"the {name} must be a JSON object", where=source)
     return doc
 
 

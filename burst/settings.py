@@ -184,21 +184,25 @@ class Settings:
         "the Terraform modules and stacks", shown="the checkout's `terraform/`",
     )  # fmt: skip
     tf_stack = Var(
-        "BURST_TF_STACK", _choice("local", "aws"), "local",
-        "`aws` applies `terraform/stacks/burst-run` with an S3 backend (the three below)",
+        "BURST_TF_STACK", _choice("local", "aws", "gcp", "azure", "nebius", "cloud"), "local",
+        "`aws`, `gcp`, `azure`, `nebius` apply that provider's stack in `terraform/stacks/` "
+        "(the three below); `cloud`: each candidate's provider picks its stack",
         shown="`local`",
     )  # fmt: skip
     tf_state_bucket = Var(
         "BURST_TF_STATE_BUCKET", _text, "",
-        "the S3 bucket of the aws stack's state (and of `burst reap`'s state store)",
+        "the state bucket of the cloud stacks (azure: `<account>/<container>`), one value or "
+        "`aws=...,gcp=...` per stack (aws: also `burst reap`'s state store)",
         shown="none",
     )  # fmt: skip
     tf_state_region = Var(
-        "BURST_TF_STATE_REGION", _text, "", "the region of that bucket", shown="none",
+        "BURST_TF_STATE_REGION", _text, "",
+        "the region of that bucket (aws, nebius), one value or per stack", shown="none",
     )  # fmt: skip
     tf_site_vars = Var(
         "BURST_TF_SITE_VARS", _path, None,
-        "the site's tfvars file for the aws stack", shown="none",
+        "the site's tfvars: a file, or a directory of `<region>.tfvars` / `<stack>.tfvars`",
+        shown="none",
     )  # fmt: skip
     tf_timeout_s = Var(
         "BURST_TF_TIMEOUT_S", _seconds(0, inclusive=False), 7200.0,
@@ -248,6 +252,16 @@ class Settings:
     checkpoint_log_level = Var(
         "BURST_CHECKPOINT_LOG_LEVEL", _text, "WARNING",
         "the log level of the checkpoint upload worker", shown="`WARNING`",
+    )  # fmt: skip
+    entrypoint_check_s = Var(
+        "BURST_ENTRYPOINT_CHECK_S", _seconds(0, inclusive=False), 120.0,
+        "time limit of the check that the entrypoint builds, before renting (at most 3600)",
+        shown="`120`",
+    )  # fmt: skip
+    store_check_s = Var(
+        "BURST_STORE_CHECK_S", _seconds(0, inclusive=False), 60.0,
+        "time limit of the probe write to the checkpoint stores, before renting (at most 3600)",
+        shown="`60`",
     )  # fmt: skip
     sync_wait_s = Var(
         "BURST_SYNC_WAIT_S", _seconds(0, inclusive=True), 120.0,

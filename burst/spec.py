@@ -29,7 +29,7 @@ from burst.errors import BadInputError, SpecError
 from burst.inputs import parse_yaml, read_text, short
 from burst.yamllines import line_for, line_index
 
-S3_URI_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?$")
+S3_URI_RE = re.compile(r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]([/?].*)?$")
 DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")
 NAME_RE = r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$"
 
@@ -108,11 +108,13 @@ class Data(Strict):
     )
     shards: dict[str, Annotated[Float, Field(ge=0, le=GB_MAX)]] | None = Field(
         default=None,
+        max_length=64,
         description="The dataset split over regions (region: GB), when it is; lets the plan "
         "choose training on regional shards. Default: all of size_gb in data.region.",
     )
     transfer_safeguards: list[str] = Field(
         default_factory=list,
+        max_length=64,
         description="Transfer safeguards on record (e.g. scc, bcr, consent, tia, cbpr).",
     )
 
@@ -161,8 +163,12 @@ class Compute(Strict):
     gpu_count: Int = Field(ge=1, le=4096, description="GPUs in all.")
     gpus_per_node: Int = Field(default=8, ge=1, le=16, description="GPUs per node.")
     capacity: Capacity = Field(default=Capacity.spot_with_fallback, description="Capacity type.")
-    regions: list[str] = Field(min_length=1, description="Candidate regions, in preference order.")
-    providers: list[str] = Field(min_length=1, description="Candidate providers (aws, gcp, ...).")
+    regions: list[str] = Field(
+        min_length=1, max_length=64, description="Candidate regions, in preference order."
+    )
+    providers: list[str] = Field(
+        min_length=1, max_length=16, description="Candidate providers (aws, gcp, ...)."
+    )
     mtbf_hours: Float | None = Field(
         default=None,
         gt=0,
@@ -323,6 +329,9 @@ class Storage(Strict):
 def _store_root(uri: str) -> str:
     """A store URI normalised for comparison (no trailing slash, no ``.`` or ``..``)."""
     scheme, _, rest = uri.partition("://")
+    rest = rest.split("?", 1)[0]
+    if scheme == "file" and not rest.startswith("/"):
+        rest = str(Path(rest).resolve())  # relative to the current directory, as a run does
     norm = posixpath.normpath(rest) if rest else rest
     return f"{scheme}://{norm.rstrip('/')}"
 

@@ -7,10 +7,14 @@
   output parameter) or the path of a JSON file (the local runner).
 * ``--out``: where the step writes its one JSON document (Argo reads it with
   ``valueFrom.path``). A copy goes to ``runs/<run-id>/docs/<step>.json``.
+* Documents are typed (``burst.documents``): each input is parsed with its model
+  (``INPUTS``) before the step runs, and the step returns its model (``STEP_DOCUMENTS``),
+  serialised here. An input of the wrong shape is one line naming the document, the input
+  and the field (exit 2).
 * Exit codes: 0 done, 2 bad input, 3 refused by policy, 4 infrastructure, 75 preempted,
   1 anything else. A ``BurstError`` becomes one line on stderr, never a traceback.
 * A step that fails may still leave its document: raise a ``BurstError`` with a ``doc``
-  attribute (a dict) and it is written before the step exits with the error's code.
+  attribute (its model, or a dict) and it is written before the step exits with the error's code.
 * Fault injection (for the harness): ``BURST_FAIL_AT`` holds a comma-separated list of step
   names (``provision``, ``train``, ...); the named steps fail on purpose with exit 1. Steps
   may define finer points (``provision:midway``, ``teardown:1``) and check them with
@@ -27,8 +31,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from burst.documents import INPUTS, STEP_DOCUMENTS, StepDocument, parse_document
 from burst.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInputError, BurstError, InjectedFailure
 from burst.obs.logs import setup_logging
 from burst.runs import RunPaths, load_doc, run_paths, write_json_atomic
@@ -37,6 +42,8 @@ from burst.spec import BurstJob, load_spec
 
 log = logging.getLogger(__name__)
 
+D = TypeVar("D", bound=StepDocument)
+
 
 @dataclass
 class StepContext:
@@ -44,7 +51,7 @@ class StepContext:
     run_id: str
     spec_path: Path
     paths: RunPaths
-    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    inputs: dict[str, StepDocument] = field(default_factory=dict)
     out: Path | None = None
     _spec: BurstJob | None = None
 
@@ -54,13 +61,14 @@ class StepContext:
             self._spec = load_spec(self.spec_path)
         return self._spec
 
-    def input(self, name: str) -> dict[str, Any]:
-        if name not in self.inputs:
+    def input(self, name: str, model: type[D]) -> D:
+        doc = self.optional_input(name, model)
+        if doc is None:
             raise BadInputError(f"step {self.step} needs --input {name}=...")
-        return self.inputs[name]
+        return doc
 
-    def optional_input(self, name: str) -> dict[str, Any] | None:
-        return self.inputs.get(name)
+    def optional_input(self, name: str, model: type[D]) -> D | None:
+        return parse_document(model, self.inputs[name]) if name in self.inputs else None
 
     def fail_point(self, point: str | None = None) -> None:
         """Raise InjectedFailure when BURST_FAIL_AT names this step (or ``step:point``)."""
@@ -70,7 +78,25 @@ class StepContext:
             raise InjectedFailure(f"failure injected at {key} (BURST_FAIL_AT)")
 
 
-StepFn = Callable[[StepContext], dict[str, Any]]
+StepFn = Callable[[StepContext], StepDocument]
+
+
+def read_input(name: str, value: str) -> StepDocument:
+    """One ``--input NAME=VALUE``: inline JSON or a file, parsed with the input's model."""
+    model = INPUTS.get(name)
+    if model is None:
+        raise BadInputError(f"unknown input {name!r}; inputs: {', '.join(INPUTS)}")
+    source = f"--input {name}"
+    text = value.strip()
+    if not text.startswith(("{", "[")):
+        source += f" {text}"
+    return parse_document(model, load_doc(value, f"input {name}"), source)
+
+
+def _serialise(doc: Any) -> dict[str, Any]:
+    if isinstance(doc, StepDocument):
+        return doc.to_json()
+    return dict(doc)
 
 
 def parse_args(step: str, argv: list[str] | None = None) -> argparse.Namespace:
@@ -141,18 +167,22 @@ def _run_step(
     try:
         root = Path(args.runs_root).resolve() if args.runs_root else None
         paths = run_paths(args.run_id, root).create()
-        inputs: dict[str, dict[str, Any]] = {}
+        inputs: dict[str, StepDocument] = {}
         for item in args.input:
             name, sep, value = item.partition("=")
             if not sep or not name:
                 raise BadInputError(f"--input {item!r} must be NAME=VALUE")
-            inputs[name] = load_doc(value, f"input {name}")
+            inputs[name] = read_input(name, value)
         ctx = StepContext(
             step, args.run_id, Path(args.spec), paths, inputs, Path(args.out) if args.out else None
         )
         if step_fail_point:
             ctx.fail_point()
-        doc = fn(ctx)
+        produced = fn(ctx)
+        expected = STEP_DOCUMENTS.get(step)
+        if expected is not None and not isinstance(produced, expected):
+            raise TypeError(f"step {step} returned {type(produced).__name__}, not {expected}")
+        doc = _serialise(produced)
         doc.setdefault("step", step)
         doc.setdefault("run_id", args.run_id)
         doc.setdefault("seconds", round(time.monotonic() - started, 3))
@@ -160,7 +190,8 @@ def _run_step(
         return 0
     except BurstError as exc:
         doc_on_error = getattr(exc, "doc", None)
-        if isinstance(doc_on_error, dict) and "paths" in locals():
+        if isinstance(doc_on_error, StepDocument | dict) and "paths" in locals():
+            doc_on_error = _serialise(doc_on_error)
             doc_on_error.update(
                 step=step, run_id=args.run_id, error=exc.one_line(), exit_code=exc.exit_code
             )

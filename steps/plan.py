@@ -10,15 +10,16 @@ for another spec (its spec_sha256 is not this spec's); exit 2 when it has no spe
 from __future__ import annotations
 
 import sys
-from typing import Any
 
+from burst.documents import DecisionRecord, PlanDocument, produce
 from burst.plan.catalog import load_catalog
 from burst.plan.placement import plan
 from burst.stepio import StepContext, main
 
 
-def run(ctx: StepContext) -> dict[str, Any]:
-    return plan(ctx.spec, load_catalog(), ctx.optional_input("decision"))
+def run(ctx: StepContext) -> PlanDocument:
+    decision = ctx.optional_input("decision", DecisionRecord)
+    return produce(PlanDocument, plan(ctx.spec, load_catalog(), decision))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument, produce
 from burst.errors import BurstError, CapacityError
 from burst.infra.provision import gate_candidates, provision
 from burst.obs.metrics import RunMetrics, exported
@@ -40,10 +41,11 @@ def candidate_index() -> int:
     return current().candidate_index
 
 
-def run(ctx: StepContext) -> dict[str, Any]:
-    plan = ctx.input("plan")
-    decision = ctx.optional_input("decision")
-    allowed, refused = gate_candidates(decision, ctx.spec, plan.get("candidates", []))
+def run(ctx: StepContext) -> ProvisionDocument:
+    plan = ctx.input("plan", PlanDocument)
+    decision = ctx.optional_input("decision", DecisionRecord)
+    candidates = [c.model_dump(mode="json", exclude_unset=True) for c in plan.candidates]
+    allowed, refused = gate_candidates(decision, ctx.spec, candidates)
     index = candidate_index()
     if index:
         if index >= len(allowed):
@@ -72,10 +74,10 @@ def run(ctx: StepContext) -> dict[str, Any]:
     doc["refused"] = refused
     doc["placement"] = index
     doc["decision"] = {
-        "spec_sha256": decision["spec_sha256"] if decision else None,
-        "policy_sha256": decision["policy_sha256"] if decision else None,
+        "spec_sha256": decision.spec_sha256 if decision else None,
+        "policy_sha256": decision.policy_sha256 if decision else None,
     }
-    return doc
+    return produce(ProvisionDocument, doc)
 
 
 if __name__ == "__main__":

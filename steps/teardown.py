@@ -8,8 +8,8 @@ fails the first two destroy attempts, which the retries must survive.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
+from burst.documents import TeardownDocument, produce
 from burst.errors import LeakError
 from burst.infra.ckptsync import confirm_checkpoint_sync
 from burst.infra.teardown import destroy_run, leak_scan
@@ -19,7 +19,7 @@ from burst.stepio import StepContext, main
 INJECTED_ATTEMPTS = (1, 2)
 
 
-def run(ctx: StepContext) -> dict[str, Any]:
+def run(ctx: StepContext) -> TeardownDocument:
     injected: list[int] = []
 
     def before_attempt(attempt: int) -> None:
@@ -43,9 +43,9 @@ def run(ctx: StepContext) -> dict[str, Any]:
     if leaks:
         names = ", ".join(f"{x['kind']} {x['id']}" for x in leaks)
         err = LeakError(f"{len(leaks)} resource(s) of run {ctx.run_id} remain: {names}")
-        err.doc = result  # type: ignore[attr-defined]
+        err.doc = produce(TeardownDocument, result)  # type: ignore[attr-defined]
         raise err
-    return result
+    return produce(TeardownDocument, result)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
+from burst.documents import PlanDocument, ProvisionDocument, TrainDocument, produce
 from burst.stepio import StepContext, main
 
 
-def resolve_watchers(infra: dict[str, Any] | None) -> None:
+def resolve_watchers(infra: ProvisionDocument | None) -> None:
     """``BURST_PREEMPT_WATCHERS=provider`` (what the pipeline sets) means the metadata
     watcher of the provider the node group was provisioned with (none for one without a
     metadata notice, e.g. oci)."""
@@ -23,26 +23,31 @@ def resolve_watchers(infra: dict[str, Any] | None) -> None:
     if env.tf_stack == "local":  # an emulated node group:
         export("BURST_PREEMPT_WATCHERS", "none")  # no metadata service to ask
         return
-    provider = str(((infra or {}).get("candidate") or {}).get("provider", "")).lower()
+    candidate = infra.candidate if infra is not None else None
+    provider = (candidate.provider if candidate is not None else "").lower()
     export("BURST_PREEMPT_WATCHERS", provider if provider in WATCHERS else "none")
 
 
-def run(ctx: StepContext) -> dict[str, Any]:
+def run(ctx: StepContext) -> TrainDocument:
     ctx.fail_point("before")
-    resolve_watchers(ctx.optional_input("infra"))
+    plan = ctx.optional_input("plan", PlanDocument)
+    infra = ctx.optional_input("infra", ProvisionDocument)
+    resolve_watchers(infra)
     from burst.train.launch import launch, wanted  # (no torch in this process)
 
     if wanted(ctx.spec, dict(os.environ)):
-        return launch(ctx, ctx.spec)  # the ranks run this module again, under torchrun
+        # the ranks run this module again, under torchrun
+        return produce(TrainDocument, launch(ctx, ctx.spec))
     from burst.train.loop import train
 
-    return train(
+    doc = train(
         ctx.spec,
         ctx.run_id,
         ctx.paths.dir,
-        ctx.optional_input("plan"),
-        ctx.optional_input("infra"),
+        plan.to_json() if plan is not None else None,
+        infra.to_json() if infra is not None else None,
     )
+    return produce(TrainDocument, doc)
 
 
 if __name__ == "__main__":

@@ -2,20 +2,21 @@
 
 Reads the spec's ``image.reference``, ``image.trusted_key`` and ``compute.gpu_type``, the
 trust policy (``policies/keys/trust.yaml``) and ``policies/gpu-requirements.yaml``. Writes the
-verified digest, the signature that proved it, and the compatibility record (schema:
-``burst/supplychain/verify_image.schema.json``). Any doubt exits 3 before anything is rented.
+verified digest, the signature that proved it, and the compatibility record (the model
+``burst.documents.VerifiedImage``; ``burst schema --document verified-image``). Any doubt
+exits 3 before anything is rented.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
+from burst.documents import VerifiedImage, produce
 from burst.stepio import StepContext, main
 
 
-def run(ctx: StepContext) -> dict[str, Any]:
+def run(ctx: StepContext) -> VerifiedImage:
     from burst.supplychain.compat import REQUIREMENTS_FILE, check_compat, load_requirements
     from burst.supplychain.trust import load_trust, policies_dir
     from burst.supplychain.verify import verify_image
@@ -27,7 +28,7 @@ def run(ctx: StepContext) -> dict[str, Any]:
     search = (Path.cwd(), ctx.spec_path.resolve().parent, Path(__file__).resolve().parents[1])
     verified = verify_image(job.image.reference, job.image.trusted_key, trust, search=search)
     compatibility = check_compat(verified.labels, job.compute.gpu_type, requirements)
-    return {
+    doc = {
         "reference": job.image.reference,
         "pinned": verified.ref.pinned(),
         "repository": verified.ref.repository,
@@ -46,6 +47,7 @@ def run(ctx: StepContext) -> dict[str, Any]:
         "labels": {k: v for k, v in sorted(verified.labels.items()) if k.startswith("dev.burst.")},
         "compatibility": compatibility,
     }
+    return produce(VerifiedImage, doc)
 
 
 if __name__ == "__main__":

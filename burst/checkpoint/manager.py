@@ -72,14 +72,18 @@ class WorkerStartError(StoreError):
 
 @dataclass
 class SaveResult:
+    """One committed save: what the engine reports and the training loop plans from (the
+    one type for it; ``burst.train.checkpoints`` passes these on)."""
+
     step: int
     tier: str
     stall_seconds: float  # time save() blocked the caller
-    total_bytes: int = 0
-    uploaded_bytes: int = 0
+    total_bytes: int = 0  # size of the checkpoint
+    uploaded_bytes: int = 0  # what the upload sent (chunks the store did not hold yet)
     uploaded_chunks: int = 0
     reused_chunks: int = 0
     seconds: float = 0.0  # background time from request to commit
+    committed_at: float = 0.0  # time.time() when the commit was reported
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -257,6 +261,7 @@ class CheckpointManager:
                 uploaded_chunks=r["uploaded_chunks"],
                 reused_chunks=r["reused_chunks"],
                 seconds=r.get("seconds", doc.get("seconds", 0.0)),
+                committed_at=time.time(),
                 extra={k: v for k, v in r.items() if k in ("retention", "committed", "ranks")},
             )
             self._error = self._unwaited_error = self._unwaited_kind = None

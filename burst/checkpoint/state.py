@@ -59,6 +59,31 @@ def capture_state(
     return state
 
 
+def check_fits(model_state: Any, saved: Any, where: str) -> None:
+    """A checkpoint of a differently shaped model is one line naming the checkpoint and
+    the first tensor that does not fit (CheckpointError, exit 2), before anything loads."""
+    if not isinstance(saved, dict):
+        raise CheckpointError("the checkpoint holds no model state dict", where=where)
+    for name, tensor in model_state.items():
+        if name not in saved:
+            raise CheckpointError(
+                f"does not fit the model: tensor {name!r} is not in the checkpoint", where=where
+            )
+        mine, theirs = tuple(getattr(tensor, "shape", ())), tuple(getattr(saved[name], "shape", ()))
+        if mine != theirs:
+            raise CheckpointError(
+                f"does not fit the model: tensor {name!r} has shape {list(theirs)} in the "
+                f"checkpoint, {list(mine)} in the model",
+                where=where,
+            )
+    extra = [k for k in saved if k not in model_state]
+    if extra:
+        raise CheckpointError(
+            f"does not fit the model: tensor {extra[0]!r} of the checkpoint is not in the model",
+            where=where,
+        )
+
+
 def apply_state(
     state: dict[str, Any],
     model: Any,
@@ -71,6 +96,8 @@ def apply_state(
     """Load a restored state into the objects; returns {"data": ..., "metadata": ...}."""
     if "model" not in state:
         raise CheckpointError("restored state has no 'model' entry")
+    if strict:
+        check_fits(model.state_dict(), state["model"], "restored state")
     model.load_state_dict(state["model"], strict=strict)
     if optimizer is not None and "optimizer" in state:
         optimizer.load_state_dict(state["optimizer"])

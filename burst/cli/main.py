@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from burst import __version__
-from burst.errors import EXIT_CODES, EXIT_FAILURE, BurstError
+from burst.errors import EXIT_BAD_INPUT, EXIT_CODES, EXIT_FAILURE, BurstError
 from burst.obs.logs import setup_logging
 from burst.settings import Settings, use
 
@@ -34,6 +34,11 @@ class BurstGroup(click.Group):
         except BurstError as exc:
             click.echo(f"burst: error: {exc.one_line()}", err=True)
             ctx.exit(exc.exit_code)
+        except click.UsageError as exc:  # a bad argument: one line, exit 2 (not the usage)
+            where = exc.ctx.command_path if exc.ctx is not None else "burst"
+            message = " ".join(exc.format_message().split())
+            click.echo(f"{where}: error: {message} (see {where} --help)", err=True)
+            ctx.exit(EXIT_BAD_INPUT)
         except KeyboardInterrupt:
             click.echo("burst: interrupted", err=True)
             ctx.exit(130)

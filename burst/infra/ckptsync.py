@@ -16,22 +16,23 @@ unconfirmed sync is reported loudly in the teardown document.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
 from burst.checkpoint.verify import newest_restorable, verify_checkpoint
+from burst.documents import TrainAttempt, parse_document
 from burst.errors import BurstError
 from burst.spec import BurstJob
 from burst.storage import open_store
-from burst.storage.base import ObjectStore, StoreError
+from burst.storage.base import StoreError
 from burst.storage.location import run_store_url
+from burst.train.attempts import read_store
 
 log = logging.getLogger(__name__)
 
-ATTEMPTS_PREFIX = "train/attempts/"  # where burst.train.attempts keeps one record per attempt
 DEFAULT_WAIT_S = 120.0
 
 
@@ -41,32 +42,22 @@ def sync_wait_s() -> float:
     return current().sync_wait_s
 
 
-def expected_step(records: list[dict[str, Any]]) -> int | None:
+def expected_step(records: Sequence[TrainAttempt | dict[str, Any]]) -> int | None:
     """The step whose checkpoint the last attempt left to become durable: a save in flight
     or committed at the emergency, or the final one of a finished attempt."""
     if not records:
         return None
-    last = records[-1]
-    save = last.get("emergency_save") or {}
-    steps = [save.get("in_flight_step"), save.get("committed_step")]
-    if last.get("outcome") == "done":
-        steps.append(last.get("ended_at_step"))
-    if last.get("outcome") in (None, "running", "died", "failed"):
+    last = parse_document(TrainAttempt, records[-1], "the last attempt record")
+    save = last.emergency_save
+    steps = [save.in_flight_step, save.committed_step] if save is not None else []
+    if last.outcome == "done":
+        steps.append(last.ended_at_step)
+    if last.outcome in (None, "running", "died", "failed"):
         # killed, or failed: the last save it handed to its writer (which outlives a killed
         # trainer and finishes the save in hand)
-        steps.append(last.get("saving_step"))
-    known = [int(s) for s in steps if isinstance(s, int)]
+        steps.append(last.saving_step)
+    known = [s for s in steps if isinstance(s, int)]
     return max(known) if known else None
-
-
-def _records(store: ObjectStore) -> list[dict[str, Any]]:
-    out = []
-    for info in sorted(store.list(ATTEMPTS_PREFIX), key=lambda i: i.key):
-        try:
-            out.append(json.loads(store.get_bytes(info.key)))
-        except (StoreError, json.JSONDecodeError) as exc:
-            log.warning("unreadable attempt record %s: %s", info.key, exc)
-    return out
 
 
 def confirm_checkpoint_sync(
@@ -77,13 +68,13 @@ def confirm_checkpoint_sync(
     try:
         url = run_store_url(job, run_id)
         store = open_store(url)
-        records = _records(store)
+        records = read_store(store)
         want = expected_step(records)
         latest = latest_checkpoint(store)
         if want is None and latest is not None:
             want = latest.step  # no record names a step: what the store holds is what counts
         # a failed attempt closed its writer: nothing is on its way, do not wait for it
-        if records and records[-1].get("outcome") == "failed":
+        if records and records[-1].outcome == "failed":
             wait_s = 0.0
         while want is not None and (latest is None or latest.step < want):
             if time.monotonic() - started >= wait_s:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from burst.documents import DecisionRecord, parse_document
 from burst.errors import (
     BadInputError,
     BurstError,
@@ -34,7 +35,16 @@ from burst.errors import (
     PolicyRefusal,
 )
 from burst.infra.terraform import Terraform
-from burst.infra.workspace import VARS_FILE, Workspace, workspace_for, write_vars
+from burst.infra.workspace import (
+    CLOUD,
+    VARS_FILE,
+    Workspace,
+    load_workspace,
+    stack_mode,
+    stack_of,
+    workspace_for,
+    write_vars,
+)
 from burst.obs.events import PROVISION_ATTEMPT, emit
 from burst.plan.placement import default_capacity
 from burst.settings import Settings, resolve
@@ -96,7 +106,7 @@ def check_candidates(candidates: Any) -> list[dict[str, Any]]:
 
 
 def gate_candidates(
-    decision: dict[str, Any] | None,
+    decision: DecisionRecord | dict[str, Any] | None,
     job: BurstJob,
     candidates: list[dict[str, Any]],
     policy_dir: str | Path | None = None,
@@ -114,11 +124,12 @@ def gate_candidates(
             "provision needs the preflight decision record "
             "(--input decision=...): refusing to provision without one"
         )
+    record = parse_document(DecisionRecord, decision, "input decision")
     allowed: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     for cand in check_candidates(candidates):
         try:
-            require_allow(decision, job, policy_dir, cand["region"], cand["provider"])
+            require_allow(record, job, policy_dir, cand["region"], cand["provider"])
         except PolicyRefusal as exc:
             refused.append(
                 {"region": cand["region"], "provider": cand["provider"], "reason": exc.message}
@@ -178,26 +189,77 @@ class Provisioner:
         self.fail_midway = fail_midway
         self.no_capacity = simulated_no_capacity(env)
         self.timeout_s = apply_timeout(env)
-        self.ws: Workspace = workspace_for(run_id, self.workdir, env)
-        self.tf: Terraform = self.ws.terraform()
-        self.tf.on_event = on_event
+        self.env = resolve(env)  # one snapshot for every attempt
+        self.mode = stack_mode(env)
+        self.on_event = on_event
+        # the stack BURST_TF_STACK names; under "cloud" the first candidate's, chosen in run()
+        self._use(self._workspace(None) if self.mode != CLOUD else None)
         self.attempts: list[dict[str, Any]] = []
+        self.refused: list[dict[str, Any]] = []
+
+    def _workspace(self, candidate: dict[str, Any] | None) -> Workspace:
+        return workspace_for(self.run_id, self.workdir, self.env, candidate)
+
+    def _use(self, ws: Workspace | None) -> None:
+        """Apply with ``ws`` from now on (a run's attempts may cross providers' stacks)."""
+        if ws is None:
+            return
+        self.ws = ws
+        self.tf = ws.terraform()
+        self.tf.on_event = self.on_event
+
+    def _switch_to(self, candidate: dict[str, Any]) -> None:
+        """Before an attempt: the candidate's stack and site file, prepared and initialised
+        (the previous attempt's resources are already destroyed)."""
+        if self.mode == "local":
+            return
+        ws = self._workspace(candidate)
+        if ws != self.ws:
+            log.info(
+                "applying %s/%s with the %s stack",
+                candidate["provider"],
+                candidate["region"],
+                ws.kind,
+            )
+            self._use(ws)
+            self.ws.prepare()
+            self.ws.init(self.tf)
+
+    def runnable(
+        self, candidates: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The candidates a stack of this mode can apply; the others with the reason."""
+        keep: list[dict[str, Any]] = []
+        refused: list[dict[str, Any]] = []
+        for cand in candidates:
+            kind, why = stack_of(self.mode, cand["provider"])
+            if kind is None:
+                refused.append(
+                    {"region": cand["region"], "provider": cand["provider"], "reason": why}
+                )
+                log.warning("not provisioning %s/%s: %s", cand["provider"], cand["region"], why)
+            else:
+                keep.append(cand)
+        return keep, refused
 
     # ------------------------------------------------------------------ helpers
-    def _remaining(self) -> int:
-        return len(self.tf.state_resources())
+    def _remaining(self, tf: Terraform | None = None) -> int:
+        return len((tf or self.tf).state_resources())
 
-    def _clean_up(self, region: str) -> dict[str, Any]:
+    def _clean_up(
+        self, region: str, ws: Workspace | None = None, tf: Terraform | None = None
+    ) -> dict[str, Any]:
         """Destroy what a failed attempt created; report what is left."""
+        ws, tf = ws or self.ws, tf or self.tf
         try:
-            self.tf.destroy(self.ws.var_files(region), timeout=self.timeout_s)
+            tf.destroy([f for f in ws.var_files(region) if f.exists()], timeout=self.timeout_s)
         except InfraError as exc:
             return {
                 "destroyed": False,
-                "resources_remaining": self._remaining(),
+                "resources_remaining": self._remaining(tf),
                 "error": exc.message,
             }
-        remaining = self._remaining()
+        remaining = self._remaining(tf)
         return {"destroyed": remaining == 0, "resources_remaining": remaining, "error": None}
 
     def _converge_leftovers(self, first: dict[str, Any]) -> None:
@@ -206,14 +268,20 @@ class Provisioner:
         previous_vars = _read_json(self.workdir / VARS_FILE)
         if not previous_vars or previous_vars.get("region") == first["region"]:
             return
-        if self._remaining() == 0:
+        # the earlier attempt may have used another provider's stack (and backend)
+        ws = load_workspace(self.workdir) or self.ws
+        tf = self.tf
+        if ws != self.ws:
+            tf = ws.terraform()
+            ws.init(tf)
+        if self._remaining(tf) == 0:
             return
         log.warning(
             "run %s has state from an earlier attempt in %s: destroying it first",
             self.run_id,
             previous_vars.get("region"),
         )
-        cleanup = self._clean_up(str(previous_vars.get("region")))
+        cleanup = self._clean_up(str(previous_vars.get("region")), ws, tf)
         if cleanup["resources_remaining"]:
             raise InfraError(
                 f"cannot clean up the earlier attempt in "
@@ -228,21 +296,30 @@ class Provisioner:
 
     # ------------------------------------------------------------------ the loop
     def run(self, candidates: list[dict[str, Any]]) -> dict[str, Any]:
-        candidates = check_candidates(candidates)
-        self.ws.prepare()
-        self.ws.init(self.tf)
+        candidates, self.refused = self.runnable(check_candidates(candidates))
+        if not candidates:
+            raise BadInputError(
+                "no candidate of the plan can be provisioned with BURST_TF_STACK="
+                f"{self.mode}; first: {self.refused[0]['provider']}/"
+                f"{self.refused[0]['region']}: {self.refused[0]['reason']}"
+            )
         record = _read_json(self.workdir / RECORD_FILE)
         expiry = str(record.get("expires_at") or expires_at(self.job))
         tags = self.job.tags(self.run_id, expiry)
         ordered = _order(candidates, record.get("candidate"))
         if self.policy.max_attempts is not None:
             ordered = ordered[: self.policy.max_attempts]
+        if self.mode != "local":
+            self._use(self._workspace(ordered[0]))
+        self.ws.prepare()
+        self.ws.init(self.tf)
         base = {
             "expires_at": expiry,
             "tags": tags,
             "terraform": self._terraform_info(),
             "terraform_dir": str(self.workdir),
             "failover": {"policy": self.policy.name, "candidates": len(ordered)},
+            "unprovisionable": self.refused,
         }
         self._converge_leftovers(ordered[0])
         if self.fail_midway and self.ws.kind != "local":
@@ -251,6 +328,7 @@ class Provisioner:
             )
         for index, cand in enumerate(ordered, start=1):
             region = cand["region"]
+            self._switch_to(cand)
             capacity = str(cand.get("capacity") or default_capacity(self.job.compute.capacity))
             cand = {**cand, "capacity": capacity}
             variables = self.ws.variables(
@@ -339,6 +417,7 @@ class Provisioner:
             )
             return {
                 **base,
+                "terraform": self._terraform_info(),
                 "status": "provisioned",
                 "candidate": cand,
                 "attempts": self.attempts,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from burst.errors import InfraError
 from burst.infra.leakscan import EXPIRES_TAG, Inventory, delete_in_order
 from burst.infra.procs import other_processes
 from burst.infra.teardown import destroy_run
@@ -202,9 +203,17 @@ def reap(
         if result["resources_remaining"]:
             doc["errors"] += 1
 
+    doc["scan_errors"] = []
     for inv in inventories:
         by_run: dict[str, list[Any]] = defaultdict(list)
-        for res in inv.tagged(None):
+        try:
+            found = inv.tagged(None)
+        except InfraError as exc:  # one region unreachable: the others are still reaped
+            log.info("scan failed: %s", exc.one_line())  # the CLI prints it
+            doc["scan_errors"].append(exc.one_line())
+            doc["errors"] += 1
+            continue
+        for res in found:
             by_run[res.run_id or "?"].append(res)
         for run_id, resources in sorted(by_run.items()):
             expiries = [parse_time(r.tags.get(EXPIRES_TAG)) for r in resources]

@@ -13,7 +13,7 @@ nested ``...OutputReference`` / ``...List`` classes) are the attributes a refere
 the stacks' ``required_providers`` constraints admit (for which a binding exists). A package
 is fetched once with ``npm pack`` into the cache directory
 (``$XDG_CACHE_HOME/burst/provider-schemas``, else ``~/.cache/burst/provider-schemas``),
-reduced to a compact schema there, and never committed.
+reduced to a compact schema there (the package is then deleted), and never committed.
 
 Rules, per module (a directory of ``.tf`` files) and per pinned version:
 
@@ -21,7 +21,11 @@ Rules, per module (a directory of ``.tf`` files) and per pinned version:
 ``argument``    every argument and nested block exists (``dynamic`` blocks included);
 ``required``    every required argument and block is set;
 ``reference``   ``TYPE.NAME.ATTR`` (and ``data.TYPE.NAME.ATTR``) reads an attribute the type
-                has, nested block attributes included where the schema describes them.
+                has, nested block attributes included where the schema describes them;
+``tags``        a resource whose schema takes ``tags`` (aws, azurerm) or ``labels`` (google)
+                sets them, unless the module's provider block tags every resource
+                (``default_tags``, ``default_labels``): the schema, not a hand-kept list,
+                says which types are taggable.
 
 Not covered: value types, conflicts between arguments, provider configuration blocks.
 Types of a provider without a binding (``PINNED`` has none) are listed as unchecked.
@@ -292,6 +296,7 @@ def load_schema(binding: Binding, cache: Path | None = None) -> dict[str, Any]:
     with gzip.open(tmp, "wt", encoding="utf-8") as fh:
         json.dump(doc, fh, separators=(",", ":"))
     tmp.replace(compact)
+    tarball.unlink(missing_ok=True)  # the compact schema is all later runs need (~0.2 MB)
     return doc
 
 
@@ -403,11 +408,42 @@ def _segments(path: str) -> list[str]:
     return [s for s in re.split(r"(?:\[[^\]]*\])*\.", path.lstrip(".")) if s]
 
 
+# Where a resource carries the run's tags, per provider: the argument the schema must have
+# for the resource to be taggable, and the provider block setting that tags every resource.
+TAG_ARGS = {"aws": ("tags", "default_tags"), "google": ("labels", "default_labels"),
+            "azurerm": ("tags", None)}  # fmt: skip
+
+
+def _providers_with_default_tags(mod: Module) -> set[str]:
+    found = set()
+    for _, doc, _ in mod.docs:
+        for block in doc.get("provider", []):
+            for name, body in block.items():
+                name = _unq(name)
+                spec = TAG_ARGS.get(name)
+                if spec and spec[1] and isinstance(body, dict) and spec[1] in body:
+                    found.add(name)
+    return found
+
+
+def _untagged(r: Resource, args: dict[str, Any], default_tags: set[str]) -> str | None:
+    """``tags``: a resource whose schema takes tags (labels) sets them, unless its provider
+    block tags every resource (``default_tags``, ``default_labels``)."""
+    provider = provider_of(r.kind)
+    spec = TAG_ARGS.get(provider)
+    if spec is None or spec[0] not in args or provider in default_tags:
+        return None
+    if spec[0] in r.body:
+        return None
+    return f"{r.kind} takes {spec[0]} but sets none: give it the run's tags"
+
+
 def check_module(mod: Module, schemas: dict[str, dict[str, Any]]) -> tuple[list[Finding], set[str]]:
     """Findings of one module against one schema per provider; and the types left unchecked."""
     findings: list[Finding] = []
     unchecked: set[str] = set()
     declared: dict[tuple[bool, str, str], str] = {}
+    default_labels = _providers_with_default_tags(mod)
     items = [(False, r) for r in mod.resources] + [(True, d) for d in _data_sources(mod)]
     for is_data, r in items:
         if r.kind == "terraform_data":
@@ -428,6 +464,10 @@ def check_module(mod: Module, schemas: dict[str, dict[str, Any]]) -> tuple[list[
             continue
         for rule, message in _check_body(r.body, entry["args"], r.kind, True):
             findings.append(Finding(r.file, r.line, address, rule, message, against))
+        if not is_data:
+            missing_tags = _untagged(r, entry["args"], default_labels)
+            if missing_tags:
+                findings.append(Finding(r.file, r.line, address, "tags", missing_tags, against))
     for f, doc, text in mod.docs:
         for value in _walk_strings(doc):
             for m in REF_RE.finditer(value):

@@ -31,13 +31,15 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TERRAFORM_DIR = current().terraform_dir or REPO_ROOT / "terraform"
 CLI_CONFIG = TERRAFORM_DIR / "terraformrc"
 
-# Messages that mean "no capacity here", from AWS, GCP, Azure and OCI, and from the local
-# module's emulation of them.
+# Messages that mean "no capacity here", from AWS, GCP, Azure, OCI and Nebius (gRPC
+# RESOURCE_EXHAUSTED, which also covers an exhausted quota: another region may have room),
+# and from the local module's emulation of them.
 CAPACITY_PATTERNS = re.compile(
     r"InsufficientInstanceCapacity|InsufficientCapacity|capacity-not-available|"
     r"SpotMaxPriceTooLow|UnfulfillableCapacity|MaxSpotInstanceCountExceeded|"
     r"ZONE_RESOURCE_POOL_EXHAUSTED|SkuNotAvailable|AllocationFailed|Out of host capacity|"
-    r"capacity-oversubscribed|no Spot capacity|CREATE_FAILED.*capacity",
+    r"capacity-oversubscribed|no Spot capacity|CREATE_FAILED.*capacity|"
+    r"RESOURCE_EXHAUSTED|OverconstrainedAllocationRequest|GCE_STOCKOUT",
     re.IGNORECASE,
 )
 

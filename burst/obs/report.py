@@ -1,31 +1,50 @@
-"""Assemble ``report.json`` from the step documents of a run directory."""
+"""Assemble ``report.json`` (``burst.documents.RunReport``) from the step documents of a run
+directory."""
 
 from __future__ import annotations
 
-import json
+import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from burst.documents import (
+    PlanDocument,
+    ProvisionDocument,
+    RunReport,
+    StepDocument,
+    TeardownDocument,
+    TrainAttempt,
+    TrainDocument,
+    parse_document,
+    produce,
+    read_document,
+)
+from burst.documents.base import DocumentError
 from burst.errors import EXIT_FAILURE, EXIT_INFRA, EXIT_OK, BurstError
 from burst.infra.terraform import count_state_resources
 from burst.infra.workspace import state_file
 from burst.runs import RunPaths, utcnow_iso
 from burst.spec import load_spec
 
+log = logging.getLogger(__name__)
+D = TypeVar("D", bound=StepDocument)
 
-def _doc(paths: RunPaths, step: str) -> dict[str, Any]:
+
+def _doc(paths: RunPaths, step: str, model: type[D]) -> D | None:
+    """A step's document as its model; None when the step wrote none, or one of another
+    shape (logged: the report then says what the other documents know)."""
     p = paths.doc(step)
     if not p.exists():
-        return {}
+        return None
     try:
-        doc = json.loads(p.read_text())
-    except json.JSONDecodeError:
-        return {}
-    return doc if isinstance(doc, dict) else {}
+        return read_document(model, p)
+    except DocumentError as exc:
+        log.warning("%s: left out of the report", exc.one_line())
+        return None
 
 
 def _failure(
-    steps: list[dict[str, Any]], paths: RunPaths, teardown: dict[str, Any]
+    steps: list[dict[str, Any]], paths: RunPaths, teardown: TeardownDocument | None
 ) -> dict[str, Any] | None:
     for s in steps:
         if s["status"] == "failed":
@@ -38,13 +57,14 @@ def _failure(
                 or attempts[-1].get("message")
                 or None,
             }
-    injected = teardown.get("injected_failures") or []
-    if injected:  # the harness asked for failures; teardown survived them, the run still failed
+    injected = teardown.injected_failures if teardown is not None else []
+    # the harness asked for failures; teardown survived them, the run still failed
+    if teardown is not None and injected:
         return {
             "step": "teardown",
             "exit_code": 1,
             "message": f"failure injected in destroy attempt(s) {injected}; destroyed on "
-            f"attempt {teardown.get('attempts')}",
+            f"attempt {teardown.attempts}",
         }
     return None
 
@@ -64,7 +84,7 @@ def store_view(paths: RunPaths) -> dict[str, Any] | None:
     from burst.checkpoint.catalog import list_checkpoints
     from burst.storage import open_store
     from burst.storage.location import run_store_url
-    from burst.train.attempts import AttemptLog, settle_unclosed
+    from burst.train.attempts import read_store, settle_unclosed
 
     try:
         job = load_spec(paths.spec)
@@ -73,7 +93,7 @@ def store_view(paths: RunPaths) -> dict[str, Any] | None:
             return {"store": url, "checkpoints": [], "attempts": []}
         store = open_store(url)
         refs = list_checkpoints(store)
-        records = AttemptLog(paths.dir / "none.jsonl", store)._read_store(store)
+        records = [r.to_json() for r in read_store(store)]
     except (BurstError, OSError) as exc:
         logging.getLogger(__name__).warning("cannot read the run's checkpoint store: %s", exc)
         return None
@@ -85,24 +105,24 @@ def store_view(paths: RunPaths) -> dict[str, Any] | None:
     }
 
 
-def _attempt(a: dict[str, Any]) -> dict[str, Any]:
+def _attempt(a: TrainAttempt) -> dict[str, Any]:
     """One train attempt: where it resumed, how it ended, what its emergency save was."""
-    save = a.get("emergency_save") or {}
+    save = a.emergency_save
     return {
-        "attempt": a.get("attempt"),
-        "resumed_from": a.get("resumed_from"),
-        "ended_at_step": a.get("ended_at_step"),
-        "outcome": a.get("outcome"),
-        "preempted": bool(a.get("preempted")),
-        "killed": bool(a.get("killed")),
-        "cost_usd": a.get("cost_usd"),
-        "notice": (a.get("notice") or {}).get("source"),
-        "emergency_save": save.get("tier") if save else None,
-        "emergency_committed": save.get("committed") if save else None,
+        "attempt": a.attempt,
+        "resumed_from": a.resumed_from,
+        "ended_at_step": a.ended_at_step,
+        "outcome": a.outcome,
+        "preempted": a.preempted,
+        "killed": a.killed,
+        "cost_usd": a.cost_usd,
+        "notice": a.notice.source if a.notice else None,
+        "emergency_save": save.tier if save else None,
+        "emergency_committed": save.committed if save else None,
         # several ranks: how many, each one's checkpoint bytes and stall, notice to exit
-        "world_size": a.get("world_size", 1),
-        "ranks": a.get("ranks"),
-        "notice_to_exit_s": a.get("notice_to_exit_s"),
+        "world_size": a.world_size or 1,
+        "ranks": a.ranks,
+        "notice_to_exit_s": a.notice_to_exit_s,
     }
 
 
@@ -115,17 +135,18 @@ def _budget(paths: RunPaths) -> dict[str, Any] | None:
 
 
 def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    train = _doc(paths, "train")
-    teardown = _doc(paths, "teardown")
-    provision = _doc(paths, "provision")
-    plan = _doc(paths, "plan")
+    """The run report as JSON, checked against its model (``RunReport``)."""
+    train = _doc(paths, "train", TrainDocument)
+    teardown = _doc(paths, "teardown", TeardownDocument)
+    provision = _doc(paths, "provision", ProvisionDocument)
+    plan = _doc(paths, "plan", PlanDocument)
     state = state_file(paths.terraform)
     # the local state file when the run used the local stack; else what teardown counted in
     # the remote state (a run teardown never reached shows the local count, 0 for remote)
     remaining = (
         count_state_resources(state)
-        if state.exists() or not teardown
-        else int(teardown.get("resources_remaining") or 0)
+        if state.exists() or teardown is None
+        else teardown.resources_remaining
     )
     failure = _failure(steps, paths, teardown)
     if failure is None and remaining:
@@ -134,24 +155,28 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
             "exit_code": EXIT_INFRA,
             "message": f"{remaining} resource(s) remain in {state}",
         }
-    candidate = provision.get("candidate") or (plan.get("candidates") or [None])[0]
+    candidate = provision.candidate if provision is not None else None
+    if candidate is None and plan is not None and plan.candidates:
+        candidate = plan.candidates[0]
     # what is committed in the store is what counts; the train document is what its last
     # attempt said (absent when that attempt was killed or failed)
     held = store_view(paths) if paths.spec.exists() else None
-    attempts = (held or {}).get("attempts") or train.get("attempts") or []
-    final_step = train.get("final_step")
-    checkpoints = train.get("checkpoints", 0)
+    attempts: list[TrainAttempt] = list(train.attempts) if train else []
+    if held is not None and held["attempts"]:
+        attempts = [parse_document(TrainAttempt, a, "an attempt record") for a in held["attempts"]]
+    final_step = train.final_step if train else None
+    checkpoints = train.checkpoints if train else 0
     if held is not None:
         steps_held = [c["step"] for c in held["checkpoints"]]
         final_step = max(steps_held) if steps_held else None
         checkpoints = max(int(checkpoints or 0), len(steps_held))
-    cost = sum(float(a.get("cost_usd") or 0) for a in attempts)
+    cost = sum(float(a.cost_usd or 0) for a in attempts)
     if failure is None:
         exit_code = EXIT_OK
     else:  # a step lost before it could exit (killed, not started) has no code of its own
         exit_code = failure["exit_code"] if failure["exit_code"] is not None else EXIT_FAILURE
     ok = failure is None
-    return {
+    report = {
         "run_id": paths.run_id,
         "status": "succeeded" if ok else "failed",
         "exit_code": exit_code,
@@ -160,30 +185,31 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         "failure": failure,
         "checkpoints": checkpoints,
         "final_step": final_step,
-        "final_weights_sha256": train.get("final_weights_sha256"),
-        "preemptions": sum(1 for a in attempts if a.get("preempted"))
+        "final_weights_sha256": train.final_weights_sha256 if train else None,
+        "preemptions": sum(1 for a in attempts if a.preempted)
         if held
-        else train.get("preemptions", 0),
-        "world_size": train.get("world_size", 1),
+        else (train.preemptions if train else 0),
+        "world_size": (train.world_size if train else None) or 1,
         "attempts": [_attempt(a) for a in attempts],
         "store": None if held is None else {"url": held["store"], "committed": held["checkpoints"]},
-        "checkpoint_interval": train.get("checkpoint_interval"),
+        "checkpoint_interval": train.checkpoint_interval if train else None,
         "candidate": candidate,
-        "provision_attempts": provision.get("attempts", []),
+        "provision_attempts": provision.attempts if provision else [],
         "budget": _budget(paths),
         # USD by component, measured (the train step's rented hours at the plan's rate)
         "cost": {"compute": round(cost, 6)}
         if attempts
-        else ({"compute": train["cost_usd"]} if train.get("cost_usd") is not None else {}),
+        else ({"compute": train.cost_usd} if train and train.cost_usd is not None else {}),
         "pricing": {
-            "usd_per_hour": train.get("usd_per_hour"),
-            "expected_usd": (candidate or {}).get("expected_cost_usd"),
-            "expected_hours": (candidate or {}).get("expected_hours"),
+            "usd_per_hour": train.usd_per_hour if train else None,
+            "expected_usd": candidate.expected_cost_usd if candidate else None,
+            "expected_hours": candidate.expected_hours if candidate else None,
         },
-        "terraform_state": str(teardown.get("terraform_state") or state),
+        "terraform_state": str((teardown.terraform_state if teardown else None) or state),
         "resources_remaining": remaining,
         "teardown": {
-            k: teardown.get(k)
+            # what teardown wrote (a field it did not write: null, as it always was)
+            k: getattr(teardown, k) if k in teardown.model_fields_set else None
             for k in (
                 "checkpoint_sync",
                 "destroyed",
@@ -194,6 +220,7 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
                 "injected_failures",
             )
         }
-        if teardown
+        if teardown is not None
         else None,
     }
+    return produce(RunReport, report).to_json()

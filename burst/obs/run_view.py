@@ -2,8 +2,11 @@
 the metric files and the JSON-line logs, and tolerates any of them missing or partial (a run
 that crashed, or one still running, must still show what is known).
 
-Sources, in order of trust: ``report.json`` (written by ``burst run`` at the end), the metric
-files ``metrics/*.prom``, events in ``logs/*.log``, ``spec.yaml``.
+Sources, in order of trust: ``report.json`` (written by ``burst run`` at the end, read with
+its model ``burst.documents.RunReport``: a report of another shape is set aside with a warning
+naming the field, and the view is built as for a run without one), the metric files
+``metrics/*.prom``, events in ``logs/*.log``, the train step's attempt records
+(``burst.documents.TrainAttempt``), ``spec.yaml``.
 """
 
 from __future__ import annotations
@@ -17,14 +20,13 @@ from typing import Any
 
 import yaml
 
+from burst.documents import ATTEMPTS_FILE, DocumentError, RunReport, TrainAttempt, parse_document
 from burst.errors import EXIT_PREEMPTED, BadInputError
 from burst.obs import events as ev
 from burst.obs.metrics import MetricTotals, metrics_dir, read_metric_files
 from burst.runs import RUN_ID_RE, runs_root
 
 log = logging.getLogger(__name__)
-
-ATTEMPTS_FILE = "train-attempts.jsonl"  # written by the train step (burst.train.attempts)
 
 
 @dataclass
@@ -61,7 +63,7 @@ class RunView:
     run_id: str
     dir: Path
     status: str
-    report: dict[str, Any]
+    report: RunReport | None
     spec: dict[str, Any]
     steps: list[StepView]
     events: list[Event]
@@ -82,24 +84,20 @@ class RunView:
 
     @property
     def team(self) -> str | None:
-        return _str(self.report.get("team")) or _str(self.spec.get("team"))
+        return _str(self.spec.get("team"))
 
     @property
     def name(self) -> str | None:
-        return _str(self.report.get("name")) or _str(self.spec.get("name"))
+        return _str(self.spec.get("name"))
 
     @property
     def gpu_count(self) -> int | None:
-        c = self.report.get("gpu_count")
-        if c is None:
-            c = _dig(self.spec, "compute", "gpu_count")
-        return _int(c)
+        return _int(_dig(self.spec, "compute", "gpu_count"))
 
     @property
     def gpu_type(self) -> str | None:
-        return _str(_dig(self.report, "candidate", "gpu_type")) or _str(
-            _dig(self.spec, "compute", "gpu_type")
-        )
+        cand = self.report.candidate if self.report else None
+        return (cand.gpu_type if cand else None) or _str(_dig(self.spec, "compute", "gpu_type"))
 
     @property
     def train_seconds(self) -> float:
@@ -107,9 +105,6 @@ class RunView:
 
     @property
     def gpu_hours(self) -> float | None:
-        v = _num(self.report.get("gpu_hours"))
-        if v is not None:
-            return v
         n = self.gpu_count
         if n is None:
             return None
@@ -117,11 +112,8 @@ class RunView:
 
     @property
     def preemptions(self) -> int:
-        v = self.report.get("preemptions")
-        if isinstance(v, list):
-            return len(v)
-        if (n := _int(v)) is not None:
-            return n
+        if self.report is not None:
+            return self.report.preemptions
         if self.metrics.has("burst_preemptions_total"):
             return int(self.metrics.total("burst_preemptions_total"))
         timed = [e for e in self.events if e.kind == "preemption"]
@@ -133,13 +125,8 @@ class RunView:
 
     @property
     def checkpoints(self) -> int | None:
-        v = self.report.get("checkpoints")
-        if isinstance(v, list):
-            return len(v)
-        if isinstance(v, dict):
-            v = v.get("committed", v.get("count"))
-        if (n := _int(v)) is not None:
-            return n
+        if self.report is not None:
+            return self.report.checkpoints
         if self.metrics.has("burst_checkpoints_committed_total"):
             return int(self.metrics.total("burst_checkpoints_committed_total"))
         return None
@@ -150,51 +137,38 @@ class RunView:
 
     @property
     def egress(self) -> dict[str, float]:
-        """Bytes by "src -> dst"."""
+        """Bytes by "src -> dst" (the metric files)."""
         out: dict[str, float] = {}
         for (name, labels), v in self.metrics.samples.items():
             if name == "burst_egress_bytes_total":
                 d = dict(labels)
                 key = f"{d.get('src_region', '?')} -> {d.get('dst_region', '?')}"
                 out[key] = out.get(key, 0.0) + v
-        rep = self.report.get("egress_bytes")
-        if not out and isinstance(rep, dict):
-            out = {str(k): float(v) for k, v in rep.items() if _num(v) is not None}
-        elif not out and (total := _num(rep)) is not None:
-            out = {"all": total}
         return out
 
     @property
     def leaks(self) -> int | None:
-        values = [_int(self.report.get("resources_remaining"))]
-        leaked = self.report.get("leaks")
-        if isinstance(leaked, list):
-            values.append(len(leaked))
+        values: list[int] = []
+        if self.report is not None:
+            values.append(self.report.resources_remaining)
+            if self.report.teardown is not None and self.report.teardown.leaks is not None:
+                values.append(len(self.report.teardown.leaks))
         if self.metrics.has("burst_resources_leaked"):
             values.append(int(self.metrics.total("burst_resources_leaked")))
-        known = [v for v in values if v is not None]
-        return max(known) if known else None
+        return max(values) if values else None
 
     @property
     def provision_attempts(self) -> int | None:
-        v = self.report.get("provision_attempts")
-        if isinstance(v, list):
-            return len(v)
-        if (n := _int(v)) is not None:
-            return n
+        if self.report is not None:
+            return len(self.report.provision_attempts)
         if self.metrics.has("burst_provision_attempts_total"):
             return int(self.metrics.total("burst_provision_attempts_total"))
         return None
 
     @property
     def budget_usd(self) -> float | None:
-        b = self.report.get("budget")
-        if isinstance(b, dict):
-            v = _num(b.get("max_usd"))
-            if v is not None:
-                return v
-        elif (n := _num(b)) is not None:
-            return n
+        if self.report is not None and self.report.budget is not None:
+            return self.report.budget.max_usd
         return _num(_dig(self.spec, "budget", "max_usd"))
 
     @property
@@ -217,18 +191,14 @@ class RunView:
         return self._cost()[0]
 
     def _cost(self) -> tuple[dict[str, float], str | None]:
-        rep = self.report.get("cost")
-        if isinstance(rep, dict):
-            out = _cost_components(rep)
-            if out:
-                return out, "report"
-        if (total := _num(rep)) is not None:
-            return {"total": total}, "report"
+        if self.report is not None and self.report.cost:
+            return dict(self.report.cost), "report"
         by = self.metrics.by_label("burst_cost_usd", "component")
         if by:
             return dict(by), "metrics"
         # Last resort: the plan's hourly rate for the candidate it got, for the rented time.
-        rate = _num(_dig(self.report, "candidate", "price_per_hour"))
+        cand = self.report.candidate if self.report else None
+        rate = cand.price_per_hour if cand else None
         if rate is not None and self.rented_seconds > 0:
             return {"compute": rate * self.rented_seconds / 3600.0}, "plan rate x rented time"
         return {}, None
@@ -236,25 +206,21 @@ class RunView:
     @property
     def expected_cost(self) -> dict[str, float]:
         """The plan's expected cost for the chosen candidate, by component when it has them."""
-        cand = self.report.get("candidate")
-        if not isinstance(cand, dict):
+        cand = self.report.candidate if self.report else None
+        if cand is None:
             return {}
-        for key in ("cost", "expected_cost"):
-            if isinstance(cand.get(key), dict):
-                out = _cost_components(cand[key])
-                if out:
-                    return out
         parts = {
-            k: float(v)
-            for k in ("compute", "egress", "storage", "orchestration", "labour")
-            if (v := _num(cand.get(f"{k}_usd"))) is not None and v > 0
+            "compute": cand.compute_usd,
+            "egress": cand.egress_usd,
+            "storage": cand.storage_usd,
+            "orchestration": cand.orchestration_usd,
+            "labour": cand.labour_usd,
         }
-        if parts:
-            return parts
-        for key in ("expected_cost_usd", "expected_usd", "cost_usd", "expected_cost"):
-            v = _num(cand.get(key))
-            if v is not None:
-                return {"total": v}
+        known = {k: float(v) for k, v in parts.items() if v is not None and v > 0}
+        if known:
+            return known
+        if cand.expected_cost_usd is not None:
+            return {"total": cand.expected_cost_usd}
         return {}
 
     def summary(self) -> dict[str, Any]:
@@ -290,10 +256,12 @@ class RunView:
             "egress_bytes": self.egress,
             "provision_attempts": self.provision_attempts,
             "resources_remaining": self.leaks,
-            "final_step": self.report.get("final_step"),
-            "final_weights_sha256": self.report.get("final_weights_sha256"),
-            "terraform_state": self.report.get("terraform_state"),
-            "failure": self.report.get("failure"),
+            "final_step": self.report.final_step if self.report else None,
+            "final_weights_sha256": self.report.final_weights_sha256 if self.report else None,
+            "terraform_state": self.report.terraform_state if self.report else None,
+            "failure": self.report.failure.to_json()
+            if self.report and self.report.failure
+            else None,
             "timeline_source": self.timeline_source,
             "events": [
                 {"kind": e.kind, "at": e.at, "step": e.step, "detail": e.detail}
@@ -322,21 +290,23 @@ def resolve_run_dir(run: str, root: Path | None = None) -> Path:
 
 def load_run(run_dir: Path) -> RunView:
     warnings: list[str] = []
-    report = _read_json(run_dir / "report.json", warnings)
+    report = _read_report(run_dir / "report.json", warnings)
     spec = _read_yaml(run_dir / "spec.yaml", warnings)
     metrics = read_metric_files(metrics_dir(run_dir).glob("*.prom"))
     log_records = _read_log_events(run_dir / "logs")
     steps = _steps(report, run_dir)
-    status = _str(report.get("status")) or ("running" if steps or log_records else "unknown")
-    if not report:
-        warnings.append("no report.json: the run is still running or its runner died")
+    status: str
+    if report is not None:
+        status = report.status
+    else:
+        status = "running" if steps or log_records else "unknown"
+        if not (run_dir / "report.json").exists():
+            warnings.append("no report.json: the run is still running or its runner died")
 
-    source, started = _place_steps(steps, report, log_records)
-    events, attempts = _events(
-        report, log_records, started, steps, _read_attempts(run_dir / ATTEMPTS_FILE)
-    )
+    source, started = _place_steps(steps, log_records)
+    events, attempts = _events(log_records, started, steps, _read_attempts(run_dir / ATTEMPTS_FILE))
     return RunView(
-        run_id=_str(report.get("run_id")) or run_dir.name,
+        run_id=report.run_id if report is not None else run_dir.name,
         dir=run_dir,
         status=status,
         report=report,
@@ -351,22 +321,34 @@ def load_run(run_dir: Path) -> RunView:
     )
 
 
-def _steps(report: dict[str, Any], run_dir: Path) -> list[StepView]:
+def _read_report(path: Path, warnings: list[str]) -> RunReport | None:
+    """report.json as its model; None (with a warning naming the field) when it is missing
+    or of another shape: the view then shows what the other sources know."""
+    if not path.exists():
+        return None
+    raw = _read_json(path, warnings)
+    if not raw:
+        return None
+    try:
+        return parse_document(RunReport, raw, path.name)
+    except DocumentError as exc:
+        warnings.append(f"{exc.one_line()}: shown as if there were no report")
+        return None
+
+
+def _steps(report: RunReport | None, run_dir: Path) -> list[StepView]:
     out: list[StepView] = []
-    raw = report.get("steps")
-    if isinstance(raw, list):
-        for item in raw:
-            if not isinstance(item, dict) or not _str(item.get("name")):
-                continue
+    if report is not None:
+        for item in report.steps:
             out.append(
                 StepView(
-                    name=str(item["name"]),
-                    status=_str(item.get("status")) or "unknown",
-                    seconds=max(_num(item.get("seconds")) or 0.0, 0.0),
-                    exit_code=_int(item.get("exit_code")),
-                    attempts=_int(item.get("attempts")) or 1,
-                    start=_epoch(item.get("started_at", item.get("start"))),
-                    end=_epoch(item.get("ended_at", item.get("finished_at", item.get("end")))),
+                    name=item.name,
+                    status=item.status,
+                    seconds=max(_num(item.seconds) or 0.0, 0.0),
+                    exit_code=item.exit_code,
+                    attempts=item.attempts or 1,
+                    start=_epoch(item.started_at),
+                    end=_epoch(item.ended_at),
                 )
             )
         return out
@@ -388,7 +370,7 @@ def _steps(report: dict[str, Any], run_dir: Path) -> list[StepView]:
 
 
 def _place_steps(
-    steps: list[StepView], report: dict[str, Any], log_records: dict[str, list[dict[str, Any]]]
+    steps: list[StepView], log_records: dict[str, list[dict[str, Any]]]
 ) -> tuple[str, float | None]:
     """Give every step a start and end on the timeline (seconds from the run's start)."""
     # 1. Times recorded in report.json.
@@ -421,25 +403,24 @@ def _place_steps(
     for s in steps:
         s.start, s.end = t, t + s.seconds
         t = s.end
-    return "sequential", _epoch(report.get("started_at"))
+    return "sequential", None
 
 
 def _events(
-    report: dict[str, Any],
     log_records: dict[str, list[dict[str, Any]]],
     origin: float | None,
     steps: list[StepView],
-    attempts: list[dict[str, Any]],
+    attempts: list[TrainAttempt],
 ) -> tuple[list[Event], list[Attempt]]:
-    """Events on the timeline, from (in order) JSON-line logs, report.json ``events``, the
-    train step's attempt records, and, as a last resort, steps that ended with exit 75."""
+    """Events on the timeline, from (in order) JSON-line logs, the train step's attempt
+    records, and, as a last resort, steps that ended with exit 75."""
     # Absolute times are placed against the run's origin; without one (steps laid out one
     # after another), against the start of their own step's bar and that step's first record.
     anchors: dict[str, float] = {}
     for step, recs in log_records.items():
         if recs:
             anchors[step] = min(r["_t"] for r in recs)
-    starts = [t for a in attempts if (t := _epoch(a.get("started_at"))) is not None]
+    starts = [t for a in attempts if (t := _epoch(a.started_at)) is not None]
     if starts:
         anchors["train"] = min([*starts, anchors.get("train", starts[0])])
 
@@ -465,51 +446,34 @@ def _events(
                 f"{k}={r[k]}" for k in ("train_step", "tier", "bytes", "source") if k in r
             )
             out.append(Event(kind, place(r["_t"], step), step, detail))
-    raw = report.get("events")
-    if isinstance(raw, list):
-        for item in raw:
-            if not isinstance(item, dict):
-                continue
-            kind = _str(item.get("kind", item.get("event"))) or ""
-            kind = {ev.CHECKPOINT: "checkpoint"}.get(kind, kind)
-            where = _str(item.get("step"))
-            out.append(
-                Event(
-                    kind,
-                    place(_epoch(item.get("ts", item.get("at"))), where),
-                    where,
-                    _str(item.get("detail")) or "",
-                )
-            )
-
     spans: list[Attempt] = []
     from_attempts: list[Event] = []
     for a in attempts:
-        n = _int(a.get("attempt")) or len(spans) + 1
-        outcome = _str(a.get("outcome")) or ("preempted" if a.get("preempted") else "unknown")
+        n = a.attempt or len(spans) + 1
+        outcome = a.outcome or ("preempted" if a.preempted else "unknown")
         spans.append(
             Attempt(
                 n,
-                place(_epoch(a.get("started_at")), "train"),
-                place(_epoch(a.get("finished_at")), "train"),
+                place(_epoch(a.started_at), "train"),
+                place(_epoch(a.finished_at), "train"),
                 outcome,
             )
         )
-        notice = _as_dict(a.get("notice"))
-        if a.get("preempted") is True:
-            t = _epoch(notice.get("received_at")) or _epoch(a.get("finished_at"))
-            detail = f"attempt {n} at step {a.get('ended_at_step')}"
-            if _str(notice.get("source")):
-                detail += f" ({notice['source']})"
+        if a.preempted:
+            received = a.notice.received_at if a.notice else None
+            t = _epoch(received) or _epoch(a.finished_at)
+            detail = f"attempt {n} at step {a.ended_at_step}"
+            if a.notice is not None and a.notice.source:
+                detail += f" ({a.notice.source})"
             from_attempts.append(Event("preemption", place(t, "train"), "train", detail))
-        save = _as_dict(a.get("emergency_save"))
-        if _num(save.get("committed_at")) is not None:
+        save = a.emergency_save
+        if save is not None and save.committed_at is not None:
             from_attempts.append(
                 Event(
                     "checkpoint",
-                    place(_epoch(save.get("committed_at")), "train"),
+                    place(_epoch(save.committed_at), "train"),
                     "train",
-                    f"emergency {save.get('tier')} save at step {save.get('committed_step')}",
+                    f"emergency {save.tier} save at step {save.committed_step}",
                 )
             )
     for kind in ("preemption", "checkpoint"):
@@ -524,21 +488,12 @@ def _events(
     return out, spans
 
 
-def _read_attempts(path: Path) -> list[dict[str, Any]]:
-    """The train step's attempt records (one JSON object a line); bad lines are skipped."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    out = []
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return out
+def _read_attempts(path: Path) -> list[TrainAttempt]:
+    """The train step's attempt records (``burst.train.attempts``, their one reader); a
+    record that is not one is skipped (and logged)."""
+    from burst.train.attempts import read_file
+
+    return read_file(path)
 
 
 def _read_log_events(logs: Path) -> dict[str, list[dict[str, Any]]]:
@@ -595,23 +550,6 @@ def _read_yaml(path: Path, warnings: list[str]) -> dict[str, Any]:
         warnings.append(f"{path.name}: unreadable YAML")
         return {}
     return doc if isinstance(doc, dict) else {}
-
-
-def _cost_components(d: dict[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for k, v in d.items():
-        key = str(k).removesuffix("_usd")
-        if key in ("total", "budget", "max") or _num(v) is None:
-            continue
-        out[key] = float(v)
-    total = _num(d.get("total_usd", d.get("total")))
-    if not out and total is not None:
-        out["total"] = total
-    return out
-
-
-def _as_dict(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
 
 
 def _dig(d: Any, *keys: str) -> Any:

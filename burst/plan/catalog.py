@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import BadInputError
-from burst.inputs import load_yaml_file, short
+from burst.inputs import parse_yaml, read_text, short
+from burst.yamllines import line_for, line_index
 
 log = logging.getLogger(__name__)
 
@@ -190,12 +191,31 @@ class Catalog:
 class _Reader:
     """Validates one file's raw document; every error names file, entry and field."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, text: str = "") -> None:
         self.path = path
+        self.text = text
 
     def fail(self, entry: str, fld: str | None, problem: str) -> BadInputError:
         where = f"{entry}: {fld}" if fld else entry
-        return BadInputError(f"{where}: {problem}", where=self.path)
+        return BadInputError(f"{where}: {problem}", where=self._at(entry, fld, problem))
+
+    def _at(self, entry: str, fld: str | None, problem: str) -> str:
+        """``file:LINE`` of the entry's field (its value or date when the problem is there)."""
+        if not self.text:
+            return self.path
+        path: list[str | int] = []
+        for part in entry.split(" ", 1)[0].split("."):
+            name, _, index = part.partition("[")
+            path.append(name)
+            if index.rstrip("]").isdigit():
+                path.append(int(index.rstrip("]")))
+        if fld:
+            path.append(fld)
+            sub = problem.split(" ", 1)[0]
+            if sub in ("value", "date", "source"):
+                path.append(sub)
+        line = line_for(line_index(self.text), tuple(path), root=False)
+        return f"{self.path}:{line}" if line else self.path
 
     def fact(self, entry: str, name: str, raw: Any, check: Check, nullable: bool) -> Fact:
         if not isinstance(raw, dict):
@@ -300,19 +320,20 @@ class _Reader:
         return out
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path) -> tuple[dict[str, Any], str]:
     # bounded: file type, size, aliases, duplicated keys, dates, non-finite and huge numbers
-    doc = load_yaml_file(path, what="catalog")
+    text = read_text(path, what="catalog")
+    doc = parse_yaml(text, str(path), what="catalog")
     if doc is None:
-        return {}
+        return {}, text
     if not isinstance(doc, dict):
         raise BadInputError("a catalog must be a YAML mapping of sections", where=str(path))
-    return doc
+    return doc, text
 
 
 def _merge_file(cat: Catalog, path: Path) -> None:
-    doc = _read_yaml(path)
-    r = _Reader(str(path))
+    doc, text = _read_yaml(path)
+    r = _Reader(str(path), text)
     unknown = set(doc) - set(SECTIONS)
     if unknown:
         name = sorted(map(str, unknown))[0]

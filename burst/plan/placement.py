@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from burst.documents import Decision, DecisionRecord, parse_document
 from burst.errors import BadInputError, PolicyRefusal
 from burst.plan import datastrategy, goodput
 from burst.plan.catalog import Catalog, Offer
@@ -26,6 +27,7 @@ from burst.plan.cost import HOURS_PER_MONTH, total_cost
 from burst.plan.crossregion import recommend_span
 from burst.plan.interval import choose_interval, job_mtbf_s
 from burst.plan.workload import Workload, estimate
+from burst.providers import no_stack_reason, stack_for
 from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
@@ -93,77 +95,31 @@ def _sync_rounds(job: BurstJob, work: Workload, opts: PlanOptions) -> int:
 # --------------------------------------------------------------------------- decisions
 
 
-def _decisions(record: dict[str, Any] | None) -> dict[tuple[str, str], dict[str, Any]] | None:
+def _decisions(record: DecisionRecord | None) -> dict[tuple[str, str], Decision] | None:
     """Index the preflight decision record by (provider, region); None when none was given."""
     if record is None:
         return None
-    items = record.get("decisions")
-    if not isinstance(items, list):
-        raise BadInputError("decision record: 'decisions' must be a list", where="input decision")
-    out = {}
-    for i, d in enumerate(items):
-        if not isinstance(d, dict):
-            raise BadInputError(f"decisions[{i}]: must be a mapping", where="input decision")
-        for key in ("region", "provider", "verdict"):
-            if not isinstance(d.get(key), str):
-                raise BadInputError(
-                    f"decisions[{i}]: {key}: required (a string)", where="input decision"
-                )
-        if d["verdict"] not in ("allow", "review", "deny"):
-            raise BadInputError(
-                f"decisions[{i}]: verdict: must be allow, review or deny (got {d['verdict']!r})",
-                where="input decision",
-            )
-        out[(d["provider"], d["region"])] = d
-    return out
+    return {(d.provider, d.region): d for d in record.decisions}
 
 
 def check_record_spec(
-    record: dict[str, Any] | None, job: BurstJob, where: str = "input decision"
-) -> None:
-    """Refuse a decision record made for another spec: its verdicts say nothing about this
-    one. No ``spec_sha256`` at all: not a preflight record (BadInputError, exit 2); another
-    spec's hash: ``PolicyRefusal`` (exit 3), as provision's ``require_allow`` does."""
+    record: DecisionRecord | dict[str, Any] | None, job: BurstJob, where: str = "input decision"
+) -> DecisionRecord | None:
+    """The decision record, parsed (``burst.documents.DecisionRecord``: a record of the wrong
+    shape, e.g. without ``spec_sha256``, is ``BadInputError``, exit 2). A record made for
+    another spec is refused: its verdicts say nothing about this one (``PolicyRefusal``,
+    exit 3, as provision's ``require_allow`` does)."""
     if record is None:
-        return
-    if not isinstance(record, dict):
-        raise BadInputError("a decision record must be a JSON object", where=where)
-    sha = record.get("spec_sha256")
-    if not isinstance(sha, str) or not sha:
-        raise BadInputError(
-            "decision record has no spec_sha256: not a preflight record "
-            "(make one with `burst preflight SPEC --out FILE`)",
-            where=where,
-        )
+        return None
+    parsed = parse_document(DecisionRecord, record, where)
+    sha = parsed.spec_sha256
     if sha != job.sha256():
         raise PolicyRefusal(
             f"decision record is for another spec (spec_sha256 {sha[:12]}, this spec "
             f"{job.sha256()[:12]}): run `burst preflight` on this spec again",
             where=where,
         )
-
-
-def _may_move(record: dict[str, Any] | None, decision: dict[str, Any] | None) -> bool:
-    """May the data be moved to this candidate? The decision's ``data_may_move`` (the
-    preflight's answer for this region) first; a decision without it falls back to the
-    record's ``data_may_leave`` (false: the data never moves). No record: unchecked, True."""
-    if decision is not None and "data_may_move" in decision:
-        value = decision["data_may_move"]
-        if not isinstance(value, bool):
-            raise BadInputError(
-                f"decision {decision.get('provider')}/{decision.get('region')}: "
-                f"data_may_move: must be true or false (got {value!r})",
-                where="input decision",
-            )
-        return value
-    if record is not None and "data_may_leave" in record:
-        value = record["data_may_leave"]
-        if not isinstance(value, bool):
-            raise BadInputError(
-                f"data_may_leave: must be true or false (got {value!r})", where="input decision"
-            )
-        return value
-    return True
+    return parsed
 
 
 # --------------------------------------------------------------------------- pricing
@@ -336,7 +292,7 @@ def _goodput(
 def plan(
     job: BurstJob,
     cat: Catalog,
-    decision_record: dict[str, Any] | None = None,
+    decision_record: DecisionRecord | dict[str, Any] | None = None,
     opts: PlanOptions | None = None,
     *,
     decision_source: str = "input decision",
@@ -345,11 +301,11 @@ def plan(
     be the preflight's for this exact spec (``check_record_spec``); ``decision_source`` names
     where it came from in error messages."""
     opts = opts or PlanOptions()
-    check_record_spec(decision_record, job, decision_source)
+    record = check_record_spec(decision_record, job, decision_source)
     if opts.objective not in ("cost", "time"):
         raise BadInputError(f"objective must be cost or time (got {opts.objective!r})")
     work = estimate(job, cat)
-    decisions = _decisions(decision_record)
+    decisions = _decisions(record)
     gpu_type = job.compute.gpu_type
     startup_s = cat.assumption("startup_s")
     restart_s = cat.assumption("restart_s")
@@ -369,7 +325,7 @@ def plan(
                 continue
             if decisions is not None:
                 d = decisions.get((provider, r))
-                if d is None or d["verdict"] == "deny":
+                if d is None or d.verdict == "deny":
                     continue
             off = cat.offer(provider, r, gpu_type)
             if off is not None and str(off.facts["availability"].value) == "unavailable":
@@ -400,6 +356,9 @@ def plan(
                     f"{region} is not in the catalog for provider {provider}",
                 )
                 continue
+            if stack_for(provider) is None:
+                exclude(provider, region, None, no_stack_reason(provider))
+                continue
             decision = None
             verdict = "unchecked"
             if decisions is not None:
@@ -412,7 +371,7 @@ def plan(
                         "no preflight decision for this candidate (fail closed)",
                     )
                     continue
-                verdict = decision["verdict"]
+                verdict = decision.verdict
                 if verdict == "deny":
                     exclude(
                         provider,
@@ -420,7 +379,7 @@ def plan(
                         None,
                         "denied by the preflight",
                         verdict="deny",
-                        reasons=decision.get("reasons", []),
+                        reasons=[r.model_dump(exclude_unset=True) for r in decision.reasons],
                     )
                     continue
             offer = cat.offer(provider, region, gpu_type)
@@ -434,7 +393,7 @@ def plan(
                     f"{offer.facts['availability'].source if offer else ''})",
                 )
                 continue
-            may_move = _may_move(decision_record, decision)
+            may_move = True if record is None else record.may_move(decision)
             if shards is None:  # data outside any cloud region
                 data = datastrategy.for_candidate(
                     cat, job.data.size_gb, None, (provider, region), may_move
@@ -590,7 +549,7 @@ def plan(
             "assumptions": {k: f.as_dict() for k, f in sorted(cat.assumptions.items())},
         },
         "simulation": {"seed": opts.seed, "replicas": opts.replicas},
-        "decision_record": "given" if decision_record is not None else "none (unchecked)",
+        "decision_record": "given" if record is not None else "none (unchecked)",
     }
 
 
@@ -609,7 +568,7 @@ def _price_candidate(
     availability: str,
     data: datastrategy.DataPlan,
     verdict: str,
-    decision: dict[str, Any] | None,
+    decision: Decision | None,
     startup_s: float,
     restart_s: float,
     floor_nodes: int = 0,
@@ -693,7 +652,7 @@ def _price_candidate(
         "goodput": sim.goodput,
         "expected_preemptions": sim.preemptions,
         "verdict": verdict,
-        "reasons": decision.get("reasons", []) if decision else [],
+        "reasons": [r.model_dump(exclude_unset=True) for r in decision.reasons] if decision else [],
         "within_budget": cost <= job.budget.max_usd,
         "within_deadline": hours <= job.budget.max_hours,
     }

@@ -7,10 +7,15 @@ input document, checks the shape of what comes back and orders the reasons.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
+import os
 import re
+import sys
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 from burst.policy.loader import PolicyFileError, PolicySet, RegoModule, _display
@@ -25,6 +30,25 @@ EFFECT_ORDER = {"deny": 0, "review": 1, "info": 2}
 # rego-cpp 1.x crashes (SIGSEGV) on `with input as {...}` in some rule shapes; replacing
 # input field by field (`with input.spec as ...`) works. Refuse the crashing form up front.
 WHOLE_INPUT_WITH = re.compile(r"\bwith\s+input\s+as\b")
+
+
+@contextlib.contextmanager
+def _engine_output_captured() -> Iterator[None]:
+    """rego-cpp writes its error dump straight to file descriptor 1: keep it off the
+    terminal (our one line says what is wrong); it is logged at debug level."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 1)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            sink.seek(0)
+            dump = sink.read(64 << 10)
+            if dump.strip():
+                log.debug("rego-cpp output: %s", dump.decode("utf-8", "replace"))
 
 
 def _rego_error(module: RegoModule, exc: Exception) -> PolicyFileError:
@@ -91,7 +115,8 @@ class Engine:
                     where=f"{_display(module.path)}:{lineno}",
                 )
             try:
-                self.rego.add_module(module.path.name, module.text)
+                with _engine_output_captured():
+                    self.rego.add_module(module.path.name, module.text)
             except Exception as exc:  # regopy.RegoError: a module that does not parse
                 raise _rego_error(module, exc) from None
 
@@ -102,7 +127,8 @@ class Engine:
             from regopy import Interpreter
 
             try:
-                self._compiled = self.rego.build(None, [DECISION_ENTRYPOINT])
+                with _engine_output_captured():
+                    self._compiled = self.rego.build(None, [DECISION_ENTRYPOINT])
             except Exception as exc:  # regopy.RegoError: rules that do not compile
                 raise PolicyFileError(
                     f"Rego rules do not compile: {_first_line(exc)}",

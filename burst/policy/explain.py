@@ -61,6 +61,9 @@ def facts_for(ps: PolicySet, patterns: str) -> list[str]:
     lines = []
     for pattern in (p.strip() for p in patterns.split(",") if p.strip()):
         for path, fact in _walk(facts, pattern.split("."), ""):
+            parts = path.split(".")
+            if parts[0] == "regions" and len(parts) > 3 and parts[2] == "regions":
+                path = ".".join(parts[:2] + parts[3:])  # as the rules cite it: regions.P.R.x
             src = fact.get("source") or ["(no source in the fact sheet)"]
             lines.append(
                 f"  {path}: confidence {fact['confidence']}, "

@@ -39,6 +39,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from burst.documents import Decision, DecisionRecord, parse_document
 from burst.errors import BadInputError, PolicyRefusal
 from burst.policy.engine import Engine, input_document
 from burst.policy.loader import PolicySet, load_policies, policy_sha256
@@ -112,10 +113,12 @@ def evaluate(
     }
 
 
-def first_reason(decision: dict[str, Any]) -> str:
+def first_reason(decision: Decision | dict[str, Any]) -> str:
     """The reason a table shows: the first blocking one; for an allow, the first waiver (what
     the allow rests on), else the first reason at all (an info note). Only a decision with no
     reasons at all shows "no rule objects"."""
+    if isinstance(decision, Decision):
+        decision = decision.model_dump(exclude_none=True)
     reasons = decision.get("reasons", [])
     for r in reasons:
         if r["effect"] in ("deny", "review") and "waived_by" not in r:
@@ -130,18 +133,8 @@ def first_reason(decision: dict[str, Any]) -> str:
     return "no rule objects"
 
 
-def _check_shape(record: Any) -> None:
-    if not isinstance(record, dict) or record.get("kind") != KIND:
-        raise BadInputError("not a decision record (kind must be burst/decision-record)")
-    for key in ("spec_sha256", "policy_sha256", "decisions"):
-        if key not in record:
-            raise BadInputError(f"decision record: field {key} is missing")
-    if not isinstance(record["decisions"], list):
-        raise BadInputError("decision record: field decisions must be a list")
-
-
 def require_allow(
-    record: dict[str, Any],
+    record: DecisionRecord | dict[str, Any],
     spec: BurstJob,
     policy_dir: str | Path | None,
     region: str,
@@ -155,12 +148,13 @@ def require_allow(
     Checks: the record's spec_sha256 is ``spec.sha256()``; its policy_sha256 is the hash of
     ``policy_dir`` (None: the default policy directory) now; the decision for (region,
     provider) is ``allow``; no exception it relied on has expired since. Returns that decision.
-    A record that is not a decision record raises ``BadInputError`` (exit 2).
+    A record that is not a decision record (``burst.documents.DecisionRecord``) raises
+    ``BadInputError`` (exit 2).
     """
-    _check_shape(record)
-    if record["spec_sha256"] != spec.sha256():
+    record = parse_document(DecisionRecord, record, "input decision")
+    if record.spec_sha256 != spec.sha256():
         raise PolicyRefusal(
-            f"decision record is for spec sha256 {str(record['spec_sha256'])[:12]}, "
+            f"decision record is for spec sha256 {record.spec_sha256[:12]}, "
             f"not this spec ({spec.sha256()[:12]}): run preflight again"
         )
     root = Path(policy_dir) if policy_dir is not None else None
@@ -169,30 +163,34 @@ def require_allow(
 
         root = default_policy_dir()
     current = policy_sha256(root)
-    if record["policy_sha256"] != current:
+    if record.policy_sha256 != current:
         raise PolicyRefusal(
-            f"decision record is for policies sha256 {str(record['policy_sha256'])[:12]}, "
+            f"decision record is for policies sha256 {record.policy_sha256[:12]}, "
             f"but {root} is now {current[:12]}: run preflight again"
         )
-    match = [
-        d
-        for d in record["decisions"]
-        if isinstance(d, dict) and d.get("region") == region and d.get("provider") == provider
-    ]
-    if not match:
+    decision = record.decision(region, provider)
+    if decision is None:
         raise PolicyRefusal(f"preflight did not decide {provider}/{region}: not allowed")
-    decision = match[0]
-    if decision.get("verdict") != "allow":
+    if decision.verdict != "allow":
         raise PolicyRefusal(
-            f"preflight verdict for {provider}/{region} is {decision.get('verdict')}: "
+            f"preflight verdict for {provider}/{region} is {decision.verdict}: "
             f"{first_reason(decision)}"
         )
     today = today or _utcnow().date()
-    for r in decision.get("reasons", []):
-        expires = r.get("waiver_expires")
-        if expires and dt.date.fromisoformat(str(expires)) <= today:
+    for r in decision.reasons:
+        expires = r.waiver_expires
+        if expires and _date(expires) <= today:
             raise PolicyRefusal(
-                f"exception {r.get('waived_by')} that allowed {provider}/{region} "
-                f"({r.get('rule')}) expired on {expires}: run preflight again"
+                f"exception {r.waived_by} that allowed {provider}/{region} "
+                f"({r.rule}) expired on {expires}: run preflight again"
             )
-    return decision
+    return decision.model_dump(exclude_unset=True)
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise BadInputError(
+            f"waiver_expires {text!r} is not a date (YYYY-MM-DD)", where="input decision"
+        ) from None

@@ -22,6 +22,8 @@ from typing import Any
 
 from burst.errors import BadInputError, InfraError
 from burst.infra.provision import node_count
+from burst.infra.remote_errors import check_url
+from burst.inputs import clip
 from burst.settings import current
 from burst.spec import BurstJob, load_spec
 
@@ -59,8 +61,9 @@ def settings_from_env(namespace: str | None = None) -> ArgoSettings:
             "ARGO_SERVER is not set: export the Argo server URL "
             "(e.g. https://argo.example.com:2746)"
         )
-    if not server.startswith(("http://", "https://")):
+    if "://" not in server:
         server = "https://" + server
+    check_url(server, "ARGO_SERVER")
     token = env.argo_token
     if not token:
         raise BadInputError(
@@ -156,26 +159,39 @@ def build_workflow(spec_file: Path) -> dict[str, Any]:
     }
 
 
-def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+def _call(fn: Any, *args: Any, settings: ArgoSettings | None = None, **kwargs: Any) -> Any:
     import pydantic
     import requests
     from hera.exceptions import HeraException, NotFound, Unauthorized
 
+    at = (
+        f"the Argo server {settings.server.rstrip('/')} (ARGO_SERVER)"
+        if settings
+        else ("the Argo server (ARGO_SERVER)")
+    )
     try:
         return fn(*args, **kwargs)
     except Unauthorized as exc:
-        raise ArgoUnauthorized(f"the Argo server refused ARGO_TOKEN: {exc}") from None
+        raise ArgoUnauthorized(f"{at} refused ARGO_TOKEN: {clip(str(exc))}") from None
     except NotFound as exc:
-        raise ArgoNotFound(f"not found on the Argo server: {exc}") from None
+        raise ArgoNotFound(f"not found on {at}: {clip(str(exc))}") from None
     except HeraException as exc:
-        raise InfraError(f"the Argo server answered with an error: {exc}") from None
+        raise InfraError(f"{at} answered with an error: {clip(str(exc))}") from None
+    except (
+        requests.exceptions.InvalidURL,
+        requests.exceptions.MissingSchema,
+        requests.exceptions.InvalidSchema,
+    ) as exc:
+        raise BadInputError(f"{at} is not a usable URL: {exc.__class__.__name__}") from None
     except requests.RequestException as exc:
-        raise InfraError(f"cannot reach the Argo server: {exc.__class__.__name__}") from None
+        raise InfraError(f"cannot reach {at}: {exc.__class__.__name__}") from None
     except pydantic.ValidationError as exc:
         raise InfraError(
-            "the Argo server's answer is not a Workflow: "
+            f"the answer of {at} is not a Workflow: "
             f"{exc.errors()[0].get('msg')} at {exc.errors()[0].get('loc')}"
         ) from None
+    except (ValueError, UnicodeError) as exc:  # urllib3 rejects a URL it cannot parse
+        raise BadInputError(f"{at} is not a usable URL: {clip(str(exc), 120)}") from None
 
 
 def submit(spec_file: Path, settings: ArgoSettings) -> str:
@@ -184,7 +200,7 @@ def submit(spec_file: Path, settings: ArgoSettings) -> str:
 
     wf = Workflow.model_validate(build_workflow(spec_file))
     with _service(settings) as svc:
-        created = _call(svc.create_workflow, WorkflowCreateRequest(workflow=wf))
+        created = _call(svc.create_workflow, WorkflowCreateRequest(workflow=wf), settings=settings)
     name = created.metadata.name if created.metadata else None
     if not name:
         raise InfraError("the Argo server created a workflow but returned no name")
@@ -198,6 +214,7 @@ def unfinished_workflows(settings: ArgoSettings) -> set[str]:
     with _service(settings) as svc:
         wl = _call(
             svc.list_workflows,
+            settings=settings,
             namespace=settings.namespace,
             label_selector="workflows.argoproj.io/completed!=true",
         )
@@ -227,13 +244,14 @@ def stop(name: str, settings: ArgoSettings, message: str) -> None:
             svc.stop_workflow,
             name,
             WorkflowStopRequest(name=name, namespace=settings.namespace, message=message),
+            settings=settings,
         )
     log.info("asked Argo to stop %s (its exit handler tears down)", name)
 
 
 def status(name: str, settings: ArgoSettings) -> WorkflowState:
     with _service(settings) as svc:
-        wf = _call(svc.get_workflow, name)
+        wf = _call(svc.get_workflow, name, settings=settings)
     st = wf.status
     nodes = []
     for node in ((st.nodes if st else None) or {}).values():

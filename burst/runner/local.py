@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from burst.documents.report import WorkflowResult
 from burst.errors import BadInputError
 from burst.lease import Lease, Renewer, heartbeat_store
 from burst.obs.report import build_report
@@ -302,11 +303,11 @@ class LocalRunner:
         result = engine.run()
         steps = report_steps(engine.manifest, result.nodes)
         report = build_report(self.paths, steps)
-        report["workflow"] = {
-            "template": str(self.options.template),
-            "phase": result.phase,
-            "message": result.message,
-            "exit_handler_phase": result.exit_handler_phase,
-        }
+        report["workflow"] = WorkflowResult(
+            template=str(self.options.template),
+            phase=result.phase,
+            message=result.message,
+            exit_handler_phase=result.exit_handler_phase,
+        ).to_json()
         write_json_atomic(self.paths.report, report)
         return report

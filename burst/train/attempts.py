@@ -1,4 +1,4 @@
-"""The record of every attempt of a run's train step.
+"""The record of every attempt of a run's train step (``burst.documents.TrainAttempt``).
 
 One JSON object per attempt, written when the attempt starts (``outcome: running``), brought
 up to date while it runs (``last_seen_at``, the step reached, its cost so far: every lease
@@ -9,9 +9,12 @@ its number is never used again. The last attempt's document lists them all: wher
 resumed from, whether it was preempted or killed, what the emergency save chose, and the
 costs it measured (the next attempt starts from those measurements).
 
-The records live in the run's checkpoint store under ``train/attempts/<NNNN>.json`` (every
-pod of a run sees the same store, whereas each pod has its own run directory), and a copy is
-appended to ``runs/<run-id>/train-attempts.jsonl`` for the local run directory.
+The records live in the run's checkpoint store under ``ATTEMPTS_PREFIX``
+(``train/attempts/<NNNN>.json``: every pod of a run sees the same store, whereas each pod has
+its own run directory), and a copy is appended to ``runs/<run-id>/train-attempts.jsonl`` for
+the local run directory. This module is their one reader: the train step, teardown's
+checkpoint sync (``burst.infra.ckptsync``) and the run view read them here. A record that is
+not one (cut by a kill mid-write, or of another shape) is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -23,12 +26,60 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from burst.documents import (
+    ATTEMPTS_FILE,
+    ATTEMPTS_PREFIX,
+    DocumentError,
+    TrainAttempt,
+    parse_document,
+    produce,
+)
 from burst.storage.base import ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
 
-FILE_NAME = "train-attempts.jsonl"
-PREFIX = "train/attempts/"
+FILE_NAME = ATTEMPTS_FILE
+PREFIX = ATTEMPTS_PREFIX
+
+
+def _parse(text: str | bytes, where: str) -> TrainAttempt | None:
+    try:
+        return parse_document(TrainAttempt, json.loads(text), where)
+    except (ValueError, DocumentError) as exc:
+        # json's errors are ValueErrors; a DocumentError names the field
+        what = exc.one_line() if isinstance(exc, DocumentError) else exc.__class__.__name__
+        log.warning("%s: not an attempt record (%s), skipped", where, what)
+        return None
+
+
+def read_store(store: ObjectStore) -> list[TrainAttempt]:
+    """The attempt records in a run's checkpoint store, oldest first."""
+    out = []
+    for info in sorted(store.list(PREFIX), key=lambda i: i.key):
+        try:
+            data = store.get_bytes(info.key)
+        except StoreError as exc:
+            log.warning("%s/%s: unreadable attempt record (%s)", store.url, info.key, exc)
+            continue
+        rec = _parse(data, f"{store.url}/{info.key}")
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def read_file(path: Path) -> list[TrainAttempt]:
+    """The attempt records of a run directory's ``train-attempts.jsonl``, oldest first."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip() and (rec := _parse(line, f"{path}:{n}")) is not None:
+            out.append(rec)
+    return out
+
+
 RUNNING = "running"
 DIED = "died"
 
@@ -65,55 +116,21 @@ class AttemptLog:
         self._closed = False
 
     def read(self) -> list[dict[str, Any]]:
-        if self.store is not None:
-            records = self._read_store(self.store)
-            if records:
-                return records
-        return self._read_file()
+        records = read_store(self.store) if self.store is not None else []
+        if not records:
+            records = read_file(self.path)
+        return [r.to_json() for r in records]
 
-    def _read_store(self, store: ObjectStore) -> list[dict[str, Any]]:
-        out = []
-        for info in sorted(store.list(PREFIX), key=lambda i: i.key):
-            try:
-                rec = json.loads(store.get_bytes(info.key))
-            except (ValueError, StoreError) as exc:
-                log.warning(
-                    "%s/%s: not an attempt record (%s), skipped",
-                    store.url,
-                    info.key,
-                    exc.__class__.__name__,
-                )
-                continue
-            if isinstance(rec, dict):
-                out.append(rec)
-        return out
-
-    def _read_file(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        out = []
-        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                # A line cut by a kill mid-write: the attempt it described is lost, not the run.
-                log.warning("%s:%d: not a JSON record, skipped", self.path, n)
-                continue
-            if isinstance(rec, dict):
-                out.append(rec)
-        return out
-
-    def _put(self, record: dict[str, Any]) -> None:
+    def _put(self, record: dict[str, Any]) -> str:
+        text = json.dumps(produce(TrainAttempt, record).to_json(), sort_keys=True, default=str)
         if self.store is None:
-            return
-        text = json.dumps(record, sort_keys=True, default=str)
+            return text
         key = f"{PREFIX}{int(record.get('attempt') or 0):04d}.json"
         try:
             self.store.put_bytes(key, text.encode())
         except StoreError as exc:
             log.warning("cannot record the attempt in %s: %s", self.store.url, exc.one_line())
+        return text
 
     def begin(self, record: dict[str, Any]) -> None:
         """Open the attempt's record (``outcome: running``) as it starts."""
@@ -127,10 +144,9 @@ class AttemptLog:
 
     def append(self, record: dict[str, Any]) -> None:
         """Close the attempt's record (its final outcome) and keep a local copy."""
-        text = json.dumps(record, sort_keys=True, default=str)
         with self._lock:
             self._closed = True
-            self._put(record)
+            text = self._put(record)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(text + "\n")

@@ -13,12 +13,11 @@ import logging
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from burst.checkpoint import CheckpointManager, CheckpointRef
+from burst.checkpoint import CheckpointManager, CheckpointRef, SaveResult
 from burst.checkpoint.sharded import ShardInfo
 from burst.errors import CheckpointError
 from burst.spec import BurstJob
@@ -27,17 +26,6 @@ from burst.storage.location import run_store_url
 log = logging.getLogger(__name__)
 
 NOTICE_SIGNALS = {signal.SIGTERM, signal.SIGINT}
-
-
-@dataclass(frozen=True)
-class SaveResult:
-    step: int
-    tier: str
-    bytes: int  # size of the checkpoint
-    uploaded_bytes: int  # what the upload sent (chunks the store did not hold yet)
-    blocking_s: float  # training stopped this long
-    upload_s: float  # background time from the request to the commit
-    committed_at: float  # time.time() when the commit was seen
 
 
 class RunCheckpoints:
@@ -104,17 +92,7 @@ class RunCheckpoints:
         if last is None or (last.step, last.tier) == self._seen:
             return []
         self._seen = (last.step, last.tier)
-        return [
-            SaveResult(
-                last.step,
-                last.tier,
-                last.total_bytes,
-                last.uploaded_bytes,
-                last.stall_seconds,
-                last.seconds,
-                time.time(),
-            )
-        ]
+        return [last]
 
     def completed(self) -> list[SaveResult]:
         """Commits not reported yet, oldest first."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from burst.checkpoint.sharded import assemble
+from burst.checkpoint.state import check_fits
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
 from burst.train.rng import rng_states, set_rng_states
@@ -61,7 +62,8 @@ def capture_state(
     return state
 
 
-def apply_state(setup: TrainSetup, state: dict[str, Any]) -> int:
+def apply_state(setup: TrainSetup, state: dict[str, Any], where: str = "checkpoint") -> int:
+    check_fits(setup.model.state_dict(), state.get("model"), where)
     setup.model.load_state_dict(state["model"])
     setup.optimizer.load_state_dict(state["optimizer"])
     if setup.scheduler is not None and state.get("scheduler") is not None:
@@ -120,9 +122,11 @@ class TorchEngine:
         if restored is None:
             return None
         state = assemble(restored[1])  # saved by several ranks: the whole state
+        where = f"checkpoint step {restored[0]} (full) in {store.mgr.store.url}"
+        check_fits(self.setup.model.state_dict(), state.get("model"), where)
         if "samples" in state:
             self.samples = restored_samples(self.setup, state, self.batch)
-        return apply_state(self.setup, state)
+        return apply_state(self.setup, state, where)
 
     def nbytes(self, tier: str) -> int:
         if tier == "weights":

@@ -77,7 +77,7 @@ def rank_argv(ctx: StepContext) -> list[str]:
     argv = ["--spec", str(ctx.spec_path), "--run-id", ctx.run_id]
     argv += ["--runs-root", str(ctx.paths.root)]
     for name, doc in ctx.inputs.items():
-        argv += ["--input", f"{name}={json.dumps(doc)}"]
+        argv += ["--input", f"{name}={json.dumps(doc.to_json())}"]
     return argv
 
 

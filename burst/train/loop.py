@@ -27,6 +27,7 @@ import torch
 
 from burst.budget import BudgetExceeded, BudgetGuard
 from burst.checkpoint.sharded import ShardInfo
+from burst.checkpoint.verify import verify_checkpoint
 from burst.errors import BurstError, CheckpointError, Preempted
 from burst.lease import (
     TRAINER_KEY,
@@ -47,6 +48,7 @@ from burst.preempt.watch import Watchers, start_watchers
 from burst.runs import utcnow_iso
 from burst.settings import current
 from burst.spec import BurstJob
+from burst.storage import open_store
 from burst.storage.base import StoreError
 from burst.storage.location import run_replica_url
 from burst.train.attempts import FILE_NAME, AttemptLog, next_number, settle_unclosed
@@ -54,7 +56,7 @@ from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import TrainEngine, open_engine
 from burst.train.ranks import RankLost, Ranks, preempt_rank
 from burst.train.schedule import CheckpointSchedule
-from burst.train.setup import load_entrypoint
+from burst.train.setup import build_setup
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +248,7 @@ class TrainRun:
         engine: TrainEngine | None = None
         try:
             seed_everything(self.job.training.seed)
-            setup = load_entrypoint(self.job)(self.job)
+            setup = build_setup(self.job)
             engine = open_engine(self.job, setup, self.run_dir, self.ranks)
             self.record.update(engine=engine.name, world_size=self.ranks.world)
             return self._train(engine, store, watchers)
@@ -414,6 +416,11 @@ class TrainRun:
             return
         try:
             res = store.mgr.replicate_to(url, steps=[latest.step])
+            # The claim "a second copy exists" rests on reading it back: chunks the replica
+            # already held were not copied, so every chunk of the copy is checked there.
+            check = verify_checkpoint(open_store(url), latest)
+            if not check.ok:
+                raise CheckpointError(f"the copy does not verify: {check.problem()}", where=url)
         except (CheckpointError, BurstError, OSError) as exc:
             log.error("replication to %s failed: %s", url, exc)
             self.record["replica"] = {"store": url, "step": latest.step, "error": str(exc)}
@@ -423,6 +430,7 @@ class TrainRun:
             "step": latest.step,
             "copied_chunks": res.copied_chunks,
             "copied_bytes": res.copied_bytes,
+            "verified": True,
         }
         log.info(
             "checkpoint %d replicated to %s (%d bytes sent)", latest.step, url, res.copied_bytes
@@ -467,28 +475,29 @@ class TrainRun:
     def _learn(self, store: RunCheckpoints) -> None:
         """Take the measured costs of the commits that finished in the background."""
         for res in store.completed():
-            self.mine["checkpoint_bytes"] += res.bytes
+            blocking_s, upload_s = res.stall_seconds, res.seconds
+            self.mine["checkpoint_bytes"] += res.total_bytes
             self.mine["uploaded_bytes"] += res.uploaded_bytes
-            self.mine["stall_s"] += res.blocking_s
-            self.meter.record(res.bytes, res.uploaded_bytes, res.blocking_s, res.upload_s)
-            self.schedule.record_save(res.blocking_s, res.upload_s)
-            self.metrics.record_checkpoint(res.tier, res.bytes, res.blocking_s + res.upload_s)
-            self.metrics.record_stall(res.blocking_s)
+            self.mine["stall_s"] += blocking_s
+            self.meter.record(res.total_bytes, res.uploaded_bytes, blocking_s, upload_s)
+            self.schedule.record_save(blocking_s, upload_s)
+            self.metrics.record_checkpoint(res.tier, res.total_bytes, blocking_s + upload_s)
+            self.metrics.record_stall(blocking_s)
             emit(
                 log,
                 CHECKPOINT,
                 train_step=res.step,
                 tier=res.tier,
-                bytes=res.bytes,
+                bytes=res.total_bytes,
                 uploaded_bytes=res.uploaded_bytes,
             )
             log.info(
                 "checkpoint step %d (%s) committed: %d bytes, blocked %.4fs, upload %.4fs",
                 res.step,
                 res.tier,
-                res.bytes,
-                res.blocking_s,
-                res.upload_s,
+                res.total_bytes,
+                blocking_s,
+                upload_s,
             )
 
     def _preempt(

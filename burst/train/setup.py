@@ -9,7 +9,8 @@ from typing import Any
 
 import torch
 
-from burst.errors import BadInputError
+from burst.errors import BadInputError, BurstError
+from burst.inputs import clip
 from burst.spec import BurstJob
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -32,12 +33,50 @@ class TrainSetup:
 
 
 def load_entrypoint(job: BurstJob) -> Callable[[BurstJob], TrainSetup]:
-    module_name, _, func_name = job.training.entrypoint.partition(":")
+    """The function ``training.entrypoint`` names. A module that is missing, does not
+    compile or raises on import is one line naming the field and the module (exit 2)."""
+    entry = job.training.entrypoint
+    module_name, _, func_name = entry.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise BadInputError(f"training.entrypoint: cannot import {module_name!r}: {exc}") from None
+    except ModuleNotFoundError as exc:
+        raise BadInputError(
+            f"training.entrypoint {entry}: cannot import {module_name!r}: {clip(str(exc))}"
+        ) from None
+    except SyntaxError as exc:
+        where = f"{exc.filename}:{exc.lineno}" if exc.filename else module_name
+        raise BadInputError(
+            f"training.entrypoint {entry}: module {module_name} does not compile "
+            f"({where}: {clip(str(exc.msg))})"
+        ) from None
+    except Exception as exc:
+        raise BadInputError(
+            f"training.entrypoint {entry}: importing module {module_name} raised "
+            f"{exc.__class__.__name__}: {clip(str(exc))}"
+        ) from None
     fn: Any = getattr(module, func_name, None)
     if not callable(fn):
-        raise BadInputError(f"training.entrypoint: {module_name} has no function {func_name!r}")
+        raise BadInputError(
+            f"training.entrypoint {entry}: module {module_name} has no function {func_name!r}"
+        )
     return fn  # type: ignore[no-any-return]
+
+
+def build_setup(job: BurstJob) -> TrainSetup:
+    """Call the entrypoint; what it raises, or a result that is not a TrainSetup, is one
+    line naming ``training.entrypoint`` (exit 2)."""
+    fn = load_entrypoint(job)
+    entry = job.training.entrypoint
+    try:
+        setup = fn(job)
+    except BurstError:
+        raise
+    except Exception as exc:
+        raise BadInputError(
+            f"training.entrypoint {entry} raised {exc.__class__.__name__}: {clip(str(exc))}"
+        ) from None
+    if not isinstance(setup, TrainSetup):
+        raise BadInputError(
+            f"training.entrypoint {entry} returned a {type(setup).__name__}, not a TrainSetup"
+        )
+    return setup

@@ -74,7 +74,7 @@ reasons contains reason(
 # rule: EXP-DEST-LICENCE
 # effect: info
 # summary: the region's country is a licence-required destination for 3A090 (its own country-group fact): the provider holds that authorisation
-# facts: regions.*.*.country_groups, export.destination_licence
+# facts: regions.*.regions.*.country_groups, export.destination_licence
 reasons contains reason(
 	"EXP-DEST-LICENCE", "info",
 	sprintf("%s is a licence-required destination for %s (country groups %v, confidence %s): the provider, not the renter, must hold the export authorisation", [

@@ -56,7 +56,7 @@ used_facts["export.destination_licence"] := export.destination_licence if {
 # rule: FACT-LOW-CONFIDENCE
 # effect: review
 # summary: a fact the decision relies on has low or unknown confidence
-# facts: regions.*, regions.*.*.country_groups, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, jurisdictions.*.localization_general, jurisdictions.*.localization.*, jurisdictions.*.host_localization, export.accelerator_classes.*, export.headquarters_rule, export.screened_headquarters, export.destination_licence
+# facts: regions.*, regions.*.regions.*.country_groups, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, jurisdictions.*.localization_general, jurisdictions.*.localization, jurisdictions.*.host_localization, export.accelerator_classes.*, export.headquarters_rule, export.screened_headquarters, export.destination_licence
 reasons contains reason(
 	"FACT-LOW-CONFIDENCE", "review",
 	concat("", [id, sprintf(" is %s confidence (", [fact.confidence]), short(statement_of(fact)), "): verify it before relying on it"]),
@@ -69,7 +69,7 @@ reasons contains reason(
 # rule: FACT-STALE
 # effect: review
 # summary: a fact the decision relies on was last verified longer ago than settings.max_fact_age_days
-# facts: regions.*, regions.*.*.country_groups, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, jurisdictions.*.localization_general, jurisdictions.*.localization.*, jurisdictions.*.host_localization, export.accelerator_classes.*, export.headquarters_rule, export.screened_headquarters, export.destination_licence
+# facts: regions.*, regions.*.regions.*.country_groups, jurisdictions.*.outbound, jurisdictions.*.inbound_rented_region, jurisdictions.*.localization_general, jurisdictions.*.localization, jurisdictions.*.host_localization, export.accelerator_classes.*, export.headquarters_rule, export.screened_headquarters, export.destination_licence
 reasons contains reason(
 	"FACT-STALE", "review",
 	concat("", [id, sprintf(" was last verified %s, before %s (settings.max_fact_age_days): re-verify it", [

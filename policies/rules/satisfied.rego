@@ -14,28 +14,6 @@ article_of(j) := j.outbound.article if {
 # -- residency ------------------------------------------------------------------------------------
 satisfied contains sat(
 	"XFER-NO-SAFEGUARD",
-	sprintf("%s data is not personal (data_classes.yaml): personal-data transfer rules do not apply", [spec.data.classification]),
-	{"source": ["policies/data_classes.yaml"]}, sprintf("data_classes.%s", [spec.data.classification]),
-) if {
-	data_class
-	not personal
-}
-
-satisfied contains sat(
-	"XFER-NO-SAFEGUARD",
-	concat("", [
-		sprintf("the personal data crosses no border: origin %s and every storage location are in %s", [spec.data.origin, dest_country]),
-	]),
-	origin, sprintf("jurisdictions.%s", [spec.data.origin]),
-) if {
-	personal
-	region
-	origin
-	count(transfers) == 0
-}
-
-satisfied contains sat(
-	"XFER-NO-SAFEGUARD",
 	concat("", [t.from, via_text(t), sprintf(" to %s: destination adequate under ", [dest_country]), article_of(j)]),
 	j.outbound, concat("", ["jurisdictions.", t.from, ".outbound"]),
 ) if {
@@ -256,4 +234,166 @@ satisfied contains sat(
 	some id, fact in used_facts
 	not weak(fact)
 	not stale(fact)
+}
+
+satisfied contains sat(
+	"FACT-STALE",
+	sprintf("last verified %s, not before %s (settings.max_fact_age_days)", [fact.last_verified, input.stale_before]),
+	fact, id,
+) if {
+	some id, fact in used_facts
+	not stale(fact)
+}
+
+# -- inventory: everything the decision needs is on record ----------------------------------------
+satisfied contains sat(
+	"PROVIDER-UNKNOWN",
+	sprintf("provider %s is on record (regions.yaml, providers.yaml)", [cand.provider]),
+	provider_regions, sprintf("regions.%s", [cand.provider]),
+) if provider_known
+
+satisfied contains sat(
+	"REGION-UNKNOWN",
+	sprintf("region %s (%s) is on record in %s", [cand.region, region.name, dest_country]),
+	provider_regions, sprintf("regions.%s", [cand.provider]),
+) if region
+
+satisfied contains sat(
+	"DEST-JURISDICTION-UNKNOWN",
+	sprintf("%s is in jurisdiction %s (%s)", [dest_country, dest_code, dest.law]),
+	dest, sprintf("jurisdictions.%s", [dest_code]),
+) if dest
+
+satisfied contains sat(
+	"CLASS-UNKNOWN",
+	sprintf("data class %s is on record: %s", [spec.data.classification, data_class.description]),
+	{"source": ["policies/data_classes.yaml"]}, sprintf("data_classes.%s", [spec.data.classification]),
+) if data_class
+
+satisfied contains sat(
+	"ORIGIN-UNKNOWN",
+	sprintf("origin %s is on record: %s (%s)", [spec.data.origin, origin.name, origin.law]),
+	origin, sprintf("jurisdictions.%s", [spec.data.origin]),
+) if origin
+
+satisfied contains sat(
+	"STORAGE-UNKNOWN",
+	concat("", ["stored in ", r, ", in ", c]),
+	provider_regions, concat("", ["storage.", r]),
+) if some r, c in storage_countries
+
+satisfied contains sat(
+	"STORAGE-UNKNOWN",
+	"no storage location given (data.region, data.shards): the data is taken to be at its origin",
+	{"source": ["docs/policy.md"]}, "storage",
+) if count(storage_regions) == 0
+
+satisfied contains sat(
+	"EXP-ACCEL-UNKNOWN",
+	sprintf("GPU type %s is export class %s", [spec.compute.gpu_type, accelerator_class]),
+	export.accelerator_classes[accelerator_class], sprintf("export.accelerator_classes.%s", [accelerator_class]),
+) if accelerator_class
+
+# -- transfer rules that had nothing to check -----------------------------------------------------
+transfer_rules := {"XFER-NO-SAFEGUARD", "XFER-ASSESSMENT", "XFER-FILING", "XFER-OUTBOUND-UNKNOWN", "INBOUND-UNKNOWN"}
+
+satisfied contains sat(
+	rule,
+	sprintf("%s data is not personal (data_classes.yaml): personal-data transfer rules do not apply", [spec.data.classification]),
+	{"source": ["policies/data_classes.yaml"]}, sprintf("data_classes.%s", [spec.data.classification]),
+) if {
+	data_class
+	not personal
+	some rule in transfer_rules
+}
+
+satisfied contains sat(
+	rule,
+	sprintf("the personal data crosses no border: origin %s and every storage location are in %s", [spec.data.origin, dest_country]),
+	origin, sprintf("jurisdictions.%s", [spec.data.origin]),
+) if {
+	personal
+	region
+	origin
+	count(transfers) == 0
+	some rule in transfer_rules
+}
+
+satisfied contains sat(
+	"XFER-OUTBOUND-UNKNOWN",
+	concat("", [t.from, via_text(t), " outbound rule on record: ", article_of(j)]),
+	j.outbound, concat("", ["jurisdictions.", t.from, ".outbound"]),
+) if {
+	some t in transfers
+	j := facts.jurisdictions[t.from]
+	j.outbound
+}
+
+satisfied contains sat(
+	"XFER-ASSESSMENT",
+	concat("", [t.from, via_text(t), ": ", article_of(j), " requires no transfer impact assessment", assessment_note(t)]),
+	j.outbound, concat("", ["jurisdictions.", t.from, ".outbound"]),
+) if {
+	some t in transfers
+	j := facts.jurisdictions[t.from]
+	j.outbound
+	not assessment_needed(t)
+}
+
+assessment_needed(t) if {
+	facts.jurisdictions[t.from].outbound.assessment_required
+	not adequate_for(t)
+}
+
+assessment_note(t) := " (adequate destination)" if adequate_for(t) else := ""
+
+satisfied contains sat(
+	"XFER-FILING",
+	concat("", [t.from, via_text(t), ": ", article_of(j), " imposes no filing or volume test the spec cannot show"]),
+	j.outbound, concat("", ["jurisdictions.", t.from, ".outbound"]),
+) if {
+	some t in transfers
+	j := facts.jurisdictions[t.from]
+	j.outbound
+	not j.outbound.always_review
+}
+
+# -- model export rules with something to check ---------------------------------------------------
+satisfied contains sat(
+	"EXP-WEIGHTS-4E091",
+	sprintf("closed weights trained with %v operations, not above %v (ECCN 4E091 class)", [
+		spec.model.training_ops, export.model_weights.threshold_ops,
+	]),
+	export.model_weights, "export.model_weights",
+) if {
+	abroad_closed_weights
+	spec.model.training_ops != null
+	spec.model.training_ops <= export.model_weights.threshold_ops
+}
+
+satisfied contains sat(
+	"EXP-WEIGHTS-OPS-UNKNOWN",
+	weights_ops_text,
+	export.model_weights, "export.model_weights",
+) if {
+	not ops_unknown_abroad
+}
+
+ops_unknown_abroad if {
+	abroad_closed_weights
+	spec.model.training_ops == null
+}
+
+weights_ops_text := sprintf("training operations on record (%v)", [spec.model.training_ops]) if {
+	spec.model.training_ops != null
+} else := weights_text
+
+satisfied contains sat(
+	"EXP-MODEL-CONTROLLED",
+	sprintf("controlled model trained at home (%s)", [spec.organization.headquarters]),
+	export.controlled_models, "export.controlled_models",
+) if {
+	spec.model.export_sensitivity == "controlled"
+	region
+	not abroad
 }

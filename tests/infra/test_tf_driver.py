@@ -180,7 +180,11 @@ def _aws_env(tmp_path: Path) -> dict[str, str]:
 def test_aws_workspace_needs_its_settings(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="BURST_TF_STATE_BUCKET, BURST_TF_STATE_REGION"):
         workspace_for("r1", tmp_path, {"BURST_TF_STACK": "aws"})
-    with pytest.raises(BadInputError, match="BURST_TF_STACK='gcp'"):
+    with pytest.raises(BadInputError, match="BURST_TF_STACK='oci'"):
+        workspace_for("r1", tmp_path, {"BURST_TF_STACK": "oci"})
+    with pytest.raises(
+        BadInputError, match="BURST_TF_STACK=gcp needs BURST_TF_STATE_BUCKET, BURST"
+    ):
         workspace_for("r1", tmp_path, {"BURST_TF_STACK": "gcp"})
     env = {**_aws_env(tmp_path), "BURST_TF_SITE_VARS": str(tmp_path / "nope.tfvars")}
     with pytest.raises(BadInputError, match="no such file"):

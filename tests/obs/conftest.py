@@ -1,6 +1,8 @@
-"""A realistic run directory built by hand (the shape `burst run` leaves behind): report.json
-as burst.obs.report writes it, step documents, JSON-line logs written through the real logging
-setup and event helper, and metric files written by the real RunMetrics.
+"""A realistic run directory (the shape `burst run` leaves behind): report.json, the train
+attempt records and the step documents' envelopes built from the real models
+(burst.documents: they cannot drift from what `burst run` writes), JSON-line logs written
+through the real logging setup and event helper, and metric files written by the real
+RunMetrics.
 
 The quickstart preempted once at step 7: train ran twice (attempt 1 exit 75, attempt 2 exit 0),
 checkpoints committed at steps 5, 10, 15, 20, 25, 30."""
@@ -15,6 +17,16 @@ from typing import Any
 
 import pytest
 
+from burst.documents import (
+    Candidate,
+    ProvisionAttempt,
+    RunReport,
+    StepDocument,
+    StepRecord,
+    TrainAttempt,
+)
+from burst.documents.report import TeardownSummary
+from burst.documents.train import EmergencySave, Notice
 from burst.obs import events as ev
 from burst.obs.logs import JsonLineFormatter
 from burst.obs.metrics import RunMetrics, metrics_file
@@ -87,7 +99,7 @@ def make_run(
                     )
                 )
         _log_records(d / "logs" / f"{name}.log", name, recs)
-        doc = {"step": name, "run_id": run_id, "seconds": secs}
+        doc = StepDocument(step=name, run_id=run_id, seconds=secs).to_json()
         (d / "docs" / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
 
     # The train step's attempt records (burst.train.attempts), as the lead's loop writes them.
@@ -95,32 +107,29 @@ def make_run(
         return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     attempts = [
-        {
-            "attempt": 1,
-            "started_at": iso(T0 + 9),
-            "finished_at": iso(T0 + 22),
-            "preempted": True,
-            "outcome": "preempted",
-            "ended_at_step": 7,
-            "notice": {"source": "sigterm", "received_at": T0 + 21.0, "deadline": T0 + 51.0},
-            "emergency_save": {
-                "tier": "weights",
-                "committed_step": 7,
-                "committed_at": T0 + 21.4,
-                "bytes": 400_000,
-            },
-        },
-        {
-            "attempt": 2,
-            "started_at": iso(T0 + 22),
-            "finished_at": iso(T0 + 49),
-            "preempted": False,
-            "outcome": "done",
-            "resumed_from": 5,
-        },
+        TrainAttempt(
+            attempt=1,
+            started_at=iso(T0 + 9),
+            finished_at=iso(T0 + 22),
+            preempted=True,
+            outcome="preempted",
+            ended_at_step=7,
+            notice=Notice(source="sigterm", received_at=T0 + 21.0, deadline=T0 + 51.0),
+            emergency_save=EmergencySave(
+                tier="weights", committed_step=7, committed_at=T0 + 21.4, bytes=400_000
+            ),
+        ),
+        TrainAttempt(
+            attempt=2,
+            started_at=iso(T0 + 22),
+            finished_at=iso(T0 + 49),
+            preempted=False,
+            outcome="done",
+            resumed_from=5,
+        ),
     ]
     (d / "train-attempts.jsonl").write_text(
-        "".join(json.dumps(a) + "\n" for a in attempts), encoding="utf-8"
+        "".join(json.dumps(a.to_json()) + "\n" for a in attempts), encoding="utf-8"
     )
 
     labels = {
@@ -156,31 +165,33 @@ def make_run(
     down.write_textfile(metrics_file(d, "teardown"))
 
     if with_report:
-        report = {
-            "run_id": run_id,
-            "status": "succeeded" if not leaked else "failed",
-            "exit_code": 0 if not leaked else 4,
-            "finished_at": "2026-11-21T23:00:55Z",
-            "steps": [
-                {"name": n, "status": st, "exit_code": c, "seconds": s, "attempts": a}
+        report = RunReport(
+            run_id=run_id,
+            status="succeeded" if not leaked else "failed",
+            exit_code=0 if not leaked else 4,
+            finished_at="2026-11-21T23:00:55Z",
+            steps=[
+                StepRecord(name=n, status=st, exit_code=c, seconds=s, attempts=a)
                 for n, _o, s, st, c, a in STEPS
             ],
-            "failure": None,
-            "checkpoints": len(CHECKPOINT_STEPS),
-            "final_step": 30,
-            "final_weights_sha256": "9f" * 32,
-            "candidate": {
-                "region": "ap-southeast-1",
-                "provider": "aws",
-                "capacity": "spot",
-                "expected_cost_usd": 2.4,
-            },
-            "provision_attempts": [{"region": "ap-southeast-1", "outcome": "ok"}],
-            "terraform_state": str(d / "terraform" / "terraform.tfstate"),
-            "resources_remaining": leaked,
-            "teardown": {"destroyed": 3, "attempts": 1, "errors": []},
-        }
-        (d / "report.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+            failure=None,
+            checkpoints=len(CHECKPOINT_STEPS),
+            final_step=30,
+            final_weights_sha256="9f" * 32,
+            preemptions=1,
+            candidate=Candidate(
+                region="ap-southeast-1", provider="aws", capacity="spot", expected_cost_usd=2.4
+            ),
+            provision_attempts=[
+                ProvisionAttempt(
+                    index=1, region="ap-southeast-1", provider="aws", capacity="spot", result="ok"
+                )
+            ],
+            terraform_state=str(d / "terraform" / "terraform.tfstate"),
+            resources_remaining=leaked,
+            teardown=TeardownSummary(destroyed=not leaked, attempts=1, errors=[]),
+        )
+        (d / "report.json").write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
     return d
 
 

@@ -203,4 +203,4 @@ def test_cli_bad_catalog_exit_2_no_traceback(burst_cmd: list[str], tmp_path: Pat
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert f"{user}: offers[0] aws/ap-southeast-3/h100: on_demand_usd_per_hour" in proc.stderr
+    assert f"{user}:2: offers[0] aws/ap-southeast-3/h100: on_demand_usd_per_hour" in proc.stderr

@@ -40,6 +40,7 @@ def _decisions(verdicts: dict[str, str], **extra: object) -> dict:  # type: igno
     """A decision record for the quickstart (made_for=its spec hash) with these verdicts."""
     return {
         "spec_sha256": make_spec().sha256(),
+        "policy_sha256": "0" * 64,  # built by hand: policies not checked here
         "decisions": [
             {"region": r, "provider": "aws", "verdict": v, "reasons": [], **extra}
             for r, v in verdicts.items()
@@ -210,12 +211,13 @@ def test_region_of_another_provider_is_excluded(cat) -> None:  # type: ignore[no
 
 
 def test_bad_decision_record(cat) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(BadInputError, match=r"decisions\[0\]: verdict"):
+    with pytest.raises(BadInputError, match=r"decisions\[0\]\.verdict"):
         plan(
             make_spec(),
             cat,
             {
                 "spec_sha256": make_spec().sha256(),
+                "policy_sha256": "0" * 64,  # built by hand: policies not checked here
                 "decisions": [{"region": "x", "provider": "aws", "verdict": "maybe"}],
             },
         )

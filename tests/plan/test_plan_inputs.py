@@ -44,7 +44,7 @@ def _one_line(stderr: str) -> str:
 def test_library_refuses_a_record_of_another_spec() -> None:
     cat = load_catalog(use_env=False)
     other = make_spec(**{"training.steps": 31})
-    record = {"spec_sha256": other.sha256(), "decisions": []}
+    record = {"spec_sha256": other.sha256(), "policy_sha256": "0" * 64, "decisions": []}
     with pytest.raises(PolicyRefusal, match="another spec") as info:
         plan(make_spec(), cat, record, decision_source="rec.json")
     assert info.value.exit_code == EXIT_REFUSED and info.value.where == "rec.json"

@@ -143,6 +143,10 @@ def test_policy_explain(burst_cmd: list[str]) -> None:
         and "jurisdictions.AE.localization.health-ict-law" in proc.stdout
         and "https://" in proc.stdout
     )
+    # per-region facts are listed under the ids the rules cite (regions.P.R.country_groups)
+    proc = run([*burst_cmd, "policy", "explain", "EXP-DEST-LICENCE"])
+    assert proc.returncode == 0
+    assert "regions.azure.israelcentral.country_groups: confidence low" in proc.stdout
     proc = run([*burst_cmd, "policy", "explain", "NO-SUCH-RULE"])
     assert proc.returncode == EXIT_BAD_INPUT and "no rule" in proc.stderr
 

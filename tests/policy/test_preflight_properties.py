@@ -25,6 +25,7 @@ from policy_helpers import POLICIES, job_from
 
 from burst.policy import PolicySet, load_policies
 from burst.policy.engine import Engine, input_document
+from burst.policy.loader import rule_catalog
 from burst.spec import BurstJob
 
 TODAY = dt.date(2026, 11, 23)
@@ -233,8 +234,25 @@ def test_no_allow_rests_on_an_unsure_fact_without_a_bound_sign_off(
             assert org.headquarters == job.organization.headquarters
             assert org.parent_headquarters == job.organization.parent_headquarters
             assert fact_id in e.scope.facts and region in e.scope.regions
-    # whatever allowed it is on record with its source
-    assert d["satisfied"] and all(s["source"] for s in d["satisfied"])
+    # the allow explains itself: every rule that could have blocked it is listed as satisfied
+    # (or, for a review rule, appears waived), each with its source
+    assert all(s["source"] and s["message"] for s in d["satisfied"])
+    answered = {s["rule"] for s in d["satisfied"]} | {
+        r["rule"] for r in d["reasons"] if "waived_by" in r
+    }
+    missing = blocking_rules(policies) - answered
+    assert not missing, f"allow of {provider}/{region} does not say what satisfied {missing}"
+
+
+def blocking_rules(policies: PolicySet) -> set[str]:
+    """Every rule whose header says it can deny or review (not the info notes)."""
+    out = set()
+    for rule, (module, line) in rule_catalog(policies).items():
+        effect = module.text.splitlines()[line + 1]
+        assert effect.startswith("# effect:"), (rule, effect)
+        if "deny" in effect or "review" in effect:
+            out.add(rule)
+    return out
 
 
 def test_the_generator_reaches_allows(engine: Engine) -> None:
@@ -255,6 +273,12 @@ def test_the_generator_reaches_allows(engine: Engine) -> None:
         input_document(other, "asia-southeast1", "gcp", today=TODAY, max_fact_age_days=365)
     )
     assert no["verdict"] == "review"
+
+
+def test_blocking_rules_are_the_catalog_less_notes(policies: PolicySet) -> None:
+    rules = blocking_rules(policies)
+    assert {"XFER-NO-SAFEGUARD", "RES-LOCALIZATION", "FACT-LOW-CONFIDENCE", "PROV-CMK"} <= rules
+    assert not rules & {"EXP-HQ-SCREENED", "EXP-DEST-LICENCE", "EXC-NOT-IN-FORCE"}
 
 
 def test_property_module_reads_the_policies_it_tests() -> None:

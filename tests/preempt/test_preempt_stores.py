@@ -115,6 +115,7 @@ def store_refs(store):  # type: ignore[no-untyped-def]
     return list_checkpoints(store)
 
 
+@pytest.mark.e2e
 def test_a_corrupt_chunk_is_never_trusted_by_deduplication(tmp_path: Path) -> None:
     """The K-class case: a bit flips in a chunk of the newest full checkpoint. The resumed run
     falls back, retrains, and its saves hash to that chunk's name again: the chunk must be

@@ -148,10 +148,13 @@ def test_a_snapshot_is_frozen_typed_and_parsed_on_read() -> None:
         s.runs_root = Path("/elsewhere")  # type: ignore[misc]
     with pytest.raises(KeyError):
         s.raw("HOME")
-    bad = Settings.from_env({"BURST_SIGTERM_GRACE_S": "soon", "BURST_TF_STACK": "gcp"})
+    bad = Settings.from_env({"BURST_SIGTERM_GRACE_S": "soon", "BURST_TF_STACK": "oci"})
     with pytest.raises(BadInputError, match="BURST_SIGTERM_GRACE_S='soon'"):
         _ = bad.sigterm_grace_s
-    with pytest.raises(BadInputError, match="BURST_TF_STACK='gcp' is not one of local, aws"):
+    with pytest.raises(
+        BadInputError,
+        match="BURST_TF_STACK='oci' is not one of local, aws, gcp, azure, nebius, cloud",
+    ):
         _ = bad.tf_stack
     assert "secret" not in repr(Settings.from_env({"ARGO_TOKEN": "secret"}))
 

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 import yaml
 
+from burst.documents import json_schema
 from burst.errors import PolicyRefusal
 from burst.supplychain.layout import LayoutStore
 from burst.supplychain.signature import SIMPLE_SIGNING
@@ -23,7 +24,6 @@ from burst.supplychain.verify import verify_image
 
 REPO = Path(__file__).resolve().parents[2]
 LAYOUT = REPO / "examples" / "images" / "quickstart-oci"
-SCHEMA = REPO / "burst" / "supplychain" / "verify_image.schema.json"
 
 
 def quickstart_reference() -> str:
@@ -69,7 +69,7 @@ def test_step_writes_a_document_matching_its_schema(tmp_path: Path) -> None:
     proc, out = run_step(spec_with(tmp_path, quickstart_reference()), tmp_path, "vi-ok")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(out.read_text())
-    jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
+    jsonschema.validate(doc, json_schema("verified-image"))  # the document's one schema
     assert doc["digest"] == quickstart_reference().split("@")[1]
     assert doc["signature"]["key"] == "burst-dev"
     assert doc["compatibility"]["gpu_type"] == "h100"

@@ -31,6 +31,17 @@ pytestmark = pytest.mark.e2e
 STACKS = {
     "local": REPO_ROOT / "terraform" / "modules" / "local-nodegroup",
     "aws": REPO_ROOT / "terraform" / "stacks" / "burst-run",
+    "gcp": REPO_ROOT / "terraform" / "stacks" / "gcp-run",
+    "azure": REPO_ROOT / "terraform" / "stacks" / "azure-run",
+    "nebius": REPO_ROOT / "terraform" / "stacks" / "nebius-run",
+}
+# where each stack's candidates are planned (a catalog offer of that provider)
+WHERE = {
+    "local": ("aws", "ap-southeast-3"),
+    "aws": ("aws", "ap-southeast-3"),
+    "gcp": ("gcp", "asia-southeast1"),
+    "azure": ("azure", "uaenorth"),
+    "nebius": ("nebius", "eu-north1"),
 }
 TAGS = {
     "burst:run-id": "vocab",
@@ -42,12 +53,13 @@ TAGS = {
 }
 
 
-def _candidates(tmp_path: Path) -> tuple[Any, list[dict[str, Any]]]:
+def _candidates(tmp_path: Path, stack: str = "aws") -> tuple[Any, list[dict[str, Any]]]:
+    provider, region = WHERE[stack]
     quick = yaml.safe_load((REPO_ROOT / "examples" / "quickstart.yaml").read_text())
     quick["training"].update(step_seconds=3600.0, steps=40, checkpoint={"interval_steps": "auto"})
     quick["budget"].update(max_hours=100, max_usd=50000)
     quick["model"]["parameters"] = 7e9
-    quick["compute"].update(gpu_count=32, regions=["ap-southeast-3"])
+    quick["compute"].update(gpu_count=32, regions=[region], providers=[provider])
     job = parse_spec(yaml.safe_dump(quick), "<vocabulary spec>")
     user = tmp_path / "spot.yaml"
     user.write_text(
@@ -69,7 +81,7 @@ def _validation_root(tmp_path: Path, stack: str) -> Path:
 
 
 def _render(stack: str, job: Any, cand: dict[str, Any], workdir: Path) -> list[Path]:
-    site = STACKS["aws"] / "site.tfvars.example" if stack == "aws" else None
+    site = None if stack == "local" else STACKS[stack] / "site.tfvars.example"
     ws = Workspace(stack, "vocab", workdir, {}, site)
     variables = ws.variables(
         run_id="vocab",
@@ -85,6 +97,8 @@ def _render(stack: str, job: Any, cand: dict[str, Any], workdir: Path) -> list[P
 
 def _plan(tf: Any, root: Path, files: list[Path]) -> Any:
     args = ["plan", "-input=false", "-no-color", "-lock=false"]
+    if 'variable "vpn_shared_secret"' in (root / "variables.tf").read_text():
+        args.append("-var=vpn_shared_secret=test-only")  # TF_VAR_ from a secret store in a run
     return tf(*args, *[f"-var-file={f}" for f in files], chdir=root)
 
 
@@ -92,7 +106,8 @@ def _plan(tf: Any, root: Path, files: list[Path]) -> Any:
 def test_every_candidate_capacity_passes_the_stack_validation(
     tf: Any, tmp_path: Path, stack: str
 ) -> None:
-    job, cands = _candidates(tmp_path)
+    job, cands = _candidates(tmp_path, stack)
+    assert {c["provider"] for c in cands} == {WHERE[stack][0]}
     emitted = {c["capacity"] for c in cands}
     assert emitted == set(CANDIDATE_CAPACITIES), emitted  # the planner emits every kind
     root = _validation_root(tmp_path, stack)
@@ -106,7 +121,7 @@ def test_every_candidate_capacity_passes_the_stack_validation(
 
 @pytest.mark.parametrize("stack", sorted(STACKS))
 def test_a_capacity_outside_the_vocabulary_is_refused(tf: Any, tmp_path: Path, stack: str) -> None:
-    job, cands = _candidates(tmp_path)
+    job, cands = _candidates(tmp_path, stack)
     floor = next(c for c in cands if c["capacity"] == "spot_with_floor")
     root = _validation_root(tmp_path, stack)
     assert tf("init", "-input=false", "-no-color", chdir=root).returncode == 0
@@ -115,7 +130,7 @@ def test_a_capacity_outside_the_vocabulary_is_refused(tf: Any, tmp_path: Path, s
     out = _plan(tf, root, files)
     assert out.returncode != 0
     assert "capacity must be spot, on_demand or spot_with_floor" in out.stderr
-    if stack == "aws":  # a floor as large as the whole node count is refused too
+    if stack != "local":  # a floor as large as the whole node count is refused too
         files = _render(stack, job, {**floor, "floor_nodes": node_count(job)}, tmp_path / "f")
         out = _plan(tf, root, files)
         assert out.returncode != 0 and "on_demand_floor must be" in out.stderr

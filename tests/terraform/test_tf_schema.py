@@ -136,3 +136,39 @@ def test_unknown_path_and_cache_location(tmp_path: Path) -> None:
     assert schemacheck.main([str(tmp_path / "nope")]) == 2
     assert schemacheck.cache_dir().name == "provider-schemas"
     assert shutil.which("npm") or schemacheck.cache_dir().exists()
+
+
+def test_the_schema_says_which_resources_must_carry_the_run_tags(
+    tmp_path: Path, schemas: dict[str, tuple[dict[str, Any], dict[str, Any]]]
+) -> None:
+    """Azure has no provider-wide default tags: a taggable resource without tags is found;
+    GCP's default_labels tag every resource of the stack, so none is required there."""
+    stack = tmp_path / "azure-run"
+    shutil.copytree(TERRAFORM / "stacks" / "azure-run", stack)
+    main = stack / "main.tf"
+    text = main.read_text()
+    block = text[text.index('resource "azurerm_local_network_gateway" "control"') :]
+    line = "  tags                = local.tags\n"
+    assert line in block
+    cut = text.index(line, text.index('resource "azurerm_local_network_gateway" "control"'))
+    main.write_text(text[:cut] + text[cut + len(line) :])
+    ((directory, files),) = list(modules_under([stack]))
+    for which in (0, 1):
+        findings, _ = check_module(
+            parse_module(directory, files), {"azurerm": schemas["azurerm"][which]}
+        )
+        assert [(f.rule, f.address) for f in findings] == [
+            ("tags", "azurerm_local_network_gateway.control")
+        ], "\n".join(map(str, findings))
+    gcp = tmp_path / "gcp-run"
+    shutil.copytree(TERRAFORM / "stacks" / "gcp-run", gcp)
+    gmain = gcp / "main.tf"
+    gtext = gmain.read_text()
+    assert "  default_labels = local.labels\n" in gtext
+    gmain.write_text(gtext.replace("  default_labels = local.labels\n", ""))
+    ((gdir, gfiles),) = list(modules_under([gcp]))
+    found, _ = check_module(parse_module(gdir, gfiles), {"google": schemas["google"][1]})
+    untagged = sorted(f.address for f in found if f.rule == "tags")
+    # without default_labels, the labelable resources that set no labels are named
+    assert "google_compute_ha_vpn_gateway.run" in untagged
+    assert "google_storage_bucket.checkpoints" not in untagged  # it sets labels itself

@@ -162,6 +162,52 @@ def test_modules_have_the_four_file_shape_and_documented_variables() -> None:
                 assert f"`{out.strip(chr(34))}`" in readme, f"{name}/README.md: output {out}"
 
 
+PROVIDER_STACKS = ("burst-run", "gcp-run", "azure-run", "nebius-run")
+OUTPUTS_CONTRACT = (
+    "region",
+    "node_group_name",
+    "node_selector",
+    "tolerations",
+    "service_account",
+    "service_account_annotations",
+    "pod_identity",
+    "checkpoint_uri",
+    "kms_key_id",
+    "vpn_connection_id",
+    "vpn_status",
+    "tags",
+)
+
+
+def test_every_provider_stack_has_the_shape_the_contract_and_its_docs() -> None:
+    import hcl2
+
+    for name in PROVIDER_STACKS:
+        stack = TERRAFORM / "stacks" / name
+        for f in ("main.tf", "variables.tf", "outputs.tf", "versions.tf", "README.md"):
+            assert (stack / f).is_file(), f"{name}/{f} missing"
+        assert (stack / "site.tfvars.example").is_file(), name
+        versions = (stack / "versions.tf").read_text()
+        assert re.search(r'required_version\s*=\s*">= 1\.\d+\.\d+, < 2\.0\.0"', versions), name
+        outputs = {
+            out.strip('"'): body
+            for block in hcl2.load((stack / "outputs.tf").open())["output"]
+            for out, body in block.items()
+        }
+        missing = [o for o in OUTPUTS_CONTRACT if o not in outputs]
+        assert not missing, f"{name} lacks outputs {missing}"
+        variables = hcl2.load((stack / "variables.tf").open())["variable"]
+        names = {v.strip('"') for block in variables for v in block}
+        assert {"run_id", "region", "capacity", "node_count", "on_demand_floor"} <= names, name
+        if name == "burst-run":
+            continue  # its README lists the contract; the others document every input too
+        readme = (stack / "README.md").read_text()
+        for var in names:
+            assert f"`{var}`" in readme, f"{name}/README.md does not document {var}"
+        for out in outputs:
+            assert f"`{out}`" in readme, f"{name}/README.md: output {out}"
+
+
 def test_aws_module_outputs_use_try() -> None:
     for name in AWS_MODULES:
         text = (MODULES / name / "outputs.tf").read_text()

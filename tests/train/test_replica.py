@@ -25,6 +25,7 @@ def test_final_checkpoint_is_replicated_and_restores_from_the_replica(
     train = json.loads((runs_root / "rep" / "docs" / "train.json").read_text())
     assert train["replica"]["store"] == f"file://{replica / 'rep'}"
     assert train["replica"]["step"] == 30 and train["replica"]["copied_bytes"] > 0
+    assert train["replica"]["verified"] is True  # read back in the replica, chunk by chunk
 
     primary = CheckpointManager(train["checkpoint_store"])
     copy = CheckpointManager(train["replica"]["store"])

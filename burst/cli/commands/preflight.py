@@ -25,9 +25,9 @@ from burst.errors import EXIT_REFUSED
 )
 @click.option(
     "--max-fact-age-days",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=3650),
     default=None,
-    help="Facts verified longer ago never allow (default: policies/settings.yaml).",
+    help="Facts verified longer ago never allow, 1 to 3650 (default: policies/settings.yaml).",
 )
 @click.option(
     "--today",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,6 +25,24 @@ def _argo_live() -> tuple[set[str], dict[str, object]]:
     except BurstError as exc:
         return set(), {"checked": False, "error": exc.one_line()}
     return names, {"checked": True, "unfinished": sorted(names)}
+
+
+class _Checked:
+    """An inventory whose listing failures are one line naming the endpoint (exit 4)."""
+
+    def __init__(self, inner: Any, source: str) -> None:
+        self.inner = inner
+        self.region = inner.region
+        self.source = source
+
+    def tagged(self, run_id: str | None = None) -> list[Any]:
+        from burst.infra.remote_errors import aws_errors
+
+        with aws_errors("scanning tagged resources", self.region, self.source):
+            return list(self.inner.tagged(run_id))
+
+    def delete(self, res: Any) -> None:
+        self.inner.delete(res)
 
 
 @click.command("reap")
@@ -64,6 +83,7 @@ def command(
     from burst.errors import EXIT_INFRA, BadInputError
     from burst.infra.leakscan import AwsInventory
     from burst.infra.reaper import parse_time, reap
+    from burst.infra.remote_errors import aws_errors, check_aws_endpoint, check_region
     from burst.runs import runs_root as default_root
 
     now = dt.datetime.now(dt.UTC)
@@ -76,16 +96,28 @@ def command(
 
     env = current()
     names = list(regions) or list(env.reap_regions)
-    inventories = [AwsInventory(r.strip()) for r in names]
+    source = "--region" if regions else "BURST_REAP_REGIONS"
+    check_aws_endpoint()
+    names = [check_region(r.strip(), source) for r in names]
+    inventories = [_Checked(AwsInventory(r.strip()), source) for r in names]
     s3_states = []
-    bucket = env.tf_state_bucket
+    from burst.infra.workspace import per_stack
+
+    bucket = per_stack(env.tf_state_bucket, "aws")  # one value, or aws=... of a per-stack map
     if bucket:  # the S3 state store of aws runs
         from burst.infra.reaper import runs_in_s3_state_store
 
-        region = env.tf_state_region or (names[0] if names else None)
+        region = per_stack(env.tf_state_region, "aws") or (names[0] if names else None)
         if not region:
             raise BadInputError("BURST_TF_STATE_BUCKET is set: set BURST_TF_STATE_REGION too")
-        s3_states = runs_in_s3_state_store(bucket, region)
+        if env.tf_state_region:
+            check_region(region, "BURST_TF_STATE_REGION")
+        with aws_errors(
+            f"reading the Terraform state bucket {bucket!r} (BURST_TF_STATE_BUCKET)",
+            region,
+            "BURST_TF_STATE_REGION" if env.tf_state_region else source,
+        ):
+            s3_states = runs_in_s3_state_store(bucket, region)
     live, argo = _argo_live()
     doc = reap(
         now,
@@ -112,5 +144,7 @@ def command(
             click.echo(f"  {run['run_id']}: {what}, expires {run['expires_at']}: {run['verdict']}")
         for act in doc["actions"]:
             click.echo(f"  -> {act['run_id']}: {act['action']}")
+    for line in doc.get("scan_errors", []):
+        click.echo(f"burst: error: {line}", err=True)
     if doc["errors"]:
         raise SystemExit(EXIT_INFRA)

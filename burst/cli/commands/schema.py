@@ -1,4 +1,4 @@
-"""burst schema: print the job spec's JSON Schema."""
+"""burst schema: print the job spec's JSON Schema, or a step document's (``--document``)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,28 @@ import json
 
 import click
 
-from burst.spec import json_schema
+from burst.documents import DOCUMENTS
+
+DOCUMENT_HELP = "Print this step document's schema instead: " + ", ".join(DOCUMENTS) + "."
 
 
 @click.command("schema")
-def command() -> None:
-    """Print the JSON Schema of a job spec (for editors and CI)."""
-    click.echo(json.dumps(json_schema(), indent=2))
+@click.option(
+    "--document",
+    "document",
+    metavar="NAME",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    help=DOCUMENT_HELP,
+)
+def command(document: str | None) -> None:
+    """Print the JSON Schema of a job spec, or of a step document (for editors and CI)."""
+    if document is None:
+        from burst.spec import json_schema
+
+        click.echo(json.dumps(json_schema(), indent=2))
+        return
+    from burst.documents import json_schema as document_schema
+
+    click.echo(json.dumps(document_schema(document), indent=2))

@@ -3,6 +3,11 @@ output "vpn_connection_id" {
   value       = try(aws_vpn_connection.this.id, null)
 }
 
+output "tunnel_status" {
+  description = "Status (UP or DOWN) of each tunnel, as AWS last reported it."
+  value       = try(aws_vpn_connection.this.vgw_telemetry[*].status, [])
+}
+
 output "vpn_gateway_id" {
   description = "ID of the VPN gateway, or null when attached to a transit gateway."
   value       = try(aws_vpn_gateway.this[0].id, null)

@@ -20,6 +20,30 @@ locals {
     "topology/region" = var.region
   }
   no_capacity = contains(var.simulate_no_capacity, var.region)
+
+  # Each provider's own words for "no capacity here" (burst.infra.terraform.CAPACITY_PATTERNS
+  # classifies them all as capacity errors, so failover across providers rehearses here).
+  capacity_errors = {
+    aws    = "InsufficientInstanceCapacity: We currently do not have sufficient ${var.gpu_type} capacity in the Availability Zone you requested (${var.region})"
+    gcp    = "ZONE_RESOURCE_POOL_EXHAUSTED: The zone '${var.region}-a' does not have enough resources available to fulfill the request"
+    azure  = "AllocationFailed: Allocation failed. We do not have sufficient capacity for the requested VM size in this region (${var.region})"
+    nebius = "RESOURCE_EXHAUSTED: not enough resources for platform ${var.gpu_type} in ${var.region}"
+    oci    = "Out of host capacity. (${var.region})"
+  }
+  capacity_error = lookup(local.capacity_errors, var.cloud_provider, local.capacity_errors["aws"])
+
+  # Each provider's outputs, emulated with the same names and shapes as its stack's
+  spot_toleration = var.cloud_provider == "azure" ? {
+    key = "kubernetes.azure.com/scalesetpriority", operator = "Equal", value = "spot", effect = "NoSchedule"
+  } : { key = "spot", operator = "Equal", value = "true", effect = "NoSchedule" }
+  identity = {
+    aws    = { annotations = { "eks.amazonaws.com/role-arn" = "arn:aws:iam::local:role/burst-${var.run_id}-pod" }, uri = "s3://burst-${var.run_id}-ckpt/runs/${var.run_id}/" }
+    gcp    = { annotations = { "iam.gke.io/gcp-service-account" = "burst-${var.run_id}@local.iam.gserviceaccount.com" }, uri = "gs://burst-${var.run_id}-ckpt/runs/${var.run_id}/" }
+    azure  = { annotations = { "azure.workload.identity/client-id" = "local-client-id" }, uri = "az://burst${var.run_id}/checkpoints/runs/${var.run_id}/" }
+    nebius = { annotations = {}, uri = "s3://burst-${var.run_id}-ckpt/runs/${var.run_id}/" }
+    oci    = { annotations = {}, uri = "oci://burst-${var.run_id}-ckpt/runs/${var.run_id}/" }
+  }
+  emulated = lookup(local.identity, var.cloud_provider, local.identity["aws"])
 }
 
 ################################################################################
@@ -53,7 +77,7 @@ resource "terraform_data" "node_group" {
     # checked at apply time, after the VPN and the node group are in the state.
     postcondition {
       condition     = self.id == "" || !local.no_capacity
-      error_message = "InsufficientInstanceCapacity: node group burst-${var.run_id} CREATE_FAILED: there is no ${var.capacity} capacity for ${var.gpu_type} in ${var.region} (emulated by simulate_no_capacity)."
+      error_message = "${local.capacity_error}: node group burst-${var.run_id} CREATE_FAILED: there is no ${var.capacity} capacity for ${var.gpu_type} in ${var.region} (${var.cloud_provider}, emulated by simulate_no_capacity)."
     }
     postcondition {
       condition     = self.id == "" || !var.fail_midway

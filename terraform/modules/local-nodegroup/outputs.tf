@@ -17,8 +17,28 @@ output "tolerations" {
   description = "Tolerations the train step needs for this node group's taints."
   value = concat(
     [{ key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" }],
-    var.capacity == "on_demand" ? [] : [{ key = "spot", operator = "Equal", value = "true", effect = "NoSchedule" }],
+    var.capacity == "on_demand" ? [] : [local.spot_toleration],
   )
+}
+
+output "service_account" {
+  description = "Kubernetes service account of the train pods (as the provider's stack outputs it)."
+  value       = { namespace = "burst", name = "burst-${var.run_id}" }
+}
+
+output "service_account_annotations" {
+  description = "Annotations of that service account, emulating the provider's pod identity."
+  value       = local.emulated.annotations
+}
+
+output "checkpoint_uri" {
+  description = "Where the provider's stack would put the run's checkpoints (emulated; the local run uses its own store)."
+  value       = local.emulated.uri
+}
+
+output "vpn_status" {
+  description = "Status of the (emulated) VPN."
+  value       = try(terraform_data.vpn.output.name, null) == null ? null : "UP"
 }
 
 output "vpn_name" {

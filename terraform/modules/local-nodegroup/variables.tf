@@ -15,7 +15,7 @@ variable "region" {
 
 variable "cloud_provider" {
   type        = string
-  description = "The provider this emulated node group stands for (aws, gcp, azure, oci)."
+  description = "The provider this emulated node group stands for (aws, gcp, azure, nebius, oci): its capacity errors and outputs are emulated."
 }
 
 variable "capacity" {

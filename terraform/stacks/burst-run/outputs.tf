@@ -46,6 +46,26 @@ output "vpn_connection_id" {
   value       = try(module.vpn.vpn_connection_id, null)
 }
 
+output "service_account_annotations" {
+  description = "Annotations the train pods' Kubernetes service account needs (IRSA)."
+  value       = { "eks.amazonaws.com/role-arn" = try(module.iam.pod_role_arn, null) }
+}
+
+output "pod_identity" {
+  description = "Cloud identity the train pods act as: the run's pod role."
+  value       = try(module.iam.pod_role_arn, null)
+}
+
+output "kms_key_id" {
+  description = "Customer-managed key of the run's checkpoints (as kms_key_arn)."
+  value       = try(module.checkpoints.kms_key_arn, null)
+}
+
+output "vpn_status" {
+  description = "Status of each tunnel of the run's VPN connection."
+  value       = try(module.vpn.tunnel_status, [])
+}
+
 output "tags" {
   description = "The tags every resource of the run carries."
   value       = local.tags

@@ -1,0 +1,154 @@
+"""The plan document: ranked candidates, exclusions, the data strategy and the topology.
+
+Written by the plan step (``burst.plan.placement.plan``, docs/planning.md "The plan
+document"); read by provision (the candidates, in order) and train (the candidate's price and
+checkpoint interval). A candidate needs its region and provider; the rest is typed and may be
+absent in a plan written by hand (tests, an operator's override).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from burst.documents.base import Document, StepDocument
+from burst.documents.decision import Reason
+
+#: What a stack applies (``burst.plan.placement.CANDIDATE_CAPACITIES``): the spec's
+#: ``spot_with_fallback`` is a policy that yields spot and on_demand candidates, never one.
+PlanCapacity = Literal["spot", "on_demand", "spot_with_floor"]
+DataStrategyName = Literal["compute_to_data", "data_to_compute", "regional_shards"]
+
+
+class Candidate(Document):
+    """One (region, provider, capacity) the job can run in, priced."""
+
+    region: str = Field(min_length=1)
+    provider: str = Field(min_length=1)
+    capacity: PlanCapacity | None = Field(default=None, description="Absent: the spec's.")
+    rank: int | None = Field(default=None, ge=1)
+    gpu_type: str | None = None
+    instance: str | None = None
+    nodes: int | None = Field(default=None, ge=1)
+    floor_nodes: int | None = Field(default=None, ge=0)
+    gpus: int | None = Field(default=None, ge=1)
+    price_per_hour: float | None = Field(default=None, ge=0, description="USD, all nodes.")
+    price_per_gpu_hour: float | None = Field(default=None, ge=0)
+    price_basis: str | None = None
+    price_source: str | None = None
+    availability: str | None = None
+    expected_cost_usd: float | None = None
+    expected_hours: float | None = None
+    compute_usd: float | None = None
+    egress_usd: float | None = None
+    storage_usd: float | None = None
+    orchestration_usd: float | None = None
+    labour_usd: float | None = None
+    paid_gpu_hours: float | None = None
+    data_strategy: DataStrategyName | None = None
+    data_transfer_hours: float | None = None
+    data_reason: str | None = None
+    mtbf_hours: float | None = None
+    mtbf_source: str | None = None
+    notice_s: float | None = None
+    checkpoint_interval_s: float | None = None
+    checkpoint_interval_basis: str | None = None
+    young_daly_interval_s: float | None = None
+    goodput: float | None = None
+    expected_preemptions: float | None = None
+    verdict: Literal["allow", "review", "unchecked"] | None = None
+    reasons: list[Reason] = Field(default_factory=list)
+    within_budget: bool | None = None
+    within_deadline: bool | None = None
+
+
+class Exclusion(Document):
+    """A candidate the planner left out, and why."""
+
+    provider: str
+    region: str
+    capacity: PlanCapacity | None = None
+    reason: str
+    verdict: Literal["deny"] | None = None
+    reasons: list[Reason] | None = None
+    expected_cost_usd: float | None = None
+    expected_hours: float | None = None
+
+
+class DataOption(Document):
+    """One data strategy for the first candidate (``burst.plan.datastrategy.DataPlan``)."""
+
+    strategy: DataStrategyName
+    feasible: bool
+    egress_gb: float
+    egress_usd: float
+    transfer_hours: float
+    reason: str
+    price_source: str = ""
+
+
+class DataPlacement(Document):
+    """Where the data is and how it meets the compute (the first candidate's strategy)."""
+
+    uri: str
+    region: str | None = None
+    size_gb: float
+    strategy: DataStrategyName
+    shards: dict[str, float] | None = None
+    sync_gb: float
+    sync_rounds: int
+    alternatives: list[DataOption] = Field(default_factory=list)
+
+
+class Topology(Document):
+    span: str
+    parallelism: str
+    reason: str
+
+
+class Workload(Document):
+    """``burst.plan.workload.Workload``: the job's compute and checkpoint costs."""
+
+    compute_s: float
+    step_s: float
+    basis: str
+    checkpoint_gb: float
+    checkpoint_cost_s: float
+    upload_s: float
+    compute_hours: float
+
+
+class CatalogFact(Document):
+    value: float | int | str | bool | None
+    source: str
+    date: str | None = None
+
+
+class CatalogUsed(Document):
+    files: list[str]
+    assumptions: dict[str, CatalogFact]
+
+
+class Simulation(Document):
+    seed: int
+    replicas: int
+
+
+class PlanDocument(StepDocument):
+    """The plan step's document (also ``burst plan --json``)."""
+
+    spec_sha256: str | None = None
+    objective: Literal["cost", "time"] | None = None
+    budget_usd: float | None = None
+    deadline_hours: float | None = None
+    gpu_type: str | None = None
+    gpu_count: int | None = None
+    workload: Workload | None = None
+    data: DataPlacement | None = None
+    candidates: list[Candidate] = Field(description="Best first.")
+    excluded: list[Exclusion] = Field(default_factory=list)
+    topology: Topology | None = None
+    catalog: CatalogUsed | None = None
+    simulation: Simulation | None = None
+    decision_record: str | None = Field(default=None, description="given, or none (unchecked)")

@@ -1,0 +1,88 @@
+"""The provision document and its attempts: where the node group was applied, after which
+failed attempts, with which tags and Terraform outputs (``burst.infra.provision``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from burst.documents.base import Document, StepDocument
+from burst.documents.plan import Candidate
+
+
+class Changes(Document):
+    add: int
+    change: int
+    remove: int
+
+
+class Cleanup(Document):
+    """What destroying a failed attempt left."""
+
+    destroyed: bool
+    resources_remaining: int
+    error: str | None = None
+
+
+class ProvisionAttempt(Document):
+    """One apply in one candidate."""
+
+    index: int = Field(ge=1)
+    region: str
+    provider: str
+    capacity: str
+    result: Literal["ok", "capacity", "error", "injected"]
+    error: str | None = None
+    changes: Changes | None = None
+    cleanup: Cleanup | None = None
+    seconds: float | None = None
+
+
+class TerraformInfo(Document):
+    kind: str
+    workdir: str
+    config_dir: str
+    state: str
+
+
+class Failover(Document):
+    policy: str
+    candidates: int
+
+
+class Refused(Document):
+    """A plan candidate the decision record does not allow (not attempted)."""
+
+    region: str
+    provider: str
+    reason: str
+
+
+class DecisionHashes(Document):
+    spec_sha256: str | None = None
+    policy_sha256: str | None = None
+
+
+class ProvisionDocument(StepDocument):
+    """The provision step's document (``status`` failed: written with the error, exit != 0)."""
+
+    status: Literal["provisioned", "failed"] | None = None
+    candidate: Candidate | None = None
+    attempts: list[ProvisionAttempt] = Field(default_factory=list)
+    outputs: dict[str, Any] = Field(
+        default_factory=dict, description="The stack's Terraform outputs."
+    )
+    changes: Changes | None = None
+    expires_at: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    terraform: TerraformInfo | None = None
+    terraform_dir: str | None = None
+    failover: Failover | None = None
+    refused: list[Refused] = Field(default_factory=list)
+    unprovisionable: list[Refused] = Field(
+        default_factory=list,
+        description="Allowed candidates the selected Terraform stack cannot provision.",
+    )
+    placement: int | None = Field(default=None, ge=0)
+    decision: DecisionHashes | None = None

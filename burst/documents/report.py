@@ -1,0 +1,125 @@
+"""The run report (``runs/<run-id>/report.json``): what each step did and what the run
+produced, assembled by ``burst.obs.report.build_report`` from the step documents; read by
+``burst report``, ``burst status`` and the run view (``burst.obs.run_view``)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from burst.documents.base import Document
+from burst.documents.plan import Candidate
+from burst.documents.provision import ProvisionAttempt
+from burst.documents.teardown import CheckpointSync, Leak
+from burst.documents.train import CheckpointInterval, RankFigures
+
+
+class PodAttempt(Document):
+    """One pod of a step (the local runner's emulation of an Argo node)."""
+
+    exit_code: int | None = None
+    phase: str | None = None
+    message: str | None = None
+    seconds: float | None = None
+    started_at: str | None = None
+    pod_dir: str | None = None
+    outputs_dir: str | None = None
+
+
+class StepRecord(Document):
+    """One pipeline step: its last status, and every pod it ran (a requeued step: several
+    placements, one entry)."""
+
+    name: str
+    status: Literal["succeeded", "failed", "skipped"]
+    seconds: float = 0.0
+    exit_code: int | None = None
+    attempts: int = 0
+    started_at: str | None = None
+    ended_at: str | None = None
+    path: str | None = None
+    placements: int | None = None
+    attempt_details: list[PodAttempt] = Field(default_factory=list)
+
+
+class Failure(Document):
+    step: str
+    exit_code: int | None = None
+    message: str | None = None
+
+
+class AttemptSummary(Document):
+    """One train attempt, as the report shows it."""
+
+    attempt: int | None = None
+    resumed_from: int | None = None
+    ended_at_step: int | None = None
+    outcome: str | None = None
+    preempted: bool = False
+    notice: str | None = Field(default=None, description="Who gave the preemption notice.")
+    emergency_save: str | None = Field(default=None, description="The tier it saved.")
+    emergency_committed: bool | None = None
+    killed: bool = Field(default=False, description="Died without closing its record.")
+    cost_usd: float | None = None
+    world_size: int = Field(default=1, ge=1, description="Ranks of the attempt.")
+    ranks: list[RankFigures] | None = None
+    notice_to_exit_s: float | None = None
+
+
+class BudgetLimits(Document):
+    max_usd: float
+    max_hours: float
+
+
+class Pricing(Document):
+    usd_per_hour: float | None = None
+    expected_usd: float | None = None
+    expected_hours: float | None = None
+
+
+class TeardownSummary(Document):
+    checkpoint_sync: CheckpointSync | None = None
+    destroyed: bool | None = None
+    attempts: int | None = None
+    errors: list[str] | None = None
+    stale_locks_released: list[str] | None = None
+    leaks: list[Leak] | None = None
+    injected_failures: list[int] | None = None
+
+
+class WorkflowResult(Document):
+    template: str | None = None
+    phase: str | None = None
+    message: str | None = None
+    exit_handler_phase: str | None = None
+
+
+class RunReport(Document):
+    """``report.json``."""
+
+    run_id: str
+    status: Literal["succeeded", "failed"]
+    exit_code: int
+    finished_at: str | None = None
+    steps: list[StepRecord] = Field(default_factory=list)
+    failure: Failure | None = None
+    checkpoints: int = 0
+    final_step: int | None = None
+    final_weights_sha256: str | None = None
+    preemptions: int = 0
+    world_size: int = Field(default=1, ge=1)
+    attempts: list[AttemptSummary] = Field(default_factory=list)
+    store: dict[str, Any] | None = Field(
+        default=None, description="What the checkpoint store holds: its url, the committed."
+    )
+    checkpoint_interval: CheckpointInterval | None = None
+    candidate: Candidate | None = None
+    provision_attempts: list[ProvisionAttempt] = Field(default_factory=list)
+    budget: BudgetLimits | None = None
+    cost: dict[str, float] = Field(default_factory=dict, description="USD by component.")
+    pricing: Pricing | None = None
+    terraform_state: str | None = None
+    resources_remaining: int = 0
+    teardown: TeardownSummary | None = None
+    workflow: WorkflowResult | None = None

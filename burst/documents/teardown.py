@@ -1,0 +1,53 @@
+"""The teardown document: what was destroyed, whether the last checkpoint reached the store
+first, and what the leak scan found (``burst.infra.teardown``, ``burst.infra.ckptsync``)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from burst.documents.base import Detail, Document, StepDocument
+
+
+class CheckpointRef(Document):
+    step: int
+    tier: str
+
+
+class CheckpointSync(Document):
+    """Did the checkpoint the last train attempt left reach the store before the nodes went?"""
+
+    confirmed: bool | None = Field(
+        description="None: nothing to sync (no train attempt, no checkpoint in the store)."
+    )
+    store: str | None = None
+    expected_step: int | None = None
+    latest: CheckpointRef | None = None
+    verified: bool | None = Field(
+        default=None, description="Every chunk of the latest checkpoint read back and checked."
+    )
+    restorable: CheckpointRef | None = Field(
+        default=None, description="When the latest does not verify: the newest that does."
+    )
+    waited_s: float = 0.0
+    error: str | None = None
+
+
+class Leak(Detail):
+    """A resource of the run still alive (``kind`` and ``id``; the rest depends on it)."""
+
+    kind: str
+    id: str
+
+
+class TeardownDocument(StepDocument):
+    """The teardown step's document (also written with exit 4 when something leaked)."""
+
+    destroyed: bool
+    attempts: int = Field(ge=0)
+    errors: list[str] = Field(default_factory=list)
+    stale_locks_released: list[str] = Field(default_factory=list)
+    resources_remaining: int = Field(ge=0)
+    terraform_state: str | None = None
+    checkpoint_sync: CheckpointSync | None = None
+    injected_failures: list[int] = Field(default_factory=list)
+    leaks: list[Leak] = Field(default_factory=list)

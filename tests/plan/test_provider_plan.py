@@ -1,0 +1,47 @@
+"""A plan over every provider the catalog knows: candidates of providers with a Terraform
+stack are ranked with their sourced prices (Nebius's published preemptible price included);
+a provider without a stack (OCI) is listed as excluded, never emitted as runnable."""
+
+from __future__ import annotations
+
+from burst.plan.catalog import load_catalog
+from burst.plan.placement import plan
+from burst.providers import PROVIDER_STACKS
+
+from .conftest import make_spec
+
+
+def test_plan_over_all_providers() -> None:
+    spec = make_spec(
+        **{
+            "compute.providers": ["aws", "gcp", "azure", "nebius", "oci"],
+            "compute.regions": [
+                "ap-southeast-3",
+                "asia-southeast1",
+                "uaenorth",
+                "eu-north1",
+                "me-dubai-1",
+            ],
+            "budget.max_usd": 1e7,
+            "budget.max_hours": 5000,
+        }
+    )
+    cat = load_catalog(use_env=False)
+    doc = plan(spec, cat)
+    cands = doc["candidates"]
+    providers = {c["provider"] for c in cands}
+    assert providers == {"aws", "gcp", "azure", "nebius"} == set(PROVIDER_STACKS)
+    oci = [e for e in doc["excluded"] if (e["provider"], e["region"]) == ("oci", "me-dubai-1")]
+    assert [e["reason"] for e in oci] == [
+        "no Terraform stack provisions provider oci (stacks exist for aws, azure, gcp, nebius): "
+        "not runnable"
+    ]
+    nebius_spot = next(c for c in cands if c["provider"] == "nebius" and c["capacity"] == "spot")
+    offer = cat.offer("nebius", "eu-north1", spec.compute.gpu_type)
+    assert offer is not None
+    spot = offer.facts["spot_usd_per_hour"]
+    assert spot.value == 10.0 and "nebius" in spot.source
+    assert nebius_spot["price_per_hour"] == spot.value * nebius_spot["nodes"]
+    assert nebius_spot["price_source"] and nebius_spot["price_basis"] != "unknown"
+    # a provider whose prices the sources do not give is priced conservatively, not dropped
+    assert any(c["provider"] == "azure" for c in cands)
