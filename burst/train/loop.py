@@ -664,6 +664,9 @@ class TrainRun:
             }
             for a in attempts
         ]
+        for entry in summary:  # only a killed attempt says so (the field is a bool)
+            if not entry.get("killed"):
+                entry.pop("killed", None)
         return {
             "final_step": step,
             "resumed_from": self.record.get("resumed_from"),
