@@ -68,6 +68,12 @@ def change_two_layers(state: dict[str, Any], seed: int) -> None:
             t.copy_(torch.randn(t.shape, generator=g))
 
 
+def touch_all(state: dict[str, Any], step: int) -> None:
+    for group in state.values():
+        for t in group.values():
+            t.add_(1e-3 * step)
+
+
 def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -99,6 +105,7 @@ def rank_main(args: argparse.Namespace) -> int:
     first: dict[str, float] = {}
     for rep in range(args.reps + 1):  # rep 0 warms both up (buffers, workers, threads)
         step = rep + 1
+        touch_all(state, step)  # as a training step would: every byte changes, no delta
         # A: burst
         dist.barrier()
         t0 = time.perf_counter()

@@ -2,6 +2,7 @@
 
     python scripts/rank_trials.py preempt --world 2 --trials 6 --seed 100
     python scripts/rank_trials.py kill --world 2 --trials 20 --seed 200
+    python scripts/rank_trials.py reshard --world 4 --to 2 --trials 1 --seed 400
 
 ``preempt``: each trial preempts a run at a random step with the notice (SIGTERM) delivered to
 one random rank only, resumes it, and compares its final weights with the uninterrupted run's.
@@ -100,9 +101,15 @@ def kill(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
         run_id = f"kill-{seed}"
         row: dict[str, Any] = {"mode": "kill", "world": args.world, "seed": seed, "rank": rank}
         if rng.random() < 0.5:
-            after = rng.uniform(0.0, 5.0)
+            after = rng.uniform(0.0, 2.0)  # after the first commit: training under way
             code, err, took = kill_rank_during_training(
-                spec, run_id, tmp / "runs", rank=rank, after_s=after, timeout=900
+                spec,
+                run_id,
+                tmp / "runs",
+                rank=rank,
+                after_s=after,
+                timeout=900,
+                store=tmp / "store" / run_id,
             )
             row.update(what="rank", after_s=round(after, 2), stop_s=round(took, 2))
         else:
@@ -127,9 +134,72 @@ def kill(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     return out
 
 
+def eval_loss(store_url: str, step: int, seed: int) -> tuple[float, int]:
+    """Full-dataset MSE (eval mode) of the model in the full checkpoint of ``step``, and the
+    samples it had consumed."""
+    import torch
+
+    from burst.train.example import SmallMLP, make_dataset
+
+    mgr = CheckpointManager(open_store(store_url))
+    try:
+        state = assemble(mgr.restore(step, tier="full").state)
+    finally:
+        mgr.close()
+    model = SmallMLP()
+    model.load_state_dict(state["model"])
+    model.eval()
+    x, y = make_dataset(seed)
+    with torch.no_grad():
+        loss = float(torch.nn.functional.mse_loss(model(x), y))
+    return loss, int(state.get("samples") or 0)
+
+
+def reshard(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
+    """Saved by --world ranks at a random step, resumed by --to ranks; compared with the
+    uninterrupted run of --world ranks and of --to ranks (full-dataset loss at the end)."""
+    out = []
+    specs = {w: ranks_spec(tmp, f"w{w}", processes=w, steps=STEPS) for w in (args.world, args.to)}
+    ref: dict[int, float] = {}
+    for w, spec in specs.items():
+        p = train(spec, f"plain-{w}", tmp / "runs", timeout=900)
+        assert p.returncode == 0, p.stderr[-2000:]
+        ref[w] = eval_loss(f"file://{tmp}/store/plain-{w}", STEPS, 1234)[0]
+    for i in range(args.trials):
+        seed = args.seed + i
+        at = random.Random(seed).randrange(2, STEPS - 1)
+        run_id = f"reshard-{seed}"
+        first = train(
+            specs[args.world], run_id, tmp / "runs", timeout=900, BURST_PREEMPT_AT_STEPS=str(at)
+        )
+        second = train(specs[args.to], run_id, tmp / "runs", timeout=900)
+        d = doc(tmp / "runs", run_id)
+        loss, samples = eval_loss(f"file://{tmp}/store/{run_id}", STEPS, 1234)
+        want_samples = 32 * (at * args.world + (STEPS - at) * args.to)
+        row = {
+            "mode": "reshard",
+            "from": args.world,
+            "to": args.to,
+            "seed": seed,
+            "step": at,
+            "exits": [first.returncode, second.returncode],
+            "resumed_from": [a["resumed_from"] for a in d["attempts"]],
+            "samples": samples,
+            "samples_expected": want_samples,
+            "eval_loss": round(loss, 6),
+            f"eval_loss_uninterrupted_{args.world}": round(ref[args.world], 6),
+            f"eval_loss_uninterrupted_{args.to}": round(ref[args.to], 6),
+            "identical": samples == want_samples and second.returncode == 0,
+        }
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    return out
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("mode", choices=("preempt", "kill"))
+    p.add_argument("mode", choices=("preempt", "kill", "reshard"))
+    p.add_argument("--to", type=int, default=2, help="reshard: the world size resumed on")
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
@@ -137,7 +207,8 @@ def main() -> int:
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="rank-trials-"))
     try:
-        rows = preempt(args, tmp) if args.mode == "preempt" else kill(args, tmp)
+        modes = {"preempt": preempt, "kill": kill, "reshard": reshard}
+        rows = modes[args.mode](args, tmp)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from burst import checkout
 from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
 from burst.checkpoint.layout import DEFAULT_CHUNK_SIZE, build_layout, layout_signature
 from burst.checkpoint.manifest import CheckpointRef, check_tier, manifest_key
@@ -173,7 +174,7 @@ class CheckpointManager:
 
     def _start_worker(self, fd: int | None) -> subprocess.Popen[str]:
         env = dict(os.environ)
-        pkg_root = str(Path(__file__).resolve().parents[2])
+        pkg_root = str(checkout.ROOT)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
         env.update(self.worker_env)
         # A session of its own: a Ctrl-C or a SIGTERM sent to the trainer's process group

@@ -29,11 +29,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from burst.checkpoint import faults
+from burst import faults
 from burst.checkpoint.layout import ALIGN, ArrayEntry
 from burst.checkpoint.manifest import LATEST_KEY, ChunkRef, Manifest, manifest_key
 from burst.checkpoint.tree import flatten, unflatten
@@ -46,6 +47,8 @@ SHARD_PREFIX = "shards/"
 #: how long rank 0's worker waits for the other ranks' shards of a step
 DEFAULT_COMMIT_TIMEOUT_S = 300.0
 POLL_S = 0.05
+#: once rank 0's trainer is gone, how much longer its worker waits for missing shards
+ABANDONED_GRACE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -81,13 +84,20 @@ def write_shard(store: ObjectStore, manifest: Manifest, shard: ShardInfo, pendin
     manifest.stats["shard"] = {"rank": shard.rank, "world": shard.world, "pending": pending}
     key = shard_key(manifest.step, manifest.tier, shard.session, shard.rank)
     store.put_bytes(key, manifest.to_bytes())
-    faults.point("shard-written")
+    faults.checkpoint("shard-written")
     return key
 
 
-def _wait_for_shards(store: ObjectStore, step: int, tier: str, shard: ShardInfo) -> list[Manifest]:
+def _wait_for_shards(
+    store: ObjectStore,
+    step: int,
+    tier: str,
+    shard: ShardInfo,
+    abandoned: threading.Event | None = None,
+) -> list[Manifest]:
     prefix = shard_dir(step, tier, shard.session)
     deadline = time.monotonic() + shard.commit_timeout_s
+    cut = False
     while True:
         present = {i.key for i in store.list(prefix)}
         wanted = [shard_key(step, tier, shard.session, r) for r in range(shard.world)]
@@ -102,6 +112,10 @@ def _wait_for_shards(store: ObjectStore, step: int, tier: str, shard: ShardInfo)
                 "checkpoint stands",
                 where=f"{store.url}/{prefix}",
             )
+        if abandoned is not None and abandoned.is_set() and not cut:
+            # rank 0's trainer is gone (a peer died, the node stops): shards still uploading
+            # may land, a dead rank's never will
+            deadline, cut = min(deadline, time.monotonic() + ABANDONED_GRACE_S), True
         if time.monotonic() >= deadline:
             raise CheckpointError(
                 f"step {step} ({tier}) not committed: the shard of rank(s) "
@@ -200,13 +214,15 @@ def merge(shards: list[Manifest]) -> Manifest:
     )
 
 
-def commit_global(store: ObjectStore, own: Manifest, shard: ShardInfo) -> Manifest:
+def commit_global(
+    store: ObjectStore, own: Manifest, shard: ShardInfo, abandoned: threading.Event | None = None
+) -> Manifest:
     """Phase 2 (rank 0's worker): wait for every shard, then write the one global manifest."""
-    shards = _wait_for_shards(store, own.step, own.tier, shard)
+    shards = _wait_for_shards(store, own.step, own.tier, shard, abandoned)
     manifest = merge(shards)
-    faults.point("before-global")
+    faults.checkpoint("before-global")
     store.put_bytes(manifest_key(manifest.step, manifest.tier), manifest.to_bytes())  # commit
-    faults.point("after-global")
+    faults.checkpoint("after-global")
     latest = {"step": manifest.step, "tier": manifest.tier, "manifest": manifest.key}
     store.put_bytes(LATEST_KEY, json.dumps(latest).encode())
     pending = [str((m.stats.get("shard") or {}).get("pending") or "") for m in shards]

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import IO, Any
 
-from burst.checkpoint import faults
+from burst import faults
 from burst.checkpoint.layout import ArrayEntry
 from burst.checkpoint.retention import apply_retention, collect_garbage
 from burst.checkpoint.sharded import ShardInfo, expire_manifests
@@ -35,7 +35,7 @@ class Worker:
     def __init__(self, init: dict[str, Any]) -> None:
         self.store = store_from_spec(init["store"])
         if isinstance(self.store, LocalStore):
-            self.store.on_midway = lambda key: faults.point(f"put-midway {key}")
+            self.store.on_midway = lambda key: faults.checkpoint(f"put-midway {key}")
         rate = init.get("upload_rate")
         self.writer = CheckpointWriter(
             self.store,
@@ -130,8 +130,12 @@ class Worker:
 
 
 def _send(out: IO[str], doc: dict[str, Any]) -> None:
-    out.write(json.dumps(doc) + "\n")
-    out.flush()
+    """One reply; a trainer that is gone (its pipe closed) cannot read it: not an error."""
+    try:
+        out.write(json.dumps(doc) + "\n")
+        out.flush()
+    except (BrokenPipeError, ValueError, OSError):
+        log.debug("the trainer is gone: reply %s not delivered", doc.get("op"))
 
 
 def main() -> int:
@@ -151,7 +155,7 @@ def main() -> int:
     if nice:
         os.nice(nice)
     worker = Worker(init)
-    faults.point("worker-start")
+    faults.checkpoint("worker-start")
     _send(proto, {"op": "ready", "pid": os.getpid()})
     requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
@@ -170,6 +174,7 @@ def main() -> int:
             if req.get("op") == "save":
                 worker.writer.hurry.clear()
             requests.put(req)
+        worker.writer.abandoned.set()  # a sharded commit waits only briefly now
         requests.put(None)  # stdin closed: the trainer is gone or done
 
     threading.Thread(target=read_requests, daemon=True, name="ckpt-requests").start()

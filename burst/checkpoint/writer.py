@@ -31,7 +31,7 @@ from typing import Any
 import blake3
 import xxhash
 
-from burst.checkpoint import faults
+from burst import faults
 from burst.checkpoint.layout import ArrayEntry, layout_signature, plan_chunks
 from burst.checkpoint.manifest import (
     CHUNK_PREFIX,
@@ -61,6 +61,8 @@ class CheckpointWriter:
         # i.e. as soon as someone waits for the save (an emergency save, close, the next save).
         self.upload_rate = upload_rate
         self.hurry = threading.Event()
+        # the trainer is gone: a sharded commit waits for missing shards only a little longer
+        self.abandoned = threading.Event()
         self._pace_lock = threading.Lock()
         self._pace_next = 0.0
         self.known: dict[str, int] | None = None  # chunk digest -> size, present in the store
@@ -121,7 +123,7 @@ class CheckpointWriter:
             assert self.known is not None
             self.known[digest] = len(view)
             self.verified.add(digest)
-        faults.point("chunk-uploaded")
+        faults.checkpoint("chunk-uploaded")
         return len(view)
 
     def write(
@@ -215,17 +217,17 @@ class CheckpointWriter:
         )
         if shard is not None:
             return self._write_shard(manifest, shard, pending_key, sig, fast, digests, t0)
-        faults.point(f"before-manifest@{step}")
+        faults.checkpoint(f"before-manifest@{step}")
         self.store.put_bytes(manifest.key, manifest.to_bytes())  # the commit
         # Committed: what follows is bookkeeping. Its failure is reported with the result,
         # never as a failed save (``latest`` is a hint; the manifests are the truth, and GC
         # removes a stale pending record after its grace).
         self._prev_sig, self._prev_fast, self._prev_digests = sig, fast, digests
         try:
-            faults.point(f"before-latest@{step}")
+            faults.checkpoint(f"before-latest@{step}")
             latest = {"step": step, "tier": tier, "manifest": manifest.key}
             self.store.put_bytes(LATEST_KEY, json.dumps(latest).encode())
-            faults.point(f"after-latest@{step}")
+            faults.checkpoint(f"after-latest@{step}")
             self.store.delete([pending_key])
         except StoreError as exc:
             log.warning(
@@ -262,7 +264,7 @@ class CheckpointWriter:
         self._prev_sig, self._prev_fast, self._prev_digests = sig, fast, digests
         manifest.stats["shard_seconds"] = round(time.perf_counter() - t0, 4)
         if shard.rank == 0:
-            merged = commit_global(self.store, manifest, shard)
+            merged = commit_global(self.store, manifest, shard, self.abandoned)
             manifest.stats["committed"] = True
             manifest.stats["global_bytes"] = merged.total_bytes
             manifest.stats["ranks"] = merged.stats["ranks"]

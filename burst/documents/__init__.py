@@ -18,7 +18,6 @@ prints a document's JSON Schema.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -127,13 +126,14 @@ def produce(model: type[M], data: Any) -> M:
 
 def read_document(model: type[M], path: Path) -> M:
     """Read and validate a JSON document file (``DocumentError`` when unreadable too)."""
+    from burst.errors import BadInputError
+    from burst.inputs import parse_json, read_text
+
     name = document_name(model)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DocumentError(name, str(path), [f"cannot read it ({exc.strerror})"]) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DocumentError(name, str(path), [f"not valid JSON ({exc})"]) from None
+    try:  # bounded (burst.inputs): file type, size, strict JSON
+        data = parse_json(read_text(path, what=f"{name} document"), str(path), what="document")
+    except BadInputError as exc:
+        raise DocumentError(name, str(path), [exc.message]) from None
     return parse_document(model, data, str(path))
 
 

@@ -21,9 +21,7 @@ from burst.documents import (
 )
 from burst.documents.base import DocumentError
 from burst.errors import EXIT_FAILURE, EXIT_INFRA, EXIT_OK, BurstError
-from burst.infra.terraform import count_state_resources
-from burst.infra.workspace import state_file
-from burst.runs import RunPaths, utcnow_iso
+from burst.runs import RunPaths, count_state_resources, state_file, utcnow_iso
 from burst.spec import load_spec
 
 log = logging.getLogger(__name__)
@@ -83,12 +81,12 @@ def store_view(paths: RunPaths) -> dict[str, Any] | None:
 
     from burst.checkpoint.catalog import list_checkpoints
     from burst.storage import open_store
-    from burst.storage.location import run_store_url
+    from burst.storage.location import run_url
     from burst.train.attempts import read_store, settle_unclosed
 
     try:
         job = load_spec(paths.spec)
-        url = run_store_url(job, paths.run_id)
+        url = run_url(job.storage.checkpoint_uri, paths.run_id)
         if url.startswith("file://") and not Path(url.removeprefix("file://")).exists():
             return {"store": url, "checkpoints": [], "attempts": []}
         store = open_store(url)

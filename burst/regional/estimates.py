@@ -160,3 +160,55 @@ def compare_with_sync_dp(
         dp_egress_usd=steps * dp_usd,
         dp_wall_s=steps * t_dp,
     )
+
+
+@dataclass(frozen=True)
+class RegionalPlan:
+    """The planner's answer for one regional layout: H, per-round figures, the run's totals
+    and the comparison with synchronous DP. ``to_dict`` is the plan document's shape."""
+
+    codec: CodecName
+    delta_bytes: int
+    traffic: RoundTraffic
+    comparison: Comparison
+    max_sync_fraction: float
+
+    def to_dict(self) -> dict[str, float | int | str]:
+        c, t = self.comparison, self.traffic
+        return {
+            "codec": self.codec,
+            "local_steps": c.local_steps,
+            "rounds": c.rounds,
+            "delta_bytes": self.delta_bytes,
+            "bytes_per_round": t.bytes_crossing,
+            "egress_usd_per_round": t.egress_usd,
+            "sync_s_per_round": t.sync_s,
+            "max_sync_fraction": self.max_sync_fraction,
+            "bytes_over_run": c.regional_bytes,
+            "egress_usd_over_run": c.regional_egress_usd,
+            "wall_s": c.regional_wall_s,
+            "sync_dp_bytes": c.dp_bytes,
+            "sync_dp_egress_usd": c.dp_egress_usd,
+            "sync_dp_wall_s": c.dp_wall_s,
+            "bytes_ratio": c.bytes_ratio,
+            "wall_ratio": c.wall_ratio,
+        }
+
+
+def plan_regional(
+    prof: ModelProfile,
+    tensor_sizes: Sequence[int],
+    remote_links: Sequence[Link],
+    steps: int,
+    codec: CodecName = "int8",
+    max_sync_fraction: float = DEFAULT_SYNC_FRACTION,
+    local_steps: int | None = None,
+) -> RegionalPlan:
+    """Bytes of one delta, one round's traffic (the downlink compressed the same way), H chosen
+    so the sync stays under ``max_sync_fraction`` of a round's compute (unless given), and the
+    comparison with synchronous DP over the same regions for ``steps`` steps."""
+    size = delta_bytes(tensor_sizes, codec)
+    traffic = round_traffic(size, size, remote_links)
+    h = local_steps or choose_local_steps(traffic.sync_s, local_step_time(prof), max_sync_fraction)
+    comparison = compare_with_sync_dp(prof, remote_links, traffic, h, steps)
+    return RegionalPlan(codec, size, traffic, comparison, max_sync_fraction)

@@ -67,6 +67,9 @@ class StalenessRule:
         return current_round - delta_round <= self.max_lag
 
 
+DROP_STALE = StalenessRule(max_lag=0)  # the default: only deltas of the current round count
+
+
 @dataclass(frozen=True)
 class RoundAverage:
     """The token-weighted mean delta of a round and who contributed or was dropped."""
@@ -92,7 +95,7 @@ def pseudo_gradient(
 def average_deltas(
     deltas: Sequence[WorkerDelta],
     current_round: int,
-    rule: StalenessRule = StalenessRule(),
+    rule: StalenessRule = DROP_STALE,
 ) -> RoundAverage:
     """Token-weighted mean of the accepted deltas: ``sum_i n_i delta_i / sum_i n_i``."""
     accepted: list[WorkerDelta] = []

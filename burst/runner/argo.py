@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import BadInputError, InfraError
-from burst.infra.provision import node_count
 from burst.infra.remote_errors import check_url
 from burst.inputs import clip
 from burst.settings import current
-from burst.spec import BurstJob, load_spec
+from burst.spec import BurstJob, load_spec, node_count
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +121,11 @@ def terraform_parameters() -> dict[str, str]:
         if (text := env.raw(var))
     }
     site = env.raw("BURST_TF_SITE_VARS")
-    if site:
+    if site and Path(site).is_dir():  # one site file per region: the steps pick theirs
+        from burst.infra.workspace import site_map
+
+        params["tf-site-vars"] = site_map(Path(site))
+    elif site:
         try:
             params["tf-site-vars"] = Path(site).read_text(encoding="utf-8")
         except OSError as exc:

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from burst import checkout, faults
 from burst.documents.report import WorkflowResult
 from burst.errors import BadInputError
 from burst.lease import Lease, Renewer, heartbeat_store
@@ -33,8 +34,7 @@ from burst.storage.base import StoreError
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-COMPILED_DIR = REPO_ROOT / "pipelines" / "compiled"
+COMPILED_DIR = checkout.COMPILED
 TEMPLATE = COMPILED_DIR / "burst-train.yaml"
 RUNS_VOLUME = "burst-runs"
 #: Locally a backoff of "10s" waits 1 s: same shape, less idle time on a laptop.
@@ -224,8 +224,7 @@ class LocalRunner:
             "BURST_DRIVER_HEARTBEAT": "1",
             **self.options.env,
         }
-        if self.options.fail_at:
-            env["BURST_FAIL_AT"] = ",".join(self.options.fail_at)
+        env.update(faults.arm(fail_at=self.options.fail_at))
         manifest = load_manifest(self.options.template)
         opts = EngineOptions(
             workflow_name=self.paths.run_id,
@@ -264,11 +263,11 @@ class LocalRunner:
             read_lease,
         )
         from burst.storage import open_store
-        from burst.storage.location import run_store_url
+        from burst.storage.location import run_url
 
         rid = self.paths.run_id
         try:
-            store = open_store(run_store_url(load_spec(self.spec_file), rid))
+            store = open_store(run_url(load_spec(self.spec_file).storage.checkpoint_uri, rid))
             trainer = read_lease(store, TRAINER_KEY)
         except StoreError as exc:
             log.warning("cannot read the run's trainer lease: %s", exc.one_line())

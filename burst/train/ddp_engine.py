@@ -51,6 +51,7 @@ class DDPEngine:
         self.samples = 0
         try:
             self.ddp = DistributedDataParallel(setup.model)
+            self._settle_buckets()
         except RuntimeError as exc:
             raise ranks.lost("DDP start", exc) from None
         log.info(
@@ -59,6 +60,20 @@ class DDPEngine:
             ranks.world,
             self.batch,
         )
+
+    def _settle_buckets(self) -> None:
+        """One forward and backward that change nothing (eval mode, gradients dropped), so DDP
+        rebuilds its gradient buckets now. DDP lays its buckets out once in parameter order,
+        then again after the first backward in the order gradients became ready: the layout
+        decides which rank adds which element first in the ring all-reduce, so with more than
+        two ranks (where the order of a sum matters) a resumed attempt, whose first step
+        would use the first layout, would drift from the uninterrupted run by the last bit."""
+        setup = self.setup
+        assert setup.batch_for_samples is not None
+        x, y = setup.batch_for_samples(0, 1)
+        self.ddp.eval()
+        setup.loss_fn(self.ddp(x), y).backward()
+        setup.optimizer.zero_grad(set_to_none=True)
 
     def step(self, step: int) -> float:
         setup, ranks = self.setup, self.ranks

@@ -129,16 +129,18 @@ def conclude(exit_dir: Path, local_ranks: list[int], launcher_code: int) -> dict
     failed = {r: c for r, c in codes.items() if int(c.get("exit_code", 1)) != 0}
     if not missing and not failed and launcher_code == 0:
         return doc if doc is not None else {"ranks_here": local_ranks}
-    if missing:
+    root = {r: c for r, c in failed.items() if int(c.get("exit_code", 1)) != EXIT_PREEMPTED}
+    if missing and not root:  # killed ranks and, at most, peers that stopped because of it
         others = "; ".join(f"rank {r}: {c.get('error')}" for r, c in sorted(failed.items()))
         exc = RanksFailed(
-            f"rank(s) {','.join(map(str, missing))} of the train step died without an exit "
-            f"record (killed or node lost; torchrun exit {launcher_code})"
+            f"rank(s) {','.join(map(str, missing))} of the train step left no exit record "
+            f"(killed, node lost, or stopped by torchrun after a peer's death; torchrun exit "
+            f"{launcher_code})"
             + (f"; the others stopped: {others}" if others else "")
             + "; the last committed checkpoint stands; exit 75 to requeue",
             EXIT_PREEMPTED,
         )
-    else:
+    else:  # the first rank that failed for its own reason (bad input, ...) names the cause
         by_code = sorted(failed.items(), key=lambda rc: (int(rc[1]["exit_code"]) == 75, rc[0]))
         rank, first = by_code[0]
         agreed = int(first["exit_code"])

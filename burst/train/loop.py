@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from burst import faults
 from burst.budget import BudgetExceeded, BudgetGuard
 from burst.checkpoint.sharded import ShardInfo
 from burst.checkpoint.verify import verify_checkpoint
@@ -41,7 +42,6 @@ from burst.lease import (
 )
 from burst.obs.events import CHECKPOINT, FIRST_TRAIN_STEP, PREEMPTION, emit
 from burst.obs.metrics import RunMetrics, export_from_env
-from burst.preempt.demo import DemoPreemptions
 from burst.preempt.emergency import RESERVE_S, SaveMeter, choose_emergency_save
 from burst.preempt.notice import Notice, NoticeBoard
 from burst.preempt.watch import Watchers, start_watchers
@@ -50,12 +50,12 @@ from burst.settings import current
 from burst.spec import BurstJob
 from burst.storage import open_store
 from burst.storage.base import StoreError
-from burst.storage.location import run_replica_url
+from burst.storage.location import run_url
 from burst.train.attempts import FILE_NAME, AttemptLog, next_number, settle_unclosed
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import TrainEngine, open_engine
 from burst.train.ranks import RankLost, Ranks, preempt_rank
-from burst.train.schedule import CheckpointSchedule
+from burst.train.schedule import CheckpointSchedule, running_candidate
 from burst.train.setup import build_setup
 
 log = logging.getLogger(__name__)
@@ -84,9 +84,9 @@ def submitted_at() -> float | None:
 
 def hourly_rate(infra: dict[str, Any] | None, plan: dict[str, Any] | None) -> float | None:
     """USD per hour of what the run rents: the candidate provision got, else the plan's first."""
-    for cand in ((infra or {}).get("candidate"), *((plan or {}).get("candidates") or [])[:1]):
-        if isinstance(cand, dict) and isinstance(cand.get("price_per_hour"), int | float):
-            return float(cand["price_per_hour"])
+    cand = running_candidate(plan, infra)
+    if cand is not None and isinstance(cand.get("price_per_hour"), int | float):
+        return float(cand["price_per_hour"])
     return None
 
 
@@ -114,7 +114,7 @@ class TrainRun:
         self.plan = plan
         self.infra = infra
         self.metrics = RunMetrics.for_job(run_id, job)
-        self.demo = DemoPreemptions(run_dir / "preempt-demo.json")
+        self.demo = faults.demo_preemptions(run_dir / "preempt-demo.json")
         self.record: dict[str, Any] = {"started_at": utcnow_iso(), "preempted": False}
         self.lease: Lease | None = None
         self.heartbeat: Lease | None = None
@@ -201,7 +201,9 @@ class TrainRun:
         closed = [a for a in self.past if a.get("outcome") != "died"]
         last = closed[-1] if closed else {}
         self.meter = SaveMeter.from_dict(last.get("save_meter"))
-        self.schedule = CheckpointSchedule.for_job(self.job, self.plan, last.get("measured"))
+        self.schedule = CheckpointSchedule.for_job(
+            self.job, self.plan, last.get("measured"), self.infra
+        )
         self.record["attempt"] = next_number(self.past)
         rate = hourly_rate(self.infra, self.plan)
         if rate is None:
@@ -360,7 +362,7 @@ class TrainRun:
                 if tier == "full":
                     last_full = done
                 log.info("step %d loss %.5f: %s checkpoint handed to the writer", done, loss, tier)
-        store.commit()
+        self._final_commit(store, total)
         self._learn(store)
         if ranks.many:
             self._collect_garbage(store)
@@ -378,6 +380,37 @@ class TrainRun:
             final_weights_sha256=engine.weights_sha256(),
         )
         return doc
+
+    def _final_commit(self, store: RunCheckpoints, total: int) -> None:
+        """Wait for the last save. A worker that died after committing it (its reply lost)
+        is no failure: the store says what committed (rank 0's store, for every rank). If the
+        final checkpoint did not commit, the attempt ends with exit 75: requeued, it resumes
+        from the last committed one (an infrastructure fault, never bad input)."""
+        try:
+            store.commit()
+            failed: str | None = None
+        except CheckpointError as exc:
+            failed = exc.one_line()
+
+        def verdict() -> str | None:
+            latest = store.latest("full")
+            if latest is not None and latest.step == total:
+                if failed:
+                    log.warning("%s; the final checkpoint committed nevertheless", failed)
+                return None
+            return failed or f"no full checkpoint of the last step {total} in the store"
+
+        problem = self.ranks.decide(verdict)
+        if problem is None:
+            return
+        self.record.update(outcome="final-save-lost", ended_at_step=total, error=problem)
+        self._finish(store)
+        stop = Preempted(
+            f"the final checkpoint (step {total}) did not commit: {problem}; exit 75 to "
+            "requeue from the last committed one"
+        )
+        stop.doc = self._doc(store, total)  # type: ignore[attr-defined]
+        raise stop
 
     def _over(self, step: int) -> BudgetExceeded | None:
         """This rank's budget check."""
@@ -410,7 +443,8 @@ class TrainRun:
         """Copy the final checkpoint to the second store (``storage.replica_uri``, e.g. another
         region), checksums verified on arrival; only the chunks it lacks travel. A failure is
         recorded and logged loudly: the training itself is done and safe in the first store."""
-        url = run_replica_url(self.job, self.run_id)
+        replica = self.job.storage.replica_uri
+        url = run_url(replica, self.run_id) if replica else None
         latest = store.latest()
         if url is None or latest is None:
             return

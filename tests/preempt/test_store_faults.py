@@ -1,7 +1,7 @@
 """Infrastructure faults at the end of training never discard finished work (issue 16).
 
 Real processes throughout: the train step (forked, as ``python -m steps.train`` runs), its
-checkpoint worker (SIGKILLed by the fault points of ``burst.checkpoint.faults``), and a real
+checkpoint worker (SIGKILLed by the fault points of ``burst.faults``), and a real
 S3 server on loopback (``rclone serve s3``) stopped and started again across the final save.
 Each trial ends with the newest step committed, or with exit 4, which the pipeline's retry
 expression retries, and the store holds what the report says.
@@ -16,8 +16,7 @@ import pytest
 import yaml
 from attempts_harness import REPO, committed, run_attempt, start_attempt, write_spec
 
-from burst.checkpoint.faults import ACTION_ENV, ONCE_ENV
-from burst.checkpoint.faults import ENV as FAULT_ENV
+from burst import faults
 from burst.checkpoint.manager import RETRY_ENV
 from burst.errors import EXIT_INFRA
 from burst.runner import expr
@@ -29,7 +28,7 @@ STEPS = 10  # saves at 5 (weights) and 10 (full, the final one)
 
 
 def _fault(tmp: Path, point: str) -> dict[str, str]:
-    return {FAULT_ENV: point, ONCE_ENV: str(tmp / "fired")}
+    return {"BURST_CHECKPOINT_FAULT": point, faults.ONCE_ENV: str(tmp / "fired")}
 
 
 @pytest.mark.parametrize("point", [f"before-manifest@{STEPS}", "worker-start"])
@@ -69,7 +68,7 @@ def test_store_down_30s_across_the_final_save(tmp_path: Path) -> None:
         env = {
             **server.client_env(),
             **_fault(tmp_path, f"before-manifest@{STEPS}"),
-            ACTION_ENV: f"pause:{tmp_path}",
+            faults.ACTION_ENV: f"pause:{tmp_path}",
             RETRY_ENV: "120",
         }
         a = start_attempt(spec, "o", tmp_path / "runs", env)
@@ -120,7 +119,7 @@ def test_permanently_dead_store_is_exit_4_and_retried(tmp_path: Path) -> None:
         env = {
             **server.client_env(),
             **_fault(tmp_path, f"before-manifest@{STEPS}"),
-            ACTION_ENV: f"pause:{tmp_path}",
+            faults.ACTION_ENV: f"pause:{tmp_path}",
             RETRY_ENV: "3",
         }
         a = start_attempt(spec, "dead", tmp_path / "runs", env)

@@ -15,6 +15,7 @@ from burst.regional.estimates import (
     compare_with_sync_dp,
     delta_bytes,
     local_step_time,
+    plan_regional,
     round_traffic,
 )
 
@@ -110,3 +111,20 @@ def test_comparison_three_regions_in_one_continent() -> None:
     assert c.dp_bytes == pytest.approx(250 * 3 * (2 * 2 * 3.0 / 3) * 1e9)
     assert c.regional_bytes == pytest.approx(3 * 2 * 2 * up)
     assert math.isclose(c.egress_ratio, c.regional_egress_usd / c.dp_egress_usd)
+
+
+def test_plan_regional_picks_h_and_reports_the_worked_example() -> None:
+    plan = plan_regional(PROFILE, [PARAMS], [L["cross_continent"]], steps=470)
+    doc = plan.to_dict()
+    assert doc["local_steps"] == 47 and doc["rounds"] == 10
+    assert doc["delta_bytes"] == 1_523_437_500
+    assert doc["bytes_per_round"] == 3_046_875_000
+    assert doc["egress_usd_per_round"] == pytest.approx(0.15234375)
+    assert doc["bytes_ratio"] == pytest.approx(30.46875 / 2820)
+    assert plan.traffic.sync_s <= 0.1 * 47 * 3.65
+    fixed = plan_regional(PROFILE, [PARAMS], [L["cross_continent"]], steps=470, local_steps=500)
+    assert fixed.comparison.rounds == 1  # 470 steps fit in one round of 500
+    # With topk 1 %, a delta is 8 x 15M = 120 MB: H needed for 10 % drops accordingly.
+    sparse = plan_regional(PROFILE, [PARAMS], [L["cross_continent"]], steps=470, codec="topk")
+    sync = 2 * (0.12 / 0.18 + 0.102)
+    assert sparse.comparison.local_steps == math.ceil(sync / (0.1 * 3.65))

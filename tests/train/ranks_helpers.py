@@ -89,8 +89,10 @@ def kill_rank_during_training(
     rank: int,
     after_s: float,
     timeout: float = 240,
+    store: Path | None = None,
 ) -> tuple[int, str, float]:
-    """Start the step, SIGKILL one rank ``after_s`` seconds after the ranks exist; return
+    """Start the step, SIGKILL one rank ``after_s`` seconds after the ranks exist (or, with
+    ``store``, after the first checkpoint committed there: training is under way); return
     (exit code, stderr, seconds from the kill to the step's exit)."""
     marker = str(os.getpid())
     proc = subprocess.Popen(
@@ -107,6 +109,10 @@ def kill_rank_during_training(
         time.sleep(0.2)
         pids = rank_pids(int(marker))
     assert rank in pids, "the ranks did not start"
+    while store is not None and time.monotonic() < deadline and proc.poll() is None:
+        if (store / "latest.json").exists():
+            break
+        time.sleep(0.05)
     time.sleep(after_s)
     killed_at = time.monotonic()
     with contextlib.suppress(ProcessLookupError):
