@@ -1,6 +1,7 @@
 # burst: two commands for a newcomer.
 #   make demo   set up .venv and run the local quickstart end to end
-#   make test   set up .venv and run the whole test suite
+#   make test   set up .venv and run the whole test suite (what CI runs)
+#   make test-fast  everything but the end-to-end tier (pytest -m "not e2e")
 PYTHON ?= python3
 VENV ?= .venv
 # CPU torch by default (a build is cached on these machines); a GPU user picks another:
@@ -9,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint goldens checkov clean setup system-deps
+.PHONY: demo test test-fast lint typecheck goldens checkov clean setup system-deps
 
 setup: $(STAMP)
 
@@ -27,13 +28,25 @@ demo: $(STAMP)
 system-deps:
 	bash scripts/system-deps.sh
 
+# Both tiers: unit and in-process tests, and the end-to-end tier (full pipeline runs, real
+# servers, Terraform, torchrun ranks: tests marked e2e). The one command CI runs.
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
+	$(MAKE) typecheck
 	$(BIN)/python -m pytest -q
+
+# Everything but the end-to-end tier: what to run while editing.
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -m "not e2e"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check burst steps pipelines tests
+	$(MAKE) typecheck
+
+typecheck: $(STAMP)
+	$(BIN)/mypy burst steps pipelines
 
 # Rewrite every golden (tests fail when one drifts): the compiled Argo manifests, the
 # quickstart's rendered Terraform plan, the Kyverno policy rendered from trust.yaml, and

@@ -15,9 +15,9 @@ from burst.errors import PolicyRefusal
 
 
 def time_scale() -> float:
-    from burst.settings import current
+    from burst import faults
 
-    return current().budget_time_scale
+    return faults.budget_time_scale()
 
 
 class BudgetExceeded(PolicyRefusal):

@@ -21,9 +21,9 @@ import secrets
 import subprocess
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
+from burst import checkout
 from burst.errors import BadInputError, BurstError, InfraError
 from burst.inputs import clip
 from burst.settings import current
@@ -46,7 +46,7 @@ def check_entrypoint(job: BurstJob, *, timeout: float | None = None) -> None:
     """Import and build ``training.entrypoint`` in a child process, one batch forward."""
     limit = _limit(ENTRYPOINT_ENV, current().entrypoint_check_s) if timeout is None else timeout
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(checkout.ROOT)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     try:
         proc = subprocess.run(

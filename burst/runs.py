@@ -127,3 +127,21 @@ def load_doc(value: str, name: str = "document") -> dict[str, Any]:
 
 def utcnow_iso() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- a run's Terraform state, as the report and the reaper read it (no Terraform needed) ------
+
+STATE_FILE = "terraform.tfstate"
+
+
+def state_file(workdir: Path) -> Path:
+    """The local state file of a run's Terraform working directory."""
+    return workdir / STATE_FILE
+
+
+def count_state_resources(path: Path) -> int:
+    """Resource instances recorded in a local state file (0 when there is no file)."""
+    if not path.exists():
+        return 0
+    doc = json.loads(path.read_text() or "{}")
+    return sum(len(r.get("instances", [])) for r in doc.get("resources", []))

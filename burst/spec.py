@@ -10,6 +10,7 @@ import hashlib
 import json
 import posixpath
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -94,7 +95,11 @@ class Organization(Strict):
 
 
 class Data(Strict):
-    uri: str = Field(min_length=1, description="Where the training data lives (s3://, file://).")
+    uri: str = Field(
+        min_length=1,
+        description="Where the training data lives (s3://, file://; a relative file:// path is "
+        "relative to the working directory burst runs in).",
+    )
     size_gb: Float = Field(
         ge=0, le=GB_MAX, description="Dataset size in GB (decides the data strategy)."
     )
@@ -290,7 +295,8 @@ class Image(Strict):
 
 class Storage(Strict):
     checkpoint_uri: str = Field(
-        description="Checkpoint store: s3://bucket/prefix, or file://path (relative to the spec).",
+        description="Checkpoint store: s3://bucket/prefix, or file://path (a relative path is "
+        "relative to the working directory burst runs in, not to the spec).",
     )
     replica_uri: str | None = Field(default=None, description="Second store to replicate to.")
     kms_key_id: str | None = Field(default=None, description="SSE-KMS key for S3 stores.")
@@ -367,12 +373,12 @@ class BurstJob(Strict):
     def tags(self, run_id: str, expires_at: str) -> dict[str, str]:
         """The tags every resource of a run carries."""
         return {
-            "burst:run-id": run_id,
-            "burst:expires-at": expires_at,
-            "burst:owner": self.owner,
-            "burst:team": self.team,
-            "burst:cost-centre": self.cost_centre,
-            "burst:priority": str(self.priority),
+            TAG_RUN_ID: run_id,
+            TAG_EXPIRES_AT: expires_at,
+            TAG_OWNER: self.owner,
+            TAG_TEAM: self.team,
+            TAG_COST_CENTRE: self.cost_centre,
+            TAG_PRIORITY: str(self.priority),
         }
 
     def canonical_json(self) -> str:
@@ -421,6 +427,28 @@ def parse_spec(text: str, source: str = "<spec>") -> BurstJob:
             where = f"{source}:{at}" if at else source
             problems.append(f"{where}: {field}: {_describe(err)}")
         raise SpecError(problems) from None
+
+
+#: The tags every resource of a run carries (``BurstJob.tags``): the run id and the expiry
+#: find a run's resources (teardown's leak scan, the reaper); the rest attribute its cost.
+TAG_RUN_ID = "burst:run-id"
+TAG_EXPIRES_AT = "burst:expires-at"
+TAG_OWNER = "burst:owner"
+TAG_TEAM = "burst:team"
+TAG_COST_CENTRE = "burst:cost-centre"
+TAG_PRIORITY = "burst:priority"
+#: The keys the stacks take as variables of their own (the rest go in extra_tags).
+RUN_TAG_KEYS = (TAG_RUN_ID, TAG_EXPIRES_AT, TAG_OWNER, TAG_TEAM, TAG_COST_CENTRE)
+
+
+def node_count(job: BurstJob, candidate: Mapping[str, Any] | None = None) -> int:
+    """The nodes a run rents: what the planner sized the candidate to (its offer's GPUs per
+    instance), else the spec's GPUs over GPUs per node, rounded up. The one formula: the
+    provisioner, the checkpoint schedule and the workflow's parameters all use it."""
+    nodes = (candidate or {}).get("nodes")
+    if isinstance(nodes, int) and not isinstance(nodes, bool) and nodes >= 1:
+        return nodes
+    return max(1, -(-job.compute.gpu_count // job.compute.gpus_per_node))
 
 
 def load_spec(path: str | Path) -> BurstJob:

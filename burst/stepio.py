@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from burst import faults
 from burst.documents import INPUTS, STEP_DOCUMENTS, StepDocument, parse_document
-from burst.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInputError, BurstError, InjectedFailure
+from burst.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInputError, BurstError
 from burst.obs.logs import setup_logging
 from burst.runs import RunPaths, load_doc, run_paths, write_json_atomic
 from burst.settings import Settings, current, use
@@ -71,11 +72,8 @@ class StepContext:
         return parse_document(model, self.inputs[name]) if name in self.inputs else None
 
     def fail_point(self, point: str | None = None) -> None:
-        """Raise InjectedFailure when BURST_FAIL_AT names this step (or ``step:point``)."""
-        wanted: set[str] = set(current().fail_at)
-        key = self.step if point is None else f"{self.step}:{point}"
-        if key in wanted:
-            raise InjectedFailure(f"failure injected at {key} (BURST_FAIL_AT)")
+        """The named fault point ``step`` (or ``step:point``): see ``burst.faults.fail_at``."""
+        faults.fail_at(self.step, point)
 
 
 StepFn = Callable[[StepContext], StepDocument]

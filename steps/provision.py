@@ -28,10 +28,6 @@ from burst.stepio import StepContext, main
 OUTCOMES = {"ok": "ok", "capacity": "no_capacity", "error": "error", "injected": "error"}
 
 
-def _wants(point: str) -> bool:
-    return point in current().fail_at
-
-
 def _record(metrics: RunMetrics, attempts: list[dict[str, Any]]) -> None:
     for a in attempts:
         metrics.record_provision_attempt(a["region"], OUTCOMES[a["result"]])
@@ -62,7 +58,6 @@ def run(ctx: StepContext) -> ProvisionDocument:
                 ctx.run_id,
                 ctx.paths.terraform,
                 allowed,
-                fail_midway=_wants("provision:midway"),
             )
         except BurstError as exc:
             failed = getattr(exc, "doc", None)

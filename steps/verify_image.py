@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from burst import checkout
 from burst.documents import VerifiedImage, produce
 from burst.stepio import StepContext, main
 
@@ -24,8 +25,10 @@ def run(ctx: StepContext) -> VerifiedImage:
     job = ctx.spec
     trust = load_trust()
     requirements = load_requirements(policies_dir() / REQUIREMENTS_FILE)
-    # a relative oci-layout:// path: the working directory, the spec's, then this checkout's
-    search = (Path.cwd(), ctx.spec_path.resolve().parent, Path(__file__).resolve().parents[1])
+    # a relative oci-layout:// path: the working directory (the base of every relative path in
+    # a spec), then this checkout's (the demo image ships there); never the directory of this
+    # step's copy of the spec (a pod's inputs)
+    search = (Path.cwd(), checkout.ROOT)
     verified = verify_image(job.image.reference, job.image.trusted_key, trust, search=search)
     compatibility = check_compat(verified.labels, job.compute.gpu_type, requirements)
     doc = {

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,7 +26,40 @@ def runs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def burst_cmd() -> list[str]:
+    """`burst` as a real process: for tests that need one (signals, exit codes of a killed
+    runner, child processes). Others use ``burst_cli``."""
     return [sys.executable, "-m", "burst.cli.main"]
+
+
+BurstCli = Callable[..., "subprocess.CompletedProcess[str]"]  # the burst_cli fixture
+
+
+@pytest.fixture
+def burst_cli() -> BurstCli:
+    """`burst ARGS` in this process with click's CliRunner (no interpreter start-up), as a
+    ``CompletedProcess`` like ``subprocess.run(..., capture_output=True, text=True)`` gives.
+    The root logger's handlers are restored afterwards (the CLI points them at its stderr)."""
+    from click.testing import CliRunner
+
+    from burst.cli.main import cli
+
+    def run(
+        args: Sequence[str], env: dict[str, str] | None = None, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        root = logging.getLogger()
+        handlers, level = root.handlers[:], root.level
+        try:
+            result = CliRunner().invoke(cli, [str(a) for a in args], env=env, input=input)
+        finally:
+            root.handlers[:] = handlers
+            root.setLevel(level)
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception  # a crash is a test failure with its traceback
+        return subprocess.CompletedProcess(
+            ["burst", *map(str, args)], result.exit_code, result.stdout, result.stderr
+        )
+
+    return run
 
 
 @pytest.fixture

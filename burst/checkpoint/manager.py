@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from burst import checkout
 from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
 from burst.checkpoint.layout import DEFAULT_CHUNK_SIZE, build_layout, layout_signature
 from burst.checkpoint.manifest import CheckpointRef, check_tier
@@ -121,7 +122,7 @@ class CheckpointManager:
             self._stop_worker()  # the buffer was replaced: a new worker inherits the new one
         self._worker_buffer = token
         env = dict(os.environ)
-        pkg_root = str(Path(__file__).resolve().parents[2])
+        pkg_root = str(checkout.ROOT)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
         env.update(self.worker_env)
         # A session of its own: a Ctrl-C or a SIGTERM sent to the trainer's process group

@@ -34,7 +34,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from burst.checkpoint import faults
+from burst import faults
 from burst.checkpoint.layout import ALIGN, ArrayEntry
 from burst.checkpoint.manifest import LATEST_KEY, ChunkRef, Manifest, manifest_key
 from burst.checkpoint.tree import flatten, unflatten
@@ -84,7 +84,7 @@ def write_shard(store: ObjectStore, manifest: Manifest, shard: ShardInfo, pendin
     manifest.stats["shard"] = {"rank": shard.rank, "world": shard.world, "pending": pending}
     key = shard_key(manifest.step, manifest.tier, shard.session, shard.rank)
     store.put_bytes(key, manifest.to_bytes())
-    faults.point("shard-written")
+    faults.checkpoint("shard-written")
     return key
 
 
@@ -220,9 +220,9 @@ def commit_global(
     """Phase 2 (rank 0's worker): wait for every shard, then write the one global manifest."""
     shards = _wait_for_shards(store, own.step, own.tier, shard, abandoned)
     manifest = merge(shards)
-    faults.point("before-global")
+    faults.checkpoint("before-global")
     store.put_bytes(manifest_key(manifest.step, manifest.tier), manifest.to_bytes())  # commit
-    faults.point("after-global")
+    faults.checkpoint("after-global")
     latest = {"step": manifest.step, "tier": manifest.tier, "manifest": manifest.key}
     store.put_bytes(LATEST_KEY, json.dumps(latest).encode())
     pending = [str((m.stats.get("shard") or {}).get("pending") or "") for m in shards]

@@ -17,6 +17,9 @@ from burst.errors import CheckpointError
 
 
 def rng_state() -> dict[str, Any]:
+    """Python, numpy, torch CPU and (on a GPU host) every CUDA device's RNG state: all a
+    resumed run must restore to repeat the uninterrupted one. The one implementation, used
+    by ``capture_state`` and by the training engines."""
     import torch
 
     return {
@@ -30,11 +33,16 @@ def rng_state() -> dict[str, Any]:
 def set_rng_state(state: dict[str, Any]) -> None:
     import torch
 
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    # a state that went through a checkpoint may come back with lists for tuples
+    random.setstate(_as_tuples(state["python"]))
+    np.random.set_state(tuple(state["numpy"]))
     torch.set_rng_state(state["torch"])
     if state.get("cuda") and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuples(obj: Any) -> Any:
+    return tuple(_as_tuples(o) for o in obj) if isinstance(obj, list | tuple) else obj
 
 
 def capture_state(

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import IO, Any
 
-from burst.checkpoint import faults
+from burst import faults
 from burst.checkpoint.layout import ArrayEntry
 from burst.checkpoint.retention import apply_retention, collect_garbage
 from burst.checkpoint.sharded import ShardInfo, expire_manifests
@@ -35,7 +35,7 @@ class Worker:
     def __init__(self, init: dict[str, Any]) -> None:
         self.store = store_from_spec(init["store"])
         if isinstance(self.store, LocalStore):
-            self.store.on_midway = lambda key: faults.point(f"put-midway {key}")
+            self.store.on_midway = lambda key: faults.checkpoint(f"put-midway {key}")
         rate = init.get("upload_rate")
         self.writer = CheckpointWriter(
             self.store,

@@ -31,7 +31,7 @@ from typing import Any
 import blake3
 import xxhash
 
-from burst.checkpoint import faults
+from burst import faults
 from burst.checkpoint.layout import ArrayEntry, layout_signature, plan_chunks
 from burst.checkpoint.manifest import (
     CHUNK_PREFIX,
@@ -123,7 +123,7 @@ class CheckpointWriter:
             assert self.known is not None
             self.known[digest] = len(view)
             self.verified.add(digest)
-        faults.point("chunk-uploaded")
+        faults.checkpoint("chunk-uploaded")
         return len(view)
 
     def write(
@@ -217,12 +217,12 @@ class CheckpointWriter:
         )
         if shard is not None:
             return self._write_shard(manifest, shard, pending_key, sig, fast, digests, t0)
-        faults.point("before-manifest")
+        faults.checkpoint("before-manifest")
         self.store.put_bytes(manifest.key, manifest.to_bytes())  # the commit
-        faults.point("before-latest")
+        faults.checkpoint("before-latest")
         latest = {"step": step, "tier": tier, "manifest": manifest.key}
         self.store.put_bytes(LATEST_KEY, json.dumps(latest).encode())
-        faults.point("after-latest")
+        faults.checkpoint("after-latest")
         self.store.delete([pending_key])
         self._prev_sig, self._prev_fast, self._prev_digests = sig, fast, digests
         manifest.stats["seconds"] = round(time.perf_counter() - t0, 4)

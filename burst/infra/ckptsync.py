@@ -28,7 +28,7 @@ from burst.errors import BurstError
 from burst.spec import BurstJob
 from burst.storage import open_store
 from burst.storage.base import StoreError
-from burst.storage.location import run_store_url
+from burst.storage.location import run_url
 from burst.train.attempts import read_store
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def confirm_checkpoint_sync(
     wait_s = sync_wait_s() if wait_s is None else wait_s
     started = time.monotonic()
     try:
-        url = run_store_url(job, run_id)
+        url = run_url(job.storage.checkpoint_uri, run_id)
         store = open_store(url)
         want = expected_step(read_store(store))
         latest = latest_checkpoint(store)

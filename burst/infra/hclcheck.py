@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from burst import checkout
+from burst.spec import RUN_TAG_KEYS, TAG_EXPIRES_AT, TAG_RUN_ID
+
 REGION_RE = re.compile(
     r"\b(?:us|eu|ap|sa|ca|me|af|il|mx|cn)-(?:gov-|iso-|isob-)?"
     r"(?:north|south|east|west|central|northeast|northwest|southeast|southwest)-\d[a-z]?\b"
@@ -200,7 +203,7 @@ def _tag_sources(mod: Module) -> set[str]:
     """Expressions that carry the run's tags: var.tags and locals derived from it."""
     sources = {"var.tags"} if "tags" in mod.variables else set()
     for name, expr in mod.locals.items():
-        if "burst:run-id" in expr and "burst:expires-at" in expr:
+        if TAG_RUN_ID in expr and TAG_EXPIRES_AT in expr:
             sources.add(f"local.{name}")
     changed = True
     while changed:
@@ -411,13 +414,6 @@ def check_literals(mod: Module) -> Iterator[Finding]:
                     )
 
 
-RUN_TAG_KEYS = (
-    "burst:run-id",
-    "burst:expires-at",
-    "burst:owner",
-    "burst:team",
-    "burst:cost-centre",
-)
 STATIC_KEY_RE = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
 CREDENTIAL_ARGS = ("access_key", "secret_key", "token", "shared_credentials_files")
 
@@ -478,7 +474,7 @@ def check_paths(paths: Iterable[Path]) -> list[Finding]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    paths = [Path(a) for a in args] or [Path(__file__).resolve().parents[2] / "terraform"]
+    paths = [Path(a) for a in args] or [checkout.TERRAFORM]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         sys.stderr.write(f"hclcheck: no such path: {', '.join(missing)}\n")

@@ -15,10 +15,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from burst.spec import TAG_EXPIRES_AT, TAG_RUN_ID
+
 log = logging.getLogger(__name__)
 
-RUN_TAG = "burst:run-id"
-EXPIRES_TAG = "burst:expires-at"
+RUN_TAG = TAG_RUN_ID
+EXPIRES_TAG = TAG_EXPIRES_AT
 
 # Deletion order: what depends on something goes before it.
 DELETE_ORDER = (

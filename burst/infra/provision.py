@@ -7,11 +7,11 @@ Every attempt is recorded in the provision document. Applying again for the same
 converges: the candidate that succeeded goes first and the expiry tag is kept, so a second
 apply changes nothing.
 
-Failure emulation (local stack only, for tests and the fault-injection harness):
-``BURST_SIMULATE_NO_CAPACITY="ap-southeast-1,ap-southeast-3"`` makes the local module fail
-with an InsufficientInstanceCapacity error in those regions at apply time, after the VPN and
-node group exist; ``fail_midway=True`` (``--fail-at provision:midway``) fails the same way
-with a non-capacity error and leaves the partial state for teardown.
+Failure emulation (local stack only, for tests and the fault-injection harness) is a named
+fault point, ``burst.faults.provision_faults``: ``BURST_SIMULATE_NO_CAPACITY`` regions report
+no capacity at apply time, after the VPN and node group exist; ``fail_midway=True``
+(``--fail-at provision:midway``) fails the same way with a non-capacity error and leaves the
+partial state for teardown.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from burst import faults
 from burst.documents import DecisionRecord, parse_document
 from burst.errors import (
     BadInputError,
@@ -48,15 +49,13 @@ from burst.infra.workspace import (
 from burst.obs.events import PROVISION_ATTEMPT, emit
 from burst.plan.placement import default_capacity
 from burst.settings import Settings, resolve
-from burst.spec import BurstJob
+from burst.spec import BurstJob, node_count
 
 log = logging.getLogger(__name__)
 
-SIMULATE_ENV = "BURST_SIMULATE_NO_CAPACITY"
 TIMEOUT_ENV = "BURST_TF_TIMEOUT_S"  # one apply or destroy; a GPU node group takes minutes
 DEFAULT_TIMEOUT_S = 7200.0
 RECORD_FILE = "provision-record.json"
-MIDWAY_MARKER = "Injected failure midway"
 
 
 @dataclass(frozen=True)
@@ -78,14 +77,6 @@ def expires_at(job: BurstJob, now: dt.datetime | None = None) -> str:
     """When the run's resources may be reaped: the budget's hours plus one hour of grace."""
     now = now or dt.datetime.now(dt.UTC)
     return (now + dt.timedelta(hours=job.budget.max_hours + 1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def node_count(job: BurstJob) -> int:
-    return max(1, -(-job.compute.gpu_count // job.compute.gpus_per_node))
-
-
-def simulated_no_capacity(env: Settings | Mapping[str, str] | None = None) -> list[str]:
-    return list(resolve(env).simulate_no_capacity)
 
 
 def apply_timeout(env: Settings | Mapping[str, str] | None = None) -> float:
@@ -178,16 +169,16 @@ class Provisioner:
         workdir: Path,
         *,
         policy: FailoverPolicy = NEXT_CANDIDATE,
-        env: dict[str, str] | None = None,
-        fail_midway: bool = False,
+        env: Settings | Mapping[str, str] | None = None,
+        fail_midway: bool | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.job = job
         self.run_id = run_id
         self.workdir = Path(workdir)
         self.policy = policy
-        self.fail_midway = fail_midway
-        self.no_capacity = simulated_no_capacity(env)
+        # the named fault points of provisioning (tests and the fault-injection harness)
+        self.faults = faults.provision_faults(resolve(env), fail_midway=fail_midway)
         self.timeout_s = apply_timeout(env)
         self.env = resolve(env)  # one snapshot for every attempt
         self.mode = stack_mode(env)
@@ -322,10 +313,10 @@ class Provisioner:
             "unprovisionable": self.refused,
         }
         self._converge_leftovers(ordered[0])
-        if self.fail_midway and self.ws.kind != "local":
-            self._fail(
-                InjectedFailure("failure injected at provision:midway (BURST_FAIL_AT)"), dict(base)
-            )
+        try:
+            self.faults.before_apply(self.ws.kind)
+        except InjectedFailure as exc:
+            self._fail(exc, dict(base))
         for index, cand in enumerate(ordered, start=1):
             region = cand["region"]
             self._switch_to(cand)
@@ -335,10 +326,9 @@ class Provisioner:
                 run_id=self.run_id,
                 candidate=cand,
                 gpu_type=self.job.compute.gpu_type,
-                node_count=node_count(self.job),
+                node_count=node_count(self.job, cand),
                 tags=tags,
-                simulate_no_capacity=self.no_capacity,
-                fail_midway=self.fail_midway,
+                **self.faults.terraform_variables(),
             )
             write_vars(self.workdir, variables)
             attempt: dict[str, Any] = {
@@ -366,16 +356,11 @@ class Provisioner:
             except InfraError as exc:
                 attempt["seconds"] = round(time.monotonic() - started, 3)
                 attempt["error"] = exc.message
-                if self.fail_midway and MIDWAY_MARKER in exc.message:
+                injected = self.faults.injected(region, exc)
+                if injected is not None:
                     attempt["result"] = "injected"
                     self._emit(attempt)
-                    self._fail(
-                        InjectedFailure(
-                            f"failure injected at provision:midway in {region}; the partial "
-                            "state is left for teardown"
-                        ),
-                        dict(base),
-                    )
+                    self._fail(injected, dict(base))
                 if not self.policy.fails_over(exc):
                     attempt["result"] = "error"
                     self._emit(attempt)
@@ -460,7 +445,7 @@ def provision(
     candidates: list[dict[str, Any]],
     *,
     env: dict[str, str] | None = None,
-    fail_midway: bool = False,
+    fail_midway: bool | None = None,
     policy: FailoverPolicy = NEXT_CANDIDATE,
 ) -> dict[str, Any]:
     """Apply the run's stack in the first candidate that has capacity; the provision doc."""

@@ -20,8 +20,8 @@ from burst.errors import InfraError
 from burst.infra.leakscan import EXPIRES_TAG, Inventory, delete_in_order
 from burst.infra.procs import other_processes
 from burst.infra.teardown import destroy_run
-from burst.infra.terraform import count_state_resources
 from burst.infra.workspace import VARS_FILE, load_workspace, state_file
+from burst.runs import count_state_resources
 
 log = logging.getLogger(__name__)
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from burst import checkout
 from burst.infra.hclcheck import (
     HclParseError,
     Module,
@@ -526,7 +527,7 @@ def check_paths(
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="schemacheck: %(message)s")
     args = sys.argv[1:] if argv is None else argv
-    paths = [Path(a) for a in args] or [Path(__file__).resolve().parents[2] / "terraform"]
+    paths = [Path(a) for a in args] or [checkout.TERRAFORM]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         sys.stderr.write(f"schemacheck: no such path: {', '.join(missing)}\n")

@@ -14,8 +14,9 @@ from typing import Any
 
 from burst.errors import BurstError, InfraError
 from burst.infra.statelock import holders, parse_lock_error
-from burst.infra.terraform import Terraform, count_state_resources
+from burst.infra.terraform import Terraform
 from burst.infra.workspace import VARS_FILE, load_workspace, state_file
+from burst.runs import count_state_resources
 
 log = logging.getLogger(__name__)
 

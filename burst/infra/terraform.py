@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from burst import checkout
 from burst.errors import CapacityError, InfraError
+from burst.runs import count_state_resources as count_state_resources  # re-export (tests)
 from burst.settings import current
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-TERRAFORM_DIR = current().terraform_dir or REPO_ROOT / "terraform"
+REPO_ROOT = checkout.ROOT  # (an alias kept for the tests that import it)
+TERRAFORM_DIR = current().terraform_dir or checkout.TERRAFORM
 CLI_CONFIG = TERRAFORM_DIR / "terraformrc"
 
 # Messages that mean "no capacity here", from AWS, GCP, Azure, OCI and Nebius (gRPC
@@ -268,11 +270,3 @@ def _var_args(var_file: Path | Sequence[Path] | None) -> list[str]:
         return []
     files = [var_file] if isinstance(var_file, (str, Path)) else list(var_file)
     return [f"-var-file={f}" for f in files]
-
-
-def count_state_resources(state_file: Path) -> int:
-    """Resource instances recorded in a local state file (0 when there is no file)."""
-    if not state_file.exists():
-        return 0
-    doc = json.loads(state_file.read_text() or "{}")
-    return sum(len(r.get("instances", [])) for r in doc.get("resources", []))

@@ -20,9 +20,7 @@ from burst.documents import (
 )
 from burst.documents.base import DocumentError
 from burst.errors import EXIT_FAILURE, EXIT_INFRA, EXIT_OK, BurstError
-from burst.infra.terraform import count_state_resources
-from burst.infra.workspace import state_file
-from burst.runs import RunPaths, utcnow_iso
+from burst.runs import RunPaths, count_state_resources, state_file, utcnow_iso
 from burst.spec import load_spec
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,9 @@ KEYS = "keys"
 
 def checkout_policy_dir() -> Path:
     """The ``policies/`` directory of the checkout this ``burst`` package lives in."""
-    return Path(__file__).resolve().parents[2] / "policies"
+    from burst import checkout
+
+    return checkout.POLICIES
 
 
 def policy_dir(explicit: str | Path | None = None) -> Path:

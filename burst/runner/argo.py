@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import BadInputError, InfraError
-from burst.infra.provision import node_count
 from burst.infra.remote_errors import check_url
 from burst.inputs import clip
 from burst.settings import current
-from burst.spec import BurstJob, load_spec
+from burst.spec import BurstJob, load_spec, node_count
 
 log = logging.getLogger(__name__)
 

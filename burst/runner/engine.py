@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from burst import checkout
 from burst.errors import BadInputError
 from burst.runner import expr
 from burst.runner.features import UnsupportedFeature, check_supported, reachable_templates
@@ -46,7 +47,6 @@ from burst.runner.tags import UnresolvedTag, substitute, substitute_all
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SUCCEEDED, FAILED, ERROR, SKIPPED, OMITTED = "Succeeded", "Failed", "Error", "Skipped", "Omitted"
 RETRY_POLICIES = {"Always": {FAILED, ERROR}, "OnFailure": {FAILED}, "OnError": {ERROR}}
 KILL_GRACE_S = 10.0
@@ -644,7 +644,7 @@ class WorkflowEngine:
             argv[0] = self.options.python
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+            p for p in (str(checkout.ROOT), env.get("PYTHONPATH", "")) if p
         )
         for e in c.get("env") or []:
             env[e["name"]] = mapped(str(e.get("value", "")))

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from burst import checkout, faults
 from burst.documents.report import WorkflowResult
 from burst.errors import BadInputError
 from burst.obs.report import build_report
@@ -31,8 +32,7 @@ from burst.spec import load_spec
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-COMPILED_DIR = REPO_ROOT / "pipelines" / "compiled"
+COMPILED_DIR = checkout.COMPILED
 TEMPLATE = COMPILED_DIR / "burst-train.yaml"
 RUNS_VOLUME = "burst-runs"
 #: Locally a backoff of "10s" waits 1 s: same shape, less idle time on a laptop.
@@ -220,8 +220,7 @@ class LocalRunner:
             "BURST_PREEMPT_WATCHERS": current().local_preempt_watchers,
             **self.options.env,
         }
-        if self.options.fail_at:
-            env["BURST_FAIL_AT"] = ",".join(self.options.fail_at)
+        env.update(faults.arm(fail_at=self.options.fail_at))
         manifest = load_manifest(self.options.template)
         opts = EngineOptions(
             workflow_name=self.paths.run_id,

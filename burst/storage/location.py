@@ -1,4 +1,5 @@
-"""Where a run's checkpoints live: ``storage.checkpoint_uri`` with ``/<run-id>`` appended.
+"""Where a run's checkpoints live: a store URI (the spec's ``storage.checkpoint_uri`` or
+``replica_uri``) with ``/<run-id>`` appended. It takes a URI, never a whole spec.
 
 Torch-free, so steps that never train (teardown, in the slim steps image) can find the store.
 """
@@ -9,22 +10,12 @@ from pathlib import Path
 from urllib.parse import urlparse, urlunparse
 
 from burst.errors import BadInputError
-from burst.spec import BurstJob
-
-
-def run_store_url(job: BurstJob, run_id: str) -> str:
-    """The run's checkpoint store URL. A relative file:// path is taken from the current
-    directory (where ``burst run`` runs)."""
-    return run_url(job.storage.checkpoint_uri, run_id)
-
-
-def run_replica_url(job: BurstJob, run_id: str) -> str | None:
-    """The run's prefix in the second store (``storage.replica_uri``), if there is one."""
-    return run_url(job.storage.replica_uri, run_id) if job.storage.replica_uri else None
 
 
 def run_url(uri: str, run_id: str) -> str:
-    """``uri`` (file:// or s3://) with ``/<run-id>`` appended."""
+    """``uri`` (file:// or s3://) with ``/<run-id>`` appended. A relative file:// path is
+    relative to the working directory (where ``burst run`` runs), as every relative path in
+    a spec is."""
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         raw = parsed.netloc + parsed.path if parsed.netloc not in ("", "localhost") else parsed.path

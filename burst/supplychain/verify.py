@@ -64,8 +64,8 @@ class Verified:
 
 
 def resolve_layout_dir(directory: str, search: tuple[Path, ...]) -> Path:
-    """An OCI layout path: absolute, else the first of ``search`` (cwd, the spec's directory)
-    under which it exists."""
+    """An OCI layout path: absolute, else the first of ``search`` (default: the working
+    directory, the base of every relative path in a spec) under which it exists."""
     path = Path(directory)
     if path.is_absolute():
         return path

@@ -21,7 +21,7 @@ from burst.checkpoint import CheckpointManager, CheckpointRef, SaveResult
 from burst.checkpoint.sharded import ShardInfo
 from burst.errors import CheckpointError
 from burst.spec import BurstJob
-from burst.storage.location import run_store_url
+from burst.storage.location import run_url
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class RunCheckpoints:
         rank 0's, which commits."""
         policy = job.training.checkpoint
         lead = shard is None or shard.rank == 0
-        self.location = run_store_url(job, run_id)
+        self.location = run_url(job.storage.checkpoint_uri, run_id)
         options: dict[str, Any] = {}
         if job.storage.kms_key_id and self.location.startswith("s3://"):
             options.update(sse="aws:kms", kms_key_id=job.storage.kms_key_id)

@@ -23,11 +23,11 @@ from typing import Any
 
 import torch
 
+from burst.checkpoint.state import rng_state, set_rng_state
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
 from burst.train.ranks import Ranks, step_seed
-from burst.train.rng import rng_states, set_rng_states
 from burst.train.setup import TrainSetup
 from burst.train.weights import weights_sha256
 
@@ -156,7 +156,7 @@ class DeepSpeedEngine:
     def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
         if tier != "full":
             raise CheckpointError(f"a DeepSpeed checkpoint is full, not {tier!r}")
-        client = {"data_position": step, "rng": rng_states(), "zero_stage": self.stage}
+        client = {"data_position": step, "rng": rng_state(), "zero_stage": self.stage}
         if self.samples is not None:
             client.update(samples=self.samples, world=self.ranks.world)
         ckpt = self._checkpointer(store)
@@ -193,7 +193,7 @@ class DeepSpeedEngine:
                     "ranks needs its universal checkpoint (not supported yet)",
                     where=store.location,
                 )
-            set_rng_states(client["rng"])
+            set_rng_state(client["rng"])
             if self.samples is not None:
                 self.samples = int(client.get("samples") or 0)
             return int(client["data_position"])

@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from burst.checkpoint.sharded import assemble
-from burst.checkpoint.state import check_fits
+from burst.checkpoint.state import check_fits, rng_state, set_rng_state
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
-from burst.train.rng import rng_states, set_rng_states
 from burst.train.setup import TrainSetup
 from burst.train.weights import weights_sha256
 
@@ -54,7 +53,7 @@ def capture_state(
         state.update(
             optimizer=setup.optimizer.state_dict(),
             scheduler=setup.scheduler.state_dict() if setup.scheduler else None,
-            rng=rng_states(),
+            rng=rng_state(),  # CUDA included: a GPU resume restores, never re-seeds
             data_position=step,
         )
         if samples is not None:  # samples consumed (several ranks: see TrainSetup)
@@ -68,7 +67,7 @@ def apply_state(setup: TrainSetup, state: dict[str, Any], where: str = "checkpoi
     setup.optimizer.load_state_dict(state["optimizer"])
     if setup.scheduler is not None and state.get("scheduler") is not None:
         setup.scheduler.load_state_dict(state["scheduler"])
-    set_rng_states(state["rng"])
+    set_rng_state(state["rng"])
     return int(state["data_position"])
 
 

@@ -25,25 +25,25 @@ from typing import Any
 import numpy as np
 import torch
 
+from burst import faults
 from burst.budget import BudgetExceeded, BudgetGuard
 from burst.checkpoint.sharded import ShardInfo
 from burst.checkpoint.verify import verify_checkpoint
 from burst.errors import BurstError, CheckpointError, Preempted
 from burst.obs.events import CHECKPOINT, FIRST_TRAIN_STEP, PREEMPTION, emit
 from burst.obs.metrics import RunMetrics, export_from_env
-from burst.preempt.demo import DemoPreemptions
 from burst.preempt.emergency import RESERVE_S, SaveMeter, choose_emergency_save
 from burst.preempt.notice import Notice
 from burst.preempt.watch import Watchers, start_watchers
 from burst.runs import utcnow_iso
 from burst.spec import BurstJob
 from burst.storage import open_store
-from burst.storage.location import run_replica_url
+from burst.storage.location import run_url
 from burst.train.attempts import FILE_NAME, AttemptLog
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import TrainEngine, open_engine
 from burst.train.ranks import RankLost, Ranks, preempt_rank
-from burst.train.schedule import CheckpointSchedule
+from burst.train.schedule import CheckpointSchedule, running_candidate
 from burst.train.setup import build_setup
 
 log = logging.getLogger(__name__)
@@ -72,9 +72,9 @@ def submitted_at() -> float | None:
 
 def hourly_rate(infra: dict[str, Any] | None, plan: dict[str, Any] | None) -> float | None:
     """USD per hour of what the run rents: the candidate provision got, else the plan's first."""
-    for cand in ((infra or {}).get("candidate"), *((plan or {}).get("candidates") or [])[:1]):
-        if isinstance(cand, dict) and isinstance(cand.get("price_per_hour"), int | float):
-            return float(cand["price_per_hour"])
+    cand = running_candidate(plan, infra)
+    if cand is not None and isinstance(cand.get("price_per_hour"), int | float):
+        return float(cand["price_per_hour"])
     return None
 
 
@@ -102,7 +102,7 @@ class TrainRun:
         self.plan = plan
         self.infra = infra
         self.metrics = RunMetrics.for_job(run_id, job)
-        self.demo = DemoPreemptions(run_dir / "preempt-demo.json")
+        self.demo = faults.demo_preemptions(run_dir / "preempt-demo.json")
         self.record: dict[str, Any] = {"started_at": utcnow_iso(), "preempted": False}
         self.ranks = Ranks()
         # this rank's own checkpoint figures (the leader gathers every rank's at the end)
@@ -115,7 +115,9 @@ class TrainRun:
         self.past = self.attempts.read()
         last = self.past[-1] if self.past else {}
         self.meter = SaveMeter.from_dict(last.get("save_meter"))
-        self.schedule = CheckpointSchedule.for_job(self.job, self.plan, last.get("measured"))
+        self.schedule = CheckpointSchedule.for_job(
+            self.job, self.plan, last.get("measured"), self.infra
+        )
         self.record["attempt"] = len(self.past) + 1
         rate = hourly_rate(self.infra, self.plan)
         if rate is None:
@@ -341,7 +343,8 @@ class TrainRun:
         """Copy the final checkpoint to the second store (``storage.replica_uri``, e.g. another
         region), checksums verified on arrival; only the chunks it lacks travel. A failure is
         recorded and logged loudly: the training itself is done and safe in the first store."""
-        url = run_replica_url(self.job, self.run_id)
+        replica = self.job.storage.replica_uri
+        url = run_url(replica, self.run_id) if replica else None
         latest = store.latest()
         if url is None or latest is None:
             return

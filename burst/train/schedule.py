@@ -23,7 +23,7 @@ from typing import Any
 
 from burst.errors import BurstError
 from burst.plan.interval import choose_interval, job_mtbf_s, young_daly
-from burst.spec import BurstJob
+from burst.spec import BurstJob, node_count
 
 log = logging.getLogger(__name__)
 
@@ -33,21 +33,29 @@ EWMA = 0.3
 MAX_HISTORY = 20  # interval changes kept for the document
 
 
-def _nodes(job: BurstJob, cand: dict[str, Any] | None) -> int:
-    if cand and isinstance(cand.get("nodes"), int) and cand["nodes"] >= 1:
-        return int(cand["nodes"])
-    return max(1, -(-job.compute.gpu_count // job.compute.gpus_per_node))
+def running_candidate(
+    plan: dict[str, Any] | None, infra: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """The candidate this run rents: the one provision got (after a failover or a requeue it
+    is not the plan's first), else the plan's first. Pricing and the checkpoint interval
+    both size themselves to it."""
+    got = (infra or {}).get("candidate")
+    if isinstance(got, dict):
+        return got
+    first = ((plan or {}).get("candidates") or [None])[0]
+    return first if isinstance(first, dict) else None
 
 
-def resolve_mtbf(job: BurstJob, plan: dict[str, Any] | None) -> tuple[float, str]:
+def resolve_mtbf(
+    job: BurstJob, plan: dict[str, Any] | None, infra: dict[str, Any] | None = None
+) -> tuple[float, str]:
     """Expected seconds between preemptions of the whole job, and where the figure comes from.
 
     Nodes are preempted independently: a job of N nodes stops N times as often as one node.
     """
     if job.compute.mtbf_hours is not None:
         return job.compute.mtbf_hours * 3600, "spec compute.mtbf_hours (job)"
-    first = ((plan or {}).get("candidates") or [None])[0]
-    cand = first if isinstance(first, dict) else None
+    cand = running_candidate(plan, infra)
     if cand and isinstance(cand.get("mtbf_hours"), int | float) and cand["mtbf_hours"] > 0:
         return float(cand["mtbf_hours"]) * 3600, (
             f"plan candidate {cand.get('provider')}/{cand.get('region')} "
@@ -55,7 +63,7 @@ def resolve_mtbf(job: BurstJob, plan: dict[str, Any] | None) -> tuple[float, str
         )
     provider = str((cand or {}).get("provider") or job.compute.providers[0])
     capacity = str((cand or {}).get("capacity") or job.compute.capacity)
-    nodes = _nodes(job, cand)
+    nodes = node_count(job, cand)
     found = _catalog_node_mtbf_hours(provider, capacity)
     if found is not None:
         return job_mtbf_s(found[0], nodes), f"{found[1]} / {nodes} node(s)"
@@ -104,11 +112,16 @@ class CheckpointSchedule:
 
     @classmethod
     def for_job(
-        cls, job: BurstJob, plan: dict[str, Any] | None, measured: dict[str, float] | None = None
+        cls,
+        job: BurstJob,
+        plan: dict[str, Any] | None,
+        measured: dict[str, float] | None = None,
+        infra: dict[str, Any] | None = None,
     ) -> CheckpointSchedule:
+        """The schedule for the candidate the run is in (``infra``'s, else the plan's first)."""
         policy = job.training.checkpoint.interval_steps
-        mtbf_s, source = resolve_mtbf(job, plan)
-        cand = ((plan or {}).get("candidates") or [None])[0]
+        mtbf_s, source = resolve_mtbf(job, plan, infra)
+        cand = running_candidate(plan, infra)
         planned = cand.get("checkpoint_interval_s") if isinstance(cand, dict) else None
         s = cls(
             policy if isinstance(policy, int) else None,

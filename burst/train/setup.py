@@ -59,7 +59,7 @@ def load_entrypoint(job: BurstJob) -> Callable[[BurstJob], TrainSetup]:
         raise BadInputError(
             f"training.entrypoint {entry}: module {module_name} has no function {func_name!r}"
         )
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 def build_setup(job: BurstJob) -> TrainSetup:

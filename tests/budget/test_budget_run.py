@@ -8,6 +8,10 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 
 def test_run_over_budget_is_stopped_torn_down_and_explained(
     runs_root: Path, quickstart_in: Path, burst_cmd: list[str]

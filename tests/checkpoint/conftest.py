@@ -9,7 +9,7 @@ import pytest
 from burst.storage import ObjectStore, open_store
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.e2e)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
     if request.param == "local":
         return open_store(f"file://{tmp_path}/store")

@@ -22,8 +22,9 @@ import torch
 from ckpt_helpers import assert_same
 
 from burst.checkpoint import CheckpointError, CheckpointManager, collect_garbage
-from burst.checkpoint.faults import ENV as FAULT_ENV
 from burst.storage import ObjectStore
+
+FAULT_ENV = "BURST_CHECKPOINT_FAULT"  # the checkpoint fault point (burst.faults.checkpoint)
 
 CHUNK = 64 << 10
 
@@ -93,6 +94,7 @@ def test_kill_at_named_points(local_store: ObjectStore, point: str, committed: b
     check_store(local_store, saved, {3})
 
 
+@pytest.mark.e2e
 def test_kill_at_random_moments_s3(s3_bucket: str) -> None:
     from burst.storage import open_store
 

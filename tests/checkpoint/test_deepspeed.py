@@ -15,6 +15,8 @@ import pytest
 
 from burst.storage.loopback import free_port
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 JOB = Path(__file__).with_name("ds_job.py")
 
 

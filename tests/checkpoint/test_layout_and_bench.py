@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from burst.checkpoint.layout import SpanIndex, build_layout, plan_chunks, small_limit
@@ -34,6 +35,7 @@ def test_chunks_cover_every_byte_once_and_never_mix_large_arrays() -> None:
     assert covered == [e.nbytes for e in entries]
 
 
+@pytest.mark.e2e
 def test_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from ckpt_helpers import assert_same
 
@@ -11,6 +12,7 @@ from burst.errors import CheckpointError
 from burst.storage import ObjectStore, open_store
 
 
+@pytest.mark.e2e
 def test_replicate_then_restore_from_the_replica(local_store: ObjectStore, s3_bucket: str) -> None:
     frozen = torch.randn(128, 1024)
     saved = {}

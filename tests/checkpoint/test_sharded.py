@@ -13,7 +13,6 @@ import torch
 
 from burst.checkpoint import CheckpointError, CheckpointManager, list_checkpoints
 from burst.checkpoint.catalog import load_manifest
-from burst.checkpoint.faults import ENV as FAULT_ENV
 from burst.checkpoint.sharded import (
     SHARD_PREFIX,
     ShardInfo,
@@ -22,6 +21,8 @@ from burst.checkpoint.sharded import (
     partition,
 )
 from burst.storage import ObjectStore
+
+FAULT_ENV = "BURST_CHECKPOINT_FAULT"  # the checkpoint fault point (burst.faults.checkpoint)
 
 CHUNK = 64 << 10
 

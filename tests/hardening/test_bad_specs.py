@@ -124,6 +124,7 @@ def test_a_spec_too_large_is_refused_unread(tmp_path: Path) -> None:
     assert r.code == 2 and "byte limit" in r.lines[0]
 
 
+@pytest.mark.e2e
 def test_alias_expansion_is_bounded(tmp_path: Path) -> None:
     bomb = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
     for i, name in enumerate("bcdefghi"):
@@ -143,6 +144,7 @@ def test_alias_expansion_is_bounded(tmp_path: Path) -> None:
     assert "expands to more than" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
 def test_a_spec_that_is_not_a_regular_file_is_refused_without_blocking(
     tmp_path: Path, kind: str

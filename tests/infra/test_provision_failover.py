@@ -13,6 +13,8 @@ from burst.infra.provision import RECORD_FILE, FailoverPolicy, provision
 from burst.infra.teardown import destroy_run
 from burst.spec import BurstJob
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 
 def state_resources(workdir: Path) -> list[dict[str, Any]]:
     """The resource instances in a run's local state file, with their inputs."""
@@ -176,3 +178,26 @@ def test_apply_timeout_setting(
     with pytest.raises(BadInputError):
         provision(job, "run-t", tmp_path / "t", candidates, env={"BURST_TF_TIMEOUT_S": "never"})
     assert not (tmp_path / "t" / "main.tf").exists()
+
+
+@pytest.mark.e2e
+def test_a_candidate_without_capacity_takes_the_specs_first_kind(
+    job: BurstJob, tmp_path: Path
+) -> None:
+    """Issue 14 bug: the fallback read ``job.compute.capacity.value`` on a plain string
+    (AttributeError, exit 1). A candidate without a capacity gets the spec policy's first
+    kind (spot_with_fallback: spot)."""
+    from burst.plan.placement import default_capacity
+
+    assert isinstance(job.compute.capacity, str)  # what made .value an AttributeError
+    workdir = tmp_path / "run-nc" / "terraform"
+    doc = provision(job, "run-nc", workdir, [{"region": "me-central-1", "provider": "aws"}])
+    assert doc["status"] == "provisioned"
+    expected = default_capacity(job.compute.capacity)
+    assert doc["attempts"][0]["capacity"] == expected == "spot"
+    assert {
+        r["input"]["capacity"]
+        for r in state_resources(workdir)
+        if r["input"] and "capacity" in r["input"]
+    } == {expected}
+    destroy_run(workdir)

@@ -14,6 +14,8 @@ import pytest
 from burst.infra.terraform import count_state_resources
 from burst.spec import BurstJob
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 
 def _step(
     runs_root: Path,

@@ -79,6 +79,7 @@ def _config(tmp_path: Path, body: str) -> Path:
     return d
 
 
+@pytest.mark.e2e
 def test_events_stream_to_the_callback_and_errors_are_typed(tmp_path: Path) -> None:
     d = _config(
         tmp_path,
@@ -122,6 +123,7 @@ resource "terraform_data" "b" {
     assert not isinstance(info.value, CapacityError)
 
 
+@pytest.mark.e2e
 def test_timeout_stops_terraform_and_raises(tmp_path: Path) -> None:
     pidfile = tmp_path / "sleeper.pid"
     d = _config(
@@ -145,6 +147,7 @@ resource "terraform_data" "slow" {{
                 os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
 
 
+@pytest.mark.e2e
 def test_external_binary_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """BURST_TERRAFORM_BIN names another executable; here a wrapper script around the
     embedded Terraform that also records that it ran."""

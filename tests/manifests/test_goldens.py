@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,35 +23,28 @@ def test_goldens_match_the_definitions() -> None:
         )
 
 
-def test_compile_writes_the_goldens(tmp_path: Path, burst_cmd: list[str]) -> None:
+def test_compile_writes_the_goldens(
+    tmp_path: Path, burst_cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     out = tmp_path / "compiled"
-    proc = subprocess.run(
-        [*burst_cmd, "compile", "--out", str(out)], capture_output=True, text=True, check=False
-    )
+    proc = burst_cli(["compile", "--out", str(out)])
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == GOLDENS
     for name in GOLDENS:
         assert (out / name).read_bytes() == (COMPILED / name).read_bytes()
 
 
-def test_compile_check_fails_on_drift(tmp_path: Path, burst_cmd: list[str]) -> None:
+@pytest.mark.e2e
+def test_compile_check_fails_on_drift(
+    tmp_path: Path, burst_cmd: list[str], burst_cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     out = tmp_path / "compiled"
     subprocess.run([*burst_cmd, "compile", "--out", str(out)], check=True, capture_output=True)
-    ok = subprocess.run(
-        [*burst_cmd, "compile", "--check", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    ok = burst_cli(["compile", "--check", "--out", str(out)])
     assert ok.returncode == 0, ok.stderr
     golden = out / "burst-train.yaml"
     golden.write_text(golden.read_text().replace("limit: '{{workflow", "limit: '{{ workflow"))
-    drift = subprocess.run(
-        [*burst_cmd, "compile", "--check", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    drift = burst_cli(["compile", "--check", "--out", str(out)])
     assert drift.returncode == 1
     assert "burst-train.yaml" in drift.stdout and "make goldens" in drift.stderr
     assert "{{ workflow" in golden.read_text()  # --check writes nothing

@@ -14,6 +14,8 @@ from PIL import Image
 from burst.obs.report_html import CHECKPOINT, COST_COLOURS, PREEMPT, STATUS_COLOURS, render_html
 from burst.obs.run_view import load_run
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 APT_LINE = "apt-get update && apt-get install -y chromium"
 
 

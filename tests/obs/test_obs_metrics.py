@@ -141,6 +141,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_push_to_a_real_pushgateway(tmp_path: Path) -> None:
     """prometheus-pushgateway (Debian package) on loopback, not a fake."""

@@ -12,6 +12,8 @@ from test_obs_html_chromium import _count_near, screenshot
 
 from burst.obs.report_html import PREEMPT, STATUS_COLOURS
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 
 @pytest.mark.slow
 def test_report_of_a_real_preempted_run(

@@ -136,6 +136,7 @@ def _burst(burst_cmd: list[str], *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.e2e
 def test_cli_report_text_json_html(run_dir: Path, burst_cmd: list[str], tmp_path: Path) -> None:
     out = tmp_path / "out" / "report.html"
     res = _burst(burst_cmd, "report", RUN_ID, "--html", str(out))
@@ -147,6 +148,7 @@ def test_cli_report_text_json_html(run_dir: Path, burst_cmd: list[str], tmp_path
     assert json.loads(res.stdout)["preemptions"] == 1
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("run", ["no-such-run", "Bad Id!"])
 def test_cli_report_unknown_run_is_bad_input(
     runs_root: Path, burst_cmd: list[str], run: str
@@ -158,6 +160,7 @@ def test_cli_report_unknown_run_is_bad_input(
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.e2e
 def test_cli_runs_lists_past_runs(runs_root: Path, burst_cmd: list[str]) -> None:
     res = _burst(burst_cmd, "runs")
     assert res.returncode == 0

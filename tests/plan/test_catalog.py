@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -189,18 +190,15 @@ def test_missing_catalog_file() -> None:
         load_catalog(["/nonexistent/catalog.yaml"], use_env=False)
 
 
-def test_cli_bad_catalog_exit_2_no_traceback(burst_cmd: list[str], tmp_path: Path) -> None:
+def test_cli_bad_catalog_exit_2_no_traceback(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     user = tmp_path / "bad.yaml"
     user.write_text(
         "offers:\n  - {provider: aws, region: ap-southeast-3, gpu_type: h100,"
         " on_demand_usd_per_hour: {value: '75', source: x, date: 2026}}\n"
     )
-    proc = subprocess.run(
-        [*burst_cmd, "plan", str(REPO / "examples/quickstart.yaml"), "--catalog", str(user)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = burst_cli(["plan", str(REPO / "examples/quickstart.yaml"), "--catalog", str(user)])
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert f"{user}:2: offers[0] aws/ap-southeast-3/h100: on_demand_usd_per_hour" in proc.stderr

@@ -6,6 +6,7 @@ import json
 import math
 import random
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -114,6 +115,7 @@ def test_goodput_peaks_near_young_daly(params: SimParams, clamped: bool) -> None
     assert max(sweep) < by[1.0] + 0.01
 
 
+@pytest.mark.e2e
 def test_cli_simulate_json_done_when(burst_cmd: list[str], tmp_path: Path) -> None:
     out = tmp_path / "sim.json"
     proc = subprocess.run(
@@ -144,15 +146,12 @@ def test_cli_simulate_json_done_when(burst_cmd: list[str], tmp_path: Path) -> No
     assert json.loads(out.read_text()) == doc
 
 
-def test_cli_simulate_trace_and_text(burst_cmd: list[str], tmp_path: Path) -> None:
+def test_cli_simulate_trace_and_text(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     trace = tmp_path / "trace.txt"
     trace.write_text("# pre-emptions\n1800\n5400\n9000.5\n")
-    proc = subprocess.run(
-        [*burst_cmd, "simulate", "--trace", str(trace), "--checkpoint-cost", "5"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = burst_cli(["simulate", "--trace", str(trace), "--checkpoint-cost", "5"])
     assert proc.returncode == 0, proc.stderr
     assert "goodput" in proc.stdout and "Young/Daly interval" in proc.stdout
     assert "(trace, 1 run(s), 3 pre-emptions a run)" in proc.stdout
@@ -167,10 +166,10 @@ def test_cli_simulate_trace_and_text(burst_cmd: list[str], tmp_path: Path) -> No
         (["--mtbf", "100", "--interval", "0"], "--interval must be > 0"),
     ],
 )
-def test_cli_simulate_bad_arguments(burst_cmd: list[str], args: list[str], needle: str) -> None:
-    proc = subprocess.run(
-        [*burst_cmd, "simulate", *args], capture_output=True, text=True, check=False
-    )
+def test_cli_simulate_bad_arguments(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]], args: list[str], needle: str
+) -> None:
+    proc = burst_cli(["simulate", *args])
     assert proc.returncode == 2
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

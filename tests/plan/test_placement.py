@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -230,13 +231,10 @@ def test_deterministic(cat) -> None:  # type: ignore[no-untyped-def]
 # ----------------------------------------------------------------------------- CLI and step
 
 
-def test_cli_plan_json_done_when(burst_cmd: list[str]) -> None:
-    proc = subprocess.run(
-        [*burst_cmd, "plan", "examples/quickstart.yaml", "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+def test_cli_plan_json_done_when(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    proc = burst_cli(["plan", "examples/quickstart.yaml", "--json"])
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert len(doc["candidates"]) >= 2
@@ -247,14 +245,11 @@ def test_cli_plan_json_done_when(burst_cmd: list[str]) -> None:
     assert costs[0] == min(costs)
 
 
-def test_cli_plan_table_and_chart(burst_cmd: list[str], tmp_path: Path) -> None:
+def test_cli_plan_table_and_chart(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     png = tmp_path / "plan.png"
-    proc = subprocess.run(
-        [*burst_cmd, "plan", str(QUICKSTART), "--chart", str(png)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = burst_cli(["plan", str(QUICKSTART), "--chart", str(png)])
     assert proc.returncode == 0, proc.stderr
     for col in (
         "region",
@@ -273,17 +268,19 @@ def test_cli_plan_table_and_chart(burst_cmd: list[str], tmp_path: Path) -> None:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
 
 
-def test_cli_plan_over_budget_exit_3(burst_cmd: list[str], tmp_path: Path) -> None:
+def test_cli_plan_over_budget_exit_3(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     spec = write_spec(tmp_path / "poor.yaml", **{"budget.max_usd": 5})
-    proc = subprocess.run(
-        [*burst_cmd, "plan", str(spec)], capture_output=True, text=True, check=False
-    )
+    proc = burst_cli(["plan", str(spec)])
     assert proc.returncode == 3
     assert "exceeds the budget $5.00" in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stdout == ""
 
 
-def test_cli_plan_with_decision_file(burst_cmd: list[str], tmp_path: Path) -> None:
+def test_cli_plan_with_decision_file(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
     rec = tmp_path / "decision.json"
     rec.write_text(
         json.dumps(
@@ -292,17 +289,13 @@ def test_cli_plan_with_decision_file(burst_cmd: list[str], tmp_path: Path) -> No
             )
         )
     )
-    proc = subprocess.run(
-        [*burst_cmd, "plan", str(QUICKSTART), "--decision", str(rec), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    proc = burst_cli(["plan", str(QUICKSTART), "--decision", str(rec), "--json"])
     assert proc.returncode == 0, proc.stderr
     regions = {c["region"] for c in json.loads(proc.stdout)["candidates"]}
     assert regions == {"ap-southeast-1", "me-central-1"}
 
 
+@pytest.mark.e2e
 def test_step_plan_reads_the_decision_record(tmp_path: Path, runs_root: Path) -> None:
     out = tmp_path / "plan.json"
     record = json.dumps(
@@ -336,6 +329,7 @@ def test_step_plan_reads_the_decision_record(tmp_path: Path, runs_root: Path) ->
     assert (runs_root / "plan-t1" / "docs" / "plan.json").exists()
 
 
+@pytest.mark.e2e
 def test_step_plan_refuses_over_budget_exit_3(tmp_path: Path, runs_root: Path) -> None:
     spec = write_spec(tmp_path / "poor.yaml", **{"budget.max_usd": 1})
     proc = subprocess.run(
@@ -381,6 +375,7 @@ def test_many_checkpoints_are_simulated_coarser_with_the_same_goodput(cat) -> No
     assert c["goodput"] == pytest.approx(1 / (1 + blocking / 0.05), rel=2e-3)
 
 
+@pytest.mark.e2e
 def test_step_plan_reads_burst_catalog(tmp_path: Path, runs_root: Path) -> None:
     user = _spot_catalog(tmp_path, 20.0)
     out = tmp_path / "plan.json"

@@ -52,6 +52,7 @@ def test_library_refuses_a_record_of_another_spec() -> None:
         plan(make_spec(), cat, {"decisions": []})
 
 
+@pytest.mark.e2e
 def test_cli_plan_refuses_another_specs_record(burst_cmd: list[str], tmp_path: Path) -> None:
     other = write_spec(tmp_path / "other.yaml", **{"training.steps": 31})
     rec = _record(tmp_path, burst_cmd, other)
@@ -79,6 +80,7 @@ def test_cli_plan_refuses_another_specs_record(burst_cmd: list[str], tmp_path: P
     assert json.loads(ok.stdout)["candidates"][0]["verdict"] == "allow"
 
 
+@pytest.mark.e2e
 def test_cli_plan_record_without_hash_is_bad_input(burst_cmd: list[str], tmp_path: Path) -> None:
     rec = tmp_path / "bare.json"
     rec.write_text(json.dumps({"decisions": []}))
@@ -93,6 +95,7 @@ def test_cli_plan_record_without_hash_is_bad_input(burst_cmd: list[str], tmp_pat
     assert "no spec_sha256" in _one_line(proc.stderr)
 
 
+@pytest.mark.e2e
 def test_step_plan_refuses_another_specs_record(
     burst_cmd: list[str], tmp_path: Path, runs_root: Path
 ) -> None:
@@ -125,6 +128,7 @@ def test_step_plan_refuses_another_specs_record(
     assert not out.exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("where", ["proc", "file-parent"])
 def test_cli_unwritable_chart_is_one_line_exit_2(
     burst_cmd: list[str], tmp_path: Path, where: str
@@ -149,6 +153,7 @@ def test_cli_unwritable_chart_is_one_line_exit_2(
     assert not chart.exists()
 
 
+@pytest.mark.e2e
 def test_cli_chart_into_a_new_directory(burst_cmd: list[str], tmp_path: Path) -> None:
     chart = tmp_path / "new" / "dir" / "plan.png"
     proc = subprocess.run(

@@ -118,6 +118,7 @@ def test_personal_data_that_may_leave_moves(cat) -> None:  # type: ignore[no-unt
     assert "ap-southeast-3" in {c["region"] for c in doc["candidates"]}
 
 
+@pytest.mark.e2e
 def test_cli_preflight_record_feeds_cli_plan(burst_cmd: list[str], tmp_path: Path) -> None:
     spec = write_spec(tmp_path / "uae.yaml", **UAE_HEALTH)
     rec = tmp_path / "decision.json"

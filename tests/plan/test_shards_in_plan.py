@@ -132,6 +132,7 @@ def test_bad_shards_are_bad_input(cat) -> None:  # type: ignore[no-untyped-def]
         plan(make_spec(), cat, None, PlanOptions(sync_rounds=0))
 
 
+@pytest.mark.e2e
 def test_cli_shard_option(burst_cmd: list[str], tmp_path: Path) -> None:
     args = [*burst_cmd, "plan", str(QUICKSTART), "--replicas", "4", "--json"]
     shards = ["--shard", "ap-southeast-1=60000", "--shard", "ap-southeast-3=40000"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,19 +25,17 @@ def _spec(tmp_path: Path, shards: str, size: str = "100000") -> Path:
 
 
 def test_spec_shards_let_the_plan_train_where_the_data_is(
-    tmp_path: Path, burst_cmd: list[str]
+    tmp_path: Path, burst_cli: Callable[..., subprocess.CompletedProcess[str]]
 ) -> None:
     spec = _spec(tmp_path, "  shards: {ap-southeast-1: 60000, ap-southeast-3: 40000}\n")
-    proc = subprocess.run([*burst_cmd, "plan", str(spec), "--json"], capture_output=True, text=True)
+    proc = burst_cli(["plan", str(spec), "--json"])
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)
     assert plan["data"]["strategy"] == "regional_shards"
     assert {c["data_strategy"] for c in plan["candidates"]} == {"regional_shards"}
 
     unsharded = _spec(tmp_path, "")
-    proc = subprocess.run(
-        [*burst_cmd, "plan", str(unsharded), "--json"], capture_output=True, text=True
-    )
+    proc = burst_cli(["plan", str(unsharded), "--json"])
     assert json.loads(proc.stdout)["data"]["strategy"] != "regional_shards"
 
 

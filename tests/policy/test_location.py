@@ -63,6 +63,7 @@ def test_missing_directory_names_the_variable(
     assert str(tmp_path / "nowhere") in info.value.one_line()
 
 
+@pytest.mark.e2e
 def test_cli_image_kyverno_follows_burst_policies(burst_cmd: list[str], tmp_path: Path) -> None:
     """`burst image kyverno` renders the trust policy of $BURST_POLICIES/keys: a policy dir
     without keys/ is an error naming that directory, not a silent fallback."""

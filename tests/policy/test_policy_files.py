@@ -183,6 +183,7 @@ def test_policy_hash_covers_facts_rules_exceptions_not_keys(policy_copy: Path) -
     assert policy_sha256(policy_copy) != before
 
 
+@pytest.mark.e2e
 def test_cli_reports_bad_policy_in_one_line(
     policy_copy: Path, edit_yaml: Callable[..., None], burst_cmd: list[str]
 ) -> None:

@@ -9,11 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from policy_helpers import POLICIES, REPO
 
 from burst.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_REFUSED
 from burst.policy.loader import policy_sha256
 from burst.spec import load_spec
+
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
 
 
 def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 def _run(burst_cmd: list[str], spec: Path, run_id: str, runs: Path, *extra: str) -> dict:  # type: ignore[type-arg]

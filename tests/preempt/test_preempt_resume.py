@@ -24,7 +24,7 @@ from pytest_httpserver import HTTPServer
 
 from burst.errors import EXIT_PREEMPTED
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 def _until_done(

@@ -23,6 +23,7 @@ def _finish(spec: Path, run_id: str, root: Path, env: dict[str, str]) -> tuple[l
     return codes, a.doc()
 
 
+@pytest.mark.e2e
 def test_preempted_twice_on_s3_resumes_exactly(tmp_path: Path, s3_bucket: str) -> None:
     local = write_spec(tmp_path, name="local.yaml")
     codes, base = _finish(local, "s3-base", tmp_path / "runs", {})
@@ -89,7 +90,7 @@ def test_a_corrupt_latest_full_checkpoint_falls_back_and_still_ends_exactly(
     from burst.checkpoint.manifest import chunk_key
     from burst.spec import load_spec
     from burst.storage import open_store
-    from burst.train.checkpoints import run_store_url
+    from burst.storage.location import run_url
 
     spec = write_spec(tmp_path)
     codes, base = _finish(spec, "clean", tmp_path / "runs", {})
@@ -98,7 +99,7 @@ def test_a_corrupt_latest_full_checkpoint_falls_back_and_still_ends_exactly(
     a = run_attempt(spec, "bitrot", tmp_path / "runs", env)
     assert a.code == EXIT_PREEMPTED
     assert a.doc()["attempts"][0]["emergency_save"]["tier"] == "none"
-    store = open_store(run_store_url(load_spec(spec), "bitrot"))
+    store = open_store(run_url(load_spec(spec).storage.checkpoint_uri, "bitrot"))
     (ref,) = [r for r in store_refs(store) if (r.step, r.tier) == (20, "full")]
     manifest = load_manifest(store, ref)
     store.put_bytes(chunk_key(manifest.chunks[0].digest), b"bit rot")  # a corrupt chunk
@@ -126,13 +127,13 @@ def test_a_corrupt_chunk_is_never_trusted_by_deduplication(tmp_path: Path) -> No
     from burst.checkpoint.tree import flatten
     from burst.spec import load_spec
     from burst.storage import open_store
-    from burst.train.checkpoints import run_store_url
+    from burst.storage.location import run_url
 
     spec = write_spec(tmp_path)
     job = load_spec(spec)
     codes, base = _finish(spec, "clean", tmp_path / "runs", {})
     assert codes == [0]
-    clean = open_store(run_store_url(job, "clean"))
+    clean = open_store(run_url(job.storage.checkpoint_uri, "clean"))
     clean_refs = store_refs(clean)
     final_chunks = {c.digest for c in load_manifest(clean, clean_refs[-1]).chunks}
     a = run_attempt(
@@ -142,7 +143,7 @@ def test_a_corrupt_chunk_is_never_trusted_by_deduplication(tmp_path: Path) -> No
         {"BURST_PREEMPT_AT_STEPS": "25", "BURST_SIGTERM_GRACE_S": "0"},
     )
     assert a.code == EXIT_PREEMPTED
-    store = open_store(run_store_url(job, "bitrot"))
+    store = open_store(run_url(job.storage.checkpoint_uri, "bitrot"))
     (ref,) = [r for r in store_refs(store) if (r.step, r.tier) == (20, "full")]
     chunks = [c.digest for c in load_manifest(store, ref).chunks]
     # prefer a chunk the final checkpoint will reference too (the worst case), else any

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 LAYOUT = REPO / "examples" / "images" / "quickstart-oci"
 PIPELINE = ["preflight", "plan", "verify-image", "provision", "train", "teardown"]
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ import yaml
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 PINNED = "registry.example.com/burst/trainer@sha256:" + "ab" * 32
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -177,3 +178,20 @@ def test_replace_sets_and_unsets() -> None:
     assert s.replace(BURST_TF_STACK="aws").tf_stack == "aws"
     with pytest.raises(KeyError):
         s.replace(BURST_NOT_DECLARED="1")
+
+
+def test_a_relative_file_path_in_a_spec_is_what_the_schema_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14 bug: the spec's schema said a relative file:// checkpoint store is relative to
+    the spec, and it was resolved against the working directory. One rule, said and done:
+    the working directory."""
+    from burst.spec import BurstJob
+    from burst.storage.location import run_url
+
+    schema = BurstJob.model_json_schema(by_alias=True)
+    said = json.dumps(schema)
+    assert "relative to the spec)" not in said
+    assert said.count("relative to the working directory") >= 2  # checkpoint store and data
+    monkeypatch.chdir(tmp_path)
+    assert run_url("file://runs/ckpt", "r1") == f"file://{tmp_path}/runs/ckpt/r1"

@@ -10,6 +10,8 @@ import pytest
 
 from burst.infra.terraform import count_state_resources
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 
 def _run(burst_cmd: list[str], spec: Path, run_id: str, *extra: str) -> tuple[int, dict, str]:
     proc = subprocess.run(

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -47,10 +48,12 @@ def test_wrong_type_missing_field_unknown_key_each_reported_with_line() -> None:
     assert any("budget: required field is missing" in p for p in problems)
 
 
-def test_validate_cli_exit_2_one_line_per_problem(tmp_path: Path, burst_cmd: list[str]) -> None:
+def test_validate_cli_exit_2_one_line_per_problem(
+    tmp_path: Path, burst_cli: Callable[..., subprocess.CompletedProcess[str]]
+) -> None:
     spec = tmp_path / "bad.yaml"
     spec.write_text(BAD)
-    proc = subprocess.run([*burst_cmd, "validate", str(spec)], capture_output=True, text=True)
+    proc = burst_cli(["validate", str(spec)])
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(str(spec))]
@@ -70,6 +73,7 @@ def test_broken_yaml_is_one_clear_line(text: str, needle: str) -> None:
     assert needle in info.value.problems[0]
 
 
+@pytest.mark.e2e
 def test_tag_reference_refused() -> None:
     text = (REPO / "examples" / "quickstart.yaml").read_text()
     import re
@@ -80,6 +84,7 @@ def test_tag_reference_refused() -> None:
     assert "pinned by digest" in info.value.problems[0]
 
 
+@pytest.mark.e2e
 def test_schema_is_json_schema(burst_cmd: list[str]) -> None:
     proc = subprocess.run([*burst_cmd, "schema"], capture_output=True, text=True, check=True)
     schema = json.loads(proc.stdout)

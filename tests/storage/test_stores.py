@@ -120,6 +120,7 @@ def test_url_options() -> None:
     assert isinstance(rel, LocalStore) and rel.root == Path("runs/checkpoints").resolve()
 
 
+@pytest.mark.e2e
 def test_wrong_credentials_fail_with_one_line(
     s3_bucket: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,6 +131,7 @@ def test_wrong_credentials_fail_with_one_line(
     assert s3_bucket in err.value.one_line() and err.value.exit_code == 4
 
 
+@pytest.mark.e2e
 def test_missing_credentials_say_where_they_come_from(
     s3_server: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -143,6 +145,7 @@ def test_missing_credentials_say_where_they_come_from(
         store.get_bytes("k")
 
 
+@pytest.mark.e2e
 def test_missing_bucket(s3_server: object) -> None:
     with pytest.raises(StoreError, match="does not exist"):
         open_store("s3://no-such-bucket-here/x", max_attempts=1).put_bytes("k", b"v")

@@ -19,7 +19,7 @@ from .conftest import Keys
 from .registry_server import LocalRegistry
 from .test_registry_verify import TRAINER_LABELS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 REPO = Path(__file__).resolve().parents[2]
 
 

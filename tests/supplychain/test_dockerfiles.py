@@ -70,6 +70,7 @@ def test_good_dockerfile_and_exemptions() -> None:
     assert check(with_env) == []
 
 
+@pytest.mark.e2e
 def test_build_script_parses_and_reads_only_locked_keys() -> None:
     import re
     import subprocess

@@ -65,6 +65,7 @@ def test_committed_quickstart_image_verifies_with_the_dev_key() -> None:
     assert verified.labels["dev.burst.torch.version"] == "2.13.0"
 
 
+@pytest.mark.e2e
 def test_step_writes_a_document_matching_its_schema(tmp_path: Path) -> None:
     proc, out = run_step(spec_with(tmp_path, quickstart_reference()), tmp_path, "vi-ok")
     assert proc.returncode == 0, proc.stderr
@@ -76,6 +77,7 @@ def test_step_writes_a_document_matching_its_schema(tmp_path: Path) -> None:
     assert (tmp_path / "runs" / "vi-ok" / "docs" / "verify-image.json").exists()
 
 
+@pytest.mark.e2e
 def test_step_refuses_an_incompatible_gpu_with_exit_3(tmp_path: Path) -> None:
     proc, out = run_step(spec_with(tmp_path, quickstart_reference(), "rubin"), tmp_path, "vi-gpu")
     assert proc.returncode == 3
@@ -138,6 +140,7 @@ def test_build_script_is_reproducible(tmp_path: Path) -> None:
     assert verified.key.path == keys / "burst-dev.pub"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_burst_run_with_unsigned_image_stops_at_verify_image(tmp_path: Path) -> None:
     """The whole local pipeline: exit 3 at verify-image, provision and train skipped, nothing
@@ -162,3 +165,23 @@ def test_burst_run_with_unsigned_image_stops_at_verify_image(tmp_path: Path) -> 
     assert "is unsigned" in report["failure"]["message"]
     assert report["resources_remaining"] == 0 and report["provision_attempts"] == []
     assert not (tmp_path / "runs" / "unsigned-run" / "docs" / "provision.json").exists()
+
+
+@pytest.mark.e2e
+def test_verify_image_never_resolves_a_layout_beside_the_step_copy_of_the_spec(
+    tmp_path: Path,
+) -> None:
+    """Issue 14 bug: verify-image looked a relative layout up in the spec's directory, which in
+    a pod is the step's input directory. A layout that exists only there is not found: the
+    relative path is relative to the working directory (then this checkout), as every
+    relative path in a spec is."""
+    pods_inputs = tmp_path / "inputs"
+    pods_inputs.mkdir()
+    shutil.copytree(LAYOUT, pods_inputs / "beside-the-spec-only")
+    digest = quickstart_reference().rsplit("@", 1)[1]
+    spec = spec_with(pods_inputs, f"oci-layout://beside-the-spec-only@{digest}")
+    proc, _ = run_step(spec, tmp_path, "vi-beside")
+    assert proc.returncode == 3, proc.stderr
+    assert "not found" in proc.stderr and "beside-the-spec-only" in proc.stderr
+    assert str(REPO / "beside-the-spec-only") in proc.stderr  # the working directory's
+    assert "Traceback" not in proc.stderr

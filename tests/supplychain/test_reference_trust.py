@@ -15,6 +15,7 @@ from burst.supplychain.trust import load_trust
 D = "sha256:" + "a1" * 32
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("text", "registry", "repository", "tag"),
     [

@@ -167,6 +167,7 @@ def test_anonymous_bearer_token_is_fetched(
     assert mock.token_requests == 1
 
 
+@pytest.mark.e2e
 def test_registry_serving_other_bytes_for_a_digest_is_refused(
     mock_registry: tuple[MockOciRegistry, str], keys: Keys
 ) -> None:

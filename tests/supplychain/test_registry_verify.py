@@ -31,8 +31,7 @@ from burst.supplychain.verify import verify_image
 from .conftest import Keys
 from .registry_server import LocalRegistry
 
-pytestmark = pytest.mark.slow
-
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 TRAINER_LABELS = {
     LABELS["cuda"]: "12.8",
     LABELS["driver"]: "570.26",

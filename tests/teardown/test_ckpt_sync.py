@@ -13,7 +13,7 @@ from burst.checkpoint import CheckpointManager
 from burst.infra.ckptsync import confirm_checkpoint_sync, expected_step
 from burst.spec import load_spec
 from burst.storage import open_store
-from burst.storage.location import run_store_url
+from burst.storage.location import run_url
 
 
 def _job(quickstart_in: Path):  # type: ignore[no-untyped-def]
@@ -26,7 +26,7 @@ def _attempt(store_url: str, record: dict) -> None:
 
 def test_waits_for_the_save_in_flight_then_confirms(quickstart_in: Path) -> None:
     job = _job(quickstart_in)
-    url = run_store_url(job, "sync-1")
+    url = run_url(job.storage.checkpoint_uri, "sync-1")
     with CheckpointManager(url) as mgr:
         mgr.save(10, {"w": torch.zeros(64)}, tier="full")
         mgr.wait()
@@ -55,7 +55,7 @@ def test_waits_for_the_save_in_flight_then_confirms(quickstart_in: Path) -> None
 
 def test_unconfirmed_sync_is_reported_after_the_bounded_wait(quickstart_in: Path) -> None:
     job = _job(quickstart_in)
-    url = run_store_url(job, "sync-2")
+    url = run_url(job.storage.checkpoint_uri, "sync-2")
     with CheckpointManager(url) as mgr:
         mgr.save(10, {"w": torch.zeros(64)}, tier="full")
         mgr.wait()
@@ -90,7 +90,7 @@ def test_a_final_checkpoint_with_a_corrupt_chunk_is_not_a_confirmed_sync(
     from burst.checkpoint.manifest import chunk_key
 
     job = _job(quickstart_in)
-    url = run_store_url(job, "sync-rot")
+    url = run_url(job.storage.checkpoint_uri, "sync-rot")
     with CheckpointManager(url, chunk_size=1024) as mgr:
         mgr.save(10, {"w": torch.zeros(512)}, tier="full")
         mgr.wait()

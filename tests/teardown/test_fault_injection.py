@@ -11,6 +11,8 @@ import pytest
 
 from burst.infra.terraform import count_state_resources
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 
 @pytest.mark.parametrize(
     ("fail_at", "failed_step"),

@@ -8,7 +8,11 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from burst.infra.terraform import count_state_resources
+
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
 
 
 def _reap(burst_cmd: list[str], runs_root: Path, *args: str) -> dict:

@@ -6,9 +6,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from burst.infra.terraform import count_state_resources
 
 from .provisioning import provision_only
+
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
 
 
 def _reap(burst_cmd: list[str], runs_root: Path, *args: str) -> tuple[int, dict]:

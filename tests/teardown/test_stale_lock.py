@@ -20,6 +20,8 @@ import pytest
 from burst.infra.teardown import destroy_run
 from burst.infra.terraform import terraform_argv, terraform_env
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 
 class LockServer(ThreadingHTTPServer):
     state: bytes | None = None

@@ -27,6 +27,7 @@ def _checkov(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # the first run on a fresh machine installs checkov into its venv
 def test_checkov_zero_failed_checks() -> None:
@@ -53,6 +54,7 @@ def test_every_skip_has_a_reason() -> None:
                 )
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(1200)
 def test_checkov_fails_on_a_real_problem(tmp_path: Path) -> None:
     """The same scan on a copy of a module with versioning suspended reports a failure."""

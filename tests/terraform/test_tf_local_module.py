@@ -7,8 +7,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from burst.infra.terraform import REPO_ROOT
 from burst.infra.workspace import write_root
+
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
 
 LOCAL = REPO_ROOT / "terraform" / "modules" / "local-nodegroup"
 

@@ -10,9 +10,13 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from burst.infra.provision import node_count
 from burst.infra.workspace import workspace_for, write_vars
 from burst.spec import load_spec
+
+pytestmark = pytest.mark.e2e  # real Terraform (init and plan)
 
 GOLDEN = Path(__file__).resolve().parent / "goldens" / "quickstart-local.plan.json"
 REPO = Path(__file__).resolve().parents[2]

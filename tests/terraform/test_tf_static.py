@@ -30,11 +30,13 @@ REGIONS = (
 )
 
 
+@pytest.mark.e2e
 def test_fmt_check_passes_on_everything(tf: Any) -> None:
     res = tf("fmt", "-check", "-recursive", "-diff", "terraform/")
     assert res.returncode == 0, res.stdout + res.stderr
 
 
+@pytest.mark.e2e
 def test_fmt_check_catches_a_misformatted_file(tf: Any, tmp_path: Path) -> None:
     bad = tmp_path / "bad.tf"
     bad.write_text('variable "x" {\ntype=string\n}\n')
@@ -47,6 +49,7 @@ def test_hcl_checks_pass_on_terraform_dir() -> None:
     assert findings == [], "\n".join(map(str, findings))
 
 
+@pytest.mark.e2e
 def test_broken_fixture_fails_naming_file_and_resource() -> None:
     findings = {(f.resource, f.rule) for f in check_paths([BROKEN])}
     assert ("aws_s3_bucket.untagged", "tags") in findings
@@ -62,6 +65,7 @@ def test_broken_fixture_fails_naming_file_and_resource() -> None:
     assert ("provider.aws.access_key", "credentials") in findings
 
 
+@pytest.mark.e2e
 def test_hclcheck_command_exit_code_and_message() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "burst.infra.hclcheck", str(BROKEN)],
@@ -128,6 +132,7 @@ def test_each_rule_catches_a_regression_in_a_real_module(
     assert rule in rules
 
 
+@pytest.mark.e2e
 def test_parse_error_is_exit_2_with_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

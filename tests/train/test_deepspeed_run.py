@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
 REPO = Path(__file__).resolve().parents[2]
 DEEPSPEED = REPO / "examples" / "deepspeed.yaml"
 

@@ -7,7 +7,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from burst.checkpoint import CheckpointManager
+
+pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
 
 
 def test_final_checkpoint_is_replicated_and_restores_from_the_replica(

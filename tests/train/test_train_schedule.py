@@ -161,3 +161,30 @@ def test_save_meter_with_one_size_is_proportional_and_takes_the_slowest() -> Non
     m.record(1000, 1000, blocking_s=0.0, upload_s=1.0)
     m.record(1000, 1000, blocking_s=0.0, upload_s=2.0)
     assert m.fixed_s == 0 and m.bytes_per_s == pytest.approx(500.0)
+
+
+def test_after_a_failover_the_interval_and_the_price_follow_the_provisioned_candidate() -> None:
+    """Issue 14 bug: the interval was sized from plan.candidates[0] while the price came
+    from the candidate provision got; after a failover or a requeue the run planned for a
+    region it was not in. Both now follow the provisioned candidate."""
+    from burst.train.loop import hourly_rate
+
+    first = {
+        "provider": "aws", "region": "ap-southeast-1", "capacity": "spot",
+        "mtbf_hours": 2.0, "checkpoint_interval_s": 120.0, "price_per_hour": 10.0,
+    }  # fmt: skip
+    second = {
+        "provider": "aws", "region": "me-central-1", "capacity": "spot",
+        "mtbf_hours": 20.0, "checkpoint_interval_s": 600.0, "price_per_hour": 30.0,
+    }  # fmt: skip
+    plan = {"candidates": [first, second]}
+    infra = {"candidate": second}  # the first had no capacity: provision failed over
+    j = job(training__checkpoint__interval_steps="auto")
+    s = CheckpointSchedule.for_job(j, plan, None, infra)
+    assert s.mtbf_s == 20.0 * 3600 and "me-central-1" in s.mtbf_source
+    assert s.planned_interval_s == 600.0
+    assert resolve_mtbf(j, plan, infra)[0] == 20.0 * 3600
+    assert hourly_rate(infra, plan) == 30.0
+    # before provision has run (no infra document), the plan's first is what is planned
+    assert CheckpointSchedule.for_job(j, plan).mtbf_s == 2.0 * 3600
+    assert hourly_rate(None, plan) == 10.0

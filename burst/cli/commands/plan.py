@@ -156,7 +156,7 @@ def _parse_shards(items: tuple[str, ...]) -> dict[str, float] | None:
     return out
 
 
-def _print_table(doc: dict) -> None:  # type: ignore[type-arg]
+def _print_table(doc: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 

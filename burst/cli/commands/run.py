@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +70,7 @@ def command(
     from rich.console import Console
     from rich.table import Table
 
+    from burst import faults
     from burst.errors import BadInputError
     from burst.runner.local import LocalRunner, RunOptions
     from burst.runs import check_run_id, new_run_id, run_paths
@@ -102,7 +101,7 @@ def command(
     def on_event(step: str, status: str, info: dict[str, Any]) -> None:
         if status == "started" and step == kill_at:
             console.print(f"  [red]☠[/red] {step}: SIGKILL to the runner (--kill-runner-at)")
-            os.kill(os.getpid(), signal.SIGKILL)
+            faults.kill_runner(step, kill_at)
         if status == "started":
             console.print(f"  [dim]…[/dim] {step}")
         elif status == "requeued":
@@ -116,8 +115,7 @@ def command(
                 f"  [red]✗[/red] {step} exit {info.get('exit_code')} (log: {paths.log(step)})"
             )
 
-    env = {"BURST_PREEMPT_AT_STEPS": ",".join(str(n) for n in sorted(set(preempt_at)))}
-    options = RunOptions(fail_at=fail_at, env=env if preempt_at else {})
+    options = RunOptions(fail_at=fail_at, env=faults.arm(preempt_at_steps=preempt_at))
     if template is not None:
         options.template = template
     report = LocalRunner(paths, spec, options, on_event).run()

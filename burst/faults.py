@@ -1,0 +1,223 @@
+"""Named fault points: every test and demo hook of burst, in one place.
+
+Production code calls a named point (a function of this module listed in ``POINTS``) and
+contains no fault or demo logic of its own; each point is inert unless its setting (declared
+in ``burst.settings``) asks for it. A test greps that production modules use this module only
+through these names.
+
+Points and what arms them:
+
+* ``fail_at(step, point)``: ``BURST_FAIL_AT`` (``burst run --fail-at``) names a step
+  (``provision``) or a finer point of one (``provision:before``, ``provision:midway``,
+  ``train:before``); the step fails on purpose with ``InjectedFailure`` (exit 1).
+* ``provision_faults()``: what the local Terraform module emulates for the provisioner:
+  ``BURST_SIMULATE_NO_CAPACITY`` regions report no capacity, and ``provision:midway`` fails
+  an apply after the VPN and node group exist (its partial state is left for teardown).
+* ``checkpoint(name)``: ``BURST_CHECKPOINT_FAULT=<point>[:<n>]`` SIGKILLs this process at the
+  n-th call whose name starts with ``<point>``, as a preemption or an OOM kill would;
+  ``BURST_CHECKPOINT_FAULT_RANK=<r>`` limits it to rank r's worker.
+* ``demo_preemptions(record)``: ``BURST_PREEMPT_AT_STEPS`` (``burst run --preempt-at-step``)
+  makes the train process SIGTERM itself after those steps, once per step and run.
+* ``budget_time_scale()``: ``BURST_BUDGET_TIME_SCALE`` counts one real second as N budget
+  seconds, so a demo can exhaust a budget in seconds.
+* ``kill_runner(step, wanted)``: ``burst run --kill-runner-at STEP`` SIGKILLs the runner.
+* The local runner's ``node-loss`` point is an engine option (``burst.runner.engine.NodeLoss``):
+  it is a property of the emulated cluster, not of any step's code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from burst.errors import BadInputError, InfraError, InjectedFailure
+from burst.settings import Settings, current, resolve
+
+log = logging.getLogger(__name__)
+
+#: The names production code may use (the test greps for anything else).
+POINTS = (
+    "arm",
+    "fail_at",
+    "wanted",
+    "provision_faults",
+    "ProvisionFaults",
+    "checkpoint",
+    "demo_preemptions",
+    "DemoPreemptions",
+    "budget_time_scale",
+    "kill_runner",
+)
+
+
+def arm(*, fail_at: Iterable[str] = (), preempt_at_steps: Iterable[int] = ()) -> dict[str, str]:
+    """The environment that arms these points in a run's steps (``burst run`` options)."""
+    env: dict[str, str] = {}
+    if fail_at:
+        env["BURST_FAIL_AT"] = ",".join(fail_at)
+    steps = sorted(set(preempt_at_steps))
+    if steps:
+        env[PREEMPT_ENV] = ",".join(str(n) for n in steps)
+    return env
+
+
+# -- BURST_FAIL_AT ------------------------------------------------------------------------------
+
+
+def wanted(point: str, settings: Settings | None = None) -> bool:
+    """Whether ``BURST_FAIL_AT`` names ``point`` (``step`` or ``step:point``)."""
+    return point in resolve(settings).fail_at
+
+
+def fail_at(step: str, point: str | None = None, settings: Settings | None = None) -> None:
+    """Raise ``InjectedFailure`` when ``BURST_FAIL_AT`` names this step (or ``step:point``)."""
+    key = step if point is None else f"{step}:{point}"
+    if wanted(key, settings):
+        raise InjectedFailure(f"failure injected at {key} (BURST_FAIL_AT)")
+
+
+# -- the provisioner's emulated failures --------------------------------------------------------
+
+#: The local module's injected failure (terraform/modules/local-nodegroup, fail_midway).
+MIDWAY_MARKER = "Injected failure midway"
+
+
+@dataclass(frozen=True)
+class ProvisionFaults:
+    """What the local node group emulates: regions without capacity, a failure midway."""
+
+    no_capacity: tuple[str, ...] = ()
+    fail_midway: bool = False
+
+    def terraform_variables(self) -> dict[str, Any]:
+        """The local module's fault variables for one attempt."""
+        return {"simulate_no_capacity": list(self.no_capacity), "fail_midway": self.fail_midway}
+
+    def before_apply(self, stack_kind: str) -> None:
+        """On a real stack nothing emulates the midway failure: fail before applying."""
+        if self.fail_midway and stack_kind != "local":
+            raise InjectedFailure("failure injected at provision:midway (BURST_FAIL_AT)")
+
+    def injected(self, region: str, exc: InfraError) -> InjectedFailure | None:
+        """The failure an apply raised, when it is the injected one (else None)."""
+        if self.fail_midway and MIDWAY_MARKER in exc.message:
+            return InjectedFailure(
+                f"failure injected at provision:midway in {region}; the partial "
+                "state is left for teardown"
+            )
+        return None
+
+
+def provision_faults(
+    settings: Settings | None = None, *, fail_midway: bool | None = None
+) -> ProvisionFaults:
+    """The provisioner's faults (``fail_midway``, when given, overrides ``provision:midway``)."""
+    s = resolve(settings)
+    midway = wanted("provision:midway", s) if fail_midway is None else fail_midway
+    return ProvisionFaults(tuple(s.simulate_no_capacity), midway)
+
+
+# -- BURST_CHECKPOINT_FAULT ---------------------------------------------------------------------
+
+_lock = threading.Lock()
+_hits = 0
+
+
+def checkpoint(name: str) -> None:
+    """Checkpoint crash point ``name``: SIGKILL here at the armed hit. Unset: one lookup."""
+    settings = current()
+    spec = settings.checkpoint_fault
+    if not spec:
+        return
+    only = settings.checkpoint_fault_rank  # several ranks: only this rank's worker
+    if only and os.environ.get("RANK", "0") != only:
+        return
+    target, _, nth = spec.partition(":")
+    if not name.startswith(target):
+        return
+    global _hits
+    with _lock:
+        _hits += 1
+        if _hits >= int(nth or "1"):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- BURST_PREEMPT_AT_STEPS ---------------------------------------------------------------------
+
+PREEMPT_ENV = "BURST_PREEMPT_AT_STEPS"
+
+
+def parse_steps(raw: str) -> set[int]:
+    steps: set[int] = set()
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if not item.isdigit() or int(item) < 1:
+            raise BadInputError(f"{PREEMPT_ENV}={raw!r}: {item!r} is not a step number (1 or more)")
+        steps.add(int(item))
+    return steps
+
+
+@dataclass
+class DemoPreemptions:
+    """The local demonstration of preemption: the train process SIGTERMs itself after the
+    steps asked for. The steps already preempted are recorded in ``record`` before the signal
+    is sent, so the resumed attempt passes step N again without being preempted twice."""
+
+    record: Path
+    wanted: set[int] = field(default_factory=set)
+    fired: set[int] = field(default_factory=set)
+
+    def load(self) -> DemoPreemptions:
+        if self.wanted and self.record.exists():
+            try:
+                self.fired = {int(s) for s in json.loads(self.record.read_text())["fired"]}
+            except (ValueError, KeyError, TypeError):
+                raise BadInputError(
+                    f"{self.record}: not a preemption record "
+                    '({"fired": [steps]}); delete it to start over'
+                ) from None
+        return self
+
+    def maybe_fire(self, step: int) -> bool:
+        """After step ``step``: SIGTERM this process if asked to and not done before."""
+        if step not in self.wanted or step in self.fired:
+            return False
+        from burst.runs import write_json_atomic
+
+        self.fired.add(step)
+        write_json_atomic(self.record, {"fired": sorted(self.fired)})
+        log.info("demo preemption: sending SIGTERM to myself after step %d (%s)", step, PREEMPT_ENV)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return True
+
+
+def demo_preemptions(record: Path, raw: str | None = None) -> DemoPreemptions:
+    """The demo preemptions ``BURST_PREEMPT_AT_STEPS`` (or ``raw``) asks for."""
+    text = current().preempt_at_steps if raw is None else raw
+    return DemoPreemptions(record, parse_steps(text)).load()
+
+
+# -- BURST_BUDGET_TIME_SCALE --------------------------------------------------------------------
+
+
+def budget_time_scale() -> float:
+    """How many budget seconds one real second counts for (1 outside demos)."""
+    return current().budget_time_scale
+
+
+# -- burst run --kill-runner-at -----------------------------------------------------------------
+
+
+def kill_runner(step: str, wanted_step: str | None) -> None:
+    """SIGKILL this process (the local runner) when ``step`` is the one asked for."""
+    if wanted_step is not None and step == wanted_step:
+        os.kill(os.getpid(), signal.SIGKILL)

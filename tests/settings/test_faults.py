@@ -1,0 +1,119 @@
+"""Fault points in one place: production code reaches test and demo hooks only by name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from burst import faults
+from burst.errors import BadInputError, InfraError, InjectedFailure
+from burst.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+FAULT_SETTINGS = {
+    "fail_at",
+    "simulate_no_capacity",
+    "preempt_at_steps",
+    "checkpoint_fault",
+    "budget_time_scale",
+}
+
+
+def _production_files() -> list[Path]:
+    files = [p for d in ("burst", "steps", "pipelines") for p in sorted((REPO / d).rglob("*.py"))]
+    return [
+        p for p in files if p not in (REPO / "burst" / "faults.py", REPO / "burst" / "settings.py")
+    ]
+
+
+def _violations(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+    out: list[str] = []
+    for node in ast.walk(tree):
+        line = f"{where}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.ImportFrom) and node.module == "burst.faults":
+            out.append(f"{line} imports from burst.faults (use `from burst import faults`)")
+        elif isinstance(node, ast.Import) and any(a.name == "burst.faults" for a in node.names):
+            out.append(f"{line} imports burst.faults (use `from burst import faults`)")
+        elif isinstance(node, ast.ImportFrom) and node.module in (
+            "burst.preempt.demo",
+            "burst.checkpoint.faults",
+        ):
+            out.append(f"{line} imports a retired fault module")
+        elif isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "faults":
+                if node.attr not in faults.POINTS:
+                    out.append(f"{line} uses faults.{node.attr}, not a named point")
+            elif node.attr in FAULT_SETTINGS and not (
+                isinstance(node.value, ast.Attribute) and node.value.attr == "options"
+            ):  # a runner's options say what to arm (faults.arm); settings are read here
+                out.append(f"{line} reads the fault setting {node.attr} itself")
+    return out
+
+
+def test_production_reaches_fault_hooks_only_through_named_points() -> None:
+    found = [v for p in _production_files() for v in _violations(p)]
+    assert not found, "\n".join(found)
+
+
+def test_the_grep_catches_each_way_around(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    for text in (
+        "from burst.faults import MIDWAY_MARKER\n",
+        "import burst.faults\n",
+        "from burst.preempt.demo import DemoPreemptions\n",
+        "from burst import faults\nfaults._hits\n",
+        "from burst.settings import current\ncurrent().fail_at\n",
+        "s.simulate_no_capacity\n",
+    ):
+        sample.write_text(text)
+        assert _violations(sample), text
+    sample.write_text("from burst import faults\nfaults.fail_at('train', 'before')\n")
+    assert not _violations(sample)
+
+
+def test_every_named_point_exists() -> None:
+    for name in faults.POINTS:
+        assert hasattr(faults, name), name
+
+
+def test_fail_at_names_a_step_or_a_point() -> None:
+    armed = Settings.from_env({"BURST_FAIL_AT": "provision, train:before"})
+    with pytest.raises(InjectedFailure, match=r"provision \(BURST_FAIL_AT\)"):
+        faults.fail_at("provision", settings=armed)
+    with pytest.raises(InjectedFailure, match="train:before"):
+        faults.fail_at("train", "before", settings=armed)
+    faults.fail_at("train", settings=armed)  # not armed: nothing happens
+    faults.fail_at("provision", settings=Settings.from_env({}))
+
+
+def test_provision_faults() -> None:
+    s = Settings.from_env(
+        {"BURST_FAIL_AT": "provision:midway", "BURST_SIMULATE_NO_CAPACITY": "a, b"}
+    )
+    pf = faults.provision_faults(s)
+    assert pf.terraform_variables() == {"simulate_no_capacity": ["a", "b"], "fail_midway": True}
+    pf.before_apply("local")  # the local module emulates it at apply time
+    with pytest.raises(InjectedFailure):
+        pf.before_apply("aws")
+    marker = InfraError(f"terraform apply failed: {faults.MIDWAY_MARKER} through provision")
+    assert isinstance(pf.injected("a", marker), InjectedFailure)
+    assert pf.injected("a", InfraError("AccessDenied")) is None
+    off = faults.provision_faults(s, fail_midway=False)
+    assert off.injected("a", marker) is None and off.terraform_variables()["fail_midway"] is False
+
+
+def test_demo_preemptions_parse_and_record(tmp_path: Path) -> None:
+    record = tmp_path / "preempt-demo.json"
+    demo = faults.demo_preemptions(record, "7, 19")
+    assert demo.wanted == {7, 19} and demo.fired == set()
+    record.write_text('{"fired": [7]}')
+    assert faults.demo_preemptions(record, "7,19").fired == {7}
+    with pytest.raises(BadInputError, match="'x' is not a step number"):
+        faults.demo_preemptions(record, "7,x")
+    record.write_text("[]")
+    with pytest.raises(BadInputError, match="not a preemption record"):
+        faults.demo_preemptions(record, "7")
