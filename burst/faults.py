@@ -32,6 +32,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +129,9 @@ def provision_faults(
 
 _lock = threading.Lock()
 _hits = 0
+ONCE_ENV = "BURST_CHECKPOINT_FAULT_ONCE"
+ACTION_ENV = "BURST_CHECKPOINT_FAULT_ACTION"
+PAUSE_LIMIT_S = 600.0
 
 
 def checkpoint(name: str) -> None:
@@ -145,8 +149,28 @@ def checkpoint(name: str) -> None:
     global _hits
     with _lock:
         _hits += 1
-        if _hits >= int(nth or "1"):
-            os.kill(os.getpid(), signal.SIGKILL)
+        if _hits < int(nth or "1"):
+            return
+        # BURST_CHECKPOINT_FAULT_ONCE=<file>: fire once across processes (a restarted
+        # worker counts its hits afresh), creating the file when it fires
+        once = settings.checkpoint_fault_once
+        if once:
+            try:
+                fd = os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            except FileExistsError:
+                return
+            os.close(fd)
+        # BURST_CHECKPOINT_FAULT_ACTION=pause:<dir>: hold here (``<dir>/paused``) until
+        # ``<dir>/resume`` exists, at most 10 minutes, instead of dying
+        action = settings.checkpoint_fault_action
+        if action.startswith("pause:"):
+            where = Path(action.removeprefix("pause:"))
+            (where / "paused").write_text(str(os.getpid()))
+            end = time.monotonic() + PAUSE_LIMIT_S
+            while not (where / "resume").exists() and time.monotonic() < end:
+                time.sleep(0.05)
+            return
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 # -- BURST_PREEMPT_AT_STEPS ---------------------------------------------------------------------

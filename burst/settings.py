@@ -268,6 +268,21 @@ class Settings:
         "how long teardown waits for the last checkpoint to reach the durable store",
         shown="`120`",
     )  # fmt: skip
+    checkpoint_retry_s = Var(
+        "BURST_CHECKPOINT_RETRY_S", _seconds(0, inclusive=True), 300.0,
+        "how long a failed checkpoint save (dead worker, store down) is retried before "
+        "train exits 4", shown="`300`",
+    )  # fmt: skip
+    # -- one trainer per run, heartbeats (burst.lease)
+    lease_ttl_s = Var(
+        "BURST_LEASE_TTL_S", _positive, 180.0,
+        "the trainer lease and the run's heartbeats lapse this long after their last renewal "
+        "(renewed every quarter of it)", shown="`180`",
+    )  # fmt: skip
+    lease_settle_s = Var(
+        "BURST_LEASE_SETTLE_S", _seconds(0, inclusive=True), None,
+        "how long taking a lease waits before reading it back", shown="`2` (`0.2` local store)",
+    )  # fmt: skip
     # -- preemption
     dist_timeout_s = Var(
         "BURST_DIST_TIMEOUT_S", _positive, 120.0,
@@ -343,6 +358,16 @@ class Settings:
         "`POINT[:N]`: kill the checkpoint worker at the N-th hit of a point", shown="none",
         audience=FAULT,
     )  # fmt: skip
+    checkpoint_fault_once = Var(
+        "BURST_CHECKPOINT_FAULT_ONCE", _text, "",
+        "a file: fire the checkpoint fault once across processes (created when it fires)",
+        shown="none", audience=FAULT,
+    )  # fmt: skip
+    checkpoint_fault_action = Var(
+        "BURST_CHECKPOINT_FAULT_ACTION", _text, "kill",
+        "`kill`, or `pause:DIR`: hold the worker at the point until `DIR/resume` exists",
+        shown="`kill`", audience=FAULT,
+    )  # fmt: skip
     checkpoint_fault_rank = Var(
         "BURST_CHECKPOINT_FAULT_RANK", _text, "",
         "with several ranks, only rank N's checkpoint worker is killed", shown="every rank's",
@@ -354,6 +379,11 @@ class Settings:
         audience=FAULT,
     )  # fmt: skip
     # -- set by burst for its own steps
+    driver_heartbeat = Var(
+        "BURST_DRIVER_HEARTBEAT", _flag, False,
+        "a driver renews the run's driver heartbeat: train stops, saving, when it lapses",
+        shown="off", audience=INTERNAL,
+    )  # fmt: skip
     run_id = Var(
         "BURST_RUN_ID", _text, "", "the run id, on every log record", shown="none",
         audience=INTERNAL,

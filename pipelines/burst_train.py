@@ -64,6 +64,9 @@ DEFAULT_DEADLINE_S = 24 * 3600
 WORKFLOW_DEADLINE_S = DEFAULT_DEADLINE_S + 3600
 
 
+#: Retries of the teardown step (any failure, a killed pod too), with backoff.
+TEARDOWN_RETRIES = "3"
+
 SITE_VARS_PATH = "/tmp/inputs/site.tfvars"
 
 #: The run's service account (defect 8 of issue 19: the role trusted burst-<run id> while the
@@ -330,6 +333,10 @@ def build() -> WorkflowTemplate:
             output="teardown",
             site_vars=True,
             active_deadline_seconds=TEARDOWN_DEADLINE_S,
+            # a teardown pod that is killed or fails is run again: the resources must go
+            retry_strategy=RetryStrategy(
+                limit=TEARDOWN_RETRIES, retry_policy="Always", backoff=BACKOFF
+            ),
         )
         give_up = Container(
             name="give-up",

@@ -63,11 +63,13 @@ RUN_AS_USER: Final = 1000
 STEP_REQUESTS: Final = {"cpu": "250m", "memory": "512Mi"}
 HELPER_REQUESTS: Final = {"cpu": "50m", "memory": "64Mi"}
 
-#: Preemption (exit 75) or node loss (exit -1 "pod deleted" / "imminent node shutdown").
+#: Preemption (exit 75), an infrastructure failure of the step (exit 4: the checkpoint store
+#: stayed down past the train step's retry budget; the next attempt resumes from what it
+#: holds) or node loss (exit -1 "pod deleted" / "imminent node shutdown").
 #: Argo gives lastRetry.exitCode "-1" when the pod left none (operator.go,
 #: buildRetryStrategyLocalScope), so this expression is safe after node loss.
 RETRY_ON_PREEMPTION: Final = (
-    "lastRetry.exitCode == '75' || (lastRetry.exitCode == '-1' && "
+    "lastRetry.exitCode == '75' || lastRetry.exitCode == '4' || (lastRetry.exitCode == '-1' && "
     "(lastRetry.message contains 'pod deleted' || "
     "lastRetry.message contains 'imminent node shutdown'))"
 )

@@ -10,6 +10,13 @@
 ``save`` blocks only while the state is copied into a reused host buffer in shared memory;
 a separate worker process hashes, uploads and commits it. At most one save is in flight: a
 second ``save`` first waits for the first (or returns False at once with ``if_busy="skip"``).
+
+Infrastructure faults never discard a save that ``wait`` waits for: a worker that dies (or
+fails to start) is started again and the save sent again; a store that fails is retried with
+backoff, for at most ``retry_s`` seconds (``BURST_CHECKPOINT_RETRY_S``, default 300). A save
+whose manifest reached the store counts as committed, whatever failed after it. When the
+budget is spent ``wait`` raises ``StoreError`` (exit 4, infrastructure), never a bad-input
+error; a corrupt or refused checkpoint stays a ``CheckpointError``.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -29,7 +37,7 @@ from typing import Any
 from burst import checkout
 from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
 from burst.checkpoint.layout import DEFAULT_CHUNK_SIZE, build_layout, layout_signature
-from burst.checkpoint.manifest import CheckpointRef, check_tier
+from burst.checkpoint.manifest import CheckpointRef, check_tier, manifest_key
 from burst.checkpoint.replication import ReplicationResult, replicate
 from burst.checkpoint.restore import Restored, restore_checkpoint
 from burst.checkpoint.sharded import ShardInfo
@@ -38,8 +46,29 @@ from burst.checkpoint.tree import flatten
 from burst.checkpoint.verify import ChunkAudit
 from burst.errors import CheckpointError
 from burst.storage import ObjectStore, open_store
+from burst.storage.base import StoreError
 
 log = logging.getLogger(__name__)
+
+RETRY_ENV = "BURST_CHECKPOINT_RETRY_S"
+DEFAULT_RETRY_S = 300.0
+#: Failures worth trying again: the worker process died or did not start, the store failed.
+RETRYABLE = frozenset({"worker", "store"})
+#: Attempts to start a worker before a save counts as failed (kind "worker").
+WORKER_STARTS = 3
+#: Signals a trainer's process group receives on a preemption or a Ctrl-C: the worker starts
+#: with them blocked (it exits when the trainer's pipe closes, after the save in hand).
+NOTICE_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+def retry_budget_s() -> float:
+    from burst.settings import current
+
+    return float(current().checkpoint_retry_s)
+
+
+class WorkerStartError(StoreError):
+    """The checkpoint worker process could not be started (infrastructure, exit 4)."""
 
 
 @dataclass
@@ -80,6 +109,7 @@ class CheckpointManager:
         nice: int = 19,
         buffer_dir: Path | None = None,
         worker_env: dict[str, str] | None = None,
+        retry_s: float | None = None,
         shard: ShardInfo | None = None,
     ) -> None:
         self.store = open_store(store) if isinstance(store, str) else store
@@ -91,6 +121,11 @@ class CheckpointManager:
         self.nice = nice
         self.buffer_dir = buffer_dir
         self.worker_env = worker_env or {}
+        self.retry_s = retry_budget_s() if retry_s is None else retry_s
+        # the newest save request, until it commits or a newer one replaces it: sent again
+        # after an infrastructure fault
+        self._last_save: tuple[dict[str, Any], dict[str, Any]] | None = None
+        self.retries: list[str] = []  # what was retried, one line each (for the records)
         # one rank of a sharded checkpoint (burst.checkpoint.sharded): a save writes this
         # rank's shard; rank 0's worker also commits the global manifest
         self.shard = shard
@@ -106,6 +141,7 @@ class CheckpointManager:
         self._last: SaveResult | None = None
         self._error: str | None = None
         self._unwaited_error: str | None = None  # failure of the newest save, until wait()
+        self._unwaited_kind: str | None = None  # "worker", "store", "checkpoint", "error"
         self._closed = False
         # What restores here found: sound chunks (the worker need not read them again) and
         # corrupt ones (quarantined; the worker must upload them again).
@@ -121,6 +157,22 @@ class CheckpointManager:
                 return self._proc
             self._stop_worker()  # the buffer was replaced: a new worker inherits the new one
         self._worker_buffer = token
+        problems: list[str] = []
+        for attempt in range(1, WORKER_STARTS + 1):
+            try:
+                return self._start_worker(fd)
+            except WorkerStartError as exc:
+                problems.append(exc.message)
+                log.warning(
+                    "checkpoint worker start %d/%d failed: %s", attempt, WORKER_STARTS, exc.message
+                )
+                time.sleep(0.2 * attempt)
+        raise WorkerStartError(
+            f"checkpoint worker did not start in {WORKER_STARTS} tries: {problems[-1]}",
+            where=self.store.url,
+        )
+
+    def _start_worker(self, fd: int | None) -> subprocess.Popen[str]:
         env = dict(os.environ)
         pkg_root = str(checkout.ROOT)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
@@ -128,16 +180,20 @@ class CheckpointManager:
         # A session of its own: a Ctrl-C or a SIGTERM sent to the trainer's process group
         # (a preemption notice) does not kill an upload in flight; the worker exits when the
         # trainer closes its stdin (or dies) and the request in hand is done.
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "burst.checkpoint.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-            bufsize=1,
-            start_new_session=True,
-            pass_fds=(fd,) if fd is not None else (),
-        )
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, NOTICE_SIGNALS)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "burst.checkpoint.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
+                bufsize=1,
+                start_new_session=True,
+                pass_fds=(fd,) if fd is not None else (),
+            )
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         init = {
             "store": self.store.spec(),
             "concurrency": self.concurrency,
@@ -148,12 +204,16 @@ class CheckpointManager:
             "trust": sorted(self._audit.sound - self._audit.corrupt),
         }
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(init) + "\n")
-        proc.stdin.flush()
-        ready = proc.stdout.readline()
+        try:
+            proc.stdin.write(json.dumps(init) + "\n")
+            proc.stdin.flush()
+            ready = proc.stdout.readline()
+        except OSError:
+            ready = ""
         if not ready:
+            proc.kill()
             proc.wait()
-            raise CheckpointError(
+            raise WorkerStartError(
                 f"checkpoint worker failed to start (exit code {proc.returncode})",
                 where=self.store.url,
             )
@@ -182,7 +242,7 @@ class CheckpointManager:
                     + (f" of step {what['step']}" if what.get("step") is not None else "")
                     + "; the previous checkpoint is intact"
                 )
-                self._finish({"op": "error", "id": what["id"], "message": msg})
+                self._finish({"op": "error", "id": what["id"], "message": msg, "kind": "worker"})
 
     def _finish(self, doc: dict[str, Any]) -> None:
         """Record a reply (called with the lock held)."""
@@ -205,16 +265,29 @@ class CheckpointManager:
                 committed_at=time.time(),
                 extra={k: v for k, v in r.items() if k in ("retention", "committed", "ranks")},
             )
-            self._error = self._unwaited_error = None
+            self._error = self._unwaited_error = self._unwaited_kind = None
+            self._last_save = None
         elif doc["op"] == "error":
             self._error = doc["message"]
             if inflight["op"] == "save":
                 self._unwaited_error = doc["message"]
+                self._unwaited_kind = str(doc.get("kind") or "error")
             log.error("checkpoint %s failed: %s", inflight["op"], doc["message"])
         self._cond.notify_all()
 
     def _send(self, req: dict[str, Any], inflight: dict[str, Any]) -> None:
-        proc = self._ensure_worker()
+        try:
+            proc = self._ensure_worker()
+        except WorkerStartError as exc:
+            # the request fails like one whose worker died: wait() starts another and retries
+            with self._cond:
+                self._seq += 1
+                req["id"] = inflight["id"] = self._seq
+                self._inflight = inflight
+                self._finish(
+                    {"op": "error", "id": self._seq, "message": exc.one_line(), "kind": "worker"}
+                )
+            return
         assert proc.stdin is not None
         with self._cond:
             self._seq += 1
@@ -274,7 +347,9 @@ class CheckpointManager:
         }
         if self.shard is not None:
             req["shard"] = self.shard.to_json()
-        self._send(req, {"op": "save", "step": int(step), "tier": tier, "stall": stall})
+        inflight = {"op": "save", "step": int(step), "tier": tier, "stall": stall}
+        self._last_save = (req, dict(inflight))
+        self._send(req, inflight)
         return True
 
     def _hurry(self) -> None:
@@ -310,21 +385,90 @@ class CheckpointManager:
             and not reader.is_alive()
         ):
             msg = f"checkpoint worker died (exit code {proc.returncode})"
-            self._finish({"op": "error", "id": self._inflight["id"], "message": msg})
-
-    def wait(self, timeout: float | None = None) -> SaveResult | None:
-        """Wait for the save in flight. Raises CheckpointError if it failed (or timed out)."""
-        if not self._wait_idle(timeout):
-            raise CheckpointError(
-                f"checkpoint of step {self.status().in_flight} still in flight after {timeout}s",
-                where=self.store.url,
+            self._finish(
+                {"op": "error", "id": self._inflight["id"], "message": msg, "kind": "worker"}
             )
-        with self._cond:
-            err, self._unwaited_error = self._unwaited_error, None
-            self._results.clear()
-        if err:
-            raise CheckpointError(err, where=self.store.url)
-        return self._last
+
+    def wait(self, timeout: float | None = None, *, retry: bool = True) -> SaveResult | None:
+        """Wait for the save in flight to commit.
+
+        With ``retry`` (the default) a save that failed for an infrastructure reason (its
+        worker died or did not start, the store failed) is sent again, with backoff, within
+        ``retry_s`` and ``timeout``. Raises ``StoreError`` (exit 4) when that budget is spent,
+        ``CheckpointError`` for any other failure or when ``timeout`` passes."""
+        end = None if timeout is None else time.monotonic() + timeout
+        retry_end: float | None = None
+        delay = 0.5
+        tries = 0
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            if not self._wait_idle(left):
+                raise CheckpointError(
+                    f"checkpoint of step {self.status().in_flight} still in flight after "
+                    f"{timeout}s",
+                    where=self.store.url,
+                )
+            with self._cond:
+                err, self._unwaited_error = self._unwaited_error, None
+                kind, self._unwaited_kind = self._unwaited_kind, None
+                self._results.clear()
+                last_save = self._last_save
+            if not err:
+                return self._last
+            if kind not in RETRYABLE or last_save is None:
+                raise CheckpointError(err, where=self.store.url)
+            req, inflight = last_save
+            if self._manifest_committed(req["step"], req["tier"]):
+                log.warning(
+                    "checkpoint step %d: the manifest is in the store, the save committed (%s)",
+                    req["step"],
+                    err,
+                )
+                self.retries.append(f"step {req['step']}: committed before: {err}")
+                with self._cond:
+                    self._last = SaveResult(
+                        step=int(req["step"]),
+                        tier=str(req["tier"]),
+                        stall_seconds=float(inflight.get("stall") or 0.0),
+                        total_bytes=int(req.get("size") or 0),
+                        extra={"recovered": err},
+                    )
+                    self._last_save = None
+                return self._last
+            now = time.monotonic()
+            if retry_end is None:
+                retry_end = now + self.retry_s
+            limit = retry_end if end is None else min(retry_end, end)
+            if not retry or now + delay > limit:
+                if not retry:
+                    raise CheckpointError(err, where=self.store.url)
+                raise StoreError(
+                    f"checkpoint of step {req['step']} not committed after {tries + 1} "
+                    f"tries in {self.retry_s:g}s ({RETRY_ENV}): {err}",
+                    where=self.store.url,
+                )
+            tries += 1
+            self.retries.append(f"step {req['step']}: try {tries + 1} after: {err}")
+            log.warning(
+                "checkpoint step %d failed (%s): try %d in %.1fs",
+                req["step"],
+                err,
+                tries + 1,
+                delay,
+                req["step"],
+                err,
+                tries + 1,
+                delay,
+            )
+            time.sleep(delay)
+            delay = min(delay * 2, 8.0)
+            self._send(dict(req), dict(inflight))
+
+    def _manifest_committed(self, step: int, tier: str) -> bool:
+        try:
+            return self.store.exists(manifest_key(int(step), str(tier)))
+        except StoreError:
+            return False
 
     def status(self) -> CheckpointStatus:
         with self._cond:

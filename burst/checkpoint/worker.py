@@ -24,7 +24,7 @@ from burst.checkpoint.retention import apply_retention, collect_garbage
 from burst.checkpoint.sharded import ShardInfo, expire_manifests
 from burst.checkpoint.staging import AttachedBuffer
 from burst.checkpoint.writer import CheckpointWriter
-from burst.errors import BurstError
+from burst.errors import BurstError, InfraError
 from burst.settings import current
 from burst.storage import LocalStore, store_from_spec
 
@@ -155,6 +155,7 @@ def main() -> int:
     if nice:
         os.nice(nice)
     worker = Worker(init)
+    faults.checkpoint("worker-start")
     _send(proto, {"op": "ready", "pid": os.getpid()})
     requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
@@ -197,12 +198,22 @@ def main() -> int:
                     },
                 )
             except BurstError as exc:
-                _send(proto, {"op": "error", "id": req["id"], "message": exc.one_line()})
+                # a store failure is worth retrying; a refused or corrupt checkpoint is not
+                kind = "store" if isinstance(exc, InfraError) else "checkpoint"
+                _send(
+                    proto,
+                    {"op": "error", "id": req["id"], "message": exc.one_line(), "kind": kind},
+                )
             except Exception as exc:  # a bug or an unexpected failure: report, keep serving
                 log.exception("checkpoint request failed")
                 _send(
                     proto,
-                    {"op": "error", "id": req["id"], "message": f"{type(exc).__name__}: {exc}"},
+                    {
+                        "op": "error",
+                        "id": req["id"],
+                        "message": f"{type(exc).__name__}: {exc}",
+                        "kind": "store" if isinstance(exc, OSError) else "error",
+                    },
                 )
     finally:
         buffer_path = worker.buffer.path if worker.buffer is not None else None

@@ -44,7 +44,7 @@ from burst.checkpoint.manifest import (
 )
 from burst.checkpoint.sharded import ShardInfo, commit_global, write_shard
 from burst.checkpoint.verify import chunk_is_sound
-from burst.storage.base import ObjectStore
+from burst.storage.base import ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -217,14 +217,25 @@ class CheckpointWriter:
         )
         if shard is not None:
             return self._write_shard(manifest, shard, pending_key, sig, fast, digests, t0)
-        faults.checkpoint("before-manifest")
+        faults.checkpoint(f"before-manifest@{step}")
         self.store.put_bytes(manifest.key, manifest.to_bytes())  # the commit
-        faults.checkpoint("before-latest")
-        latest = {"step": step, "tier": tier, "manifest": manifest.key}
-        self.store.put_bytes(LATEST_KEY, json.dumps(latest).encode())
-        faults.checkpoint("after-latest")
-        self.store.delete([pending_key])
+        # Committed: what follows is bookkeeping. Its failure is reported with the result,
+        # never as a failed save (``latest`` is a hint; the manifests are the truth, and GC
+        # removes a stale pending record after its grace).
         self._prev_sig, self._prev_fast, self._prev_digests = sig, fast, digests
+        try:
+            faults.checkpoint(f"before-latest@{step}")
+            latest = {"step": step, "tier": tier, "manifest": manifest.key}
+            self.store.put_bytes(LATEST_KEY, json.dumps(latest).encode())
+            faults.checkpoint(f"after-latest@{step}")
+            self.store.delete([pending_key])
+        except StoreError as exc:
+            log.warning(
+                "checkpoint step %d committed; clean-up after the commit failed: %s",
+                step,
+                exc.one_line(),
+            )
+            manifest.stats["cleanup_error"] = exc.one_line()
         manifest.stats["seconds"] = round(time.perf_counter() - t0, 4)
         log.info(
             "checkpoint step %d (%s) committed: %d/%d chunks uploaded, %d bytes, %.2fs",

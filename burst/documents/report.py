@@ -4,7 +4,7 @@ produced, assembled by ``burst.obs.report.build_report`` from the step documents
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -60,6 +60,8 @@ class AttemptSummary(Document):
     notice: str | None = Field(default=None, description="Who gave the preemption notice.")
     emergency_save: str | None = Field(default=None, description="The tier it saved.")
     emergency_committed: bool | None = None
+    killed: bool = Field(default=False, description="Died without closing its record.")
+    cost_usd: float | None = None
     world_size: int = Field(default=1, ge=1, description="Ranks of the attempt.")
     ranks: list[RankFigures] | None = None
     notice_to_exit_s: float | None = None
@@ -108,6 +110,9 @@ class RunReport(Document):
     preemptions: int = 0
     world_size: int = Field(default=1, ge=1)
     attempts: list[AttemptSummary] = Field(default_factory=list)
+    store: dict[str, Any] | None = Field(
+        default=None, description="What the checkpoint store holds: its url, the committed."
+    )
     checkpoint_interval: CheckpointInterval | None = None
     candidate: Candidate | None = None
     provision_attempts: list[ProvisionAttempt] = Field(default_factory=list)

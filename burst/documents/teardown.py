@@ -16,7 +16,9 @@ class CheckpointRef(Document):
 class CheckpointSync(Document):
     """Did the checkpoint the last train attempt left reach the store before the nodes went?"""
 
-    confirmed: bool
+    confirmed: bool | None = Field(
+        description="None: nothing to sync (no train attempt, no checkpoint in the store)."
+    )
     store: str | None = None
     expected_step: int | None = None
     latest: CheckpointRef | None = None

@@ -92,6 +92,13 @@ class TrainAttempt(Document):
     notice_to_exit_s: float | None = Field(
         default=None, description="Seconds from the preemption notice to the exit."
     )
+    # issue 16: the record is opened at the start and kept current while the attempt runs
+    killed: bool = Field(default=False, description="Died without closing its record.")
+    at_step: int | None = Field(default=None, description="The last step it finished.")
+    saving_step: int | None = Field(default=None, description="The last save it handed off.")
+    last_seen_at: str | None = None
+    budget_spent_before: dict[str, float] | None = None
+    checkpoint_retries: list[str] | None = None
 
 
 class TrainDocument(StepDocument):
@@ -104,6 +111,7 @@ class TrainDocument(StepDocument):
     checkpoint_store: str | None = None
     checkpoint_interval: CheckpointInterval | None = None
     preemptions: int = 0
+    killed_attempts: int | None = None
     cost_usd: float | None = None
     usd_per_hour: float | None = None
     attempts: list[TrainAttempt] = Field(default_factory=list)

@@ -52,6 +52,10 @@ def expected_step(records: Sequence[TrainAttempt | dict[str, Any]]) -> int | Non
     steps = [save.in_flight_step, save.committed_step] if save is not None else []
     if last.outcome == "done":
         steps.append(last.ended_at_step)
+    if last.outcome in (None, "running", "died", "failed"):
+        # killed, or failed: the last save it handed to its writer (which outlives a killed
+        # trainer and finishes the save in hand)
+        steps.append(last.saving_step)
     known = [s for s in steps if isinstance(s, int)]
     return max(known) if known else None
 
@@ -64,8 +68,14 @@ def confirm_checkpoint_sync(
     try:
         url = run_url(job.storage.checkpoint_uri, run_id)
         store = open_store(url)
-        want = expected_step(read_store(store))
+        records = read_store(store)
+        want = expected_step(records)
         latest = latest_checkpoint(store)
+        if want is None and latest is not None:
+            want = latest.step  # no record names a step: what the store holds is what counts
+        # a failed attempt closed its writer: nothing is on its way, do not wait for it
+        if records and records[-1].outcome == "failed":
+            wait_s = 0.0
         while want is not None and (latest is None or latest.step < want):
             if time.monotonic() - started >= wait_s:
                 break
@@ -74,7 +84,9 @@ def confirm_checkpoint_sync(
     except (BurstError, StoreError, OSError) as exc:
         log.error("cannot confirm the checkpoint sync: %s", exc)
         return {"confirmed": False, "error": str(exc), "waited_s": 0.0}
-    confirmed = want is None or (latest is not None and latest.step >= want)
+    confirmed: bool | None = latest is not None and want is not None and latest.step >= want
+    if want is None and latest is None:
+        confirmed = None  # no train attempt, no checkpoint: nothing to sync (not "confirmed")
     doc: dict[str, Any] = {
         "store": url,
         "expected_step": want,

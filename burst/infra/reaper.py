@@ -3,7 +3,9 @@ destroy them, from their Terraform state where it exists, else by their tags, in
 order. Dry run unless asked to act; everything found and done is returned as a document.
 
 It fails closed: a resource without a readable expiry is reported, never deleted, and a run
-whose runner or steps are still alive is left alone.
+whose runner or steps are still alive is left alone. A run with heartbeats (``burst.lease``:
+renewed by its live driver and trainer) is judged by them instead of its expiry: one renewed
+is live; all lapsed ("lapsed") means nobody drives the run, and it is destroyed at once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from burst.infra.leakscan import EXPIRES_TAG, Inventory, delete_in_order
 from burst.infra.procs import other_processes
 from burst.infra.teardown import destroy_run
 from burst.infra.workspace import VARS_FILE, load_workspace, state_file
+from burst.lease import alive, heartbeats, local_heartbeat_store
 from burst.runs import count_state_resources
 
 log = logging.getLogger(__name__)
@@ -115,6 +118,23 @@ def runs_in_s3_state_store(bucket: str, region: str, client: Any = None) -> list
     return out
 
 
+def run_heartbeats(root: Path, run_id: str, location: str = "") -> dict[str, dict[str, Any]]:
+    """The run's heartbeats (driver, trainer) next to its state: in the S3 state bucket
+    (``burst/runs/<run-id>/heartbeat/``) for a run whose state is there, else in the local
+    state store (``runs/<run-id>/heartbeat/``)."""
+    if location.startswith("s3://"):
+        from burst.storage.s3 import S3Store
+
+        bucket = location.removeprefix("s3://").split("/", 1)[0]
+        from burst.settings import current
+
+        region = current().tf_state_region or None
+        return heartbeats(S3Store(bucket, f"{STATE_PREFIX}{run_id}/heartbeat", region=region))
+    if not (root / run_id / "heartbeat").is_dir():
+        return {}
+    return heartbeats(local_heartbeat_store(root / run_id))
+
+
 def live_run_ids() -> set[str]:
     """Run ids named by a live process on this machine (a runner or a step: `--run-id ID`)."""
     live: set[str] = set()
@@ -145,15 +165,19 @@ def reap(
         "errors": 0,
     }
 
-    def verdict(expires: dt.datetime | None, run_id: str) -> str:
+    def verdict(expires: dt.datetime | None, run_id: str, location: str = "") -> str:
         if run_id in live:
             return "live"
+        beats = run_heartbeats(root, run_id, location)
+        if beats:
+            # renewed by a live driver or trainer: live; all lapsed: nobody drives the run
+            return "live" if any(alive(b, now.timestamp()) for b in beats.values()) else "lapsed"
         if expires is None:
             return "unknown-expiry"
         return "expired" if expires <= now else "active"
 
     for run in [*runs_in_state_store(root), *(s3_states or [])]:
-        v = verdict(run.expires_at, run.run_id)
+        v = verdict(run.expires_at, run.run_id, run.location)
         doc["runs"].append(
             {
                 "run_id": run.run_id,
@@ -164,7 +188,7 @@ def reap(
                 "state": run.location,
             }
         )
-        if v != "expired" or not act:
+        if v not in ("expired", "lapsed") or not act:
             continue
         workdir = run.workdir or root / run.run_id / "terraform"
         if load_workspace(workdir) is None:
@@ -209,7 +233,7 @@ def reap(
                     "verdict": v,
                 }
             )
-            if v == "expired" and act:
+            if v in ("expired", "lapsed") and act:
                 deleted = delete_in_order(inv, resources)
                 doc["actions"].append(
                     {

@@ -15,6 +15,7 @@ from burst.documents import (
     TeardownDocument,
     TrainAttempt,
     TrainDocument,
+    parse_document,
     produce,
     read_document,
 )
@@ -73,6 +74,35 @@ def _last_error_line(log: Path) -> str | None:
     return lines[-1].strip() if lines else None
 
 
+def store_view(paths: RunPaths) -> dict[str, Any] | None:
+    """What the run's checkpoint store holds: committed checkpoints and attempt records
+    (records left open are attempts that died). None when it cannot be read."""
+    import logging
+
+    from burst.checkpoint.catalog import list_checkpoints
+    from burst.storage import open_store
+    from burst.storage.location import run_url
+    from burst.train.attempts import read_store, settle_unclosed
+
+    try:
+        job = load_spec(paths.spec)
+        url = run_url(job.storage.checkpoint_uri, paths.run_id)
+        if url.startswith("file://") and not Path(url.removeprefix("file://")).exists():
+            return {"store": url, "checkpoints": [], "attempts": []}
+        store = open_store(url)
+        refs = list_checkpoints(store)
+        records = [r.to_json() for r in read_store(store)]
+    except (BurstError, OSError) as exc:
+        logging.getLogger(__name__).warning("cannot read the run's checkpoint store: %s", exc)
+        return None
+    records.sort(key=lambda r: int(r.get("attempt") or 0))
+    return {
+        "store": url,
+        "checkpoints": [{"step": r.step, "tier": r.tier} for r in refs],
+        "attempts": settle_unclosed(records),
+    }
+
+
 def _attempt(a: TrainAttempt) -> dict[str, Any]:
     """One train attempt: where it resumed, how it ended, what its emergency save was."""
     save = a.emergency_save
@@ -82,6 +112,8 @@ def _attempt(a: TrainAttempt) -> dict[str, Any]:
         "ended_at_step": a.ended_at_step,
         "outcome": a.outcome,
         "preempted": a.preempted,
+        "killed": a.killed,
+        "cost_usd": a.cost_usd,
         "notice": a.notice.source if a.notice else None,
         "emergency_save": save.tier if save else None,
         "emergency_committed": save.committed if save else None,
@@ -124,6 +156,19 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
     candidate = provision.candidate if provision is not None else None
     if candidate is None and plan is not None and plan.candidates:
         candidate = plan.candidates[0]
+    # what is committed in the store is what counts; the train document is what its last
+    # attempt said (absent when that attempt was killed or failed)
+    held = store_view(paths) if paths.spec.exists() else None
+    attempts: list[TrainAttempt] = list(train.attempts) if train else []
+    if held is not None and held["attempts"]:
+        attempts = [parse_document(TrainAttempt, a, "an attempt record") for a in held["attempts"]]
+    final_step = train.final_step if train else None
+    checkpoints = train.checkpoints if train else 0
+    if held is not None:
+        steps_held = [c["step"] for c in held["checkpoints"]]
+        final_step = max(steps_held) if steps_held else None
+        checkpoints = max(int(checkpoints or 0), len(steps_held))
+    cost = sum(float(a.cost_usd or 0) for a in attempts)
     if failure is None:
         exit_code = EXIT_OK
     else:  # a step lost before it could exit (killed, not started) has no code of its own
@@ -136,18 +181,23 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         "finished_at": utcnow_iso(),
         "steps": steps,
         "failure": failure,
-        "checkpoints": train.checkpoints if train else 0,
-        "final_step": train.final_step if train else None,
+        "checkpoints": checkpoints,
+        "final_step": final_step,
         "final_weights_sha256": train.final_weights_sha256 if train else None,
-        "preemptions": train.preemptions if train else 0,
+        "preemptions": sum(1 for a in attempts if a.preempted)
+        if held
+        else (train.preemptions if train else 0),
         "world_size": (train.world_size if train else None) or 1,
-        "attempts": [_attempt(a) for a in train.attempts] if train else [],
+        "attempts": [_attempt(a) for a in attempts],
+        "store": None if held is None else {"url": held["store"], "committed": held["checkpoints"]},
         "checkpoint_interval": train.checkpoint_interval if train else None,
         "candidate": candidate,
         "provision_attempts": provision.attempts if provision else [],
         "budget": _budget(paths),
         # USD by component, measured (the train step's rented hours at the plan's rate)
-        "cost": {"compute": train.cost_usd} if train and train.cost_usd is not None else {},
+        "cost": {"compute": round(cost, 6)}
+        if attempts
+        else ({"compute": train.cost_usd} if train and train.cost_usd is not None else {}),
         "pricing": {
             "usd_per_hour": train.usd_per_hour if train else None,
             "expected_usd": candidate.expected_cost_usd if candidate else None,

@@ -23,12 +23,14 @@ import yaml
 from burst import checkout, faults
 from burst.documents.report import WorkflowResult
 from burst.errors import BadInputError
+from burst.lease import Lease, Renewer, heartbeat_store
 from burst.obs.report import build_report
 from burst.runner.argo import spec_parameters, terraform_parameters
 from burst.runner.engine import SUCCEEDED, EngineOptions, NodeLoss, PodNode, WorkflowEngine
 from burst.runs import RunPaths, write_json_atomic
 from burst.settings import current
 from burst.spec import load_spec
+from burst.storage.base import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +220,8 @@ class LocalRunner:
             # one machine has no cloud metadata service: never poll a provider's (link-local)
             # metadata address from a local run, whatever the template says for the cluster
             "BURST_PREEMPT_WATCHERS": current().local_preempt_watchers,
+            # this runner renews the run's driver heartbeat: train stops if it lapses
+            "BURST_DRIVER_HEARTBEAT": "1",
             **self.options.env,
         }
         env.update(faults.arm(fail_at=self.options.fail_at))
@@ -244,9 +248,54 @@ class LocalRunner:
 
         return WorkflowEngine(manifest, opts, on_event)
 
+    def _take_driver_lease(self) -> tuple[Lease, Renewer]:
+        """One driver per run, and never beside a live trainer of it: refuse (exit 3, one
+        line naming the holder) while another runner drives the run or a trainer of it is
+        still alive (an orphan of a killed runner stops by itself once the driver heartbeat
+        lapses); else take the driver heartbeat and renew it while the run goes."""
+        from burst.lease import (
+            TRAINER_KEY,
+            LeaseHeld,
+            alive,
+            describe_holder,
+            heartbeat_key,
+            held_line,
+            read_lease,
+        )
+        from burst.storage import open_store
+        from burst.storage.location import run_url
+
+        rid = self.paths.run_id
+        try:
+            store = open_store(run_url(load_spec(self.spec_file).storage.checkpoint_uri, rid))
+            trainer = read_lease(store, TRAINER_KEY)
+        except StoreError as exc:
+            log.warning("cannot read the run's trainer lease: %s", exc.one_line())
+            trainer = None
+        if alive(trainer) and trainer is not None:
+            raise LeaseHeld(
+                held_line(f"run {rid} is live: its trainer lease", trainer, TRAINER_KEY)
+            )
+        driver = Lease.for_env(
+            heartbeat_store(rid, self.paths.dir),
+            heartbeat_key("driver"),
+            describe_holder(f"run {rid} driver (burst run)"),
+            f"run {rid}'s driver lease",
+        )
+        driver.take()
+        return driver, Renewer([driver], driver.ttl / 4).start()
+
     def run(self) -> dict[str, Any]:
         engine = self.engine()
         engine.check()  # refuse an unsupported manifest before anything is created
+        driver, renewer = self._take_driver_lease()
+        try:
+            return self._run(engine)
+        finally:
+            renewer.stop()
+            driver.release()
+
+    def _run(self, engine: WorkflowEngine) -> dict[str, Any]:
         self.paths.create()
         if self.spec_file.resolve() != self.paths.spec.resolve():
             shutil.copyfile(self.spec_file, self.paths.spec)

@@ -67,13 +67,15 @@ class LoopbackS3:
             "AWS_REGION": self.region,
         }
 
-    def start(self, timeout: float = 20.0) -> LoopbackS3:
+    def start(self, timeout: float = 20.0, *, port: int | None = None) -> LoopbackS3:
+        """Start the server (on ``port`` if given, e.g. to bring a stopped one back where
+        its clients look for it; else on a free port)."""
         self.root.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env["RCLONE_AUTH_KEY"] = f'"{self.access_key},{self.secret_key}"'
         env["RCLONE_CONFIG"] = os.devnull
         for attempt in range(3):
-            self.port = free_port()
+            self.port = port if port is not None and attempt == 0 else free_port()
             with open(self.log_path, "ab") as logf:
                 self.proc = subprocess.Popen(
                     [

@@ -1,9 +1,13 @@
 """The record of every attempt of a run's train step (``burst.documents.TrainAttempt``).
 
-One JSON object per attempt, written when the attempt ends (done, preempted or failed), so
-the last attempt's document can list them all: where each resumed from, whether it was
-preempted, what the emergency save chose, and the costs it measured (the next attempt starts
-from those measurements).
+One JSON object per attempt, written when the attempt starts (``outcome: running``), brought
+up to date while it runs (``last_seen_at``, the step reached, its cost so far: every lease
+renewal) and closed when it ends (done, preempted, failed). A record still ``running`` when
+the next attempt (or the report) reads it belongs to an attempt that died without closing
+it (SIGKILL, node loss): it counts as a killed attempt, with the cost it had reached, and
+its number is never used again. The last attempt's document lists them all: where each
+resumed from, whether it was preempted or killed, what the emergency save chose, and the
+costs it measured (the next attempt starts from those measurements).
 
 The records live in the run's checkpoint store under ``ATTEMPTS_PREFIX``
 (``train/attempts/<NNNN>.json``: every pod of a run sees the same store, whereas each pod has
@@ -18,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +80,40 @@ def read_file(path: Path) -> list[TrainAttempt]:
     return out
 
 
+RUNNING = "running"
+DIED = "died"
+
+
+def settle_unclosed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Records as the next reader must see them: one left ``running`` is an attempt that
+    died (nobody else may train the run while its lease is live), counted as killed."""
+    out = []
+    for rec in records:
+        if rec.get("outcome") in (None, RUNNING):
+            rec = {
+                **rec,
+                "outcome": DIED,
+                "preempted": True,
+                "killed": True,
+                "ended_at_step": rec.get("at_step"),
+                "finished_at": rec.get("last_seen_at"),
+            }
+        out.append(rec)
+    return out
+
+
+def next_number(records: list[dict[str, Any]]) -> int:
+    numbers = [int(r.get("attempt") or 0) for r in records if str(r.get("attempt", "")).isdigit()]
+    return max([0, len(records), *numbers]) + 1
+
+
 class AttemptLog:
     def __init__(self, path: Path, store: ObjectStore | None = None) -> None:
         self.path = path
         self.store = store
+        # updates come from the lease renewer's thread: none may land after the close
+        self._lock = threading.Lock()
+        self._closed = False
 
     def read(self) -> list[dict[str, Any]]:
         records = read_store(self.store) if self.store is not None else []
@@ -86,14 +121,32 @@ class AttemptLog:
             records = read_file(self.path)
         return [r.to_json() for r in records]
 
-    def append(self, record: dict[str, Any]) -> None:
+    def _put(self, record: dict[str, Any]) -> str:
         text = json.dumps(produce(TrainAttempt, record).to_json(), sort_keys=True, default=str)
-        if self.store is not None:
-            key = f"{PREFIX}{int(record.get('attempt') or 0):04d}.json"
-            try:
-                self.store.put_bytes(key, text.encode())
-            except StoreError as exc:
-                log.warning("cannot record the attempt in %s: %s", self.store.url, exc.one_line())
+        if self.store is None:
+            return text
+        key = f"{PREFIX}{int(record.get('attempt') or 0):04d}.json"
+        try:
+            self.store.put_bytes(key, text.encode())
+        except StoreError as exc:
+            log.warning("cannot record the attempt in %s: %s", self.store.url, exc.one_line())
+        return text
+
+    def begin(self, record: dict[str, Any]) -> None:
+        """Open the attempt's record (``outcome: running``) as it starts."""
+        self._put({**record, "outcome": RUNNING})
+
+    def update(self, record: dict[str, Any]) -> None:
+        """Bring the open record up to date (still ``running``); nothing once it is closed."""
+        with self._lock:
+            if not self._closed:
+                self._put({**record, "outcome": RUNNING})
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Close the attempt's record (its final outcome) and keep a local copy."""
+        with self._lock:
+            self._closed = True
+            text = self._put(record)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(text + "\n")

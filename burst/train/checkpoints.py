@@ -63,8 +63,8 @@ class RunCheckpoints:
         as the DeepSpeed checkpointer, which calls ``self.mgr.save`` itself)."""
         t0 = time.perf_counter()
         if self.mgr.busy():
-            try:
-                self.mgr.wait()
+            try:  # a newer save replaces a failed one: no retry of the old one here
+                self.mgr.wait(retry=False)
             except CheckpointError as exc:
                 self.failures.append(exc.one_line())
                 log.warning("a background checkpoint failed: %s", exc.one_line())

@@ -127,7 +127,11 @@ def conclude(exit_dir: Path, local_ranks: list[int], launcher_code: int) -> dict
         doc = json.loads((exit_dir / RANK_DOC).read_text())
     missing = [r for r in local_ranks if r not in codes]
     failed = {r: c for r, c in codes.items() if int(c.get("exit_code", 1)) != 0}
-    if not missing and not failed and launcher_code == 0:
+    if not missing and not failed:
+        # every rank finished (a rank killed after writing its record makes torchrun fail,
+        # yet its work is done)
+        if launcher_code != 0:
+            log.warning("every rank finished; torchrun exited %d afterwards", launcher_code)
         return doc if doc is not None else {"ranks_here": local_ranks}
     root = {r: c for r, c in failed.items() if int(c.get("exit_code", 1)) != EXIT_PREEMPTED}
     if missing and not root:  # killed ranks and, at most, peers that stopped because of it

@@ -30,16 +30,28 @@ from burst.budget import BudgetExceeded, BudgetGuard
 from burst.checkpoint.sharded import ShardInfo
 from burst.checkpoint.verify import verify_checkpoint
 from burst.errors import BurstError, CheckpointError, Preempted
+from burst.lease import (
+    TRAINER_KEY,
+    Lease,
+    Renewer,
+    describe_holder,
+    heartbeat_key,
+    heartbeat_store,
+    is_live,
+    read_lease,
+)
 from burst.obs.events import CHECKPOINT, FIRST_TRAIN_STEP, PREEMPTION, emit
 from burst.obs.metrics import RunMetrics, export_from_env
 from burst.preempt.emergency import RESERVE_S, SaveMeter, choose_emergency_save
-from burst.preempt.notice import Notice
+from burst.preempt.notice import Notice, NoticeBoard
 from burst.preempt.watch import Watchers, start_watchers
 from burst.runs import utcnow_iso
+from burst.settings import current
 from burst.spec import BurstJob
 from burst.storage import open_store
+from burst.storage.base import StoreError
 from burst.storage.location import run_url
-from burst.train.attempts import FILE_NAME, AttemptLog
+from burst.train.attempts import FILE_NAME, AttemptLog, next_number, settle_unclosed
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import TrainEngine, open_engine
 from burst.train.ranks import RankLost, Ranks, preempt_rank
@@ -104,21 +116,95 @@ class TrainRun:
         self.metrics = RunMetrics.for_job(run_id, job)
         self.demo = faults.demo_preemptions(run_dir / "preempt-demo.json")
         self.record: dict[str, Any] = {"started_at": utcnow_iso(), "preempted": False}
+        self.lease: Lease | None = None
+        self.heartbeat: Lease | None = None
+        self.renewer: Renewer | None = None
+        self.started = time.monotonic()
         self.ranks = Ranks()
         # this rank's own checkpoint figures (the leader gathers every rank's at the end)
         self.mine: dict[str, Any] = {"checkpoint_bytes": 0, "uploaded_bytes": 0, "stall_s": 0.0}
+
+    # ------------------------------------------------------------------ leases
+
+    def _take_leases(self, store: RunCheckpoints) -> None:
+        """One trainer per run: the trainer lease in the run's store, taken before anything
+        is read or written (refused, exit 3, while another live trainer renews it); and
+        the run's heartbeat, which tells the reaper someone is driving the run."""
+        if not self.ranks.leader:
+            return  # one lease per run: rank 0 of a multi-process trainer holds it for all
+        holder = describe_holder(f"run {self.run_id} trainer")
+        self.lease = Lease.for_env(
+            store.mgr.store, TRAINER_KEY, holder, f"run {self.run_id}'s trainer lease"
+        )
+        self.lease.take()
+        self.heartbeat = Lease.for_env(
+            heartbeat_store(self.run_id, self.run_dir),
+            heartbeat_key("trainer"),
+            holder,
+            f"run {self.run_id}'s trainer heartbeat",
+        )
+        self.heartbeat.beat()
+
+    def _start_renewing(self, board: NoticeBoard) -> None:
+        if self.lease is None or self.heartbeat is None:
+            return
+        self.renewer = Renewer(
+            [self.lease], self.lease.ttl / 4, tick=lambda: self._tick(board), beats=[self.heartbeat]
+        ).start()
+
+    def _tick(self, board: NoticeBoard) -> None:
+        """Every renewal: keep the open attempt record current (so a killed attempt still
+        counts, with its cost); stop if the lease was lost or the driver is gone."""
+        if self.renewer is not None and self.renewer.lost.is_set():
+            self._stop_notice(board, "lease-lost", "another trainer took this run's lease")
+        if current().driver_heartbeat and self.heartbeat is not None:
+            # lapsed, not merely "its process is gone": the bound is the same on every host
+            driver = read_lease(self.heartbeat.store, heartbeat_key("driver"))
+            if not is_live(driver):
+                self._stop_notice(
+                    board,
+                    "driver-lost",
+                    f"the run's driver ({(driver or {}).get('holder', 'unknown')}) stopped "
+                    "renewing its heartbeat: saving and stopping (resume with `burst resume`)",
+                )
+        self.attempts.update(self._progress())
+
+    def _stop_notice(self, board: NoticeBoard, source: str, detail: str) -> None:
+        if board.stop_notice() is None:
+            log.error("%s: %s", source, detail)
+            board.post(Notice(source, time.time(), None, detail=detail))
+
+    def _progress(self) -> dict[str, Any]:
+        rec = dict(self.record)
+        budget = getattr(self, "budget", None)
+        if budget is not None:
+            rec.update(
+                cost_usd=round(budget.cost_usd() - budget.spent_usd, 6),
+                hours=round(budget.hours() - budget.spent_hours, 6),
+            )
+        rec["last_seen_at"] = utcnow_iso()
+        return rec
+
+    def _release_leases(self) -> None:
+        if self.renewer is not None:
+            self.renewer.stop()
+        for lease in (self.lease, self.heartbeat):
+            if lease is not None and lease.token:
+                lease.release()
 
     def _load_history(self, store: RunCheckpoints) -> None:
         """Earlier attempts (from the run's store, shared by every pod of the run) and the
         costs they measured, so this attempt starts with what they learned."""
         self.attempts = AttemptLog(self.run_dir / FILE_NAME, store.mgr.store)
-        self.past = self.attempts.read()
-        last = self.past[-1] if self.past else {}
+        # a record left open belongs to an attempt that died: it counts (cost, preemption)
+        self.past = settle_unclosed(self.attempts.read())
+        closed = [a for a in self.past if a.get("outcome") != "died"]
+        last = closed[-1] if closed else {}
         self.meter = SaveMeter.from_dict(last.get("save_meter"))
         self.schedule = CheckpointSchedule.for_job(
             self.job, self.plan, last.get("measured"), self.infra
         )
-        self.record["attempt"] = len(self.past) + 1
+        self.record["attempt"] = next_number(self.past)
         rate = hourly_rate(self.infra, self.plan)
         if rate is None:
             log.warning("no price for what this run rents: only budget.max_hours is guarded")
@@ -130,6 +216,12 @@ class TrainRun:
             spent_usd=sum(float(a.get("cost_usd") or 0) for a in self.past),
             spent_hours=sum(float(a.get("hours") or 0) for a in self.past),
         )
+        self.record["budget_spent_before"] = {
+            "usd": round(self.budget.spent_usd, 6),
+            "hours": round(self.budget.spent_hours, 6),
+        }
+        if self.ranks.leader:  # the other ranks record nothing (see _finish)
+            self.attempts.begin(self._progress())
 
     # ------------------------------------------------------------------ running
 
@@ -137,6 +229,7 @@ class TrainRun:
         # Watch first: a notice that arrives while the model is built or restored is kept
         # and acted on at the first step boundary.
         watchers = start_watchers()
+        store: RunCheckpoints | None = None
         try:
             self.ranks = Ranks.from_env()
             shard = None
@@ -144,9 +237,14 @@ class TrainRun:
                 # (DeepSpeed's adapter: rank 0 hands every rank's files to the store)
                 shard = ShardInfo(self.ranks.rank, self.ranks.world, self.ranks.session)
             store = RunCheckpoints(self.job, self.run_id, shard)
+            self._take_leases(store)
             self._load_history(store)
+            self._start_renewing(watchers.board)
         except BaseException:
+            self._release_leases()
             watchers.stop()
+            if store is not None:
+                store.close()
             self.ranks.close()
             raise
         engine: TrainEngine | None = None
@@ -175,6 +273,7 @@ class TrainRun:
             store.close()
             if engine is not None:
                 engine.close()
+            self._release_leases()
             self.ranks.close()
 
     def _train(
@@ -231,6 +330,7 @@ class TrainRun:
             t0 = time.monotonic()
             loss = engine.step(step)
             done = step + 1
+            self.record["at_step"] = done
             self.schedule.record_step(time.monotonic() - t0)
             self._learn(store)
             if demo_here:
@@ -391,7 +491,7 @@ class TrainRun:
             self._save(store, engine, step, "full")
         try:
             store.commit(60.0)
-        except CheckpointError as err:
+        except (CheckpointError, StoreError) as err:
             log.error("the last checkpoint before stopping did not commit: %s", err.one_line())
         self._learn(store)
         self.record.update(outcome="budget-exceeded", ended_at_step=step, error=exc.message)
@@ -400,6 +500,7 @@ class TrainRun:
         raise exc
 
     def _save(self, store: RunCheckpoints, engine: TrainEngine, step: int, tier: str) -> float:
+        self.record["saving_step"] = step
         blocked = engine.save(store, step, tier)
         self.schedule.saved_at(step)
         self._learn(store)
@@ -479,7 +580,7 @@ class TrainRun:
                 if notice.deadline is None
                 else max(0.05, notice.deadline - time.time() - RESERVE_S)
             )
-        except CheckpointError as exc:
+        except (CheckpointError, StoreError) as exc:
             emergency.setdefault("error", exc.one_line())
         self._learn(store)
         if self.ranks.many:  # rank 0's worker committed the global manifest, or did not
@@ -527,7 +628,7 @@ class TrainRun:
         )
         try:
             store.commit(budget)
-        except CheckpointError as exc:
+        except (CheckpointError, StoreError) as exc:
             return {"committed": False, "error": exc.one_line()}
         committed_at = time.time()
         return {
@@ -564,6 +665,7 @@ class TrainRun:
             commits=self.meter.commits,
             save_failures=store.failures,
             measured=self.schedule.measured(),
+            checkpoint_retries=list(store.mgr.retries),
             save_meter=self.meter.as_dict(),
             checkpoint_interval=self.schedule.describe(),
         )
@@ -584,6 +686,7 @@ class TrainRun:
                     "emergency_save",
                     "advisories",
                     "commits",
+                    "killed",
                     "cost_usd",
                     "hours",
                     "started_at",
@@ -595,6 +698,9 @@ class TrainRun:
             }
             for a in attempts
         ]
+        for entry in summary:  # only a killed attempt says so (the field is a bool)
+            if not entry.get("killed"):
+                entry.pop("killed", None)
         return {
             "final_step": step,
             "resumed_from": self.record.get("resumed_from"),
@@ -603,6 +709,7 @@ class TrainRun:
             "checkpoint_store": store.location,
             "checkpoint_interval": self.schedule.describe(),
             "preemptions": sum(1 for a in attempts if a.get("preempted")),
+            "killed_attempts": sum(1 for a in attempts if a.get("killed")),
             "cost_usd": round(sum(float(a.get("cost_usd") or 0) for a in attempts), 6),
             "usd_per_hour": self.record.get("usd_per_hour"),
             "attempts": summary,

@@ -317,6 +317,7 @@ def test_templates_use_the_teardown_step_contract() -> None:
     assert (
         gl[".burst-variables"]["variables"]["BURST_RUN_ID"] == "gl-$CI_PROJECT_ID-$CI_PIPELINE_ID"
     )
+    assert "attempt" not in gh["env"]["BURST_RUN_ID"]  # a re-run resumes the run (issue 16)
     for text in (gh_text, gl_text):
         for line in text.splitlines():
             if "steps.teardown" in line:

@@ -74,13 +74,18 @@ def test_unconfirmed_sync_is_reported_after_the_bounded_wait(quickstart_in: Path
 
 def test_nothing_to_wait_for_without_a_training_attempt(quickstart_in: Path) -> None:
     doc = confirm_checkpoint_sync(_job(quickstart_in), "never-trained", wait_s=5)
-    assert doc["confirmed"] is True and doc["expected_step"] is None
+    # nothing to sync is not a confirmed sync (issue 16: never `confirmed: true` with
+    # `expected_step: null`)
+    assert doc["confirmed"] is None and doc["expected_step"] is None
     assert doc["waited_s"] < 5
 
 
 def test_expected_step_of_a_finished_attempt() -> None:
     assert expected_step([{"outcome": "done", "ended_at_step": 30}]) == 30
     assert expected_step([{"outcome": "failed", "ended_at_step": 7}]) is None
+    # an attempt killed (its record left open) or failed: the save it handed off last
+    assert expected_step([{"outcome": "running", "at_step": 9, "saving_step": 8}]) == 8
+    assert expected_step([{"outcome": "failed", "saving_step": 10}]) == 10
 
 
 def test_a_final_checkpoint_with_a_corrupt_chunk_is_not_a_confirmed_sync(

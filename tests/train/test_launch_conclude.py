@@ -28,6 +28,13 @@ def test_all_ranks_done_returns_rank_0s_document(tmp_path: Path) -> None:
     }
 
 
+def test_ranks_done_before_a_late_kill_are_done(tmp_path: Path) -> None:
+    """Kill trial 401: a rank SIGKILLed after writing its record; torchrun exits 1."""
+    assert conclude(records(tmp_path, {0: 0, 1: 0}, {"final_step": 5}), [0, 1], 1) == {
+        "final_step": 5
+    }
+
+
 def test_all_preempted_is_75_with_the_document(tmp_path: Path) -> None:
     with pytest.raises(RanksFailed) as err:
         conclude(records(tmp_path, {0: 75, 1: 75}, {"final_step": 3}), [0, 1], 1)
