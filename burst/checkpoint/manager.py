@@ -455,10 +455,6 @@ class CheckpointManager:
                 err,
                 tries + 1,
                 delay,
-                req["step"],
-                err,
-                tries + 1,
-                delay,
             )
             time.sleep(delay)
             delay = min(delay * 2, 8.0)

@@ -149,13 +149,17 @@ def test_worker_killed_during_a_sharded_save(
             m.save(2, partition(second, r, 2))
         for m in mgrs:
             try:
-                m.wait(30)
+                # no restart-and-resend (the train loop's retry): this test is about what one
+                # killed worker leaves visible, not about recovering from it
+                m.wait(30, retry=False)
             except CheckpointError as exc:
                 errors.append(exc.one_line())
     finally:
         for m in mgrs:
             m.close()
-    assert errors, "the killed worker's save must fail loudly"
+    # a save whose global manifest is in the store is committed, whichever worker died after
+    # (issue 16); a save that cannot commit fails loudly on some rank
+    assert bool(errors) != commits, errors
     reader = CheckpointManager(local_store, chunk_size=CHUNK)
     steps = [r.step for r in list_checkpoints(local_store)]
     restored = reader.restore()
