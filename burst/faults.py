@@ -54,6 +54,7 @@ POINTS = (
     "demo_preemptions",
     "DemoPreemptions",
     "budget_time_scale",
+    "pace_step",
     "kill_runner",
 )
 
@@ -236,6 +237,18 @@ def demo_preemptions(record: Path, raw: str | None = None) -> DemoPreemptions:
 def budget_time_scale() -> float:
     """How many budget seconds one real second counts for (1 outside demos)."""
     return current().budget_time_scale
+
+
+# -- BURST_STEP_PACE_S -------------------------------------------------------------------------
+
+
+def pace_step(started: float) -> None:
+    """Hold a training step that began at ``started`` (monotonic) for BURST_STEP_PACE_S."""
+    pace = current().step_pace_s
+    if pace > 0:
+        left = started + pace - time.monotonic()
+        if left > 0:
+            time.sleep(left)
 
 
 # -- burst run --kill-runner-at -----------------------------------------------------------------

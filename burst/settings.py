@@ -353,6 +353,11 @@ class Settings:
         "how many budget seconds one real second counts for", shown="`1`",
         audience=FAULT,
     )  # fmt: skip
+    step_pace_s = Var(
+        "BURST_STEP_PACE_S", _seconds(0, inclusive=True), 0.0,
+        "stretch every training step to at least this many seconds (a long run, for tests)",
+        shown="`0`", audience=FAULT,
+    )  # fmt: skip
     checkpoint_fault = Var(
         "BURST_CHECKPOINT_FAULT", _text, "",
         "`POINT[:N]`: kill the checkpoint worker at the N-th hit of a point", shown="none",

@@ -329,6 +329,7 @@ class TrainRun:
                     self._over_budget(exc, store, engine, step, last_full)
             t0 = time.monotonic()
             loss = engine.step(step)
+            faults.pace_step(t0)
             done = step + 1
             self.record["at_step"] = done
             self.schedule.record_step(time.monotonic() - t0)

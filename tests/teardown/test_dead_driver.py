@@ -23,7 +23,9 @@ from burst.lease import TRAINER_KEY
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-LEASE = {"BURST_LEASE_TTL_S": "8"}
+# every step held 20 ms: the orphan cannot finish its 1500 steps (30 s) before the 8 s driver
+# heartbeat lapses, however fast the machine
+LEASE = {"BURST_LEASE_TTL_S": "8", "BURST_STEP_PACE_S": "0.02"}
 
 
 def _reap(burst_cmd: list[str], runs_root: Path, env: dict[str, str]) -> dict:  # type: ignore[type-arg]
