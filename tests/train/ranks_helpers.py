@@ -90,6 +90,7 @@ def kill_rank_during_training(
     after_s: float,
     timeout: float = 240,
     store: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, float]:
     """Start the step, SIGKILL one rank ``after_s`` seconds after the ranks exist (or, with
     ``store``, after the first checkpoint committed there: training is under way); return
@@ -101,7 +102,7 @@ def kill_rank_during_training(
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
-        env=step_env(BURST_TEST_PARENT=marker),
+        env=step_env(BURST_TEST_PARENT=marker, **(env or {})),
     )
     deadline = time.monotonic() + 120
     pids: dict[int, int] = {}
