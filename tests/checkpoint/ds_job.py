@@ -64,6 +64,10 @@ def main() -> None:
     with deepspeed.zero.GatheredParameters(params, enabled=stage == 3):
         digest = blake3.blake3(b"".join(p.detach().numpy().tobytes() for p in params))
     mgr.close()
+    # Leave the process group before the interpreter exits: a gloo group left to the C++
+    # destructors at exit can abort the process ("terminate called without an active
+    # exception", SIGABRT) after the run succeeded; the train step does the same (engine close).
+    torch.distributed.destroy_process_group()
     print(digest.hexdigest())
 
 
