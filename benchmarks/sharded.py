@@ -13,8 +13,9 @@ alternated, medians of --reps (at least 3). Written to benchmarks/results/sharde
   stall_ratio_vs_dcp    time the loop is blocked per save (the slowest rank), burst / DCP (<= 0.5)
   durable_ratio_vs_dcp  save call -> committed (rank 0), burst / DCP                 (<= 1.0)
   restore_ratio_vs_dcp  restore into fresh tensors (the slowest rank), burst / DCP   (<= 1.0);
-                        burst: each rank reads and verifies 1/W of the chunks, then
-                        broadcasts its part (burst.checkpoint.split_restore)
+                        burst: every rank reads every chunk at once and verifies 1/W
+                        of them (burst.checkpoint.split_restore); burst.restore_shared_s:
+                        each rank reads 1/W and broadcasts it over gloo (share=True)
   incremental_bytes_ratio_vs_dcp  2nd save after 2 of 12 layers changed, bytes written,
                         burst / DCP                                                  (<= 0.3)
   bytes_per_rank        what each rank of burst wrote in the first save
@@ -137,7 +138,7 @@ def rank_main(args: argparse.Namespace) -> int:
         rows["d_durable"].append(d[1])
 
     # restore into fresh tensors, the slowest rank
-    restore_b, restore_d = [], []
+    restore_b, restore_d, restore_shared = [], [], []
 
     def broadcast(t: Any, src: int) -> None:
         dist.broadcast(t, src=src)
@@ -156,11 +157,20 @@ def rank_main(args: argparse.Namespace) -> int:
     for _ in range(args.reps):
         dist.barrier()
         t0 = time.perf_counter()
-        restored = mgr.restore_split(exchange)  # each rank reads its part, then broadcasts
+        restored = mgr.restore_split(exchange)  # all read, each verifies its part
         assert restored is not None
         whole = assemble(restored.state)
         tb = slowest(time.perf_counter() - t0)
         assert torch.equal(whole["model"]["layer3.weight"], state["model"]["layer3.weight"])
+        del restored, whole
+        dist.barrier()
+        t0 = time.perf_counter()
+        restored = mgr.restore_split(exchange, share=True)  # each reads its part, broadcasts
+        assert restored is not None
+        whole = assemble(restored.state)
+        restore_shared.append(slowest(time.perf_counter() - t0))
+        assert torch.equal(whole["model"]["layer3.weight"], state["model"]["layer3.weight"])
+        del restored, whole
         fresh = make_state(args.width, 99)
         dist.barrier()
         t0 = time.perf_counter()
@@ -190,6 +200,7 @@ def rank_main(args: argparse.Namespace) -> int:
                 "stall_s": med(rows["b_stall"]),
                 "durable_s": med(rows["b_durable"]),
                 "restore_s": med(restore_b),
+                "restore_shared_s": med(restore_shared),
                 "first_stall_s": first["b_stall"],
             },
             "dcp_async_save": {

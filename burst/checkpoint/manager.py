@@ -501,7 +501,9 @@ class CheckpointManager:
         finally:
             self._absorb(audit)
 
-    def restore_split(self, ex: Exchange, tier: str = "full") -> Restored | None:
+    def restore_split(
+        self, ex: Exchange, tier: str = "full", *, share: bool = False
+    ) -> Restored | None:
         """The newest checkpoint of ``tier`` that restores, read by W ranks each reading only
         its part (see burst.checkpoint.split_restore); None if there is none."""
         audit = ChunkAudit()
@@ -510,6 +512,7 @@ class CheckpointManager:
                 self.store,
                 self.checkpoints(tier) if ex.rank == 0 else [],
                 ex,
+                share=share,
                 concurrency=self.concurrency,
                 audit=audit,
             )

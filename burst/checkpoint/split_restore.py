@@ -1,16 +1,25 @@
-"""Restore one checkpoint on W ranks, each rank reading only its part of it.
+"""Restore one checkpoint on W ranks at the same time, the work split between them.
 
 Every rank of a data-parallel run needs the whole state (DDP: replicated), but the chunks need
-to be read and verified only once: the checkpoint's chunks (in layout order) are cut into W
-contiguous runs of about equal bytes; rank ``r`` fetches and verifies run ``r`` into one flat
-host buffer laid out as the manifest says, then every rank's run is broadcast from it over the
-process group (``Exchange``, given by the caller). The arrays returned are views of that
-buffer. Any world size restores any checkpoint (the cut follows the reader's world, not the
-writer's), so a resharded restore is the same operation.
+to be verified (and, with ``share``, read) only once in all: the checkpoint's chunks (in layout
+order) are cut into W contiguous runs of about equal bytes, run ``r`` being rank ``r``'s part.
+Every rank fills one flat host buffer laid out as the manifest says:
 
-The ranks agree, after fetching, whether every part was sound (``Exchange.all_ok``); if any
-was not (a missing or corrupt chunk: quarantined as by ``burst.checkpoint.restore``), all of
-them fall back to the previous full checkpoint together, in the order rank 0 listed them.
+* default: every rank fetches every chunk, all ranks at once, and verifies (blake3) only its
+  part: the hashing is done once in all, the reads W times in parallel (each node reads the
+  store at its own speed; on one machine the store is the page cache);
+* ``share=True``: rank ``r`` fetches and verifies only run ``r``, then each run is broadcast
+  from its rank over the process group (``Exchange``, given by the caller): the store is read
+  once in all, for a store slower than the ranks' network.
+
+Large arrays returned are views of that buffer. Any world size restores any checkpoint (the
+cut follows the reader's world, not the writer's), so a resharded restore is the same
+operation. The ranks agree, after fetching, whether every part was sound
+(``Exchange.all_ok``); if any was not (a missing or corrupt chunk: quarantined as by
+``burst.checkpoint.restore``), all of them fall back to the previous full checkpoint
+together, in the order rank 0 listed them. A chunk corrupt in the store is found by the rank
+whose part it is; in-flight corruption on another rank's read is the transport's to catch
+(TLS, S3 checksums), as a single-rank restore's reads of its own chunks are not re-read.
 """
 
 from __future__ import annotations
@@ -33,6 +42,9 @@ from burst.errors import CheckpointError
 from burst.storage.base import ObjectMissing, ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
+
+#: arrays smaller than this are copied out of the shared buffer (see ``_arrays``)
+OWN_STORAGE_BELOW = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -70,12 +82,16 @@ def _fetch_run(
     flat: np.ndarray,
     concurrency: int,
     audit: ChunkAudit,
+    check: set[int] | None = None,
 ) -> None:
+    """Fetch the chunks of ``run`` into ``flat``, verifying those whose offset is in ``check``
+    (all if None)."""
     where = f"{store.url}/{manifest.key}"
     name = f"checkpoint step {manifest.step} ({manifest.tier})"
 
     def fetch(chunk: ChunkRef) -> None:
         dst = flat[chunk.offset : chunk.offset + chunk.size]
+        verify = check is None or chunk.offset in check
         try:
             store.get_into(chunk_key(chunk.digest), memoryview(dst))  # type: ignore[arg-type]
             data: Any = dst
@@ -87,6 +103,10 @@ def _fetch_run(
             if "bytes, expected" not in exc.message:
                 raise
             data = b""
+        if len(data) != chunk.size:
+            verify = True
+        if not verify:
+            return
         if len(data) != chunk.size or blake3.blake3(data).hexdigest() != chunk.digest:
             quarantine_chunk(store, chunk.digest, bytes(data) if len(data) else None)
             audit.corrupt.add(chunk.digest)
@@ -120,8 +140,12 @@ def _arrays(manifest: Manifest, flat_t: Any, flat: np.ndarray) -> list[Any]:
             raise CheckpointError(f"unknown tensor dtype {e.dtype!r} in manifest")
         if e.nbytes == 0:
             out.append(torch.empty(e.shape, dtype=dtype))
-        else:
-            out.append(flat_t[e.offset : e.offset + e.nbytes].view(dtype).view(e.shape))
+            continue
+        t = flat_t[e.offset : e.offset + e.nbytes].view(dtype).view(e.shape)
+        # large arrays stay views of the buffer (no copy); small ones get storage of their
+        # own: some consumers read a tensor's storage from its start (torch.set_rng_state
+        # crashes on a view at an offset)
+        out.append(t if e.nbytes >= OWN_STORAGE_BELOW else t.clone())
     return out
 
 
@@ -130,12 +154,19 @@ def restore_split(
     refs: list[CheckpointRef],
     ex: Exchange,
     *,
+    share: bool = False,
     concurrency: int = 8,
     audit: ChunkAudit | None = None,
 ) -> Restored | None:
     """The newest of ``refs`` (rank 0's list, oldest first) that every rank's part of
     restores, the same on every rank; None if ``refs`` is empty. CheckpointError (every rank)
-    if none restores."""
+    if none restores.
+
+    ``share``: each rank fetches only its part and the parts are broadcast (the store is read
+    once in all: for a store slower than the ranks' network). Otherwise every rank fetches
+    every chunk, at the same time, and verifies only its part (the blake3 work is done once
+    in all; a chunk corrupt in the store is found by the rank whose part it is, and all ranks
+    fall back): for a store each node reads at full speed, as here."""
     import torch
 
     keys: list[tuple[int, str, str]] = ex.decide(lambda: [(r.step, r.tier, r.key) for r in refs])
@@ -152,7 +183,14 @@ def restore_split(
             size = max([c.offset + c.size for c in manifest.chunks] + [manifest.total_bytes])
             flat_t = torch.empty(size, dtype=torch.uint8)
             runs = cut(manifest.chunks, ex.world)
-            _fetch_run(store, manifest, runs[ex.rank], flat_t.numpy(), concurrency, audit)
+            own = runs[ex.rank]
+            if share:
+                _fetch_run(store, manifest, own, flat_t.numpy(), concurrency, audit)
+            else:
+                check = {c.offset for c in own}
+                _fetch_run(
+                    store, manifest, manifest.chunks, flat_t.numpy(), concurrency, audit, check
+                )
         except (CheckpointError, StoreError) as exc:
             problem = exc.one_line()
         if not ex.all_ok(not problem):
@@ -166,7 +204,7 @@ def restore_split(
             continue
         assert manifest is not None
         for src, run in enumerate(runs):
-            if run:
+            if run and share:
                 a, b = run[0].offset, run[-1].offset + run[-1].size
                 ex.broadcast(flat_t[a:b], src)
         arrays = _arrays(manifest, flat_t, flat_t.numpy())

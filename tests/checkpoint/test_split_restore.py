@@ -54,7 +54,9 @@ class ThreadGroup:
         return Exchange(rank, self.world, broadcast, all_ok, decide)
 
 
-def run_ranks(store: ObjectStore, world: int) -> tuple[list[Any], list[ChunkAudit]]:
+def run_ranks(
+    store: ObjectStore, world: int, share: bool = False
+) -> tuple[list[Any], list[ChunkAudit]]:
     group = ThreadGroup(world)
     results: list[Any] = [None] * world
     audits = [ChunkAudit() for _ in range(world)]
@@ -62,7 +64,9 @@ def run_ranks(store: ObjectStore, world: int) -> tuple[list[Any], list[ChunkAudi
     def rank_main(rank: int) -> None:
         refs = list_checkpoints(store, "full") if rank == 0 else []
         try:
-            results[rank] = restore_split(store, refs, group.exchange(rank), audit=audits[rank])
+            results[rank] = restore_split(
+                store, refs, group.exchange(rank), share=share, audit=audits[rank]
+            )
         except CheckpointError as exc:
             results[rank] = exc
 
@@ -94,14 +98,14 @@ def test_cut_is_contiguous_and_balanced() -> None:
     assert cut([], 4) == [[], [], [], []]
 
 
-@pytest.mark.parametrize("world", [2, 3])
-def test_each_rank_reads_its_part_and_every_rank_gets_the_whole(
-    local_store: ObjectStore, world: int
+@pytest.mark.parametrize(("world", "share"), [(2, False), (3, False), (3, True)])
+def test_each_rank_verifies_its_part_and_every_rank_gets_the_whole(
+    local_store: ObjectStore, world: int, share: bool
 ) -> None:
     with CheckpointManager(local_store, chunk_size=CHUNK) as mgr:
         mgr.save(4, state(4))
         mgr.wait(30)
-    results, audits = run_ranks(local_store, world)
+    results, audits = run_ranks(local_store, world, share)
     want = state(4)
     for r in results:
         assert not isinstance(r, BaseException), r
@@ -109,7 +113,7 @@ def test_each_rank_reads_its_part_and_every_rank_gets_the_whole(
         for k, t in want["model"].items():
             assert torch.equal(r.state["model"][k], t)
         assert torch.equal(r.state["small"], want["small"]) and r.state["step"] == 4
-    # each chunk read by exactly one rank; every rank read some
+    # each chunk verified by exactly one rank; every rank verified some
     manifest = load_manifest(local_store, list_checkpoints(local_store)[-1])
     digests = [a.sound for a in audits]
     assert set().union(*digests) == {c.digest for c in manifest.chunks}
@@ -117,7 +121,10 @@ def test_each_rank_reads_its_part_and_every_rank_gets_the_whole(
     assert all(digests)
 
 
-def test_a_corrupt_part_makes_every_rank_fall_back_together(local_store: ObjectStore) -> None:
+@pytest.mark.parametrize("share", [False, True])
+def test_a_corrupt_part_makes_every_rank_fall_back_together(
+    local_store: ObjectStore, share: bool
+) -> None:
     with CheckpointManager(local_store, chunk_size=CHUNK) as mgr:
         mgr.save(4, state(4))
         mgr.wait(30)
@@ -128,7 +135,7 @@ def test_a_corrupt_part_makes_every_rank_fall_back_together(local_store: ObjectS
     # a chunk of the last rank's part only (rank 0 would not see it itself)
     bad = next(c for c in reversed(cut(newest.chunks, 2)[1]) if c.digest not in older)
     local_store.put_bytes(chunk_key(bad.digest), b"\0" * bad.size)
-    results, _ = run_ranks(local_store, 2)
+    results, _ = run_ranks(local_store, 2, share)
     for r in results:
         assert not isinstance(r, BaseException), r
         assert r.step == 4
