@@ -13,7 +13,8 @@ class RegionalRound(Detail):
     accepted: list[str]
     dropped: list[str]
     late: list[str]
-    staleness: dict[str, int]
+    staleness: dict[str, int]  # rounds each read delta lagged
+    superseded: dict[str, int] = {}  # region -> round of a late delta never applied
     tokens: int
     delta_bytes: int  # compressed deltas received (payload)
     update_bytes: int  # the compressed update, once (each worker fetches it)

@@ -123,9 +123,13 @@ def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
         started = time.monotonic()
         deadline = started + rs.round_deadline_s
         limit = started + cfg.wait_limit_s
+        superseded: dict[str, int] = {}  # stale deltas seen, then replaced by a newer one
         while True:
             newest = {r: newest_step(s) for r, s in delta_stores.items()}
             fresh = {r: s for r, s in newest.items() if s is not None and s > consumed.get(r, -1)}
+            for r, s in fresh.items():
+                if s < round_ and not rule.accepts(s, round_):
+                    superseded[r] = s
             current = [r for r, s in fresh.items() if s == round_]
             usable = [r for r, s in fresh.items() if rule.accepts(s, round_)]
             now = time.monotonic()
@@ -156,6 +160,8 @@ def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
             "dropped": list(result.dropped),
             "late": late,
             "staleness": {m.region: round_ - m.round for m in messages},
+            # a late delta replaced by the region's next one before it was read: never applied
+            "superseded": {r: s for r, s in superseded.items() if fresh.get(r) != s},
             "tokens": result.tokens,
             "delta_bytes": result.bytes_in,
             "update_bytes": result.bytes_out,

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from burst import checkout
-from burst.documents.regional import LinkTotals, RegionAttempts, RegionalReport, RegionalRound
+from burst.documents.regional import LinkTotals, RegionalReport, RegionalRound, RegionAttempts
 from burst.errors import EXIT_INFRA, EXIT_PREEMPTED, BadInputError
 from burst.plan.catalog import load_catalog
 from burst.plan.datastrategy import link_class
@@ -98,7 +98,7 @@ def write_shards(job: BurstJob, stores: Mapping[str, LocalStore]) -> dict[str, i
     start = 0
     names = list(stores)
     for i, region in enumerate(names):
-        n = rows - start if i == len(names) - 1 else int(round(rows * shards[region] / total))
+        n = rows - start if i == len(names) - 1 else round(rows * shards[region] / total)
         n = max(1, min(n, rows - start - (len(names) - 1 - i)))
         buf = io.BytesIO()
         np.savez(buf, x=x[start : start + n].numpy(), y=y[start : start + n].numpy())
