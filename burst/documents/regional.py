@@ -3,6 +3,8 @@ rounds, bytes per round, egress cost, staleness and loss per round (docs/regiona
 
 from __future__ import annotations
 
+from pydantic import Field
+
 from burst.documents.base import Detail, Document
 
 
@@ -14,7 +16,8 @@ class RegionalRound(Detail):
     dropped: list[str]
     late: list[str]
     staleness: dict[str, int]  # rounds each read delta lagged
-    superseded: dict[str, int] = {}  # region -> round of a late delta never applied
+    # region -> round of a late delta replaced by a newer one before it was read
+    superseded: dict[str, int] = Field(default_factory=dict)
     tokens: int
     delta_bytes: int  # compressed deltas received (payload)
     update_bytes: int  # the compressed update, once (each worker fetches it)

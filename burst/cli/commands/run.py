@@ -66,6 +66,9 @@ def command(
     (python -m steps.<name>); the run directory runs/<run-id>/ keeps the step documents,
     logs, one directory per step attempt (pods/), Terraform state and report.json.
     Exits with the failing step's code (see `burst --help`), 0 when the run succeeded.
+    A spec with training.strategy regional-sync runs the regional graph instead: a store
+    and a worker per region, the aggregator, the link emulator, teardown of every region
+    (docs/regional.md); the fault options and --template are refused for it.
     """
     from rich.console import Console
     from rich.table import Table
