@@ -14,9 +14,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from burst.documents import parse_document
 from burst.policy.engine import Engine, input_document, training_input
 from burst.policy.loader import PolicySet, load_policies
 from burst.policy.models import ModelUpdateFact
+from burst.policy.record import evaluate
 from burst.spec import BurstJob, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,3 +128,40 @@ def test_missing_facts_review_too(shipped: PolicySet) -> None:
     worker = Engine(shipped, data=doc).evaluate(regional_input(job(), ID))
     assert "XFER-MODEL-UPDATE" in rules(worker)
     assert worker["verdict"] == "review"
+
+
+def regional_job(classification: str) -> BurstJob:
+    doc = yaml.safe_load((REPO / "examples" / "quickstart.yaml").read_text())
+    doc["data"].update(
+        classification=classification,
+        region=None,
+        size_gb=2.0,
+        shards={SG: 1.0, ID: 1.0},
+        transfer_safeguards=["contract"],
+    )
+    doc["compute"]["regions"] = [SG, ID]
+    doc["training"].update(strategy="regional-sync", regional_sync={"aggregation_region": SG})
+    return parse_spec(yaml.safe_dump(doc), "test spec")
+
+
+def test_a_regional_sync_spec_with_an_unknown_fact_is_review(shipped: PolicySet) -> None:
+    """The whole preflight (burst.policy.record.evaluate) on a regional-sync spec: the spec's
+    own fields reach the rules, and the Indonesian worker's personal-data updates review."""
+    from burst.documents import DecisionRecord
+
+    j = regional_job("personal")
+    assert training_input(j)["regional_sync"] == {"regions": [SG, ID], "aggregation_region": SG}
+    record = evaluate(j, shipped, today=TODAY)
+    parse_document(DecisionRecord, record, "record")
+    worker = next(d for d in record["decisions"] if d["region"] == ID)
+    assert worker["verdict"] == "review"
+    assert any(
+        r["rule"] == "XFER-MODEL-UPDATE" and r["fact"] == "model_updates.personal"
+        for r in worker["reasons"]
+    )
+    aggregator = next(d for d in record["decisions"] if d["region"] == SG)
+    assert not any(r["rule"] == "XFER-MODEL-UPDATE" for r in aggregator["reasons"])
+    public = evaluate(regional_job("public"), shipped, today=TODAY)
+    worker = next(d for d in public["decisions"] if d["region"] == ID)
+    assert any(s["rule"] == "XFER-MODEL-UPDATE" for s in worker["satisfied"])
+    assert not any(r["rule"] == "XFER-MODEL-UPDATE" for r in worker["reasons"])
