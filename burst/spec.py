@@ -216,6 +216,78 @@ class CheckpointPolicy(Strict):
         return v
 
 
+class OuterOptimizerSettings(Strict):
+    """The aggregator's outer optimizer (DiLoCo, arXiv 2311.08105: Nesterov, lr 0.7,
+    momentum 0.9)."""
+
+    optimizer: Literal["nesterov", "sgd"] = Field(
+        default="nesterov",
+        description="nesterov (DiLoCo's choice) or sgd (plain heavy-ball momentum).",
+    )
+    lr: Float = Field(default=0.7, gt=0, le=10, description="Outer learning rate.")
+    momentum: Float = Field(default=0.9, ge=0, lt=1, description="Outer momentum.")
+
+
+class CompressionSettings(Strict):
+    """How a worker's pseudo-gradient is compressed before it leaves its region."""
+
+    codec: Literal["int8", "topk", "none"] = Field(
+        default="int8",
+        description="int8 (block-wise scale), topk (largest values, error feedback) or none.",
+    )
+    block_size: Int = Field(
+        default=256, ge=1, le=2**20, description="Values sharing one int8 scale."
+    )
+    topk_fraction: Float = Field(
+        default=0.01, gt=0, le=1, description="Share of values topk sends each round."
+    )
+
+
+class RegionalSync(Strict):
+    """Hybrid cross-region training: one worker per region trains on its own shard for
+    ``local_steps`` steps, then only compressed pseudo-gradients cross regions
+    (docs/regional.md)."""
+
+    regions: list[Annotated[str, Field(min_length=1, max_length=64)]] | None = Field(
+        default=None,
+        max_length=64,
+        description="Regions that run a worker. Default: the keys of data.shards; each must "
+        "be one.",
+    )
+    aggregation_region: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Region of the aggregator, which holds the global checkpoints. "
+        "Default: the first region.",
+    )
+    local_steps: Int | None = Field(
+        default=None,
+        ge=1,
+        le=STEPS_MAX,
+        description="Inner steps between synchronisations (H). null: the planner picks it.",
+    )
+    sync_fraction: Float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="The planner keeps sync time under this fraction of compute time.",
+    )
+    outer: OuterOptimizerSettings = Field(default_factory=OuterOptimizerSettings)
+    compression: CompressionSettings = Field(default_factory=CompressionSettings)
+    round_deadline_s: Float = Field(
+        default=600,
+        gt=0,
+        le=86400,
+        description="The aggregator waits for every worker or this many seconds a round.",
+    )
+    max_staleness: Int = Field(
+        default=0,
+        ge=0,
+        le=10**6,
+        description="Rounds a delta may lag and still count; older deltas are dropped.",
+    )
+
+
 class Training(Strict):
     entrypoint: str = Field(
         default="burst.train.example:build",
@@ -266,6 +338,15 @@ class Training(Strict):
         ),
     )
     checkpoint: CheckpointPolicy = Field(default_factory=CheckpointPolicy)
+    strategy: Literal["single-region", "regional-sync"] = Field(
+        default="single-region",
+        description="single-region (default) or regional-sync: a worker per data.shards region, "
+        "synchronised by compressed pseudo-gradients (docs/regional.md).",
+    )
+    regional_sync: RegionalSync | None = Field(
+        default=None,
+        description="Settings of strategy regional-sync (required then, refused otherwise).",
+    )
 
     @property
     def world_size(self) -> int:
@@ -370,6 +451,13 @@ class BurstJob(Strict):
         str_max_length=STR_MAX,
     )
 
+    @field_validator("training")
+    @classmethod
+    def _regional_sync_fits_the_data(cls, v: Training, info: ValidationInfo) -> Training:
+        data = info.data.get("data")
+        shards = data.shards if isinstance(data, Data) else None
+        return resolve_regional_sync(v, shards)
+
     def tags(self, run_id: str, expires_at: str) -> dict[str, str]:
         """The tags every resource of a run carries."""
         return {
@@ -386,6 +474,57 @@ class BurstJob(Strict):
 
     def sha256(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+def resolve_regional_sync(training: Training, shards: Mapping[str, float] | None) -> Training:
+    """Check training.strategy against training.regional_sync and data.shards, and fill in the
+    defaults that depend on the data (regions, aggregation_region). One ValueError, naming the
+    field, for the first mistake."""
+    rs = training.regional_sync
+    if training.strategy != "regional-sync":
+        if rs is not None:
+            raise ValueError(
+                "regional_sync is set, but strategy is not regional-sync "
+                "(set strategy: regional-sync, or leave regional_sync out)"
+            )
+        return training
+    if rs is None:
+        raise ValueError("strategy regional-sync needs training.regional_sync (see `burst schema`)")
+    if not shards:
+        raise ValueError(
+            "strategy regional-sync needs data.shards (region: GB), one worker per region"
+        )
+    if training.engine != "torch" or training.world_size != 1:
+        raise ValueError(
+            "strategy regional-sync runs one torch process per region for now "
+            "(engine: torch, nodes: 1, processes_per_node: 1)"
+        )
+    regions = list(rs.regions) if rs.regions is not None else list(shards)
+    for region in regions:
+        if region not in shards:
+            raise ValueError(
+                f"regional_sync.regions names {region!r}, which is not a region of data.shards "
+                f"({', '.join(sorted(shards))})"
+            )
+    if len(set(regions)) != len(regions):
+        raise ValueError("regional_sync.regions names a region twice")
+    if len(regions) < 2:
+        raise ValueError(
+            "regional_sync needs at least two regions (one region is strategy single-region)"
+        )
+    aggregation = rs.aggregation_region if rs.aggregation_region is not None else regions[0]
+    if aggregation not in regions:
+        raise ValueError(
+            f"regional_sync.aggregation_region {aggregation!r} is not one of "
+            f"regional_sync.regions ({', '.join(regions)})"
+        )
+    if rs.local_steps is not None and rs.local_steps > training.steps:
+        raise ValueError(
+            f"regional_sync.local_steps ({rs.local_steps}) is more than training.steps "
+            f"({training.steps}): not one round would complete"
+        )
+    resolved = rs.model_copy(update={"regions": regions, "aggregation_region": aggregation})
+    return training.model_copy(update={"regional_sync": resolved})
 
 
 # --------------------------------------------------------------------------- loading

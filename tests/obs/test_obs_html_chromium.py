@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import make_run
+from obs_run import make_run
 from PIL import Image
 
 from burst.obs.report_html import CHECKPOINT, COST_COLOURS, PREEMPT, STATUS_COLOURS, render_html

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import CHECKPOINT_STEPS, RUN_ID, make_run
+from obs_run import CHECKPOINT_STEPS, RUN_ID, make_run
 
 from burst.obs.report_html import render_html
 from burst.obs.report_text import render_text

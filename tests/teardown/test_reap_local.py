@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,10 @@ def _reap(burst_cmd: list[str], runs_root: Path, *args: str) -> tuple[int, dict]
 def test_reap_destroys_expired_state_and_then_finds_nothing(
     runs_root: Path, quickstart_in: Path, burst_cmd: list[str]
 ) -> None:
-    state = provision_only(quickstart_in, "orphan-1", runs_root, "ap-southeast-1")
+    # a run id of its own: the reaper counts any process on this machine naming the run id as
+    # its live driver, so a fixed id would collide with another checkout's test run
+    run_id = f"orphan-{uuid.uuid4().hex[:8]}"
+    state = provision_only(quickstart_in, run_id, runs_root, "ap-southeast-1")
     assert count_state_resources(state) > 0
 
     # before the expiry: found, not touched, even with --yes
