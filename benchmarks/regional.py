@@ -132,6 +132,8 @@ def build_model() -> Any:
     from torch import nn
 
     class TinyLM(nn.Module):
+        mask: torch.Tensor
+
         def __init__(self) -> None:
             super().__init__()
             self.tok = nn.Embedding(VOCAB, WIDTH)
@@ -149,7 +151,7 @@ def build_model() -> Any:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             h = self.tok(x) + self.pos(torch.arange(x.shape[1]))
             h = self.blocks(h, mask=self.mask[: x.shape[1], : x.shape[1]], is_causal=True)
-            return self.head(self.norm(h))  # type: ignore[no-any-return]
+            return self.head(self.norm(h))
 
     torch.manual_seed(SEED)
     return TinyLM()
@@ -239,12 +241,12 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
         loss.backward()
         t_fb = time.thread_time() - t0
         if h is None:  # baseline S: all-reduce every step (real, on loopback)
-            flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])  # type: ignore[union-attr]
+            flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
             dist.all_reduce(flat)
             flat /= n
             off = 0
             for p in model.parameters():
-                p.grad.copy_(flat[off : off + p.numel()].view_as(p))  # type: ignore[union-attr]
+                p.grad.copy_(flat[off : off + p.numel()].view_as(p))
                 off += p.numel()
         t1 = time.thread_time()
         opt.step()
@@ -334,7 +336,7 @@ def run(n: int, steps: int, local_steps: int | None) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="regional-bench-") as tmp:
         result = Path(tmp) / "result.json"
-        cfg = {"n": n, "steps": steps, "local_steps": local_steps}
+        cfg: dict[str, Any] = {"n": n, "steps": steps, "local_steps": local_steps}
         cfg |= {"port": free_port(), "result": str(result)}
         mp.spawn(worker, args=(cfg,), nprocs=n, join=True)
         return dict(json.loads(result.read_text()))

@@ -29,19 +29,18 @@ from burst.plan.catalog import Catalog
 from burst.plan.crossregion import Link, ModelProfile
 from burst.plan.datastrategy import inter_region_price, link_class
 from burst.plan.workload import Workload
-from burst.spec import BurstJob
+from burst.spec import BurstJob, RegionalSync
 
 log = logging.getLogger(__name__)
 
 REGIONAL_SYNC = "regional-sync"
 
 
-def regional_settings(job: BurstJob) -> Any | None:
+def regional_settings(job: BurstJob) -> RegionalSync | None:
     """The spec's ``training.regional_sync`` when the strategy is regional-sync, else None."""
-    training = job.training
-    if str(getattr(training, "strategy", "single-region")) != REGIONAL_SYNC:
+    if job.training.strategy != REGIONAL_SYNC:
         return None
-    return getattr(training, "regional_sync", None)
+    return job.training.regional_sync
 
 
 def plan_regional_sync(
@@ -53,7 +52,7 @@ def plan_regional_sync(
     if rs is None:
         return None
     # imported here: burst.regional's codecs import torch, which a plain plan does not need
-    from burst.regional.estimates import DEFAULT_SYNC_FRACTION, plan_regional
+    from burst.regional.estimates import plan_regional
 
     regions = list(rs.regions or (job.data.shards or {}))
     aggregation = rs.aggregation_region or regions[0]
@@ -75,7 +74,7 @@ def plan_regional_sync(
         microbatches=1,
     )
     comp = rs.compression
-    fraction = rs.sync_fraction if rs.sync_fraction is not None else DEFAULT_SYNC_FRACTION
+    fraction = rs.sync_fraction
     plan = plan_regional(
         prof,
         [int(job.model.parameters)],

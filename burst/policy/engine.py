@@ -325,14 +325,13 @@ def training_input(job: BurstJob) -> dict[str, Any]:
     """The training strategy as the rules read it (policies/rules/model_update.rego):
     ``regional_sync`` is null unless the strategy is regional-sync."""
     training = job.training
-    strategy = str(getattr(training, "strategy", "single-region"))
-    sync = getattr(training, "regional_sync", None)
+    strategy, sync = training.strategy, training.regional_sync
     if strategy != "regional-sync" or sync is None:
         return {"strategy": strategy, "regional_sync": None}
     return {
         "strategy": strategy,
         "regional_sync": {
-            "regions": list(sync.regions),
+            "regions": list(sync.regions or []),
             "aggregation_region": sync.aggregation_region,
         },
     }

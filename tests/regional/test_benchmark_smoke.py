@@ -19,9 +19,9 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_benchmark_smoke_writes_valid_json(tmp_path: Path) -> None:
     out = tmp_path / "regional.json"
+    script = str(REPO / "benchmarks" / "regional.py")
     proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks/regional.py"), "--smoke", "--regions", "2"]
-        + ["--out", str(out)],
+        [sys.executable, script, "--smoke", "--regions", "2", "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=600,
