@@ -119,7 +119,7 @@ def load_corpus(regions: int) -> tuple[list[bytes], bytes, dict[str, Any]]:
         "sha256": digest.hexdigest(),
         "held_out": "every 10th file",
         "held_out_bytes": len(held),
-        "shard_bytes": [len(s) for s in shards],
+        "train_bytes": sum(len(s) for s in shards),
     }
     return shards, held, desc
 
@@ -427,6 +427,7 @@ def main() -> int:
             flush=True,
         )
         row: dict[str, Any] = {"names": list(REGION_NAMES[:n]), "sync_dp": base, "burst": {}}
+        row["shard_bytes"] = [len(s) for s in load_corpus(n)[0]]
         for h in hs:
             arm = run(n, steps, h)
             arm["bytes_ratio"] = arm["bytes_crossing"] / base["bytes_crossing"]
