@@ -135,3 +135,19 @@ satisfied contains sat(
 	region
 	aggregation_country == dest_country
 }
+
+# nothing to judge (an allow still says why the rule did not block it)
+satisfied contains sat(
+	"XFER-MODEL-UPDATE",
+	"training.strategy is not regional-sync: no model updates leave the region",
+	{"source": ["docs/regional.md"]}, "training.strategy",
+) if not regional
+
+satisfied contains sat(
+	"XFER-MODEL-UPDATE",
+	sprintf("%s sends no model updates: it is the aggregation region or runs no regional worker", [cand.region]),
+	{"source": ["docs/regional.md"]}, "training.regional_sync",
+) if {
+	regional
+	not update_sender
+}
