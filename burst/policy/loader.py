@@ -232,6 +232,13 @@ def _cross_check(ps: PolicySet) -> None:
                         f"{c!r} (see data_classes.yaml)",
                         where=jpath,
                     )
+        for c in j.important_data.classes if j.important_data else []:
+            if c not in known_classes:
+                raise PolicyFileError(
+                    f"entry {code}: field important_data.classes: unknown data class {c!r} "
+                    "(see data_classes.yaml)",
+                    where=jpath,
+                )
     owner: dict[str, str] = {}
     for code, j in ps.jurisdictions.jurisdictions.items():
         for country in j.countries:

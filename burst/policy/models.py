@@ -116,6 +116,14 @@ class Localization(Fact):
     effect: Effect = Effect.deny
 
 
+class ImportantData(Fact):
+    """A regime for exporting non-personal 'important' or 'core' data (China's DSL/PIPL, Vietnam's
+    Data Law): data of these classes leaving the jurisdiction reviews, since the spec cannot
+    show it is not such data."""
+
+    classes: list[str] = Field(min_length=1, description="Data classes the regime may cover.")
+
+
 class Jurisdiction(Strict):
     name: str = Field(min_length=1)
     law: str = Field(min_length=1)
@@ -140,6 +148,11 @@ class Jurisdiction(Strict):
         default=None,
         description="What the sources say about localisation in general (e.g. 'none general; "
         "sectoral rules'): every decision that lets data leave rests on it.",
+    )
+    important_data: ImportantData | None = Field(
+        default=None,
+        description="An export regime for important/core (non-personal) data, when the "
+        "jurisdiction has one.",
     )
     breach: Fact | None = None
     note: str | None = None
@@ -331,6 +344,7 @@ class ModelUpdateFacts(Strict):
     personal: ModelUpdateFact
     localisation: ModelUpdateFact
     export_controlled: ModelUpdateFact
+    important_data: ModelUpdateFact
 
 
 class DataClassesFile(Strict):

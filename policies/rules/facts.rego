@@ -21,6 +21,14 @@ used_facts[sprintf("jurisdictions.%s.localization_general", [spec.data.origin])]
 	origin.localization_general
 }
 
+# ... and, for data stored today in another country and moved out of it, on what the sources
+# say about localisation in that country
+used_facts[concat("", ["jurisdictions.", code, ".localization_general"])] := j.localization_general if {
+	some code in storage_left
+	j := facts.jurisdictions[code]
+	j.localization_general
+}
+
 # a localisation duty that covers the data, honoured because the candidate is inside: the
 # allow rests on the duty's countries being right
 used_facts[d.id] := d.fact if {

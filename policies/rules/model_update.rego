@@ -3,12 +3,13 @@
 # round sends a model update (a compressed pseudo-gradient) derived from it to the aggregation
 # region. That crossing is a transfer kind of its own, judged here for the candidate that is a
 # worker region: whether the rules that bind the data (personal-data transfer rules, a
-# localisation duty, export control of the data) also bind updates derived from it. The fact
+# localisation duty, export control of the data, an important/core-data regime) also bind
+# updates derived from it. The fact
 # sheet (shared/reference/compliance-facts.md) records nothing on that question for any
 # jurisdiction, so the shipped facts (data_classes.yaml, model_updates) are `unknown`: such
 # data reviews, and only a fact saying the rule does not extend to updates, sure and fresh,
-# lets it pass. Data no such rule binds (public, internal, confidential) passes with a
-# satisfied entry naming its class.
+# lets it pass. Data no such rule binds (public; internal or confidential data no important-
+# data regime covers) passes with a satisfied entry naming its class.
 #
 # input.spec.training: {strategy, regional_sync: {regions, aggregation_region} | null}
 package burst.preflight
@@ -51,10 +52,18 @@ update_aspects contains "localisation" if count(duties) > 0
 
 update_aspects contains "export_controlled" if spec.data.classification == "export_controlled"
 
+# the data's origin, or the worker's country, regulates the export of important/core data of
+# this class (residency.rego XFER-IMPORTANT-DATA judges the data itself)
+update_aspects contains "important_data" if {
+	some code in {spec.data.origin, dest_code}
+	spec.data.classification in facts.jurisdictions[code].important_data.classes
+}
+
 aspect_text := {
 	"personal": "personal-data transfer rules",
 	"localisation": "the localisation duty on the data",
 	"export_controlled": "export control of the data",
+	"important_data": "the important/core-data export regime",
 }
 
 # the fact clears the aspect: it says the rule does not extend to updates (how sure and how
@@ -78,7 +87,7 @@ unknown_fact := {"source": [fact_sheet], "confidence": "unknown", "rule": "no fa
 # rule: XFER-MODEL-UPDATE
 # effect: review
 # summary: a regional worker's model updates cross to the aggregation region while a rule binding its shard (personal data, localisation, export control) may extend to them, or the aggregation region is unknown
-# facts: model_updates.personal, model_updates.localisation, model_updates.export_controlled, regions.*
+# facts: model_updates.personal, model_updates.localisation, model_updates.export_controlled, model_updates.important_data, regions.*
 reasons contains reason(
 	"XFER-MODEL-UPDATE", "review",
 	concat("", [
@@ -106,7 +115,7 @@ satisfied contains sat(
 	"XFER-MODEL-UPDATE",
 	concat("", [
 		update_route, ": ", spec.data.classification,
-		" data is bound by no personal-data, localisation or export rule on record, so its updates are not either",
+		" data is bound by no personal-data, localisation, export or important-data rule on record, so its updates are not either",
 	]),
 	{"source": ["policies/data_classes.yaml"]}, sprintf("data_classes.%s", [spec.data.classification]),
 ) if {

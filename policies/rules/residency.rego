@@ -32,6 +32,33 @@ duties contains {
 	localization_applies(loc)
 }
 
+# A storage country's own duties: data stored today in a country other than its origin (a
+# shard, or data.region) and moved out of it by this candidate. Whether that country's duty
+# binds data that comes from elsewhere is not settled by the fact sheet (the UAE's Art.13
+# binds "health data tied to services provided in the UAE", whatever its origin code), so
+# such a duty reviews: never allow, never a silent pass.
+duties contains {
+	"id": concat("", ["jurisdictions.", code, ".localization.", loc.id]),
+	"duty": concat("", [code, ".", loc.id]), "fact": loc, "stay_in": j.countries,
+	"effect": "review", "rule": loc.rule, "basis": "storage", "via": r,
+} if {
+	some r, c in moved_from
+	code := jurisdiction_of(c)
+	code != spec.data.origin
+	j := facts.jurisdictions[code]
+	some loc in j.localization
+	spec.data.classification in loc.classes
+	localization_applies(loc)
+}
+
+# the jurisdictions of the countries the data is moved out of because it is stored there
+# (other than its origin): their localisation facts bear on the move as the origin's do
+storage_left contains code if {
+	some _, c in moved_from
+	code := jurisdiction_of(c)
+	code != spec.data.origin
+}
+
 localization_applies(loc) if not loc.headquarters_in
 
 localization_applies(loc) if spec.organization.headquarters in loc.headquarters_in
@@ -63,6 +90,11 @@ host_note(d) := concat("", [
 	"; whether it binds the free zone is ", d.fact.confidence, " confidence",
 ]) if {
 	d.basis == "host"
+} else := concat("", [
+	"; the data is stored there (", d.via, ") but comes from ", spec.data.origin,
+	": whether the duty binds it is not settled",
+]) if {
+	d.basis == "storage"
 } else := ""
 
 # -- transfers ----------------------------------------------------------------------------------
@@ -188,6 +220,39 @@ reasons contains reason(
 	some t in transfers
 	j := facts.jurisdictions[t.from]
 	j.outbound.always_review
+}
+
+# -- important / core data --------------------------------------------------------------------
+# Some jurisdictions regulate the export of non-personal data too (China: any 'important
+# data' needs a CAC security assessment; Vietnam: important/core data under the Data Law needs
+# an assessment before it crosses the border). Whether a dataset is important data is not in
+# the spec, so data of a class the regime may cover that leaves such a jurisdiction (its
+# origin, or a country it is stored in) reviews.
+important_data_from contains spec.data.origin if {
+	leaves_origin
+	origin.important_data
+}
+
+important_data_from contains code if {
+	some code in storage_left
+	facts.jurisdictions[code].important_data
+}
+
+# rule: XFER-IMPORTANT-DATA
+# effect: review
+# summary: data leaves a jurisdiction that regulates the export of important/core data (CN, VN) and the spec cannot show it is not such data
+# facts: jurisdictions.*.important_data
+reasons contains reason(
+	"XFER-IMPORTANT-DATA", "review",
+	concat("", [
+		code, sprintf(" %s data leaving for %s (%s) may be important/core data: ", [spec.data.classification, dest_country, cand.region]),
+		short(j.important_data.rule),
+	]),
+	j.important_data, concat("", ["jurisdictions.", code, ".important_data"]),
+) if {
+	some code in important_data_from
+	j := facts.jurisdictions[code]
+	spec.data.classification in j.important_data.classes
 }
 
 # foreign personal data is processed in the candidate's country

@@ -397,3 +397,33 @@ satisfied contains sat(
 	region
 	not abroad
 }
+
+# -- important / core data ------------------------------------------------------------------------
+satisfied contains sat(
+	"XFER-IMPORTANT-DATA",
+	concat("", [
+		"no important/core-data export regime covers ", spec.data.classification,
+		" data leaving the origin or a storage country (jurisdictions.*.important_data)",
+	]),
+	{"source": ["policies/jurisdictions.yaml"]}, "jurisdictions.*.important_data",
+) if {
+	data_class
+	count({code |
+		some code in important_data_from
+		spec.data.classification in facts.jurisdictions[code].important_data.classes
+	}) == 0
+}
+
+# -- storage countries' localisation -------------------------------------------------------------
+satisfied contains sat(
+	"RES-LOCALIZATION",
+	concat("", [
+		"no localisation duty of ", code, " (where the data is stored) covers ",
+		spec.data.classification, " data", general_text(facts.jurisdictions[code]),
+	]),
+	general_fact(facts.jurisdictions[code]), concat("", ["jurisdictions.", code, ".localization_general"]),
+) if {
+	some code in storage_left
+	facts.jurisdictions[code]
+	count([d | some d in duties; d.basis == "storage"]) == 0
+}

@@ -127,8 +127,17 @@ def relied_on(job: BurstJob, provider: str, region: str) -> dict[str, dict[str, 
             out[f"jurisdictions.{job.data.origin}.host_localization"] = doc["jurisdictions"][
                 job.data.origin
             ]["host_localization"]
+    stored = list(job.data.shards or {}) or ([job.data.region] if job.data.region else [])
+    # data stored in another country and moved out of it rests on that country's
+    # localisation statement too (Malaysia's and Qatar's are low)
+    for code in stored:
+        country = region_country(code)
+        left = jurisdiction_of(country) if country is not None and country != dest else None
+        if left and left != job.data.origin and j[left].localization_general is not None:
+            out[f"jurisdictions.{left}.localization_general"] = doc["jurisdictions"][left][
+                "localization_general"
+            ]
     if SHIPPED.data_classes.data_classes[job.data.classification].personal:
-        stored = list(job.data.shards or {}) or ([job.data.region] if job.data.region else [])
         sources = {job.data.origin} if leaves else set()
         for code in stored:
             country = region_country(code)

@@ -65,7 +65,7 @@ def rules(decision: dict[str, Any]) -> set[str]:
 def test_shipped_model_update_facts_are_unknown(shipped: PolicySet) -> None:
     """The fact sheet says nothing about model updates: the shipped facts must not claim more."""
     facts = shipped.data_document()["facts"]["model_updates"]
-    assert set(facts) == {"personal", "localisation", "export_controlled"}
+    assert set(facts) == {"personal", "localisation", "export_controlled", "important_data"}
     for name, fact in facts.items():
         assert fact["confidence"] == "unknown", name
         assert "covered" not in fact, name  # null: nobody knows
