@@ -26,6 +26,7 @@ from burst.plan.catalog import Catalog, Offer
 from burst.plan.cost import HOURS_PER_MONTH, total_cost
 from burst.plan.crossregion import recommend_span
 from burst.plan.interval import choose_interval, job_mtbf_s
+from burst.plan.regional import plan_regional_sync
 from burst.plan.workload import Workload, estimate
 from burst.providers import no_stack_reason, stack_for
 from burst.spec import BurstJob
@@ -520,7 +521,9 @@ def plan(
     span = recommend_span(
         job.compute.gpu_count, _supply(cat, job, first["provider"], first["region"])
     )
+    regional = plan_regional_sync(job, cat, work, first["provider"])
     return {
+        **({"regional": regional} if regional is not None else {}),
         "spec_sha256": job.sha256(),
         "objective": opts.objective,
         "budget_usd": job.budget.max_usd,

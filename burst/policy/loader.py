@@ -92,6 +92,7 @@ class PolicySet:
                 "providers": _dump(self.providers)["providers"],
                 "export": _dump(self.export),
                 "data_classes": _dump(self.data_classes)["data_classes"],
+                "model_updates": _dump(self.data_classes).get("model_updates") or {},
             },
             "exceptions": [_dump(e) for e in self.exceptions],
         }

@@ -309,6 +309,11 @@ def _report(
     for r in crossing:
         by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + int(r["bytes"])
     total = sum(by_kind.values())
+    by_round: dict[int, int] = {}
+    for r in crossing:
+        if r.get("round") is not None:
+            by_round[int(r["round"])] = by_round.get(int(r["round"]), 0) + int(r["bytes"])
+    history = [{**h, "bytes_crossing": by_round.get(int(h["round"]), 0)} for h in history]
     completed = len(history)
     report = RegionalReport(
         run_id=run_id,

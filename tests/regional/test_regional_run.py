@@ -101,6 +101,11 @@ def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
     # every round: me-central-1's delta up, the update down (the aggregation region's own
     # worker moves nothing across); the first global checkpoint is read once
     per_round = [r["delta_bytes"] // 2 + r["update_bytes"] for r in doc["rounds"]]
+    # measured per round on the link log: after round 0 (which also fetches the first global
+    # checkpoint in full) a round moves the two compressed payloads and a little metadata
+    assert sum(r["bytes_crossing"] for r in doc["rounds"]) == links["bytes_crossing"]
+    for r, payload in zip(doc["rounds"][1:], per_round[1:], strict=True):
+        assert payload <= r["bytes_crossing"] <= 1.1 * payload, (r, payload)
     assert links["bytes_by_kind"]["delta"] >= sum(r["delta_bytes"] // 2 for r in doc["rounds"])
     assert links["bytes_crossing"] >= sum(per_round)
 

@@ -232,3 +232,27 @@ def _print_table(doc: dict) -> None:
     console.print(
         f"topology: {doc['topology']['span']} ({doc['topology']['reason']})", highlight=False
     )
+    if doc.get("regional"):
+        for line in regional_lines(doc["regional"]):
+            console.print(line, highlight=False)
+
+
+def _gb(nbytes: float) -> str:
+    gb = nbytes / 1e9
+    return f"{gb:,.3g} GB" if gb < 100 else f"{gb:,.0f} GB"
+
+
+def regional_lines(r: dict) -> list[str]:
+    """The plan's regional-sync section in words (docs/regional.md "Planning")."""
+    return [
+        f"regional sync: {len(r['regions'])} regions, aggregator {r['aggregation_region']}; "
+        f"H {r['local_steps']} ({r['local_steps_basis']}), {r['rounds']} rounds, "
+        f"{r['codec']} deltas of {_gb(r['delta_bytes'])}",
+        f"  per round: {_gb(r['bytes_per_round'])} across regions, "
+        f"{_money(r['egress_usd_per_round'])} egress, sync {_seconds(r['sync_s_per_round'])} "
+        "(upload + download)",
+        f"  over the run: {_gb(r['bytes_over_run'])}, {_money(r['egress_usd_over_run'])} egress, "
+        f"{_seconds(r['wall_s'])}; synchronous DP: {_gb(r['sync_dp_bytes'])}, "
+        f"{_money(r['sync_dp_egress_usd'])}, {_seconds(r['sync_dp_wall_s'])}",
+        f"  (bytes ratio {r['bytes_ratio']:.3g}, wall ratio {r['wall_ratio']:.3g})",
+    ]
