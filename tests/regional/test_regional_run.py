@@ -91,6 +91,9 @@ def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
     _check_complete(doc, regions)
     _check_shards_stay_home(tmp_path / "runs" / "two", regions, "ap-southeast-1")
     _check_worker_cannot_read_another_region(tmp_path / "runs" / "two")
+    cfg = RoleConfig.load(tmp_path / "runs" / "two" / "worker-me-central-1.config.json")
+    assert Path(cfg.spec) == tmp_path / "runs" / "two" / "spec.yaml"  # the run's own copy
+    assert Path(cfg.spec).read_text() == spec.read_text()
     links = doc["links"]
     # me-central-1 <-> ap-southeast-1 is a cross-continent link: priced, and time was spent
     assert links["egress_usd"] > 0 and links["link_seconds"] > 0.1
