@@ -339,6 +339,14 @@ def spec_cases() -> list[Case]:
     specs["json-full"] = json.dumps(
         __import__("yaml").safe_load(QUICKSTART)
     )  # JSON is YAML: a valid spec
+    # valid by design (judged in notes/issue-15r.md): YAML 1.1 spellings, S3 keys may hold any
+    # character, names the plan/preflight refuse later (validate --offline checks the spec only)
+    by_design = {
+        "cr-only", "binary-tag", "tag-directive", "steps-hex", "steps-sexagesimal", "lr-tiny",
+        "interval-gt-steps", "hq-unknown", "regions-unknown", "regions-path", "providers-unknown",
+        "gpu-unknown", "gpu-type-path", "entrypoint-bad", "key-traversal", "uri-s3-space",
+        "uri-s3-dotdot", "uri-s3-query", "uri-s3-fragment", "uri-file-remote-host", "tokens-huge",
+    }  # fmt: skip
     out: list[Case] = []
     for name, text in specs.items():
         expect: tuple[int, ...] = (
@@ -355,6 +363,8 @@ def spec_cases() -> list[Case]:
             )
             else (2,)
         )
+        if name in by_design:
+            expect = (0, 2)
         out.append(
             Case(
                 f"spec/{name}",
@@ -700,6 +710,8 @@ def document_cases() -> list[Case]:
         ),
         "gpu-req-garbage": lambda p: (p / "gpu-requirements.yaml").write_text("[1, 2\n"),
     }
+    # optional files (defaults documented), and Rego the preflight never evaluates
+    optional = {"settings-missing", "exceptions-missing", "keys-missing", "rego-loop"}
     for name, fn in muts.items():
         out.append(
             Case(
@@ -708,6 +720,7 @@ def document_cases() -> list[Case]:
                 setup=policies_copy(fn),
                 timeout=60,
                 lines=2,
+                expect=(0, 2) if name in optional else (2,),
             )
         )
         if name in (
@@ -728,7 +741,7 @@ def document_cases() -> list[Case]:
                     setup=policies_copy(fn),
                     timeout=60,
                     lines=2,
-                    expect=(2, 3),
+                    expect=(0, 2, 3) if name in optional else (2, 3),
                 )
             )
     out.append(
@@ -752,6 +765,7 @@ def document_cases() -> list[Case]:
             "policy/explain-rego-broken",
             ["policy", "explain", "--policies", "pol"],
             setup=policies_copy(muts["rego-broken"]),
+            expect=(0, 2),  # explain reads rule headers; `policy check` parses the Rego
         )
     )
 

@@ -84,13 +84,14 @@ def command(
     from burst.infra.leakscan import AwsInventory
     from burst.infra.reaper import parse_time, reap
     from burst.infra.remote_errors import aws_errors, check_aws_endpoint, check_region
+    from burst.inputs import short
     from burst.runs import runs_root as default_root
 
     now = dt.datetime.now(dt.UTC)
     if now_text:
         parsed = parse_time(now_text)
         if parsed is None:
-            raise BadInputError(f"--now {now_text!r}: not an ISO 8601 time")
+            raise BadInputError(f"--now {short(now_text)}: not an ISO 8601 time")
         now = parsed
     from burst.settings import current
 
