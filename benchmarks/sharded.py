@@ -12,7 +12,10 @@ alternated, medians of --reps (at least 3). Written to benchmarks/results/sharde
 
   stall_ratio_vs_dcp    time the loop is blocked per save (the slowest rank), burst / DCP (<= 0.5)
   durable_ratio_vs_dcp  save call -> committed (rank 0), burst / DCP                 (<= 1.0)
-  restore_ratio_vs_dcp  restore into fresh tensors (the slowest rank), burst / DCP   (<= 1.0)
+  restore_ratio_vs_dcp  restore into fresh tensors (the slowest rank), burst / DCP   (<= 1.0);
+                        burst: every rank reads every chunk at once and verifies 1/W
+                        of them (burst.checkpoint.split_restore); burst.restore_shared_s:
+                        each rank reads 1/W and broadcasts it over gloo (share=True)
   incremental_bytes_ratio_vs_dcp  2nd save after 2 of 12 layers changed, bytes written,
                         burst / DCP                                                  (<= 0.3)
   bytes_per_rank        what each rank of burst wrote in the first save
@@ -87,6 +90,7 @@ def rank_main(args: argparse.Namespace) -> int:
     from burst.checkpoint import CheckpointManager
     from burst.checkpoint.catalog import list_checkpoints, load_manifest
     from burst.checkpoint.sharded import ShardInfo, assemble, partition
+    from burst.checkpoint.split_restore import Exchange
     from burst.storage import open_store
 
     dist.init_process_group("gloo", timeout=dt.timedelta(seconds=600))
@@ -134,13 +138,39 @@ def rank_main(args: argparse.Namespace) -> int:
         rows["d_durable"].append(d[1])
 
     # restore into fresh tensors, the slowest rank
-    restore_b, restore_d = [], []
+    restore_b, restore_d, restore_shared = [], [], []
+
+    def broadcast(t: Any, src: int) -> None:
+        dist.broadcast(t, src=src)
+
+    def all_ok(flag: bool) -> bool:
+        t = torch.tensor([1.0 if flag else 0.0])
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        return bool(t.item() > 0.5)
+
+    def decide(choose: Any) -> Any:
+        box = [choose() if rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    exchange = Exchange(rank, world, broadcast, all_ok, decide)
     for _ in range(args.reps):
         dist.barrier()
         t0 = time.perf_counter()
-        whole = assemble(mgr.restore().state)
+        restored = mgr.restore_split(exchange)  # all read, each verifies its part
+        assert restored is not None
+        whole = assemble(restored.state)
         tb = slowest(time.perf_counter() - t0)
         assert torch.equal(whole["model"]["layer3.weight"], state["model"]["layer3.weight"])
+        del restored, whole
+        dist.barrier()
+        t0 = time.perf_counter()
+        restored = mgr.restore_split(exchange, share=True)  # each reads its part, broadcasts
+        assert restored is not None
+        whole = assemble(restored.state)
+        restore_shared.append(slowest(time.perf_counter() - t0))
+        assert torch.equal(whole["model"]["layer3.weight"], state["model"]["layer3.weight"])
+        del restored, whole
         fresh = make_state(args.width, 99)
         dist.barrier()
         t0 = time.perf_counter()
@@ -170,6 +200,7 @@ def rank_main(args: argparse.Namespace) -> int:
                 "stall_s": med(rows["b_stall"]),
                 "durable_s": med(rows["b_durable"]),
                 "restore_s": med(restore_b),
+                "restore_shared_s": med(restore_shared),
                 "first_stall_s": first["b_stall"],
             },
             "dcp_async_save": {

@@ -41,6 +41,7 @@ from burst.checkpoint.manifest import CheckpointRef, check_tier, manifest_key
 from burst.checkpoint.replication import ReplicationResult, replicate
 from burst.checkpoint.restore import Restored, restore_checkpoint
 from burst.checkpoint.sharded import ShardInfo
+from burst.checkpoint.split_restore import Exchange, restore_split
 from burst.checkpoint.staging import HostBuffer
 from burst.checkpoint.tree import flatten
 from burst.checkpoint.verify import ChunkAudit
@@ -498,11 +499,32 @@ class CheckpointManager:
                 audit=audit,
             )
         finally:
-            self._audit.sound |= audit.sound - audit.corrupt
-            self._audit.sound -= audit.corrupt
-            self._audit.corrupt |= audit.corrupt
-            if self._proc is not None and self._proc.poll() is None:
-                self._tell_worker(audit)
+            self._absorb(audit)
+
+    def restore_split(
+        self, ex: Exchange, tier: str = "full", *, share: bool = False
+    ) -> Restored | None:
+        """The newest checkpoint of ``tier`` that restores, read by W ranks each reading only
+        its part (see burst.checkpoint.split_restore); None if there is none."""
+        audit = ChunkAudit()
+        try:
+            return restore_split(
+                self.store,
+                self.checkpoints(tier) if ex.rank == 0 else [],
+                ex,
+                share=share,
+                concurrency=self.concurrency,
+                audit=audit,
+            )
+        finally:
+            self._absorb(audit)
+
+    def _absorb(self, audit: ChunkAudit) -> None:
+        self._audit.sound |= audit.sound - audit.corrupt
+        self._audit.sound -= audit.corrupt
+        self._audit.corrupt |= audit.corrupt
+        if self._proc is not None and self._proc.poll() is None:
+            self._tell_worker(audit)
 
     def _tell_worker(self, audit: ChunkAudit) -> None:
         """A running worker learns what a restore found (acted on at once, like "hurry")."""

@@ -92,6 +92,11 @@ class TrainAttempt(Document):
     notice_to_exit_s: float | None = Field(
         default=None, description="Seconds from the preemption notice to the exit."
     )
+    losses: list[float] | None = Field(
+        default=None,
+        description="The training loss of each step of this attempt, rank 0's (its slice of "
+        "the global batch); the first 2000 steps of an attempt only.",
+    )
     # issue 16: the record is opened at the start and kept current while the attempt runs
     killed: bool = Field(default=False, description="Died without closing its record.")
     at_step: int | None = Field(default=None, description="The last step it finished.")

@@ -16,7 +16,6 @@ world size wrote it (rank 0 chooses which one, every rank loads that one), so a 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import torch
 
@@ -99,27 +98,17 @@ class DDPEngine:
         return store.save(step, partition(whole, self.ranks.rank, self.ranks.world), tier)
 
     def restore(self, store: RunCheckpoints) -> int | None:
-        """Rank 0 picks the newest full checkpoint that restores; every rank loads it."""
-
-        mine: list[Any] = []
-
-        def choose() -> int | None:
-            restored = store.restore_full()
-            if restored is None:
-                return None
-            mine.append(restored[1])
-            return restored[0]
-
-        step = self.ranks.decide(choose)
-        if step is None:
-            return None
+        """The newest full checkpoint that restores, every rank reading only its part of it
+        (burst.checkpoint.split_restore); rank 0's list decides, all ranks fall back together."""
         try:
-            state = assemble(mine[0] if mine else store.mgr.restore(step, tier="full").state)
+            restored = store.mgr.restore_split(self.ranks.exchange(), tier="full")
         except CheckpointError as exc:
             raise CheckpointError(
-                f"rank {self.ranks.rank}: the full checkpoint at step {step} that rank 0 "
-                f"restored does not restore here: {exc.one_line()}"
+                f"rank {self.ranks.rank}: {exc.message}", where=exc.where
             ) from None
+        if restored is None:
+            return None
+        step, state = restored.step, assemble(restored.state)
         position = apply_state(self.setup, state)
         self.samples = restored_samples(self.setup, state, self.batch) or 0
         saved_by = state.get("world", 1)

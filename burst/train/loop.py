@@ -60,6 +60,9 @@ from burst.train.setup import build_setup
 
 log = logging.getLogger(__name__)
 
+#: the per-step losses an attempt record keeps (its first steps; a long run's curve is metrics)
+LOSS_CURVE_MAX = 2000
+
 
 def submitted_at() -> float | None:
     """When the run was submitted (``BURST_SUBMITTED_AT``: epoch seconds or ISO 8601, set by
@@ -332,6 +335,9 @@ class TrainRun:
             faults.pace_step(t0)
             done = step + 1
             self.record["at_step"] = done
+            curve = self.record.setdefault("losses", [])
+            if len(curve) < LOSS_CURVE_MAX:
+                curve.append(loss)
             self.schedule.record_step(time.monotonic() - t0)
             self._learn(store)
             if demo_here:
@@ -695,6 +701,7 @@ class TrainRun:
                     "world_size",
                     "ranks",
                     "notice_to_exit_s",
+                    "losses",
                 )
             }
             for a in attempts

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from burst.checkpoint.split_restore import Exchange
 from burst.errors import Preempted
 from burst.preempt.notice import Notice
 from burst.settings import current
@@ -179,6 +180,17 @@ class Ranks:
                 detail=theirs.detail,
             )
         return Agreement(agreed, bool(t[3] > 0.5), bool(t[4] > 0.5))
+
+    def broadcast(self, tensor: torch.Tensor, src: int) -> None:
+        """``tensor`` of rank ``src`` into ``tensor`` on every rank, in place."""
+        if self.many:
+            import torch.distributed as dist
+
+            self._collective("broadcast", lambda: dist.broadcast(tensor, src=src))
+
+    def exchange(self) -> Exchange:
+        """These ranks' collectives for a checkpoint restore split across them."""
+        return Exchange(self.rank, self.world, self.broadcast, self.all_of, self.decide)
 
     def barrier(self) -> None:
         if self.many:

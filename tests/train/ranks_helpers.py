@@ -120,3 +120,40 @@ def kill_rank_during_training(
         os.kill(pids[rank], signal.SIGKILL)
     _, err = proc.communicate(timeout=timeout)
     return proc.returncode, err, time.monotonic() - killed_at
+
+
+def replay_losses(spec: Path, worlds: list[int]) -> list[float]:
+    """Rank 0's loss at each step of a data-parallel run of ``spec`` whose step ``s`` ran on
+    ``worlds[s]`` ranks, replayed in this one process: every rank's slice of the global batch
+    (samples ``p + r*B .. p + (r+1)*B``) with that rank's dropout seed, the gradients averaged
+    as DDP averages them, then the optimizer and scheduler step. What the real ranks do, up to
+    the order of float sums (the all-reduce's against this loop's), with no world-size change
+    or resume in it: the uninterrupted reference for a run resumed on another world size."""
+    import torch
+
+    from burst.spec import load_spec
+    from burst.train.ranks import step_seed
+    from burst.train.setup import build_setup
+
+    job = load_spec(spec)
+    setup = build_setup(job)
+    assert setup.batch_for_samples is not None
+    b, seed = job.training.batch_size, job.training.seed
+    model, samples, out = setup.model, 0, []
+    for step, world in enumerate(worlds):
+        model.train()
+        setup.optimizer.zero_grad(set_to_none=True)
+        first = 0.0
+        for r in range(world):
+            torch.manual_seed(step_seed(seed, step, r))
+            x, y = setup.batch_for_samples(samples + r * b, b)
+            loss = setup.loss_fn(model(x), y)
+            (loss / world).backward()
+            if r == 0:
+                first = float(loss.detach())
+        setup.optimizer.step()
+        if setup.scheduler is not None:
+            setup.scheduler.step()
+        samples += world * b
+        out.append(first)
+    return out

@@ -26,7 +26,7 @@ from burst.storage import open_store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-SEED = int(os.environ.get("BURST_TEST_SEED", "0") or random.SystemRandom().randrange(10**6))
+SEED = int(os.environ.get("BURST_TEST_SEED") or random.SystemRandom().randrange(10**6))
 STEPS = 20
 
 
