@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from burst.infra.terraform import count_state_resources
-from burst.runner.engine import NodeLoss
 from burst.runner.local import TEMPLATE, LocalRunner, RunOptions
 from burst.runs import run_paths
 
@@ -133,7 +132,7 @@ def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: 
 
 @pytest.mark.e2e
 def test_node_lost_after_the_30th_minute_is_retried_then_requeued(
-    runs_root: Path, spec: Path
+    runs_root: Path, spec: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 19's Done-when: train's node is lost 31 (virtual) minutes into every attempt in
     the first candidate. As Argo would: each loss (Error, "pod deleted", no exit code) is
@@ -141,9 +140,12 @@ def test_node_lost_after_the_30th_minute_is_retried_then_requeued(
     requeued in the plan's next candidate, where train succeeds. Nothing hangs, nothing
     gives up, teardown leaves nothing."""
     limit = 1  # retries per region: two pods lost in the first candidate
-    lost = tuple(NodeLoss("train", attempt=i, after_s=31 * 60) for i in range(limit + 1))
+    # the named fault point (burst/faults.py), armed by its setting as `burst run` would be
+    monkeypatch.setenv(
+        "BURST_NODE_LOSS", ",".join(f"train@{i}+{31 * 60}" for i in range(limit + 1))
+    )
     paths = run_paths("wf-lost", runs_root)
-    options = RunOptions(parameters={"preemptions-per-region": str(limit)}, node_loss=lost)
+    options = RunOptions(parameters={"preemptions-per-region": str(limit)})
     r = LocalRunner(paths, spec, options).run()
     assert r["status"] == "succeeded", r["failure"]
     assert r["workflow"]["phase"] == "Succeeded"
