@@ -93,9 +93,18 @@ def test_failure_in_train_still_tears_down_and_leaves_nothing(
     assert provision["outputs"]["node_names"]  # there was something to destroy
 
 
-def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: Path) -> None:
+def test_requeue_in_the_next_candidate_after_preemptions(
+    runs_root: Path, spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With 0 retries per region, a preempted train is placed again (provision + train) in
-    the plan's next candidate by the template's requeue step, and the run succeeds."""
+    the plan's next candidate by the template's requeue step, and the run succeeds. The
+    site configuration is per region (BURST_TF_SITE_VARS, a directory): the requeue's
+    provision applies the next candidate's own file."""
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    for region in ("ap-southeast-1", "ap-southeast-3", "me-central-1"):
+        (sites / f"{region}.tfvars").write_text(f'vpc_id = "vpc-{region}"\n')
+    monkeypatch.setenv("BURST_TF_SITE_VARS", str(sites))
     paths = run_paths("wf-requeue", runs_root)
     options = RunOptions(
         env={"BURST_PREEMPT_AT_STEPS": "12"}, parameters={"preemptions-per-region": "0"}
@@ -128,6 +137,9 @@ def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: 
     assert second["candidate"] == {
         k: v for k, v in plan["candidates"][1].items() if k in second["candidate"]
     }
+    region = second["candidate"]["region"]  # (the next candidate may share the region)
+    assert [a["site_vars"] for a in second["attempts"]] == [f"{region}.tfvars"]
+    assert json.loads(second["outputs"]["site"]["vpc_id"]) == f"vpc-{region}"
 
 
 def test_capacity_failover_applies_the_next_regions_own_site_file(
