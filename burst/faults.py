@@ -20,6 +20,11 @@ Points and what arms them:
   makes the train process SIGTERM itself after those steps, once per step and run.
 * ``budget_time_scale()``: ``BURST_BUDGET_TIME_SCALE`` counts one real second as N budget
   seconds, so a demo can exhaust a budget in seconds.
+* ``regional(armed, point)``: a regional run's process (``burst.regional``) at a named point
+  (``worker-mid-round@<region>@<round>``, ``aggregator-after-commit@<round>``, ...) does what
+  its role config's ``faults`` says: ``kill`` (SIGKILL itself, once: a marker file in the
+  config's state directory) or ``sleep:<s>`` (a late worker). Armed only by the config the
+  local runner writes for a test (``burst.regional.localrun``).
 * ``kill_runner(step, wanted)``: ``burst run --kill-runner-at STEP`` SIGKILLs the runner.
 * ``node_loss()``: ``BURST_NODE_LOSS=STEP[@N][+SECONDS],...`` makes the local runner lose
   the node under STEP's N-th pod SECONDS (virtual) in (``NodeLoss``): Argo's "pod deleted".
@@ -60,6 +65,7 @@ POINTS = (
     "kill_runner",
     "node_loss",
     "NodeLoss",
+    "regional",
 )
 
 
@@ -295,3 +301,29 @@ def kill_runner(step: str, wanted_step: str | None) -> None:
     """SIGKILL this process (the local runner) when ``step`` is the one asked for."""
     if wanted_step is not None and step == wanted_step:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+# -- regional runs ----------------------------------------------------------------------------
+
+
+def regional(armed: dict[str, str], point: str, once_dir: Path) -> None:
+    """Regional fault point ``point``: ``kill`` SIGKILLs this process (once per run: the marker
+    ``<once_dir>/fault-<point>``), ``sleep:<s>`` waits s seconds (each time). Unarmed: no-op."""
+    action = armed.get(point)
+    if not action:
+        return
+    if action.startswith("sleep:"):
+        delay = float(action.removeprefix("sleep:"))
+        log.warning("fault point %s: sleeping %.2fs", point, delay)
+        time.sleep(delay)
+        return
+    if action != "kill":
+        raise BadInputError(f"regional fault {point}: unknown action {action!r} (kill, sleep:S)")
+    marker = once_dir / f"fault-{point.replace('/', '_')}"
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+    log.warning("fault point %s: SIGKILL", point)
+    os.kill(os.getpid(), signal.SIGKILL)

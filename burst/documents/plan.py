@@ -101,6 +101,36 @@ class DataPlacement(Document):
     alternatives: list[DataOption] = Field(default_factory=list)
 
 
+class RegionalSyncPlan(Document):
+    """A regional-sync spec's rounds (``burst.plan.regional.plan_regional_sync``, issue 21):
+    bytes, egress and sync time per round and over the run, H, and synchronous DP over the
+    same regions for the same steps (docs/regional.md "Planning")."""
+
+    strategy: Literal["regional-sync"]
+    regions: list[str]
+    aggregation_region: str
+    links: dict[str, str] = Field(description="Remote region -> seed 002 link class.")
+    egress_price_source: str
+    local_steps_basis: str
+    step_s: float = Field(ge=0, description="One local step (the workload's step time).")
+    codec: Literal["int8", "topk", "none"]
+    local_steps: int = Field(ge=1, description="H: local steps between syncs.")
+    rounds: int = Field(ge=1)
+    delta_bytes: int = Field(ge=0, description="One compressed delta (payload).")
+    bytes_per_round: int = Field(ge=0, description="Bytes crossing regions in one round.")
+    egress_usd_per_round: float = Field(ge=0)
+    sync_s_per_round: float = Field(ge=0, description="Upload then download, not overlapped.")
+    max_sync_fraction: float = Field(gt=0)
+    bytes_over_run: float = Field(ge=0)
+    egress_usd_over_run: float = Field(ge=0)
+    wall_s: float = Field(ge=0, description="steps x step_s + rounds x sync_s_per_round.")
+    sync_dp_bytes: float = Field(ge=0)
+    sync_dp_egress_usd: float = Field(ge=0)
+    sync_dp_wall_s: float = Field(ge=0)
+    bytes_ratio: float = Field(ge=0, description="regional / synchronous DP.")
+    wall_ratio: float = Field(ge=0, description="regional / synchronous DP.")
+
+
 class Topology(Document):
     span: str
     parallelism: str
@@ -149,6 +179,9 @@ class PlanDocument(StepDocument):
     candidates: list[Candidate] = Field(description="Best first.")
     excluded: list[Exclusion] = Field(default_factory=list)
     topology: Topology | None = None
+    regional: RegionalSyncPlan | None = Field(
+        default=None, description="Only for training.strategy regional-sync."
+    )
     catalog: CatalogUsed | None = None
     simulation: Simulation | None = None
     decision_record: str | None = Field(default=None, description="given, or none (unchecked)")

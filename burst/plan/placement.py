@@ -26,6 +26,7 @@ from burst.plan.catalog import Catalog, Offer
 from burst.plan.cost import HOURS_PER_MONTH, total_cost
 from burst.plan.crossregion import recommend_span
 from burst.plan.interval import choose_interval, job_mtbf_s
+from burst.plan.regional import plan_regional_sync
 from burst.plan.workload import Workload, estimate
 from burst.providers import no_stack_reason, stack_for
 from burst.spec import BurstJob
@@ -259,11 +260,31 @@ def _goodput(
     interval_s: float,
     opts: PlanOptions,
 ) -> goodput.Summary:
+    """The simulated goodput; a workload the simulator cannot take (a run of more than
+    goodput.MAX_SECONDS) is one line naming the spec fields it is derived from."""
+    try:
+        return _simulate_goodput(work, mtbf_s, notice_s, restart_s, interval_s, opts)
+    except BadInputError as exc:
+        raise BadInputError(
+            "the spec's workload cannot be planned (it comes from training.steps, "
+            "model.parameters, training.step_seconds or tokens_per_sample, compute.mtbf_hours "
+            f"and the catalog): {exc.message}"
+        ) from None
+
+
+def _simulate_goodput(
+    work: Workload,
+    mtbf_s: float,
+    notice_s: float,
+    restart_s: float,
+    interval_s: float,
+    opts: PlanOptions,
+) -> goodput.Summary:
     params = goodput.SimParams(
         mtbf_s=mtbf_s,
         notice_s=notice_s,
         checkpoint_cost_s=work.checkpoint_cost_s,
-        step_s=work.step_s,
+        step_s=max(work.step_s, goodput.MIN_STEP_S),  # the simulation's finest step
         upload_s=work.upload_s,
         restart_s=restart_s,
         work_s=max(work.compute_s, 1e-9),
@@ -277,7 +298,7 @@ def _goodput(
             mtbf_s=mtbf_s,
             notice_s=notice_s,
             checkpoint_cost_s=work.checkpoint_cost_s * scale,
-            step_s=work.step_s * scale,
+            step_s=max(work.step_s, goodput.MIN_STEP_S) * scale,
             upload_s=work.upload_s,
             restart_s=restart_s,
             work_s=work.compute_s,
@@ -520,7 +541,9 @@ def plan(
     span = recommend_span(
         job.compute.gpu_count, _supply(cat, job, first["provider"], first["region"])
     )
+    regional = plan_regional_sync(job, cat, work, first["provider"])
     return {
+        **({"regional": regional} if regional is not None else {}),
         "spec_sha256": job.sha256(),
         "objective": opts.objective,
         "budget_usd": job.budget.max_usd,

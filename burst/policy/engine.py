@@ -315,6 +315,23 @@ def input_document(
                 "parent_headquarters": job.organization.parent_headquarters,
             },
             "compute": {"gpu_type": job.compute.gpu_type.lower()},
+            "training": training_input(job),
         },
         "candidate": {"region": region, "provider": provider},
+    }
+
+
+def training_input(job: BurstJob) -> dict[str, Any]:
+    """The training strategy as the rules read it (policies/rules/model_update.rego):
+    ``regional_sync`` is null unless the strategy is regional-sync."""
+    training = job.training
+    strategy, sync = training.strategy, training.regional_sync
+    if strategy != "regional-sync" or sync is None:
+        return {"strategy": strategy, "regional_sync": None}
+    return {
+        "strategy": strategy,
+        "regional_sync": {
+            "regions": list(sync.regions or []),
+            "aggregation_region": sync.aggregation_region,
+        },
     }

@@ -321,8 +321,39 @@ class DataClassInfo(Strict):
     requires_customer_managed_keys: bool
 
 
+class ModelUpdateFact(Fact):
+    """Whether a rule that binds the data also binds model updates derived from it (the
+    pseudo-gradients a regional worker sends to the aggregation region, issue 21).
+    ``covered`` None: nobody knows (confidence must then be ``unknown``)."""
+
+    covered: bool | None = Field(
+        default=None,
+        description="true: the rule extends to updates; false: it does not; null: unknown.",
+    )
+
+    @model_validator(mode="after")
+    def _unknown_means_unknown(self) -> ModelUpdateFact:
+        if self.covered is None and self.confidence != Confidence.unknown:
+            raise ValueError("covered is not set, so confidence must be 'unknown'")
+        return self
+
+
+class ModelUpdateFacts(Strict):
+    """One fact per kind of rule that can bind a shard (XFER-MODEL-UPDATE reads them)."""
+
+    personal: ModelUpdateFact
+    localisation: ModelUpdateFact
+    export_controlled: ModelUpdateFact
+    important_data: ModelUpdateFact
+
+
 class DataClassesFile(Strict):
     data_classes: dict[str, DataClassInfo]
+    model_updates: ModelUpdateFacts | None = Field(
+        default=None,
+        description="Whether the data's rules extend to model updates derived from it "
+        "(absent: unknown, so regional-sync updates of such data review).",
+    )
 
 
 class Settings(Strict):

@@ -125,6 +125,20 @@ class Comparison:
         return self.regional_egress_usd / self.dp_egress_usd if self.dp_egress_usd else math.inf
 
 
+def dp_step_time(prof: ModelProfile, n: int, link: Link) -> float:
+    """One step of synchronous DP over ``n`` regions: seed 002's formula with the all-reduce
+    ``2 (N - 1) M / (N b)`` plus the ring's ``2 (N - 1)`` messages in sequence, each paying the
+    link's latency (seed 002's formula has no latency term; its table gives the latency).
+    With N = 1 nothing crosses: the local step."""
+    if n <= 1:
+        return local_step_time(prof)
+    hops = 2 * (n - 1)
+    compute = prof.t_f + prof.t_b
+    allreduce = dp_iteration_time(0.0, 0.0, 1, n, prof.grad_gb, link.gb_per_s, 0.0)
+    allreduce += hops * link.latency_s
+    return compute * (prof.microbatches - 1) + max(compute, allreduce) + prof.t_u
+
+
 def compare_with_sync_dp(
     prof: ModelProfile,
     remote_links: Sequence[Link],
@@ -133,8 +147,9 @@ def compare_with_sync_dp(
     steps: int,
 ) -> Comparison:
     """Both run ``steps`` optimizer steps in each of ``len(remote_links) + 1`` regions.
-    DP all-reduces ``prof.grad_gb`` every step over the slowest link (seed 002); a ring over N
-    regions crosses a boundary on every hop, ``N x 2 (N - 1) M / N`` GB per step."""
+    DP all-reduces ``prof.grad_gb`` every step over the slowest link (seed 002, plus the ring's
+    latencies: ``dp_step_time``); a ring over N regions crosses a boundary on every hop,
+    ``N x 2 (N - 1) M / N`` GB per step."""
     if local_steps < 1 or steps < 1:
         raise ValueError("local steps and steps must be >= 1")
     n = len(remote_links) + 1
@@ -142,9 +157,7 @@ def compare_with_sync_dp(
     regional_wall = steps * local_step_time(prof) + rounds * traffic.sync_s
     if remote_links:
         slowest = min(remote_links, key=lambda ln: ln.gb_per_s)
-        t_dp = dp_iteration_time(
-            prof.t_f, prof.t_b, prof.microbatches, n, prof.grad_gb, slowest.gb_per_s, prof.t_u
-        )
+        t_dp = dp_step_time(prof, n, slowest)
         dp_gb = n * dp_bytes_per_iteration(n, prof.grad_gb)
         dp_usd = dp_gb * slowest.usd_per_gb
     else:
@@ -203,11 +216,13 @@ def plan_regional(
     codec: CodecName = "int8",
     max_sync_fraction: float = DEFAULT_SYNC_FRACTION,
     local_steps: int | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    topk_fraction: float = DEFAULT_TOPK_FRACTION,
 ) -> RegionalPlan:
     """Bytes of one delta, one round's traffic (the downlink compressed the same way), H chosen
     so the sync stays under ``max_sync_fraction`` of a round's compute (unless given), and the
     comparison with synchronous DP over the same regions for ``steps`` steps."""
-    size = delta_bytes(tensor_sizes, codec)
+    size = delta_bytes(tensor_sizes, codec, block_size, topk_fraction)
     traffic = round_traffic(size, size, remote_links)
     h = local_steps or choose_local_steps(traffic.sync_s, local_step_time(prof), max_sync_fraction)
     comparison = compare_with_sync_dp(prof, remote_links, traffic, h, steps)

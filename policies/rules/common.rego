@@ -57,6 +57,17 @@ shard_regions := object.get(spec.data, "shards", [])
 
 storage_regions contains r if {
 	some r in shard_regions
+	not own_shard_only
+}
+
+# a regional-sync worker (model_update.rego) reads only its own region's shard: the other
+# shards never move to it
+storage_regions contains cand.region if own_shard_only
+
+own_shard_only if {
+	regional
+	cand.region in regional_sync.regions
+	cand.region in shard_regions
 }
 
 storage_regions contains spec.data.region if {

@@ -66,6 +66,9 @@ def command(
     (python -m steps.<name>); the run directory runs/<run-id>/ keeps the step documents,
     logs, one directory per step attempt (pods/), Terraform state and report.json.
     Exits with the failing step's code (see `burst --help`), 0 when the run succeeded.
+    A spec with training.strategy regional-sync runs the regional graph instead: a store
+    and a worker per region, the aggregator, the link emulator, teardown of every region
+    (docs/regional.md); the fault options and --template are refused for it.
     """
     from rich.console import Console
     from rich.table import Table
@@ -83,12 +86,18 @@ def command(
                 f"--fail-at {point!r}: not a fault point ({', '.join(FAULT_POINTS)})"
             )
     job = load_spec(spec)
+    if job.training.strategy == "regional-sync":
+        _run_regional(job, spec, run_id, runs_root, fail_at, preempt_at, kill_at, template)
     late = sorted(n for n in set(preempt_at) if n >= job.training.steps)
     if late:
         raise BadInputError(
             f"--preempt-at-step {late[0]}: the spec trains {job.training.steps} steps; a "
             "preemption must come before the last one"
         )
+    if template is not None:  # read before anything is created for the run
+        from burst.runner.local import load_manifest
+
+        load_manifest(template)
     rid = check_run_id(run_id) if run_id else new_run_id(job.name)
     paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
     try:
@@ -139,3 +148,71 @@ def command(
     console.print(f"report: {paths.report}")
     code = int(report["exit_code"])
     raise SystemExit(code if 0 <= code <= 255 else 1)  # -1: a step lost to a signal
+
+
+def _run_regional(
+    job: Any,
+    spec: Path,
+    run_id: str | None,
+    runs_root: Path | None,
+    fail_at: tuple[str, ...],
+    preempt_at: tuple[int, ...],
+    kill_at: str | None,
+    template: Path | None,
+) -> None:
+    """``strategy: regional-sync``: the regional graph on this machine (docs/regional.md)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from burst.errors import BadInputError
+    from burst.regional.localrun import RegionalOptions, run_regional
+    from burst.runs import check_run_id, new_run_id, run_paths
+    from burst.runs import runs_root as default_root
+
+    if fail_at or preempt_at or kill_at or template:
+        raise BadInputError(
+            "--fail-at, --preempt-at-step, --kill-runner-at and --template apply to the "
+            "burst-train graph, not to a regional-sync spec"
+        )
+    rid = check_run_id(run_id) if run_id else new_run_id(job.name)
+    paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
+    try:
+        paths.dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"runs root {paths.root}: cannot create it ({exc.strerror})") from None
+    console = Console(stderr=True)
+    console.print(
+        f"[bold]burst run[/bold] {job.name} (regional-sync)  run id [cyan]{rid}[/cyan]  "
+        f"({paths.dir})"
+    )
+
+    def on_event(step: str, status: str, info: dict[str, Any]) -> None:
+        mark = {"started": "…", "succeeded": "✓", "requeued": "↻", "failed": "✗"}.get(status, "?")
+        console.print(f"  {mark} {step} {status}")
+
+    report = run_regional(job, spec, paths.dir, rid, RegionalOptions(on_event=on_event))
+    table = Table(title=f"run {rid}: {report.status}", title_justify="left")
+    for col in ("round", "accepted", "dropped", "late", "delta bytes", "update bytes", "loss"):
+        table.add_column(col)
+    for r in report.rounds:
+        table.add_row(
+            str(r.round),
+            ",".join(r.accepted),
+            ",".join(r.dropped) or "-",
+            ",".join(r.late) or "-",
+            str(r.delta_bytes),
+            str(r.update_bytes),
+            "-" if r.loss is None else f"{r.loss:.4f}",
+        )
+    console.print(table)
+    links = report.links
+    console.print(
+        f"rounds {report.rounds_completed}/{report.rounds_planned}  bytes crossing "
+        f"{links.bytes_crossing} ({report.bytes_per_round:.0f} a round)  egress "
+        f"${links.egress_usd:.6f}  shard bytes crossing {links.shard_bytes_crossing}  "
+        f"torn down {','.join(report.torn_down)}"
+    )
+    if report.failure:
+        console.print(f"[red]failed[/red]: {report.failure}")
+    console.print(f"report: {paths.dir / 'report.json'}")
+    raise SystemExit(report.exit_code if report.status == "succeeded" else (report.exit_code or 1))

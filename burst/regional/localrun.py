@@ -1,0 +1,371 @@
+"""``burst run`` of a ``strategy: regional-sync`` spec: the regional graph on this machine.
+
+For each region: *provision* (its own store, a directory of the run, and its shard written
+into it), then its *worker* as its own process (``python -m steps.regional_worker``); the
+*aggregator* runs as a process of the aggregation region (``python -m
+steps.regional_aggregator``) on the exchange store, a store of its own in that region; then
+*teardown* of every region, whatever happened (each region's scratch is removed; its store,
+the data, stays, as a bucket would). Every process gets only its own region's store and, for
+a worker, the exchange store through the link emulator, with the catalog's bandwidth, latency
+and price between the two regions; every transfer lands in the run's link log
+(``links.jsonl``).
+
+A process killed by a signal, or exiting 75 (preempted), is started again, at most
+``RESTARTS`` times, as Argo's retry strategy would: a worker rejoins from the newest global
+checkpoint, the aggregator from its last committed round. Any other failure stops the run:
+every process is stopped, every region torn down, and the report says which role failed.
+
+The local run's data: the example entrypoint's dataset (``burst.train.example.make_dataset``)
+split over the regions in proportion to ``data.shards``, written as ``shard/shard.npz``
+(arrays x and y) into each region's store. A real run's provision step places (or finds) the
+region's shard there.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from burst import checkout
+from burst.documents.regional import LinkTotals, RegionalReport, RegionalRound, RegionAttempts
+from burst.errors import EXIT_INFRA, EXIT_PREEMPTED, BadInputError
+from burst.plan.catalog import load_catalog
+from burst.plan.datastrategy import link_class
+from burst.regional.runtime import RoleConfig, regional, rounds_for
+from burst.regional.stores import SHARD_KEY, read_link_log
+from burst.spec import BurstJob
+from burst.storage.local import LocalStore
+
+log = logging.getLogger(__name__)
+
+RESTARTS = 3
+
+
+@dataclass
+class RegionalOptions:
+    time_scale: float = 1.0  # emulated link seconds are slept times this
+    faults: dict[str, dict[str, str]] = field(default_factory=dict)  # role key -> points
+    wait_limit_s: float = 600.0
+    on_event: Callable[[str, str, dict[str, Any]], None] | None = None
+
+
+def run_links(job: BurstJob, regions: list[str]) -> list[dict[str, Any]]:
+    """Every pair of the run's regions with the catalog's link (seed 002's classes: same area
+    and provider is ``cross_region``, anything else ``cross_continent``)."""
+    cat = load_catalog()
+    provider = job.compute.providers[0] if job.compute.providers else "aws"
+    out = []
+    for a, b in combinations(regions, 2):
+        cls = link_class(cat, (provider, a), (provider, b))
+        ln = cat.link(cls)
+        out.append(
+            {
+                "a": a,
+                "b": b,
+                "class": cls,
+                "gb_per_s": ln["gb_per_s"],
+                "latency_ms": ln["latency_ms"],
+                "usd_per_gb": ln["usd_per_gb"],
+            }
+        )
+    return out
+
+
+def write_shards(job: BurstJob, stores: Mapping[str, LocalStore]) -> dict[str, int]:
+    """Split the example dataset over the regions by ``data.shards`` and write each region's
+    part into its own store only. Returns rows per region."""
+    from burst.train.example import make_dataset
+
+    shards = job.data.shards or {}
+    x, y = make_dataset(job.training.seed)
+    total = float(sum(shards[r] for r in stores)) or 1.0
+    rows = int(x.shape[0])
+    out: dict[str, int] = {}
+    start = 0
+    names = list(stores)
+    for i, region in enumerate(names):
+        n = rows - start if i == len(names) - 1 else round(rows * shards[region] / total)
+        n = max(1, min(n, rows - start - (len(names) - 1 - i)))
+        buf = io.BytesIO()
+        np.savez(buf, x=x[start : start + n].numpy(), y=y[start : start + n].numpy())
+        stores[region].put_bytes(SHARD_KEY, buf.getvalue())
+        out[region] = n
+        start += n
+    return out
+
+
+@dataclass
+class _Proc:
+    key: str  # "worker:<region>" or "aggregator:<region>"
+    config: Path
+    log: Path
+    popen: subprocess.Popen[bytes] | None = None
+    attempts: int = 0
+    exit_codes: list[int] = field(default_factory=list)
+    done: bool = False
+
+
+def _module(key: str) -> str:
+    return "steps.regional_worker" if key.startswith("worker:") else "steps.regional_aggregator"
+
+
+def _start(p: _Proc, env: dict[str, str]) -> None:
+    p.attempts += 1
+    with open(p.log, "ab") as fh:
+        fh.write(f"--- attempt {p.attempts}\n".encode())
+        p.popen = subprocess.Popen(
+            [sys.executable, "-m", _module(p.key), "--config", str(p.config)],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(checkout.ROOT),
+            start_new_session=True,
+        )
+
+
+def _stop(p: _Proc) -> None:
+    if p.popen is not None and p.popen.poll() is None:
+        os.killpg(p.popen.pid, signal.SIGTERM)
+        try:
+            p.popen.wait(5)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.popen.pid, signal.SIGKILL)
+            p.popen.wait()
+
+
+def run_regional(
+    job: BurstJob, spec_path: Path, run_dir: Path, run_id: str, opts: RegionalOptions
+) -> RegionalReport:
+    rs = regional(job)
+    regions = list(rs.regions or [])
+    agg = str(rs.aggregation_region)
+    if rs.local_steps is None:
+        raise BadInputError(
+            "training.regional_sync.local_steps: null asks the planner for H; `burst run` "
+            "needs it set (run `burst plan` and copy its choice)"
+        )
+    local_steps = rs.local_steps
+    rounds = rounds_for(job.training.steps, local_steps)
+    started = time.monotonic()
+    emit = opts.on_event or (lambda *_: None)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    stores_dir, scratch, logs = run_dir / "stores", run_dir / "scratch", run_dir / "logs"
+    for d in (stores_dir, scratch, logs):
+        d.mkdir(parents=True, exist_ok=True)
+    link_log = run_dir / "links.jsonl"
+    links = run_links(job, regions)
+    (run_dir / "links.json").write_text(json.dumps(links, indent=1))
+
+    provisioned: list[str] = []
+    torn_down: list[str] = []
+    procs: list[_Proc] = []
+    failure: str | None = None
+    code = 0
+    try:
+        region_stores: dict[str, LocalStore] = {}
+        for region in regions:
+            emit(f"provision:{region}", "started", {})
+            region_stores[region] = LocalStore(stores_dir / region)
+            provisioned.append(region)
+        exchange = LocalStore(stores_dir / f"{agg}-exchange")
+        rows = write_shards(job, region_stores)
+        for region in regions:
+            emit(f"provision:{region}", "succeeded", {"rows": rows[region]})
+
+        def config(role: str, region: str) -> _Proc:
+            key = f"{role}:{region}"
+            name = key.replace(":", "-")
+            cfg = RoleConfig(
+                spec=str(spec_path),
+                role=role,
+                region=region,
+                aggregation_region=agg,
+                regions=tuple(regions),
+                local_steps=local_steps,
+                rounds=rounds,
+                region_store=region_stores[region].spec() if role == "worker" else None,
+                exchange_store=exchange.spec(),
+                links=tuple(links),
+                link_log=str(link_log),
+                time_scale=opts.time_scale,
+                state_dir=str(scratch / name),
+                out=str(run_dir / f"{name}.json"),
+                faults=opts.faults.get(key),
+                wait_limit_s=opts.wait_limit_s,
+            )
+            path = run_dir / f"{name}.config.json"
+            path.write_text(cfg.to_json())
+            return _Proc(key, path, logs / f"{name}.log")
+
+        procs = [config("aggregator", agg)] + [config("worker", r) for r in regions]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(checkout.ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        )
+        for p in procs:
+            emit(p.key, "started", {})
+            _start(p, env)
+        while not all(p.done for p in procs):
+            for p in procs:
+                if p.done or p.popen is None:
+                    continue
+                rc = p.popen.poll()
+                if rc is None:
+                    continue
+                p.exit_codes.append(rc)
+                if rc == 0:
+                    p.done = True
+                    emit(p.key, "succeeded", {"attempts": p.attempts})
+                elif (rc < 0 or rc == EXIT_PREEMPTED) and p.attempts <= RESTARTS:
+                    emit(p.key, "requeued", {"attempt": p.attempts + 1, "exit_code": rc})
+                    log.warning("%s ended with %d: starting it again", p.key, rc)
+                    _start(p, env)
+                else:
+                    code = rc if rc > 0 else EXIT_INFRA
+                    tail = _last_line(p.log)
+                    failure = f"{p.key} exited {rc}: {tail}"
+                    emit(p.key, "failed", {"exit_code": rc})
+                    raise _Stop
+            time.sleep(0.05)
+    except _Stop:
+        pass
+    finally:
+        for p in procs:
+            _stop(p)
+        for region in provisioned:
+            emit(f"teardown:{region}", "started", {})
+            shutil.rmtree(scratch / f"worker-{region}", ignore_errors=True)
+            if region == agg:
+                shutil.rmtree(scratch / f"aggregator-{region}", ignore_errors=True)
+            torn_down.append(region)
+            emit(f"teardown:{region}", "succeeded", {})
+    return _report(
+        run_id,
+        run_dir,
+        job,
+        regions,
+        agg,
+        local_steps,
+        rounds,
+        procs,
+        provisioned,
+        torn_down,
+        failure,
+        code,
+        time.monotonic() - started,
+    )
+
+
+class _Stop(Exception):
+    pass
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1][:300] if lines else "(empty log)"
+
+
+def _report(
+    run_id: str,
+    run_dir: Path,
+    job: BurstJob,
+    regions: list[str],
+    agg: str,
+    local_steps: int,
+    rounds: int,
+    procs: list[_Proc],
+    provisioned: list[str],
+    torn_down: list[str],
+    failure: str | None,
+    code: int,
+    seconds: float,
+) -> RegionalReport:
+    rs = regional(job)
+    agg_out = run_dir / f"aggregator-{agg}.json"
+    result = json.loads(agg_out.read_text()) if agg_out.exists() else {}
+    history = result.get("rounds", [])
+    if not history:  # failed run: the aggregator's state is the truth of what completed
+        history = _history_from_store(run_dir / "stores" / f"{agg}-exchange")
+    records = read_link_log(run_dir / "links.jsonl")
+    crossing = [r for r in records if r["src"] != r["dst"]]
+    by_kind: dict[str, int] = {}
+    for r in crossing:
+        by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + int(r["bytes"])
+    total = sum(by_kind.values())
+    by_round: dict[int, int] = {}
+    for r in crossing:
+        if r.get("round") is not None:
+            by_round[int(r["round"])] = by_round.get(int(r["round"]), 0) + int(r["bytes"])
+    history = [{**h, "bytes_crossing": by_round.get(int(h["round"]), 0)} for h in history]
+    completed = len(history)
+    report = RegionalReport(
+        run_id=run_id,
+        status="succeeded" if code == 0 and completed == rounds else "failed",
+        exit_code=code,
+        regions=regions,
+        aggregation_region=agg,
+        local_steps=local_steps,
+        rounds_planned=rounds,
+        rounds_completed=completed,
+        codec=rs.compression.codec,
+        rounds=[RegionalRound.model_validate(r) for r in history],
+        bytes_per_round=total / completed if completed else 0.0,
+        links=LinkTotals(
+            bytes_crossing=total,
+            bytes_by_kind=by_kind,
+            shard_bytes_crossing=by_kind.get("shard", 0),
+            egress_usd=sum(float(r["usd"]) for r in crossing),
+            link_seconds=round(sum(float(r["seconds"]) for r in crossing), 6),
+            transfers=len(crossing),
+        ),
+        attempts=[
+            RegionAttempts(
+                region=p.key.split(":", 1)[1],
+                role=p.key.split(":", 1)[0],
+                attempts=p.attempts,
+                exit_codes=p.exit_codes,
+            )
+            for p in procs
+        ],
+        provisioned=provisioned,
+        torn_down=torn_down,
+        final_weights_sha256=result.get("final_weights_sha256"),
+        failure=failure,
+        seconds=round(seconds, 3),
+    )
+    (run_dir / "report.json").write_text(json.dumps(report.to_json(), indent=1))
+    return report
+
+
+def _history_from_store(root: Path) -> list[dict[str, Any]]:
+    from burst.regional.runtime import newest_step, read
+    from burst.regional.stores import AGGREGATOR, series
+
+    if not root.exists():
+        return []
+    try:
+        store = series(LocalStore(root), AGGREGATOR)
+        last = newest_step(store)
+        if last is None:
+            return []
+        return list(json.loads(read(store, last).state["history"]))
+    except Exception as exc:
+        log.warning("could not read the aggregator's history: %s", exc)
+        return []

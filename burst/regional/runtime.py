@@ -1,0 +1,152 @@
+"""What the regional worker and aggregator share: their configuration, and committing and
+reading state through the checkpoint engine in process.
+
+A process of a regional run is configured by one JSON file (``RoleConfig``) that the local
+runner (``burst.regional.localrun``) or the workflow writes. It names the spec, the process's
+region, the store spec of that region only, the exchange store's spec (in the aggregation
+region), the links between the run's regions and the link log. Commits go through the
+checkpoint engine's writer (``burst.checkpoint.writer.CheckpointWriter``: chunks hashed,
+only missing chunks uploaded, the manifest written last, so a commit is atomic and every
+chunk carries its blake3) and reads through ``restore_checkpoint`` (every chunk verified).
+The writer runs in this process, not in the engine's background worker, so that its bytes
+go through the ``LinkedStore`` and are measured.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from burst.checkpoint.catalog import list_checkpoints
+from burst.checkpoint.layout import build_layout
+from burst.checkpoint.manifest import Manifest
+from burst.checkpoint.restore import Restored, restore_checkpoint
+from burst.checkpoint.tree import flatten
+from burst.checkpoint.writer import CheckpointWriter
+from burst.errors import BadInputError
+from burst.spec import BurstJob, RegionalSync
+from burst.storage.base import ObjectStore
+
+#: Small chunks: a tiny model still spans several chunks, so "only changed chunks" is visible.
+CHUNK_SIZE = 64 * 1024
+
+
+@dataclass(frozen=True)
+class RoleConfig:
+    """One process's view of the run (JSON on disk)."""
+
+    spec: str  # the spec file
+    role: str  # "worker" or "aggregator"
+    region: str  # where this process runs
+    aggregation_region: str
+    regions: tuple[str, ...]
+    local_steps: int  # H
+    rounds: int
+    region_store: dict[str, Any] | None  # the store spec of this process's region (workers)
+    exchange_store: dict[str, Any]  # the exchange store's spec (in the aggregation region)
+    links: tuple[dict[str, Any], ...]  # every pair of the run's regions
+    link_log: str
+    time_scale: float
+    state_dir: str  # this process's local scratch (chunk cache)
+    out: str = ""  # where the process writes its result (JSON)
+    faults: dict[str, str] | None = None  # named fault points (tests): burst.faults.regional
+    poll_s: float = 0.05
+    wait_limit_s: float = 600.0  # a worker waiting for the next global round gives up then
+
+    def to_json(self) -> str:
+        d = dict(self.__dict__)
+        d["regions"] = list(self.regions)
+        d["links"] = list(self.links)
+        return json.dumps(d, indent=1, sort_keys=True)
+
+    @staticmethod
+    def load(path: Path) -> RoleConfig:
+        try:
+            d = json.loads(path.read_text())
+            d["regions"] = tuple(d["regions"])
+            d["links"] = tuple(d["links"])
+            return RoleConfig(**d)
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise BadInputError(f"regional config {path}: unreadable ({exc})") from None
+
+
+def regional(job: BurstJob) -> RegionalSync:
+    rs = job.training.regional_sync
+    if job.training.strategy != "regional-sync" or rs is None:
+        raise BadInputError(f"spec {job.name}: training.strategy is not regional-sync")
+    return rs
+
+
+def rounds_for(steps: int, local_steps: int) -> int:
+    """Rounds of a run: every worker runs ``steps`` inner steps, H of them a round (the last
+    round takes what is left)."""
+    return max(1, math.ceil(steps / local_steps))
+
+
+def steps_in_round(round_: int, steps: int, local_steps: int) -> int:
+    return min(local_steps, steps - round_ * local_steps)
+
+
+def commit(writer: CheckpointWriter, state: Any, step: int, tier: str = "weights") -> Manifest:
+    """Commit ``state`` as checkpoint ``step`` of the writer's store (atomic, checksummed)."""
+    tree, arrays = flatten(state)
+    entries, total = build_layout(arrays, CHUNK_SIZE)
+    buf = np.zeros(total, dtype=np.uint8)
+    for a, e in zip(arrays, entries, strict=True):
+        if e.nbytes == 0:
+            continue
+        src = a if isinstance(a, np.ndarray) else a.detach().contiguous().numpy()
+        buf[e.offset : e.offset + e.nbytes] = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+    return writer.write(
+        memoryview(buf.data), entries, tree, step=step, tier=tier, chunk_size=CHUNK_SIZE
+    )
+
+
+def newest_step(store: ObjectStore) -> int | None:
+    refs = list_checkpoints(store)
+    return refs[-1].step if refs else None
+
+
+def steps_of(store: ObjectStore) -> list[int]:
+    return [r.step for r in list_checkpoints(store)]
+
+
+def read(store: ObjectStore, step: int) -> Restored:
+    return restore_checkpoint(store, step, concurrency=2)
+
+
+def payload_array(data: bytes) -> np.ndarray:
+    return np.frombuffer(data, dtype=np.uint8).copy()
+
+
+def payload_bytes(arr: Any) -> bytes:
+    return bytes(np.asarray(arr, dtype=np.uint8).tobytes())
+
+
+def role_main(role: str, argv: list[str] | None, fn: Any) -> int:
+    """``python -m steps.regional_<role> --config FILE``: run, map errors to exit codes, one
+    line on stderr for a failure (no traceback)."""
+    import argparse
+    import logging
+    import sys
+
+    from burst.errors import BurstError
+
+    parser = argparse.ArgumentParser(prog=f"steps.regional_{role}")
+    parser.add_argument("--config", required=True, type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        cfg = RoleConfig.load(args.config)
+        fn(cfg)
+    except BurstError as exc:
+        print(f"burst regional {role}: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    return 0

@@ -1,0 +1,197 @@
+"""The regional runtime end to end: real processes (aggregator and one worker per region),
+one store per region, every cross-region byte through the link emulator.
+
+Each run trains the quickstart's small MLP for 3 rounds of 4 local steps. Fault runs use the
+named fault points of the role configs (``burst.faults.regional``), never a timer.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from burst.documents.regional import RegionalReport
+from burst.errors import BadInputError
+from burst.regional.localrun import RegionalOptions, run_regional
+from burst.regional.runtime import RoleConfig
+from burst.regional.stores import SHARD_KEY, read_link_log
+from burst.spec import load_spec
+from burst.storage.base import ObjectMissing
+from burst.storage.local import LocalStore
+from tests.regional.regional_specs import THREE, TWO, regional_spec
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+BurstCli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def _cli_run(burst_cli: BurstCli, spec: Path, root: Path, run_id: str) -> dict[str, Any]:
+    proc = burst_cli(["run", str(spec), "--runs-root", str(root), "--run-id", run_id])
+    report = root / run_id / "report.json"
+    assert report.exists(), proc.stderr
+    doc = json.loads(report.read_text())
+    assert proc.returncode == 0, (proc.stderr, doc.get("failure"))
+    return dict(doc)
+
+
+def _check_complete(doc: dict[str, Any], regions: list[str]) -> None:
+    report = RegionalReport.model_validate(doc)  # the document's own model, strictly
+    assert report.status == "succeeded"
+    assert report.rounds_completed == report.rounds_planned == 3
+    assert [r.round for r in report.rounds] == [0, 1, 2]
+    assert sorted(report.provisioned) == sorted(regions)
+    assert sorted(report.torn_down) == sorted(regions)
+    assert report.final_weights_sha256
+    for r in report.rounds:
+        assert r.loss is not None and r.delta_bytes > 0 and r.update_bytes > 0
+
+
+def _check_shards_stay_home(run_dir: Path, regions: list[str], agg: str) -> None:
+    """No byte of a shard leaves its region: every store and the whole link log."""
+    stores = run_dir / "stores"
+    assert sorted(p.name for p in stores.iterdir()) == sorted([*regions, f"{agg}-exchange"])
+    shard_bytes = {}
+    for region in regions:
+        store = LocalStore(stores / region)
+        shard_bytes[region] = store.get_bytes(SHARD_KEY)
+        # a region's store holds its shard and its worker's own state, nothing else
+        heads = {info.key.split("/", 1)[0] for info in store.list()}
+        assert heads <= {"shard", "worker"}, heads
+    assert len(set(shard_bytes.values())) == len(regions)  # each region its own shard
+    exchange = LocalStore(stores / f"{agg}-exchange")
+    heads = {info.key.split("/", 1)[0] for info in exchange.list()}
+    assert heads == {"aggregator", "deltas", "global", "updates"}, heads
+    # no object anywhere outside a region's own store holds a shard's bytes
+    for path in exchange.root.rglob("*"):
+        if path.is_file():
+            assert path.read_bytes() not in shard_bytes.values()
+    records = read_link_log(run_dir / "links.jsonl")
+    assert records, "the link log is empty"
+    for rec in records:
+        if rec["kind"] == "shard":
+            assert rec["src"] == rec["dst"], rec  # read inside its region only
+    shard_reads = [r for r in records if r["kind"] == "shard"]
+    assert sorted(r["src"] for r in shard_reads) == sorted(regions)
+    sizes = {r["src"]: r["bytes"] for r in shard_reads}
+    assert sizes == {r: len(b) for r, b in shard_bytes.items()}
+    crossing = [r for r in records if r["src"] != r["dst"]]
+    assert {r["kind"] for r in crossing} <= {"delta", "update", "global"}
+    assert all(agg in (r["src"], r["dst"]) for r in crossing)  # a star around the aggregator
+
+
+def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
+    spec = regional_spec(tmp_path, TWO)
+    doc = _cli_run(burst_cli, spec, tmp_path / "runs", "two")
+    regions = list(TWO)
+    _check_complete(doc, regions)
+    _check_shards_stay_home(tmp_path / "runs" / "two", regions, "ap-southeast-1")
+    _check_worker_cannot_read_another_region(tmp_path / "runs" / "two")
+    links = doc["links"]
+    # me-central-1 <-> ap-southeast-1 is a cross-continent link: priced, and time was spent
+    assert links["egress_usd"] > 0 and links["link_seconds"] > 0.1
+    assert links["shard_bytes_crossing"] == 0
+    # a worker in sync fetches the compressed update, not the global weights
+    worker = json.loads((tmp_path / "runs" / "two" / "worker-me-central-1.json").read_text())
+    assert [r["next_from"] for r in worker["rounds"]] == ["update"] * 3
+    # every round: me-central-1's delta up, the update down (the aggregation region's own
+    # worker moves nothing across); the first global checkpoint is read once
+    per_round = [r["delta_bytes"] // 2 + r["update_bytes"] for r in doc["rounds"]]
+    # measured per round on the link log: after round 0 (which also fetches the first global
+    # checkpoint in full) a round moves the two compressed payloads and a little metadata
+    assert sum(r["bytes_crossing"] for r in doc["rounds"]) == links["bytes_crossing"]
+    for r, payload in zip(doc["rounds"][1:], per_round[1:], strict=True):
+        assert payload <= r["bytes_crossing"] <= 1.1 * payload, (r, payload)
+    assert links["bytes_by_kind"]["delta"] >= sum(r["delta_bytes"] // 2 for r in doc["rounds"])
+    assert links["bytes_crossing"] >= sum(per_round)
+
+
+def test_burst_run_three_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
+    spec = regional_spec(tmp_path, THREE, name="regional-three")
+    doc = _cli_run(burst_cli, spec, tmp_path / "runs", "three")
+    regions = list(THREE)
+    _check_complete(doc, regions)
+    for r in doc["rounds"]:
+        assert sorted(r["accepted"]) == sorted(regions)
+    _check_shards_stay_home(tmp_path / "runs" / "three", regions, "ap-southeast-1")
+
+
+def _run(
+    tmp_path: Path, spec: Path, name: str, faults: dict[str, dict[str, str]]
+) -> RegionalReport:
+    opts = RegionalOptions(time_scale=0.0, faults=faults, wait_limit_s=120)
+    return run_regional(load_spec(spec), spec, tmp_path / name, name, opts)
+
+
+def test_preempted_worker_and_killed_aggregator_end_as_an_undisturbed_run(
+    tmp_path: Path,
+) -> None:
+    """A worker SIGKILLed mid-round rejoins from the newest global checkpoint and its own
+    state; the aggregator SIGKILLed between rounds, and once between its state commit and the
+    global commit, restarts from its last committed round. The batches are a function of
+    (seed, region, round), so the final weights equal those of a run without faults."""
+    spec = regional_spec(tmp_path, TWO)
+    clean = _run(tmp_path, spec, "clean", {})
+    faulty = _run(
+        tmp_path,
+        spec,
+        "faulty",
+        {
+            "worker:me-central-1": {"worker-mid-round@me-central-1@1": "kill"},
+            "aggregator:ap-southeast-1": {
+                "aggregator-after-commit@1": "kill",
+                "aggregator-between-commits@2": "kill",
+            },
+        },
+    )
+    for report in (clean, faulty):
+        _check_complete(report.to_json(), list(TWO))
+    attempts = {(a.role, a.region): a.exit_codes for a in faulty.attempts}
+    assert attempts[("worker", "me-central-1")] == [-9, 0]
+    assert attempts[("aggregator", "ap-southeast-1")] == [-9, -9, 0]
+    assert attempts[("worker", "ap-southeast-1")] == [0]
+    assert faulty.final_weights_sha256 == clean.final_weights_sha256
+    assert [r.accepted for r in faulty.rounds] == [r.accepted for r in clean.rounds]
+
+
+def test_late_worker_round_completes_without_it(tmp_path: Path) -> None:
+    """me-central-1 holds its round-1 delta 8 s; the round deadline is 1 s: round 1 is
+    aggregated without it (late), its late delta is never applied (max_staleness 0), and it
+    rejoins from the newest global checkpoint."""
+    spec = regional_spec(tmp_path, TWO, deadline_s=1)
+    report = _run(
+        tmp_path,
+        spec,
+        "late",
+        {"worker:me-central-1": {"worker-before-delta@me-central-1@1": "sleep:8"}},
+    )
+    _check_complete(report.to_json(), list(TWO))
+    r1 = report.rounds[1]
+    assert r1.accepted == ["ap-southeast-1"] and r1.late == ["me-central-1"]
+    for r in report.rounds:
+        assert all(v == 0 for v in r.staleness.values())  # nothing older was ever applied
+        assert "me-central-1" not in r.accepted or r.round == 0 or r.round > 1
+    worker = json.loads((tmp_path / "late" / "worker-me-central-1.json").read_text())
+    assert worker["rounds"][1]["round"] == 1
+    assert worker["rounds"][1]["next_from"] == "global checkpoint"  # it skipped a round
+
+
+def _check_worker_cannot_read_another_region(run_dir: Path) -> None:
+    other = run_dir / "stores" / "me-central-1"
+    cfg = RoleConfig.load(run_dir / "worker-ap-southeast-1.config.json")
+    text = (run_dir / "worker-ap-southeast-1.config.json").read_text()
+    assert str(other) not in text and "me-central-1-" not in text  # no path to B's store
+    assert cfg.region_store is not None
+    own = LocalStore(cfg.region_store["root"])
+    exchange = LocalStore(cfg.exchange_store["root"])
+    b_shard = LocalStore(other).get_bytes(SHARD_KEY)
+    # what A's worker can open: its own shard (not B's) and the exchange store (no shard)
+    assert own.get_bytes(SHARD_KEY) != b_shard
+    with pytest.raises(ObjectMissing):
+        exchange.get_bytes(SHARD_KEY)
+    with pytest.raises(BadInputError, match="not a relative"):  # no climbing out of a store
+        own.get_bytes("../me-central-1/" + SHARD_KEY)
