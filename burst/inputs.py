@@ -38,12 +38,13 @@ QUOTE_CHARS = 60
 
 def short(value: Any, limit: int = QUOTE_CHARS) -> str:
     """``repr(value)``, cut to ``limit`` characters (a 20 MB value is not echoed back)."""
+    size = _size(value)
     if isinstance(value, str | bytes) and len(value) > limit * 4:
         value = value[: limit * 4]  # repr of a huge string is not even built
     text = repr(value)
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}... ({_size(value)})"
+    return f"{text[:limit]}... ({size})"
 
 
 def clip(text: str, limit: int = 160) -> str:

@@ -209,8 +209,10 @@ class Settings:
         "the limit of one Terraform apply or destroy, in seconds", shown="`7200`",
     )  # fmt: skip
     target = Var(
-        "BURST_TARGET", _choice("local", "aws"), "local",
-        "`aws`: teardown's leak scan also lists tagged resources in the run's region",
+        "BURST_TARGET", _choice("local", "aws", "gcp", "azure", "nebius", "cloud"), "local",
+        "not `local`: teardown's leak scan also asks the run's cloud for what carries its run "
+        "id (aws: listed; gcp/azure/nebius: `unverified-scan` unless the provider's client "
+        "answers)",
         shown="`local`",
     )  # fmt: skip
     reap_regions = Var(

@@ -44,6 +44,40 @@ SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit
 STEPS_MAX = 10**9
 GB_MAX = 1e7  # 10 PB
 STR_MAX = 4096  # characters in any text field
+# The tags every resource carries (owner, team, cost centre) must be valid tag values on every
+# provider, or the apply fails after renting started: AWS allows at most 256 letters, digits,
+# spaces and _ . : / = + - @ (docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html,
+# "Tag naming limits"); GCP labels are normalised from them by the stack. Not blank.
+TAG_VALUE_RE = r"^[\p{L}\p{N}_.:/=+\-@][\p{L}\p{Z}\p{N}_.:/=+\-@]*$"
+TAG_MAX = 256
+# Characters no field may hold: C0/C1 controls (a newline or NUL in a URI or a tag breaks the
+# tools it is passed to) and the bidirectional overrides that make text read other than it is.
+_INVISIBLE = {
+    *range(0x00, 0x20),
+    *range(0x7F, 0xA0),
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+}
+
+
+def _hidden_character(value: Any) -> str | None:
+    """The first control or bidi-override character in a string (keys and items too)."""
+    if isinstance(value, str):
+        for ch in value:
+            if ord(ch) in _INVISIBLE:
+                return f"U+{ord(ch):04X}"
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _hidden_character(k) or _hidden_character(v)
+            if found:
+                return found
+    if isinstance(value, list | tuple):
+        for item in value:
+            found = _hidden_character(item)
+            if found:
+                return found
+    return None
 
 
 class Strict(BaseModel):
@@ -54,6 +88,14 @@ class Strict(BaseModel):
         allow_inf_nan=False,
         str_max_length=STR_MAX,
     )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_hidden_characters(cls, v: Any) -> Any:
+        found = _hidden_character(v)
+        if found:
+            raise ValueError(f"contains the control character {found} (not allowed in a spec)")
+        return v
 
 
 class DataClass(StrEnum):
@@ -123,6 +165,13 @@ class Data(Strict):
         description="Transfer safeguards on record (e.g. scc, bcr, consent, tia, cbpr).",
     )
 
+    @field_validator("uri")
+    @classmethod
+    def _uri_scheme(cls, v: str) -> str:
+        if not re.match(r"^(s3://[^/?#]|file://.)", v):
+            raise ValueError("must be s3://BUCKET[/PREFIX] or file://PATH")
+        return v
+
     @field_validator("shards")
     @classmethod
     def _shards_match_the_dataset(
@@ -142,7 +191,7 @@ class Data(Strict):
 
 
 class ModelInfo(Strict):
-    parameters: Float = Field(gt=0, le=1e15, description="Parameter count.")
+    parameters: Float = Field(ge=1, le=1e15, description="Parameter count.")
     trainable_fraction: Float = Field(
         default=1.0,
         gt=0,
@@ -176,7 +225,7 @@ class Compute(Strict):
     )
     mtbf_hours: Float | None = Field(
         default=None,
-        gt=0,
+        ge=1e-4,
         le=1e5,
         description="Override the catalog's mean time between preemptions.",
     )
@@ -312,7 +361,7 @@ class Training(Strict):
     )
     step_seconds: Float | None = Field(
         default=None,
-        gt=0,
+        ge=1e-6,
         le=86400,
         description="Measured seconds per step on the target GPUs (planning).",
     )
@@ -322,13 +371,13 @@ class Training(Strict):
         le=10**8,
         description="Tokens (or positions) per sample (planning estimate).",
     )
-    nodes: int = Field(
+    nodes: Int = Field(
         default=1,
         ge=1,
         le=512,
         description="Nodes the train step runs on (ranks: nodes x processes_per_node).",
     )
-    processes_per_node: int = Field(
+    processes_per_node: Int = Field(
         default=1,
         ge=1,
         le=64,
@@ -355,10 +404,10 @@ class Training(Strict):
 
 class Budget(Strict):
     max_usd: Float = Field(
-        gt=0, le=1e9, description="Refuse or stop a run whose cost exceeds this."
+        ge=0.01, le=1e9, description="Refuse or stop a run whose cost exceeds this."
     )
     max_hours: Float = Field(
-        gt=0, le=8760, description="Wall-clock limit (the workflow deadline), at most a year."
+        ge=0.01, le=8760, description="Wall-clock limit (the workflow deadline), at most a year."
     )
 
 
@@ -385,16 +434,7 @@ class Storage(Strict):
     @field_validator("checkpoint_uri", "replica_uri")
     @classmethod
     def _scheme(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        if not re.match(r"^(s3|file)://.+", v):
-            raise ValueError("must start with s3:// or file://")
-        if v.startswith("s3://") and not S3_URI_RE.match(v):
-            raise ValueError(
-                "must be s3://BUCKET[/PREFIX] with a bucket name (3-63 lowercase letters, "
-                "digits, dots, hyphens)"
-            )
-        return v
+        return v if v is None else _check_uri(v)
 
     @field_validator("replica_uri")
     @classmethod
@@ -413,6 +453,18 @@ class Storage(Strict):
         return v
 
 
+def _check_uri(v: str) -> str:
+    """A data or store URI: s3://BUCKET[/PREFIX] or file://PATH (what burst can read)."""
+    if not re.match(r"^(s3|file)://.+", v):
+        raise ValueError("must start with s3:// or file://")
+    if v.startswith("s3://") and not S3_URI_RE.match(v):
+        raise ValueError(
+            "must be s3://BUCKET[/PREFIX] with a bucket name (3-63 lowercase letters, "
+            "digits, dots, hyphens)"
+        )
+    return v
+
+
 def _store_root(uri: str) -> str:
     """A store URI normalised for comparison (no trailing slash, no ``.`` or ``..``)."""
     scheme, _, rest = uri.partition("://")
@@ -428,9 +480,17 @@ class BurstJob(Strict):
 
     api_version: Literal["burst/v1"] = Field(default="burst/v1", alias="apiVersion")
     name: str = Field(pattern=NAME_RE, description="DNS-style name, at most 40 characters.")
-    owner: str = Field(min_length=1, description="Person responsible (becomes a tag).")
-    team: str = Field(min_length=1, description="Team (a tag; also the GPU quota semaphore).")
-    cost_centre: str = Field(min_length=1, description="Cost centre (a tag).")
+    owner: str = Field(
+        pattern=TAG_VALUE_RE, max_length=TAG_MAX, description="Person responsible (becomes a tag)."
+    )
+    team: str = Field(
+        pattern=TAG_VALUE_RE,
+        max_length=TAG_MAX,
+        description="Team (a tag; also the GPU quota semaphore).",
+    )
+    cost_centre: str = Field(
+        pattern=TAG_VALUE_RE, max_length=TAG_MAX, description="Cost centre (a tag)."
+    )
     priority: Priority = Field(default=Priority.normal)
     experiment: str | None = Field(default=None, description="Experiment label for metrics.")
     organization: Organization
@@ -537,6 +597,11 @@ def _describe(err: ErrorDetails) -> str:
     if kind == "extra_forbidden":
         return "unknown field (not part of the spec; see `burst schema`)"
     msg = str(err["msg"]).removeprefix("Value error, ")
+    if kind == "string_pattern_mismatch" and (err.get("ctx") or {}).get("pattern") == TAG_VALUE_RE:
+        msg = (
+            "must be a cloud tag value: letters, digits, spaces and _ . : / = + - @ only, "
+            "not starting with a space (AWS tag rules)"
+        )
     if (
         "input" in err
         and kind not in ("model_type", "dict_type")

@@ -23,6 +23,9 @@ class RegionalRound(Detail):
     update_bytes: int  # the compressed update, once (each worker fetches it)
     loss: float | None  # token-weighted mean of the accepted workers' training loss
     loss_by_region: dict[str, float]
+    # measured on the link log: every byte that crossed regions while this round was worked
+    # on (deltas up, the update or a global checkpoint down, manifests included)
+    bytes_crossing: int | None = None
 
 
 class RegionAttempts(Detail):

@@ -311,11 +311,15 @@ def read_metric_files(paths: Iterable[Path]) -> MetricTotals:
     (a report must render from whatever a crashed run left behind)."""
     from prometheus_client.parser import text_string_to_metric_families
 
+    from burst.errors import BadInputError
+    from burst.inputs import read_text
+
     totals = MetricTotals()
     for path in sorted(paths):
-        try:
-            families = list(text_string_to_metric_families(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
+        try:  # bounded: a FIFO or a device among the metric files does not block the report
+            text = read_text(path, what="metric file")
+            families = list(text_string_to_metric_families(text))
+        except (BadInputError, ValueError) as exc:
             log.warning("skipping metric file %s: %s", path, exc)
             continue
         totals.files.append(str(path))

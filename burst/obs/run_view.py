@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from burst.documents import ATTEMPTS_FILE, DocumentError, RunReport, TrainAttempt, parse_document
 from burst.errors import EXIT_PREEMPTED, BadInputError
+from burst.inputs import load_yaml_file, parse_json, read_bytes, read_text
 from burst.obs import events as ev
 from burst.obs.metrics import MetricTotals, metrics_dir, read_metric_files
 from burst.runs import RUN_ID_RE, runs_root
+
+LOG_MAX_BYTES = 64 << 20  # a step log read for its JSON-line records
 
 log = logging.getLogger(__name__)
 
@@ -504,9 +505,11 @@ def _read_log_events(logs: Path) -> dict[str, list[dict[str, Any]]]:
         return out
     for path in sorted(logs.glob("*.log")):
         recs: list[dict[str, Any]] = []
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        try:  # bounded: a FIFO or a device in the run directory does not block the report
+            text = read_bytes(path, what="step log", max_bytes=LOG_MAX_BYTES).decode(
+                "utf-8", errors="replace"
+            )
+        except BadInputError:
             continue
         for line in text.splitlines():
             line = line.strip()
@@ -514,7 +517,7 @@ def _read_log_events(logs: Path) -> dict[str, list[dict[str, Any]]]:
                 continue
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, nested too deep, a huge number
                 continue
             if not isinstance(rec, dict):
                 continue
@@ -528,12 +531,12 @@ def _read_log_events(logs: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def _read_json(path: Path, warnings: list[str]) -> dict[str, Any]:
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return {}
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        warnings.append(f"{path.name}: unreadable ({exc})")
+    try:  # bounded and strict, like every input (burst.inputs)
+        doc = parse_json(read_text(path, what="run document"), path.name, what="run document")
+    except BadInputError as exc:
+        warnings.append(f"{path.name}: unreadable ({exc.one_line()})")
         return {}
     if not isinstance(doc, dict):
         warnings.append(f"{path.name}: not a JSON object")
@@ -542,11 +545,11 @@ def _read_json(path: Path, warnings: list[str]) -> dict[str, Any]:
 
 
 def _read_yaml(path: Path, warnings: list[str]) -> dict[str, Any]:
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return {}
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        doc = load_yaml_file(path, what="run's spec")
+    except BadInputError:
         warnings.append(f"{path.name}: unreadable YAML")
         return {}
     return doc if isinstance(doc, dict) else {}

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from burst.errors import BadInputError
-from burst.inputs import read_text, short
+from burst.inputs import parse_json, read_text, short
 from burst.plan.interval import choose_interval
 
 log = logging.getLogger(__name__)
@@ -404,16 +404,14 @@ def young_daly_report(
 def read_trace(path: str | Path) -> list[float]:
     """Pre-emption times in seconds from the start: one number a line (``#`` comments), or a
     JSON list. One clear line on a bad file."""
-    import json
 
     p = Path(path)
     text = read_text(p, what="trace")  # bounded: file type and size
     times: list[float] = []
     if text.lstrip().startswith("["):
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BadInputError(f"not valid JSON: {exc.msg}", where=f"{p}:{exc.lineno}") from None
+        raw = parse_json(text, str(p), what="trace")  # strict: depth, 64-bit ints, NaN
+        if not isinstance(raw, list):
+            raise BadInputError("a JSON trace must be a list of seconds", where=str(p))
         for i, v in enumerate(raw):
             if (
                 isinstance(v, bool)

@@ -260,11 +260,31 @@ def _goodput(
     interval_s: float,
     opts: PlanOptions,
 ) -> goodput.Summary:
+    """The simulated goodput; a workload the simulator cannot take (a run of more than
+    goodput.MAX_SECONDS) is one line naming the spec fields it is derived from."""
+    try:
+        return _simulate_goodput(work, mtbf_s, notice_s, restart_s, interval_s, opts)
+    except BadInputError as exc:
+        raise BadInputError(
+            "the spec's workload cannot be planned (it comes from training.steps, "
+            "model.parameters, training.step_seconds or tokens_per_sample, compute.mtbf_hours "
+            f"and the catalog): {exc.message}"
+        ) from None
+
+
+def _simulate_goodput(
+    work: Workload,
+    mtbf_s: float,
+    notice_s: float,
+    restart_s: float,
+    interval_s: float,
+    opts: PlanOptions,
+) -> goodput.Summary:
     params = goodput.SimParams(
         mtbf_s=mtbf_s,
         notice_s=notice_s,
         checkpoint_cost_s=work.checkpoint_cost_s,
-        step_s=work.step_s,
+        step_s=max(work.step_s, goodput.MIN_STEP_S),  # the simulation's finest step
         upload_s=work.upload_s,
         restart_s=restart_s,
         work_s=max(work.compute_s, 1e-9),
@@ -278,7 +298,7 @@ def _goodput(
             mtbf_s=mtbf_s,
             notice_s=notice_s,
             checkpoint_cost_s=work.checkpoint_cost_s * scale,
-            step_s=work.step_s * scale,
+            step_s=max(work.step_s, goodput.MIN_STEP_S) * scale,
             upload_s=work.upload_s,
             restart_s=restart_s,
             work_s=work.compute_s,

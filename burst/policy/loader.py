@@ -146,7 +146,7 @@ def policy_sha256(root: str | Path) -> str:
 def _display(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
+    except (ValueError, OSError, RuntimeError):  # elsewhere; a symlink loop (3.12: RuntimeError)
         return str(path)
 
 
@@ -311,7 +311,10 @@ def load_policies(root: str | Path | None = None) -> PolicySet:
         )
     facts = {name: _validate(root / name, model) for name, model in FACT_FILES.items()}
     settings_path = root / SETTINGS_FILE
-    settings = _validate(settings_path, Settings) if settings_path.is_file() else Settings()
+    # present but not a readable regular file (a FIFO, a directory, a dangling link): refused by
+    # the bounded reader, never silently replaced by the defaults (fail closed)
+    present = settings_path.exists() or settings_path.is_symlink()
+    settings = _validate(settings_path, Settings) if present else Settings()
 
     exceptions: list[PolicyException] = []
     exception_files: dict[str, Path] = {}

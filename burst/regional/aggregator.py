@@ -120,6 +120,7 @@ def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
             history[-1]["aggregator_restarted_after"] = True
 
     while round_ < cfg.rounds:
+        links.round = round_
         started = time.monotonic()
         deadline = started + rs.round_deadline_s
         limit = started + cfg.wait_limit_s

@@ -125,6 +125,7 @@ class LinkLog:
         self.emulator = LinkEmulator(links, time_scale=time_scale)
         self.path = path
         self.role = role
+        self.round: int | None = None  # the round the process is working on (set by it)
         self._lock = threading.Lock()
 
     def transfer(self, src: str, dst: str, nbytes: int, kind: str) -> TransferRecord:
@@ -132,6 +133,7 @@ class LinkLog:
             rec = self.emulator.transfer(src, dst, nbytes, kind)
             line = {
                 "role": self.role,
+                "round": self.round,
                 "src": rec.src,
                 "dst": rec.dst,
                 "kind": rec.kind,

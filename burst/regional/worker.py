@@ -136,6 +136,7 @@ def run_worker(cfg: RoleConfig) -> dict[str, Any]:
     region_index = cfg.regions.index(region)
 
     round_ = _wait_for(lambda: newest_step(global_store), cfg, "global checkpoint")
+    links.round = round_
     global_params = {k: v for k, v in read(global_store, round_).state["weights"].items()}
     _load(model, global_params)
     mine = newest_step(local)
@@ -159,6 +160,7 @@ def run_worker(cfg: RoleConfig) -> dict[str, Any]:
             global_params = dict(read(global_store, round_).state["weights"])
             _load(model, global_params)
             continue
+        links.round = round_  # the fetch of the next global round counts to this round
         n = steps_in_round(round_, job.training.steps, cfg.local_steps)
         gen = torch.Generator().manual_seed(
             job.training.seed * 1_000_003 + region_index * 7919 + round_

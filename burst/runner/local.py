@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from burst import checkout, faults
 from burst.documents.report import WorkflowResult
 from burst.errors import BadInputError
@@ -55,12 +53,9 @@ Event = Callable[[str, str, dict[str, Any]], None]
 
 
 def load_manifest(path: Path) -> dict[str, Any]:
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BadInputError(f"cannot read {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise BadInputError(f"{path} is not valid YAML: {exc}") from None
+    from burst.inputs import load_yaml_file
+
+    doc = load_yaml_file(path, what="workflow template")  # bounded: no FIFO, no alias bomb
     if not isinstance(doc, dict):
         raise BadInputError(f"{path}: not a manifest (a mapping)")
     return doc

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from burst.errors import BadInputError, PolicyRefusal
+from burst.inputs import load_yaml_file
 
 REQUIREMENTS_FILE = "gpu-requirements.yaml"
 LABELS = {
@@ -57,12 +56,9 @@ class Requirements:
 
 
 def load_requirements(path: Path) -> Requirements:
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInputError(f"GPU requirements {path} not found") from None
-    except yaml.YAMLError as exc:
-        raise BadInputError(f"GPU requirements {path} is not valid YAML: {exc}") from None
+    if not path.exists() and not path.is_symlink():
+        raise BadInputError(f"GPU requirements {path} not found")
+    doc = load_yaml_file(path, what="GPU requirements file")  # bounded, like every input
     if not isinstance(doc, dict) or doc.get("version") != 1:
         raise BadInputError("must be a mapping with version: 1", where=str(path))
     table = doc.get("cuda_min_driver")

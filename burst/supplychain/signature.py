@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from burst.errors import BadInputError
+from burst.inputs import read_bytes
 from burst.supplychain.store import OCI_CONFIG, OCI_MANIFEST, sha256_digest
 
 SIMPLE_SIGNING = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -79,14 +80,17 @@ def parse_payload(data: bytes) -> Payload | None:
 
 # -- keys --------------------------------------------------------------------------------------
 
+KEY_MAX_BYTES = 64 << 10  # a PEM key is a few hundred bytes
+
 
 def load_public_key(path: Path, name: str | None = None) -> ec.EllipticCurvePublicKey:
     """A PEM public key (cosign.pub format); it must be ECDSA P-256."""
     label = name or path.name
+    if not path.exists() and not path.is_symlink():
+        raise BadInputError(f"public key {label}: file {path} not found")
+    data = read_bytes(path, what=f"public key {label}", max_bytes=KEY_MAX_BYTES)  # bounded
     try:
-        key = serialization.load_pem_public_key(path.read_bytes())
-    except FileNotFoundError:
-        raise BadInputError(f"public key {label}: file {path} not found") from None
+        key = serialization.load_pem_public_key(data)
     except (ValueError, UnsupportedAlgorithm) as exc:
         raise BadInputError(f"public key {label} ({path}) is not a PEM public key: {exc}") from None
     if not isinstance(key, ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
@@ -97,10 +101,9 @@ def load_public_key(path: Path, name: str | None = None) -> ec.EllipticCurvePubl
 def load_private_key(path: Path) -> ec.EllipticCurvePrivateKey:
     """A PEM private key (PKCS#8 or SEC1, optionally encrypted; password from the environment:
     BURST_SIGNING_KEY_PASSWORD or COSIGN_PASSWORD). It must be ECDSA P-256."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise BadInputError(f"signing key {path} not found") from None
+    if not path.exists() and not path.is_symlink():
+        raise BadInputError(f"signing key {path} not found")
+    data = read_bytes(path, what="signing key", max_bytes=KEY_MAX_BYTES)  # bounded: no FIFO
     if b"SIGSTORE PRIVATE KEY" in data or b"COSIGN PRIVATE KEY" in data:
         raise BadInputError(
             f"signing key {path} is in cosign's encrypted format; sign with cosign itself, or "

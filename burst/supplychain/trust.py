@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from burst.errors import BadInputError, PolicyRefusal
+from burst.inputs import load_yaml_file
 from burst.policy.location import keys_dir, policy_dir
 from burst.supplychain.reference import normalise_repository
 from burst.supplychain.signature import fingerprint, load_public_key
@@ -105,12 +105,9 @@ def load_trust(directory: Path | None = None) -> TrustPolicy:
     """Load and check ``trust.yaml`` and every key it names; BadInputError on any defect."""
     base = directory or keys_dir()
     path = base / TRUST_FILE
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BadInputError(f"trust policy {path} not found (no key is trusted)") from None
-    except yaml.YAMLError as exc:
-        raise BadInputError(f"trust policy {path} is not valid YAML: {exc}") from None
+    if not path.exists() and not path.is_symlink():
+        raise BadInputError(f"trust policy {path} not found (no key is trusted)")
+    doc = load_yaml_file(path, what="trust policy")  # bounded: file type, size, aliases, keys
     if not isinstance(doc, dict):
         raise BadInputError("must be a mapping with keys: and rules:", where=str(path))
     if doc.get("version") != 1:
@@ -143,8 +140,11 @@ def _load_key(path: Path, base: Path, name: Any, entry: Any) -> TrustedKey:
         raise BadInputError("key names are lowercase letters, digits, '-', '_', '.'", where=where)
     if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
         raise BadInputError("must be a mapping with file: <name>.pub", where=where)
-    key_path = (base / entry["file"]).resolve()
-    if base.resolve() not in key_path.parents:
+    try:
+        key_path, inside = (base / entry["file"]).resolve(), base.resolve()
+    except (OSError, RuntimeError):  # a symlink loop (3.12: RuntimeError)
+        raise BadInputError(f"file {entry['file']!r}: a symlink loop", where=where) from None
+    if inside not in key_path.parents:
         raise BadInputError(f"file {entry['file']!r} must be inside {base}", where=where)
     try:
         key = load_public_key(key_path, name)

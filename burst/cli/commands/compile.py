@@ -29,6 +29,7 @@ def command(out_dir: Path, check: bool) -> None:
     the tests fail when they drift. Every manifest is linted before it is written.
     """
     from burst.errors import BadInputError
+    from burst.outputs import write_output
     from burst.runner.lint import lint
     from pipelines.build import manifest, render_all
 
@@ -40,7 +41,7 @@ def command(out_dir: Path, check: bool) -> None:
     drift = []
     for filename, text in rendered.items():
         target = out_dir / filename
-        current = target.read_text(encoding="utf-8") if target.exists() else None
+        current = target.read_text(encoding="utf-8") if target.is_file() else None
         if current == text:
             click.echo(f"unchanged {target}")
             continue
@@ -48,8 +49,7 @@ def command(out_dir: Path, check: bool) -> None:
             drift.append(str(target))
             click.echo(f"differs   {target}")
             continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
+        write_output(target, text, option="--out DIR")
         click.echo(f"wrote     {target}")
     if drift:
         click.echo(f"{len(drift)} manifest(s) differ: run `make goldens`", err=True)

@@ -104,5 +104,7 @@ def kyverno(keys_dir: Path | None, out: Path | None) -> None:
     if out is None:
         click.echo(text, nl=False)
     else:
-        out.write_text(text, encoding="utf-8")
+        from burst.outputs import write_output
+
+        write_output(out, text, option="--out FILE")
         click.echo(f"wrote {out}")

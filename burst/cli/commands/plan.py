@@ -45,7 +45,11 @@ def _seconds(s: float) -> str:
     help="Rank by expected cost or by expected time.",
 )
 @click.option(
-    "--seed", type=int, default=0, show_default=True, help="Seed of the pre-emption simulation."
+    "--seed",
+    type=click.IntRange(0, 2**63 - 1),
+    default=0,
+    show_default=True,
+    help="Seed of the pre-emption simulation.",
 )
 @click.option(
     "--replicas",
@@ -72,7 +76,7 @@ def _seconds(s: float) -> str:
 )
 @click.option(
     "--sync-rounds",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, 10**9),
     default=None,
     help="Model syncs of regional-shard training (default: one per checkpoint interval).",
 )
@@ -138,6 +142,8 @@ def command(
 
 def _parse_shards(items: tuple[str, ...]) -> dict[str, float] | None:
     from burst.errors import BadInputError
+    from burst.inputs import short
+    from burst.spec import GB_MAX
 
     if not items:
         return None
@@ -148,8 +154,10 @@ def _parse_shards(items: tuple[str, ...]) -> dict[str, float] | None:
             size = float(gb)
         except ValueError:
             size = -1.0
-        if not sep or not region or not size >= 0 or size == float("inf"):
-            raise BadInputError(f"--shard {item!r}: expected REGION=GB with GB a number >= 0")
+        if not sep or not region or not 0 <= size <= GB_MAX:
+            raise BadInputError(
+                f"--shard {short(item)}: expected REGION=GB with GB a number from 0 to {GB_MAX:g}"
+            )
         if region in out:
             raise BadInputError(f"--shard: {region} is given twice")
         out[region] = size

@@ -12,6 +12,10 @@ import click
 
 from burst.errors import EXIT_REFUSED
 
+# --today: dates the fact ages and exception expiries can be reckoned from (year 1 overflowed)
+TODAY_MIN = dt.date(1970, 1, 1)
+TODAY_MAX = dt.date(2999, 12, 31)
+
 
 @click.command("preflight")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=str))
@@ -33,7 +37,8 @@ from burst.errors import EXIT_REFUSED
     "--today",
     type=click.DateTime(formats=["%Y-%m-%d"]),
     default=None,
-    help="Evaluate as of this date (exception expiry, fact age). Default: today (UTC).",
+    help="Evaluate as of this date (exception expiry, fact age), 1970-01-01 to 2999-12-31. "
+    "Default: today (UTC).",
 )
 @click.option(
     "--out",
@@ -52,17 +57,23 @@ def command(
     """Decide allow / review / deny for each candidate region and provider of SPEC."""
     from pathlib import Path
 
+    from burst.outputs import write_json_output
     from burst.policy import evaluate, first_reason, load_policies
-    from burst.runs import write_json_atomic
     from burst.spec import load_spec
 
+    if today is not None and not TODAY_MIN <= today.date() <= TODAY_MAX:
+        from burst.errors import BadInputError
+
+        raise BadInputError(
+            f"--today {today.date().isoformat()}: must be from {TODAY_MIN} to {TODAY_MAX}"
+        )
     job = load_spec(spec)
     policies = load_policies(policy_dir)
     record = evaluate(
         job, policies, today=today.date() if today else None, max_fact_age_days=max_fact_age_days
     )
     if out:
-        write_json_atomic(Path(out), record)
+        write_json_output(Path(out), record, option="--out FILE")
     if as_json:
         click.echo(json.dumps(record, indent=2, sort_keys=True))
     else:

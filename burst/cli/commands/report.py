@@ -25,18 +25,15 @@ import click
 def command(run: str, html_file: Path | None, as_json: bool, runs_root: Path | None) -> None:
     """Summarise RUN (a run id or a run directory): status, wall time per step, GPU hours,
     cost against budget, preemptions, checkpoints, egress and leaks."""
-    from burst.errors import BadInputError
     from burst.obs.report_html import render_html
     from burst.obs.report_text import render_text
     from burst.obs.run_view import load_run, resolve_run_dir
 
     view = load_run(resolve_run_dir(run, runs_root.resolve() if runs_root else None))
     if html_file is not None:
-        try:
-            html_file.parent.mkdir(parents=True, exist_ok=True)
-            html_file.write_text(render_html(view), encoding="utf-8")
-        except OSError as exc:
-            raise BadInputError(f"cannot write {html_file}: {exc.strerror}") from None
+        from burst.outputs import write_output
+
+        write_output(html_file, render_html(view), option="--html FILE")
     if as_json:
         click.echo(json.dumps(view.summary(), indent=2, sort_keys=True, default=str))
     else:

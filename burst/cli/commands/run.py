@@ -94,6 +94,10 @@ def command(
             f"--preempt-at-step {late[0]}: the spec trains {job.training.steps} steps; a "
             "preemption must come before the last one"
         )
+    if template is not None:  # read before anything is created for the run
+        from burst.runner.local import load_manifest
+
+        load_manifest(template)
     rid = check_run_id(run_id) if run_id else new_run_id(job.name)
     paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
     try:

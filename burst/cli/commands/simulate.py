@@ -108,8 +108,8 @@ def command(
 
     from burst.errors import BadInputError
     from burst.inputs import MAX_INT
+    from burst.outputs import write_json_output
     from burst.plan.goodput import SimParams, read_trace, young_daly_report
-    from burst.runs import write_json_atomic
 
     if not 0 <= seed <= MAX_INT:
         raise BadInputError(f"--seed must be from 0 to {MAX_INT} (got {seed})")
@@ -129,7 +129,7 @@ def command(
     )
     doc = young_daly_report(params, interval_s=interval, seed=seed, replicas=replicas, trace=times)
     if out is not None:
-        write_json_atomic(out, doc)
+        write_json_output(out, doc, option="--out FILE")
     if as_json:
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
         return

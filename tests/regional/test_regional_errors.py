@@ -1,0 +1,104 @@
+"""A regional run's mistakes and broken remotes: one line, a documented exit code, no hang."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from burst.regional.localrun import run_links
+from burst.regional.runtime import RoleConfig
+from burst.spec import load_spec
+from burst.storage.local import LocalStore
+from tests.regional.regional_specs import REPO, TWO, regional_spec
+
+BurstCli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def test_burst_run_refuses_an_unset_local_steps(tmp_path: Path, burst_cli: BurstCli) -> None:
+    spec = regional_spec(tmp_path, TWO)
+    spec.write_text(spec.read_text().replace("local_steps: 4", "local_steps: null"))
+    proc = burst_cli(["run", str(spec), "--runs-root", str(tmp_path / "runs")])
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if "local_steps" in ln]
+    assert len(lines) == 1 and "planner" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not list((tmp_path / "runs").rglob("stores"))  # nothing provisioned
+
+
+def test_burst_run_refuses_the_train_graphs_fault_options(
+    tmp_path: Path, burst_cli: BurstCli
+) -> None:
+    spec = regional_spec(tmp_path, TWO)
+    proc = burst_cli(
+        ["run", str(spec), "--runs-root", str(tmp_path / "runs"), "--fail-at", "train"]
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "regional-sync" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _config(tmp_path: Path, role: str, region: str, **kw: object) -> Path:
+    spec = regional_spec(tmp_path, TWO)
+    job = load_spec(spec)
+    exchange = LocalStore(tmp_path / "exchange")
+    own = LocalStore(tmp_path / region)
+    cfg = RoleConfig(
+        spec=str(spec),
+        role=role,
+        region=region,
+        aggregation_region="ap-southeast-1",
+        regions=tuple(TWO),
+        local_steps=4,
+        rounds=3,
+        region_store=own.spec() if role == "worker" else None,
+        exchange_store=exchange.spec(),
+        links=tuple(run_links(job, list(TWO))),
+        link_log=str(tmp_path / "links.jsonl"),
+        time_scale=0.0,
+        state_dir=str(tmp_path / "scratch"),
+        **kw,  # type: ignore[arg-type]
+    )
+    path = tmp_path / f"{role}.json"
+    path.write_text(cfg.to_json())
+    return path
+
+
+def _role(module: str, config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", module, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.e2e
+def test_worker_without_its_shard_is_bad_input(tmp_path: Path) -> None:
+    """A region store with no shard: exit 2, one line naming the key and the store."""
+    config = _config(tmp_path, "worker", "me-central-1", wait_limit_s=5.0)
+    # (the shard is read first, before the worker waits for a global checkpoint)
+    proc = _role("steps.regional_worker", config)
+    assert proc.returncode == 2, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("burst regional worker:")]
+    assert len(errors) == 1 and "no shard at shard/shard.npz" in errors[0], proc.stderr
+    assert str(tmp_path / "me-central-1") in errors[0]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.e2e
+def test_aggregator_without_deltas_gives_up_as_infrastructure(tmp_path: Path) -> None:
+    """No worker ever delivers: after its wait limit the aggregator exits 4 (an
+    infrastructure fault, not bad input), one line naming the round."""
+    config = _config(tmp_path, "aggregator", "ap-southeast-1", wait_limit_s=1.0)
+    proc = _role("steps.regional_aggregator", config)
+    assert proc.returncode == 4, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("burst regional aggregator:")]
+    assert len(errors) == 1 and "no usable delta for round 0" in errors[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+    # round 0 (the initial weights) was committed before it gave up: a restart resumes there
+    assert (tmp_path / "exchange" / "global" / "manifests" / f"{0:012d}.weights.json").exists()
