@@ -200,3 +200,21 @@ def test_reap_against_a_silent_aws_endpoint_fails_in_one_line_and_does_not_hang(
         out = burst("reap", "--region", "us-east-1", "--runs-root", str(tmp_path), env=env)
     assert out.code == 4, (out.code, out.out, out.err)
     assert "AWS_ENDPOINT_URL" in out.err and "127.0.0.1" in out.err, out.err
+
+
+@pytest.mark.timeout(120)
+def test_status_against_a_silent_argo_server_fails_in_one_line_and_does_not_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    from burst.runner import argo
+
+    monkeypatch.setattr(argo, "ARGO_TIMEOUT_S", (1.0, 1.0))  # real: (10, 30) s
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        server = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        out = burst("status", "wf", "--no-follow", env={"ARGO_SERVER": server, "ARGO_TOKEN": "t"})
+    assert out.code == 4, (out.code, out.out, out.err)
+    assert len(out.lines) == 1 and "ARGO_SERVER" in out.err and "127.0.0.1" in out.err, out.err
