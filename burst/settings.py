@@ -209,8 +209,10 @@ class Settings:
         "the limit of one Terraform apply or destroy, in seconds", shown="`7200`",
     )  # fmt: skip
     target = Var(
-        "BURST_TARGET", _choice("local", "aws"), "local",
-        "`aws`: teardown's leak scan also lists tagged resources in the run's region",
+        "BURST_TARGET", _choice("local", "aws", "gcp", "azure", "nebius", "cloud"), "local",
+        "not `local`: teardown's leak scan also asks the run's cloud for what carries its run "
+        "id (aws: listed; gcp/azure/nebius: `unverified-scan` unless the provider's client "
+        "answers)",
         shown="`local`",
     )  # fmt: skip
     reap_regions = Var(
@@ -357,6 +359,12 @@ class Settings:
         "BURST_STEP_PACE_S", _seconds(0, inclusive=True), 0.0,
         "stretch every training step to at least this many seconds (a long run, for tests)",
         shown="`0`", audience=FAULT,
+    )  # fmt: skip
+    node_loss = Var(
+        "BURST_NODE_LOSS", _words, NO_WORDS,
+        "`STEP[@N][+SECONDS]`, comma-separated: `burst run` loses the node under STEP's N-th "
+        "pod (0 = first, retries and requeues counted) SECONDS (virtual) in",
+        shown="none", audience=FAULT,
     )  # fmt: skip
     checkpoint_fault = Var(
         "BURST_CHECKPOINT_FAULT", _text, "",

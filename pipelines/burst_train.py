@@ -225,13 +225,15 @@ def build() -> WorkflowTemplate:
             Parameter(
                 name="tf-stack",
                 value="aws",
-                description="Terraform stack: aws (terraform/stacks/burst-run, S3 state) or "
-                "local (the embedded emulation; what `burst run` uses)",
+                description="Terraform stack: aws (terraform/stacks/burst-run), gcp (gcp-run), "
+                "azure (azure-run), nebius (nebius-run), cloud (each candidate's provider picks "
+                "its stack) or local (the embedded emulation; what `burst run` uses)",
             ),
             Parameter(
                 name="tf-state-bucket",
                 value="",
-                description="S3 bucket of the runs' Terraform state (key from the run id)",
+                description="bucket of the runs' Terraform state (key from the run id); one name, "
+                "or per stack: aws=NAME,gcp=NAME,...",
             ),
             Parameter(name="tf-state-region", value="", description="the state bucket's region"),
             Parameter(

@@ -79,10 +79,11 @@ class AwsInventory:
     """Tagged resources of one AWS region (boto3; credentials from the environment only)."""
 
     def __init__(self, region: str, client_factory: Callable[..., Any] | None = None) -> None:
-        import boto3
+        from burst.infra.remote_errors import aws_client
 
         self.region = region
-        self._client = client_factory or (lambda svc: boto3.client(svc, region_name=region))
+        # bounded timeouts and retries: a silent endpoint fails the scan, never hangs it
+        self._client = client_factory or (lambda svc: aws_client(svc, region))
 
     # ----------------------------------------------------------------- listing
 

@@ -97,9 +97,9 @@ def _state_summary(doc: dict[str, Any]) -> tuple[int, dt.datetime | None]:
 def runs_in_s3_state_store(bucket: str, region: str, client: Any = None) -> list[StateRun]:
     """Runs whose state lives in the S3 backend (key ``burst/runs/<run-id>/terraform.tfstate``)
     and still holds resources."""
-    import boto3
+    from burst.infra.remote_errors import aws_client
 
-    s3 = client or boto3.client("s3", region_name=region)
+    s3: Any = client or aws_client("s3", region)  # bounded timeouts and retries
     out = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=STATE_PREFIX):
         for obj in page.get("Contents") or []:

@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from burst.errors import BadInputError, BurstError, InfraError
@@ -98,3 +99,24 @@ def aws_error(exc: Exception, what: str, region: str | None, region_from: str) -
     if isinstance(exc, be.BotoCoreError):
         return InfraError(f"{what}: {at}: {type(exc).__name__}: {clip(str(exc))}")
     raise exc
+
+
+# A silent endpoint (it accepts connections and never answers) must not hold a scan for ever:
+# botocore's defaults are 60 s to connect, 60 s per read and up to 5 attempts per call.
+AWS_CONNECT_TIMEOUT_S = 10
+AWS_READ_TIMEOUT_S = 20
+AWS_MAX_ATTEMPTS = 3
+
+
+def aws_client(service: str, region: str | None) -> Any:
+    """A boto3 client with bounded connect/read timeouts and retries (credentials and
+    AWS_ENDPOINT_URL from the environment, as boto3 reads them)."""
+    import boto3
+    from botocore.config import Config
+
+    cfg = Config(
+        connect_timeout=AWS_CONNECT_TIMEOUT_S,
+        read_timeout=AWS_READ_TIMEOUT_S,
+        retries={"max_attempts": AWS_MAX_ATTEMPTS, "mode": "standard"},
+    )
+    return boto3.client(service, region_name=region, config=cfg)

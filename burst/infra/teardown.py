@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import BurstError, InfraError
+from burst.infra import cloudscan
 from burst.infra.statelock import holders, parse_lock_error
 from burst.infra.terraform import Terraform
 from burst.infra.workspace import VARS_FILE, load_workspace, state_file
@@ -115,16 +116,19 @@ def run_region(workdir: Path) -> tuple[str | None, str | None]:
 
 
 def cloud_scan_enabled() -> bool:
-    """Scan the real cloud when the run targeted it: ``BURST_TARGET=aws``, or (see
-    ``leak_scan``) whenever the run's workspace is the aws stack, whatever the variable says."""
+    """Scan the real cloud when the run targeted it: ``BURST_TARGET`` other than ``local``, or
+    (see ``leak_scan``) whenever the run's workspace is a cloud stack, whatever the variable
+    says."""
     from burst.settings import current
 
-    return current().target == "aws"
+    return current().target != "local"
 
 
 def leak_scan(run_id: str, workdir: Path) -> list[dict[str, Any]]:
     """What of the run is still alive: resources left in the state, then (for a cloud target)
-    resources tagged burst:run-id=<run_id> in the run's region."""
+    resources tagged burst:run-id=<run_id> in the run's region. AWS is listed through its
+    APIs; GCP, Azure and Nebius through ``burst.infra.cloudscan``, which records an
+    ``unverified-scan`` leak when it cannot ask: an unknown state is never clean."""
     leaks: list[dict[str, Any]] = []
     remaining = count_state_resources(state_file(workdir))
     if remaining:
@@ -133,12 +137,25 @@ def leak_scan(run_id: str, workdir: Path) -> list[dict[str, Any]]:
         )
     provider, region = run_region(workdir)
     ws = load_workspace(workdir)
-    on_cloud = cloud_scan_enabled() or (ws is not None and ws.kind == "aws")
-    if on_cloud and provider == "aws" and region:
+    on_cloud = cloud_scan_enabled() or (ws is not None and ws.kind != "local")
+    if not on_cloud:
+        return leaks
+    if provider == "aws" and region:
         from burst.infra.leakscan import AwsInventory
 
         try:
             leaks += [r.describe() for r in AwsInventory(region).tagged(run_id)]
         except Exception as exc:  # an unreadable cloud is not "nothing left": fail closed
             raise InfraError(f"leak scan of {region} failed: {exc}") from exc
+    elif provider in cloudscan.SCANNED_PROVIDERS and region:
+        site = cloudscan.site_variables(ws.var_files(region) if ws is not None else [])
+        leaks += cloudscan.scan(provider, region, run_id, site)
+    elif ws is not None and ws.kind != "local":
+        leaks.append(
+            cloudscan.unverified(
+                provider or ws.kind,
+                region or "?",
+                f"the run's provider/region are unknown ({workdir / VARS_FILE} unreadable)",
+            )
+        )
     return leaks

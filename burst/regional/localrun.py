@@ -166,6 +166,11 @@ def run_regional(
     stores_dir, scratch, logs = run_dir / "stores", run_dir / "scratch", run_dir / "logs"
     for d in (stores_dir, scratch, logs):
         d.mkdir(parents=True, exist_ok=True)
+    # the processes read the run's own copy: editing the spec mid-run changes nothing, and a
+    # restarted role reads what the run started with
+    run_spec = run_dir / "spec.yaml"
+    if spec_path.resolve() != run_spec.resolve():
+        shutil.copyfile(spec_path, run_spec)
     link_log = run_dir / "links.jsonl"
     links = run_links(job, regions)
     (run_dir / "links.json").write_text(json.dumps(links, indent=1))
@@ -190,7 +195,7 @@ def run_regional(
             key = f"{role}:{region}"
             name = key.replace(":", "-")
             cfg = RoleConfig(
-                spec=str(spec_path),
+                spec=str(run_spec),
                 role=role,
                 region=region,
                 aggregation_region=agg,

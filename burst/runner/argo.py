@@ -78,11 +78,33 @@ def settings_from_env(namespace: str | None = None) -> ArgoSettings:
     )
 
 
+# Hera's service calls requests without a timeout: a server that accepts the connection and
+# never answers held `burst status --no-follow` (and finish, submit) for ever. Every call now
+# gives up after these (connect, read) seconds: InfraError (exit 4), or --max-outage retries.
+ARGO_TIMEOUT_S = (10.0, 30.0)
+
+
+def _timed_session() -> Any:
+    import requests
+
+    class TimedSession(requests.Session):
+        def request(self, method: Any, url: Any, *args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("timeout") is None:
+                kwargs["timeout"] = ARGO_TIMEOUT_S
+            return super().request(method, url, *args, **kwargs)
+
+    return TimedSession()
+
+
 def _service(s: ArgoSettings) -> Any:
     from hera.workflows import WorkflowsService
 
     return WorkflowsService(
-        host=s.server, token=s.token, namespace=s.namespace, verify_ssl=s.verify_ssl
+        host=s.server,
+        token=s.token,
+        namespace=s.namespace,
+        verify_ssl=s.verify_ssl,
+        session=_timed_session(),
     )
 
 

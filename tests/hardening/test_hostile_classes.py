@@ -172,3 +172,49 @@ def test_a_run_directory_with_a_fifo_and_garbage_still_reports(tmp_path: Path) -
     (run / "report.json").write_text("[" * 50_000 + "]" * 50_000)
     out = burst("report", "r1", "--runs-root", str(tmp_path / "runs"), "--json")
     assert out.code == 0, out.err
+
+
+# -- remote endpoints that accept a connection and never answer ----------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_reap_against_a_silent_aws_endpoint_fails_in_one_line_and_does_not_hang(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import socket
+
+    from burst.infra import remote_errors
+
+    # the real bounds are 10 s / 20 s x 3 attempts; shortened here so the test stays fast
+    monkeypatch.setattr(remote_errors, "AWS_READ_TIMEOUT_S", 1)
+    monkeypatch.setattr(remote_errors, "AWS_MAX_ATTEMPTS", 1)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # accepts (the kernel completes the handshake) and never answers
+        env = {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{silent.getsockname()[1]}",
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        out = burst("reap", "--region", "us-east-1", "--runs-root", str(tmp_path), env=env)
+    assert out.code == 4, (out.code, out.out, out.err)
+    assert "AWS_ENDPOINT_URL" in out.err and "127.0.0.1" in out.err, out.err
+
+
+@pytest.mark.timeout(120)
+def test_status_against_a_silent_argo_server_fails_in_one_line_and_does_not_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    from burst.runner import argo
+
+    monkeypatch.setattr(argo, "ARGO_TIMEOUT_S", (1.0, 1.0))  # real: (10, 30) s
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        server = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        out = burst("status", "wf", "--no-follow", env={"ARGO_SERVER": server, "ARGO_TOKEN": "t"})
+    assert out.code == 4, (out.code, out.out, out.err)
+    assert len(out.lines) == 1 and "ARGO_SERVER" in out.err and "127.0.0.1" in out.err, out.err

@@ -91,6 +91,9 @@ def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
     _check_complete(doc, regions)
     _check_shards_stay_home(tmp_path / "runs" / "two", regions, "ap-southeast-1")
     _check_worker_cannot_read_another_region(tmp_path / "runs" / "two")
+    cfg = RoleConfig.load(tmp_path / "runs" / "two" / "worker-me-central-1.config.json")
+    assert Path(cfg.spec) == tmp_path / "runs" / "two" / "spec.yaml"  # the run's own copy
+    assert Path(cfg.spec).read_text() == spec.read_text()
     links = doc["links"]
     # me-central-1 <-> ap-southeast-1 is a cross-continent link: priced, and time was spent
     assert links["egress_usd"] > 0 and links["link_seconds"] > 0.1
@@ -159,10 +162,12 @@ def test_preempted_worker_and_killed_aggregator_end_as_an_undisturbed_run(
 
 
 def test_late_worker_round_completes_without_it(tmp_path: Path) -> None:
-    """me-central-1 holds its round-1 delta 8 s; the round deadline is 1 s: round 1 is
-    aggregated without it (late), its late delta is never applied (max_staleness 0), and it
-    rejoins from the newest global checkpoint."""
-    spec = regional_spec(tmp_path, TWO, deadline_s=1)
+    """me-central-1 holds its round-1 delta 8 s; the round deadline is 2 s: round 1 is
+    aggregated without it, its late delta is never applied (max_staleness 0), and it rejoins
+    from the newest global checkpoint. (On a loaded machine me-central-1 can also miss round
+    0's deadline, its worker starting later: then round 1 reads and drops that stale delta
+    instead of listing it late; either way it is not applied.)"""
+    spec = regional_spec(tmp_path, TWO, deadline_s=2)
     report = _run(
         tmp_path,
         spec,
@@ -171,7 +176,8 @@ def test_late_worker_round_completes_without_it(tmp_path: Path) -> None:
     )
     _check_complete(report.to_json(), list(TWO))
     r1 = report.rounds[1]
-    assert r1.accepted == ["ap-southeast-1"] and r1.late == ["me-central-1"]
+    assert r1.accepted == ["ap-southeast-1"]
+    assert "me-central-1" in {*r1.late, *r1.dropped, *r1.superseded}, r1
     for r in report.rounds:
         assert all(v == 0 for v in r.staleness.values())  # nothing older was ever applied
         assert "me-central-1" not in r.accepted or r.round == 0 or r.round > 1

@@ -91,6 +91,23 @@ resource "nebius_iam_v1_group_membership" "pod" {
   member_id = nebius_iam_v1_service_account.pod.id
 }
 
+# Workload identity: the cluster's service-account token issuer (OIDC) may act as the run's
+# service account, for the run's Kubernetes service account only (the token's "sub" claim),
+# so no static key reaches the pods. The mk8s cluster does not export its issuer in the
+# provider, so the site gives it (var.oidc_issuer_url). Provider docs:
+# docs/resources/iam_v1_federated_credentials.md.
+resource "nebius_iam_v1_federated_credentials" "pod" {
+  parent_id            = var.project_id
+  name                 = "${local.name}-pod"
+  subject_id           = nebius_iam_v1_service_account.pod.id
+  federated_subject_id = "system:serviceaccount:${var.namespace}:${local.service_account}"
+  labels               = local.labels
+
+  oidc_provider = {
+    issuer_url = var.oidc_issuer_url
+  }
+}
+
 resource "nebius_iam_v1_access_permit" "bucket" {
   parent_id   = nebius_iam_v1_group.pod.id
   resource_id = nebius_storage_v1_bucket.checkpoints.id
@@ -108,9 +125,11 @@ resource "nebius_mk8s_v1_node_group" "gpu" {
   labels           = local.labels
 
   template = merge(local.template, {
-    metadata    = { labels = local.node_labels }
-    taints      = local.spot ? [local.gpu_taint, local.spot_taint] : [local.gpu_taint]
-    preemptible = local.spot ? { on_preemption = "STOP" } : null
+    metadata = { labels = local.node_labels }
+    taints   = local.spot ? [local.gpu_taint, local.spot_taint] : [local.gpu_taint]
+    # an empty object enables preemptible nodes; the block has no attributes
+    # (provider docs: docs/resources/mk8s_v1_node_group.md, template.preemptible)
+    preemptible = local.spot ? {} : null
   })
 }
 

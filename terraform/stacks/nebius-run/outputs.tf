@@ -30,12 +30,12 @@ output "service_account" {
 }
 
 output "service_account_annotations" {
-  description = "Annotations of the train pods' service account: none (no pod identity federation on Nebius mk8s; see docs/terraform.md)."
+  description = "Annotations of the train pods' service account: none (Nebius has no annotation convention; the pods exchange their projected token for the service account's, see workload identity in the README)."
   value       = {}
 }
 
 output "pod_identity" {
-  description = "Nebius service account the train pods' object-storage credentials belong to."
+  description = "Nebius service account the train pods act as (federated credentials trust the cluster's token issuer for the run's Kubernetes service account only)."
   value       = try(nebius_iam_v1_service_account.pod.id, null)
 }
 
@@ -45,7 +45,7 @@ output "checkpoint_uri" {
 }
 
 output "kms_key_id" {
-  description = "No customer-managed key: Nebius Object Storage encrypts at rest with provider-managed keys."
+  description = "None: the provider offers no customer-managed key for buckets or node-group boot disks (storage_v1_bucket has no encryption argument; disk_encryption exists on compute_v1_disk only)."
   value       = null
 }
 

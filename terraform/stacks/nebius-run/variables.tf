@@ -72,6 +72,16 @@ variable "subnet_id" {
   description = "Private subnet of the GPU nodes (no public addresses); routed to the control network by the site's VPN."
 }
 
+variable "oidc_issuer_url" {
+  type        = string
+  description = "The mk8s cluster's service-account token issuer (OIDC discovery at <url>/.well-known/openid-configuration); trusted to act as the run's Nebius service account for the train pods' Kubernetes service account only."
+
+  validation {
+    condition     = can(regex("^https://", var.oidc_issuer_url))
+    error_message = "oidc_issuer_url must be an https:// URL."
+  }
+}
+
 variable "gpu_cluster_id" {
   type        = string
   description = "GPU cluster (InfiniBand fabric) for multi-node runs; null: none."

@@ -1,0 +1,149 @@
+"""Leak scans of GCP, Azure and Nebius (burst.infra.cloudscan).
+
+None of these clouds can be reached here and no emulator of their inventory APIs exists, so the
+``search`` callables below are stand-ins (mocks, named as such) for Cloud Asset, Resource Graph
+and Nebius' List calls. What is real: the queries built from the run id and the site's tfvars
+(read with the same parser as Terraform's variable files), the fail-closed rules, and (e2e) the
+teardown step run as a process against a run provisioned on the local stack.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from burst.infra import cloudscan
+from burst.infra.cloudscan import UNVERIFIED, ScanQuery, ScanUnverified
+from burst.infra.provision import provision
+from burst.spec import load_spec
+
+from .provisioning import step
+
+SITE = {"project_id": "burst-sea", "subscription_id": "0000-sub", "resource_group_name": "rg"}
+REGIONS = {"gcp": "asia-southeast1", "azure": "southeastasia", "nebius": "eu-north1"}
+
+
+@pytest.mark.parametrize("provider", cloudscan.SCANNED_PROVIDERS)
+def test_the_query_names_the_run_and_the_site(provider: str) -> None:
+    q = cloudscan.query_for(provider, REGIONS[provider], "Run.42-x", SITE)
+    assert q.provider == provider and q.region == REGIONS[provider]
+    if provider == "gcp":  # the label the gcp-run stack writes: lowercase, '.' -> '_'
+        assert q.scope == "projects/burst-sea"
+        assert q.query == 'labels.burst-run-id="run_42-x"'
+    elif provider == "azure":  # the tag itself: Azure tags keep ':' and case
+        assert q.scope == "/subscriptions/0000-sub"
+        assert "tags['burst:run-id'] == 'Run.42-x'" in q.query
+    else:  # nebius keeps '.' and case in label values
+        assert q.scope == "burst-sea" and q.query.endswith("== Run.42-x")
+
+
+def test_labels_match_the_stacks_rules() -> None:
+    # the stacks: gcp replace("/[^0-9A-Za-z_-]/", "_") then lower; nebius keeps '.' and case
+    rid = "A.b:c/" + "x" * 80
+    assert cloudscan.gcp_label(rid) == ("a_b_c_" + "x" * 80)[:63]
+    assert cloudscan.nebius_label(rid) == ("A.b_c_" + "x" * 80)[:63]
+
+
+@pytest.mark.parametrize("provider", cloudscan.SCANNED_PROVIDERS)
+def test_found_resources_are_leaks(provider: str) -> None:
+    asked: list[ScanQuery] = []
+
+    def stand_in(q: ScanQuery) -> Iterable[dict[str, Any]]:  # mock of the provider's API
+        asked.append(q)
+        return [{"type": "nodepool", "id": f"np-{q.provider}", "location": q.region}]
+
+    leaks = cloudscan.scan(provider, REGIONS[provider], "r1", SITE, search=stand_in)
+    assert len(asked) == 1
+    assert leaks == [
+        {
+            "kind": f"{provider}:nodepool",
+            "id": f"np-{provider}",
+            "region": REGIONS[provider],
+            "run_id": "r1",
+        }
+    ]
+
+
+@pytest.mark.parametrize("provider", cloudscan.SCANNED_PROVIDERS)
+def test_nothing_found_is_clean_only_when_the_api_answered(provider: str) -> None:
+    assert cloudscan.scan(provider, REGIONS[provider], "r1", SITE, search=lambda q: []) == []
+
+
+@pytest.mark.parametrize(
+    ("site", "search", "reason"),
+    [
+        ({}, lambda q: [], "no project_id"),
+        (SITE, None, "not installed"),  # the default search: no SDK in this venv
+        (SITE, "raise", "API failed: permission denied"),
+        (SITE, "unverified", "token expired"),
+    ],
+)
+def test_an_unknown_state_is_never_clean(
+    site: dict[str, Any], search: object, reason: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "google.cloud.asset_v1", None)  # import fails: no SDK
+
+    def failing(q: ScanQuery) -> list[dict[str, Any]]:  # mock: the API refuses
+        if search == "raise":
+            raise PermissionError("permission denied")
+        raise ScanUnverified("token expired")
+
+    fn = failing if isinstance(search, str) else search
+    leaks = cloudscan.scan("gcp", "asia-southeast1", "r1", site, search=fn)  # type: ignore[arg-type]
+    assert len(leaks) == 1 and leaks[0]["kind"] == UNVERIFIED
+    assert leaks[0]["id"] == "gcp/asia-southeast1" and reason in leaks[0]["reason"]
+
+
+def test_nebius_has_no_client_and_says_what_to_list() -> None:
+    (leak,) = cloudscan.scan("nebius", "eu-north1", "r1", SITE)
+    assert leak["kind"] == UNVERIFIED and "by hand" in leak["reason"]
+    assert "burst-sea" in leak["reason"] and "labels.burst-run-id == r1" in leak["reason"]
+
+
+def test_site_variables_come_from_tfvars(tmp_path: Path) -> None:
+    a = tmp_path / "gcp.tfvars"
+    a.write_text('project_id = "p-one"\nnetwork = "n"\n')
+    b = tmp_path / "asia-southeast1.tfvars"
+    b.write_text('project_id = "p-two"\n')
+    broken = tmp_path / "broken.tfvars"
+    broken.write_text("project_id = \n")
+    json_vars = tmp_path / "run.tfvars.json"  # the run's own variables: not the site's
+    json_vars.write_text(json.dumps({"project_id": "no"}))
+    site = cloudscan.site_variables([a, b, broken, json_vars])
+    assert site["project_id"] == "p-two" and site["network"] == "n"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("provider", ["gcp", "azure"])
+def test_teardown_of_an_unscannable_cloud_is_exit_4_unverified(
+    provider: str, runs_root: Path, quickstart_in: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run provisioned (local stack, emulating ``provider``; in-process, as preflight's
+    export review would stop a US-headquartered cloud here) then torn down with
+    BURST_TARGET=<provider>: the state is destroyed, but the cloud cannot be asked here, so the
+    step fails closed (exit 4, one line naming the unverified scan); with BURST_TARGET=local
+    the same teardown is clean."""
+    region = REGIONS[provider]
+    run_id = f"scan-{provider}"
+    job = load_spec(quickstart_in)
+    cand = {"region": region, "provider": provider, "capacity": "spot"}
+    doc = provision(job, run_id, runs_root / run_id / "terraform", [cand], env={})
+    assert doc["status"] == "provisioned"
+
+    monkeypatch.setenv("BURST_TARGET", provider)
+    proc = step("teardown", quickstart_in, run_id, runs_root)
+    assert proc.returncode == 4, proc.stderr
+    assert f"{UNVERIFIED} {provider}/{region}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    doc = json.loads((runs_root / run_id / "docs" / "teardown.json").read_text())
+    assert doc["resources_remaining"] == 0
+    assert [x["kind"] for x in doc["leaks"]] == [UNVERIFIED]
+
+    monkeypatch.setenv("BURST_TARGET", "local")
+    again = step("teardown", quickstart_in, run_id, runs_root)
+    assert again.returncode == 0, again.stderr
