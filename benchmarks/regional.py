@@ -456,11 +456,17 @@ def main() -> int:
             )
         base.pop("tensor_sizes")
         results["regions"][str(n)] = row
-    results["elapsed_s"] = round(time.perf_counter() - started, 1)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+        write(args.out, results, started, complete=False)  # what is done so far survives a stop
+    write(args.out, results, started, complete=True)
     print(f"wrote {args.out}")
     return 0
+
+
+def write(out: str, results: dict[str, Any], started: float, *, complete: bool) -> None:
+    results["complete"] = complete
+    results["elapsed_s"] = round(time.perf_counter() - started, 1)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -26,8 +26,9 @@ Points and what arms them:
   config's state directory) or ``sleep:<s>`` (a late worker). Armed only by the config the
   local runner writes for a test (``burst.regional.localrun``).
 * ``kill_runner(step, wanted)``: ``burst run --kill-runner-at STEP`` SIGKILLs the runner.
-* The local runner's ``node-loss`` point is an engine option (``burst.runner.engine.NodeLoss``):
-  it is a property of the emulated cluster, not of any step's code.
+* ``node_loss()``: ``BURST_NODE_LOSS=STEP[@N][+SECONDS],...`` makes the local runner lose
+  the node under STEP's N-th pod SECONDS (virtual) in (``NodeLoss``): Argo's "pod deleted".
+  Tests may also pass ``NodeLoss`` values as an engine option; both are honoured.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -61,6 +63,8 @@ POINTS = (
     "budget_time_scale",
     "pace_step",
     "kill_runner",
+    "node_loss",
+    "NodeLoss",
     "regional",
 )
 
@@ -255,6 +259,39 @@ def pace_step(started: float) -> None:
         left = started + pace - time.monotonic()
         if left > 0:
             time.sleep(left)
+
+
+# -- BURST_NODE_LOSS: the local runner's emulated cluster loses a node --------------------------
+
+
+@dataclass(frozen=True)
+class NodeLoss:
+    """Fault point ``node-loss``: the node under the ``attempt``-th pod of ``step`` (0 = its
+    first pod in the run, counting retries and requeues) is lost ``after_s`` (virtual)
+    seconds in. The pod is deleted: its processes are killed, its outputs are never
+    collected; Argo records no exit code (a retry expression reads lastRetry.exitCode "-1")
+    and the message "pod deleted"."""
+
+    step: str
+    attempt: int = 0
+    after_s: float = 0.0
+
+
+_NODE_LOSS = re.compile(r"^([a-z0-9][a-z0-9-]*)(?:@(\d+))?(?:\+(\d+(?:\.\d+)?))?$")
+
+
+def node_loss(settings: Settings | None = None) -> tuple[NodeLoss, ...]:
+    """The node losses ``BURST_NODE_LOSS`` asks for (``STEP[@N][+SECONDS]``, comma-separated)."""
+    losses = []
+    for word in resolve(settings).node_loss:
+        m = _NODE_LOSS.match(word)
+        if m is None:
+            raise BadInputError(
+                f"BURST_NODE_LOSS: {word!r} is not STEP[@N][+SECONDS] (e.g. train@0+1860)"
+            )
+        step, nth, after = m.groups()
+        losses.append(NodeLoss(step, int(nth or 0), float(after or 0)))
+    return tuple(losses)
 
 
 # -- burst run --kill-runner-at -----------------------------------------------------------------

@@ -360,6 +360,12 @@ class Settings:
         "stretch every training step to at least this many seconds (a long run, for tests)",
         shown="`0`", audience=FAULT,
     )  # fmt: skip
+    node_loss = Var(
+        "BURST_NODE_LOSS", _words, NO_WORDS,
+        "`STEP[@N][+SECONDS]`, comma-separated: `burst run` loses the node under STEP's N-th "
+        "pod (0 = first, retries and requeues counted) SECONDS (virtual) in",
+        shown="none", audience=FAULT,
+    )  # fmt: skip
     checkpoint_fault = Var(
         "BURST_CHECKPOINT_FAULT", _text, "",
         "`POINT[:N]`: kill the checkpoint worker at the N-th hit of a point", shown="none",

@@ -37,6 +37,11 @@ class ProvisionAttempt(Document):
     changes: Changes | None = None
     cleanup: Cleanup | None = None
     seconds: float | None = None
+    site_vars: str | None = Field(
+        default=None,
+        description="The site file this attempt applied (BURST_TF_SITE_VARS: the candidate's "
+        "<region>.tfvars, or the one file given); null without one.",
+    )
 
 
 class TerraformInfo(Document):

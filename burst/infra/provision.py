@@ -203,6 +203,12 @@ class Provisioner:
         """Before an attempt: the candidate's stack and site file, prepared and initialised
         (the previous attempt's resources are already destroyed)."""
         if self.mode == "local":
+            if self.env.tf_site_vars is not None:  # the candidate's own site file
+                ws = self._workspace(candidate)
+                if ws.site_vars != self.ws.site_vars:
+                    log.info("applying %s with site file %s", candidate["region"], ws.site_vars)
+                    self._use(ws)
+                    self.ws.prepare()  # records the site file teardown destroys with
             return
         ws = self._workspace(candidate)
         if ws != self.ws:
@@ -300,7 +306,7 @@ class Provisioner:
         ordered = _order(candidates, record.get("candidate"))
         if self.policy.max_attempts is not None:
             ordered = ordered[: self.policy.max_attempts]
-        if self.mode != "local":
+        if self.mode != "local" or self.env.tf_site_vars is not None:
             self._use(self._workspace(ordered[0]))
         self.ws.prepare()
         self.ws.init(self.tf)
@@ -340,6 +346,7 @@ class Provisioner:
                 "error": None,
                 "changes": None,
                 "cleanup": None,
+                "site_vars": self.ws.site_vars.name if self.ws.site_vars else None,
             }
             self.attempts.append(attempt)
             started = time.monotonic()

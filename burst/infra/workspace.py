@@ -75,6 +75,7 @@ variable "fail_midway" {{
   default = false
 }}
 
+{site_variables}
 module "nodegroup" {{
   source               = "{module}"
   run_id               = var.run_id
@@ -86,6 +87,7 @@ module "nodegroup" {{
   tags                 = var.tags
   simulate_no_capacity = var.simulate_no_capacity
   fail_midway          = var.fail_midway
+  site                 = {{ for k, v in {{ {site_map} }} : k => jsonencode(v) if v != null }}
 }}
 
 output "node_group_name" {{ value = module.nodegroup.node_group_name }}
@@ -99,14 +101,41 @@ output "service_account_annotations" {{ value = module.nodegroup.service_account
 output "checkpoint_uri" {{ value = module.nodegroup.checkpoint_uri }}
 output "region" {{ value = module.nodegroup.region }}
 output "tags" {{ value = module.nodegroup.tags }}
+output "site" {{ value = module.nodegroup.site }}
 """
+
+#: What the local root declares itself; every other variable a cloud stack takes is a site
+#: variable it accepts too (``BURST_TF_SITE_VARS``), recorded by the emulated node group.
+LOCAL_ROOT_VARIABLES = frozenset(
+    {"run_id", "region", "cloud_provider", "capacity", "gpu_type", "node_count", "tags"}
+    | {"simulate_no_capacity", "fail_midway"}
+)
+
+
+def site_variables() -> list[str]:
+    """The variables the cloud stacks declare that the local root does not (sorted)."""
+    names: set[str] = set()
+    for stack in STACK_DIRS.values():
+        text = (TERRAFORM_DIR / "stacks" / stack / "variables.tf").read_text(encoding="utf-8")
+        names.update(re.findall(r'^variable\s+"(\w+)"', text, flags=re.M))
+    return sorted(names - LOCAL_ROOT_VARIABLES)
 
 
 def write_root(workdir: Path, run_id: str) -> Path:
     workdir.mkdir(parents=True, exist_ok=True)
     module = (TERRAFORM_DIR / "modules" / "local-nodegroup").resolve()
     main = workdir / "main.tf"
-    main.write_text(ROOT_TEMPLATE.format(run_id=run_id, state=STATE_FILE, module=module.as_posix()))
+    names = site_variables()
+    declared = "".join(f'variable "{n}" {{\n  type    = any\n  default = null\n}}\n' for n in names)
+    main.write_text(
+        ROOT_TEMPLATE.format(
+            run_id=run_id,
+            state=STATE_FILE,
+            module=module.as_posix(),
+            site_variables=declared,
+            site_map=", ".join(f"{n} = var.{n}" for n in names),
+        )
+    )
     return main
 
 
@@ -420,7 +449,17 @@ def workspace_for(
     settings = resolve(env)
     mode = stack_mode(settings)
     if mode == "local":
-        return Workspace("local", run_id, workdir)
+        # the embedded stack takes the candidate's site file too, when one is given
+        # (chosen per candidate: without one, none yet)
+        site_given = settings.tf_site_vars
+        if (
+            candidate is None
+            or site_given is None
+            or (site_given.is_file() and not site_given.read_text(encoding="utf-8").strip())
+        ):
+            return Workspace("local", run_id, workdir)
+        site = site_vars_for("local", candidate.get("region"), settings)
+        return Workspace("local", run_id, workdir, site_vars=site)
     if candidate is not None:
         kind, why = stack_of(mode, str(candidate.get("provider")))
         if kind is None:

@@ -319,6 +319,12 @@ class DataClassInfo(Strict):
     description: str = Field(min_length=1)
     personal: bool = Field(description="Personal-data transfer rules apply.")
     requires_customer_managed_keys: bool
+    localisation_fact_required: bool = Field(
+        default=False,
+        description="Data of this class may leave a jurisdiction only when that jurisdiction "
+        "has a localisation fact for the class on record; none: review (the fact sheet "
+        "researched such rules, e.g. government-data hosting, only for some countries).",
+    )
 
 
 class ModelUpdateFact(Fact):

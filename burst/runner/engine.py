@@ -11,7 +11,8 @@ there, volume mounts map to local directories (:class:`EngineOptions.volumes`), 
 is this interpreter and the repository is on ``PYTHONPATH``. A process killed by a signal is
 reported as Kubernetes reports a container killed in its pod (SIGKILL, OOM): exit code 128+N,
 phase Failed. Node loss (exit code -1, phase Error, message "pod deleted", no outputs) happens
-only when injected (:class:`NodeLoss`, the ``node-loss`` fault point), as on a cluster it comes
+only when injected (:class:`burst.faults.NodeLoss`, the ``node_loss`` fault point:
+``BURST_NODE_LOSS`` or :attr:`EngineOptions.node_loss`), as on a cluster it comes
 from outside the container. Time is the engine's clock: real time plus what injected faults
 declare elapsed (a node lost "after 31 minutes" moves the clock 31 minutes), so deadlines and
 ``backoff.maxDuration`` are tested without waiting. docs/pipelines.md cites the Argo source
@@ -40,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from burst import checkout
+from burst import checkout, faults
 from burst.errors import BadInputError
 from burst.runner import expr
 from burst.runner.features import UnsupportedFeature, check_supported, reachable_templates
@@ -62,6 +63,10 @@ ARGO_REQUEUE_MISSING = "v3.7.11 / v4.0.2"
 Event = Callable[[str, str, dict[str, Any]], None]
 
 
+#: The fault point's value (``burst.faults.NodeLoss``), named here for the engine's callers.
+NodeLoss = faults.NodeLoss
+
+
 class Stopped(BaseException):
     """The runner got SIGTERM or SIGINT: stop like `argo stop` (the exit handler runs)."""
 
@@ -72,19 +77,6 @@ class Stopped(BaseException):
 
 class ManifestError(BadInputError):
     """A manifest the runner refuses before running anything (one line per problem)."""
-
-
-@dataclass(frozen=True)
-class NodeLoss:
-    """Fault point ``node-loss``: the node under the ``attempt``-th pod of ``step`` (0 = its
-    first pod in the run, counting retries and requeues) is lost ``after_s`` (virtual)
-    seconds in. The pod is deleted: its processes are killed, its outputs are never
-    collected; Argo records no exit code (a retry expression reads lastRetry.exitCode "-1")
-    and the message "pod deleted"."""
-
-    step: str
-    attempt: int = 0
-    after_s: float = 0.0
 
 
 @dataclass
@@ -101,7 +93,7 @@ class EngineOptions:
     artifacts_dir: Path | None = None  # output artifacts land here (default: beside pods_dir)
     #: Argo needs an artifact repository for output artifacts; without one it fails the pod.
     artifact_repository: bool = False
-    node_loss: tuple[NodeLoss, ...] = ()  # fault point: nodes lost under these attempts
+    node_loss: tuple[NodeLoss, ...] = ()  # fault point (also BURST_NODE_LOSS): nodes lost
 
 
 @dataclass
@@ -178,6 +170,8 @@ class WorkflowEngine:
         self._stopping = False
         self.workflow_vars: dict[str, str] = {}
         self._skew = 0.0  # virtual seconds added to the real clock by injected faults
+        # fault point node_loss: BURST_NODE_LOSS (settings) on top of the option's
+        self.node_losses: tuple[NodeLoss, ...] = (*self.options.node_loss, *faults.node_loss())
 
     def now(self) -> float:
         """The engine's clock: monotonic time plus the virtual time injected faults took."""
@@ -634,7 +628,7 @@ class WorkflowEngine:
     def _node_loss(self, node: PodNode) -> NodeLoss | None:
         # the step's pods counted over the whole run (a requeued step starts a new node)
         attempt = sum(len(n.attempts) for n in self.nodes if n.step == node.step)
-        for fault in self.options.node_loss:
+        for fault in self.node_losses:
             if fault.step == node.step and fault.attempt == attempt and not node.exit_handler:
                 return fault
         return None
@@ -835,6 +829,7 @@ def _stop(proc: subprocess.Popen[Any]) -> int:
 __all__ = [
     "EngineOptions",
     "ManifestError",
+    "NodeLoss",
     "PodNode",
     "UnsupportedFeature",
     "WorkflowEngine",

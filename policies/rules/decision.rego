@@ -144,6 +144,7 @@ residency_rules := {
 	"RES-LOCALIZATION", "XFER-NO-SAFEGUARD", "XFER-ASSESSMENT", "XFER-FILING",
 	"XFER-OUTBOUND-UNKNOWN", "INBOUND-UNKNOWN", "ORIGIN-UNKNOWN", "CLASS-UNKNOWN",
 	"STORAGE-UNKNOWN", "EXP-DATA-CONTROLLED", "XFER-IMPORTANT-DATA",
+	"RES-LOCALIZATION-UNKNOWN",
 }
 
 # a review because a residency fact (a jurisdiction's outbound, inbound or localisation fact)

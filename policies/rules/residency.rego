@@ -222,6 +222,50 @@ reasons contains reason(
 	j.outbound.always_review
 }
 
+# -- classes whose localisation must be on record ------------------------------------------
+# For some classes (government data) the fact sheet gives hosting rules for a few countries
+# only (AE, SA, ID; SG's "sectoral" entry reviews). Leaving any other jurisdiction is then
+# unknown, not free: review.
+class_localisation_on_record(code) if {
+	some loc in facts.jurisdictions[code].localization
+	spec.data.classification in loc.classes
+}
+
+# a free zone: its host's duty for the class (reviewed through host_localization)
+class_localisation_on_record(code) if {
+	code == spec.data.origin
+	some d in duties
+	d.basis == "host"
+}
+
+class_localisation_unknown contains spec.data.origin if {
+	data_class.localisation_fact_required
+	leaves_origin
+	not class_localisation_on_record(spec.data.origin)
+}
+
+class_localisation_unknown contains code if {
+	data_class.localisation_fact_required
+	some code in storage_left
+	not class_localisation_on_record(code)
+}
+
+# rule: RES-LOCALIZATION-UNKNOWN
+# effect: review
+# summary: data of a class whose localisation rules the facts cover only for some countries (government) leaves a jurisdiction with no such fact on record
+# facts: jurisdictions.*.localization
+reasons contains reason(
+	"RES-LOCALIZATION-UNKNOWN", "review",
+	concat("", [
+		code, sprintf(" has no localisation fact on record for %s data: whether it may leave for %s (%s) is unknown", [
+			spec.data.classification, dest_country, cand.region,
+		]),
+	]),
+	object.get(facts.jurisdictions, code, {"source": [fact_sheet]}), concat("", ["jurisdictions.", code, ".localization"]),
+) if {
+	some code in class_localisation_unknown
+}
+
 # -- important / core data --------------------------------------------------------------------
 # Some jurisdictions regulate the export of non-personal data too (China: any 'important
 # data' needs a CAC security assessment; Vietnam: important/core data under the Data Law needs

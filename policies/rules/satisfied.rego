@@ -427,3 +427,19 @@ satisfied contains sat(
 	facts.jurisdictions[code]
 	count([d | some d in duties; d.basis == "storage"]) == 0
 }
+
+# -- classes whose localisation must be on record -------------------------------------------------
+satisfied contains sat(
+	"RES-LOCALIZATION-UNKNOWN",
+	concat("", [
+		spec.data.classification, " data: ", localisation_on_record_text,
+	]),
+	{"source": ["policies/data_classes.yaml"]}, sprintf("data_classes.%s", [spec.data.classification]),
+) if {
+	data_class
+	count(class_localisation_unknown) == 0
+}
+
+localisation_on_record_text := "a localisation fact for the class is on record wherever it leaves" if {
+	data_class.localisation_fact_required
+} else := "the class needs no class-specific localisation fact (data_classes.yaml)"

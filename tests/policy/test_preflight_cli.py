@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
 
 
 def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO, **kw)  # type: ignore[call-overload]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=REPO, **kw)  # type: ignore[call-overload]
 
 
 def test_preflight_table_quickstart(burst_cmd: list[str]) -> None:

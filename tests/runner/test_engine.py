@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from burst.errors import BadInputError
 from burst.runner.engine import (
     EngineOptions,
     ManifestError,
@@ -645,3 +646,19 @@ def test_a_service_account_resource_is_recorded_and_other_kinds_are_refused(
     job = {**sa, "resource": {**sa["resource"], "manifest": "apiVersion: batch/v1\nkind: Job\n"}}
     with pytest.raises(ManifestError, match="kind 'Job'"):
         run(workflow([job, main]), tmp_path)
+
+
+def test_node_loss_is_armed_by_its_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The named fault point (burst/faults.py node_loss): BURST_NODE_LOSS alone arms it."""
+    lost = container("lost", counter_code("sys.exit(0)"), "lost", retryStrategy=RETRY_75)
+    m = workflow([lost, steps("main", [{"name": "lost", "template": "lost"}])])
+    monkeypatch.setenv("BURST_NODE_LOSS", f"lost@0+{31 * 60}")
+    engine, result = run_with(m, tmp_path)
+    assert result.phase == "Succeeded"
+    first, second = result.nodes[0].attempts
+    assert (first.exit_code, first.phase, first.message) == (None, "Error", "pod deleted")
+    assert second.exit_code == 0
+    assert engine.now() - time.monotonic() > 31 * 60 - 1  # the loss's virtual half hour
+    monkeypatch.setenv("BURST_NODE_LOSS", "lost@first")
+    with pytest.raises(BadInputError, match="BURST_NODE_LOSS: 'lost@first'"):
+        run_with(m, tmp_path)

@@ -12,7 +12,6 @@ import pytest
 import yaml
 
 from burst.infra.terraform import count_state_resources
-from burst.runner.engine import NodeLoss
 from burst.runner.local import TEMPLATE, LocalRunner, RunOptions
 from burst.runs import run_paths
 
@@ -94,9 +93,18 @@ def test_failure_in_train_still_tears_down_and_leaves_nothing(
     assert provision["outputs"]["node_names"]  # there was something to destroy
 
 
-def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: Path) -> None:
+def test_requeue_in_the_next_candidate_after_preemptions(
+    runs_root: Path, spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With 0 retries per region, a preempted train is placed again (provision + train) in
-    the plan's next candidate by the template's requeue step, and the run succeeds."""
+    the plan's next candidate by the template's requeue step, and the run succeeds. The
+    site configuration is per region (BURST_TF_SITE_VARS, a directory): the requeue's
+    provision applies the next candidate's own file."""
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    for region in ("ap-southeast-1", "ap-southeast-3", "me-central-1"):
+        (sites / f"{region}.tfvars").write_text(f'vpc_id = "vpc-{region}"\n')
+    monkeypatch.setenv("BURST_TF_SITE_VARS", str(sites))
     paths = run_paths("wf-requeue", runs_root)
     options = RunOptions(
         env={"BURST_PREEMPT_AT_STEPS": "12"}, parameters={"preemptions-per-region": "0"}
@@ -129,11 +137,52 @@ def test_requeue_in_the_next_candidate_after_preemptions(runs_root: Path, spec: 
     assert second["candidate"] == {
         k: v for k, v in plan["candidates"][1].items() if k in second["candidate"]
     }
+    region = second["candidate"]["region"]  # (the next candidate may share the region)
+    assert [a["site_vars"] for a in second["attempts"]] == [f"{region}.tfvars"]
+    assert json.loads(second["outputs"]["site"]["vpc_id"]) == f"vpc-{region}"
+
+
+def test_capacity_failover_applies_the_next_regions_own_site_file(
+    runs_root: Path, spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 19's Done-when (docs/topology.md): BURST_TF_SITE_VARS is a directory of
+    <region>.tfvars; the local stack takes the candidate's file as a cloud stack would. The
+    first regions report no capacity; each attempt applies its own region's file, and the
+    node group the run trains on records the values of the region it stands in."""
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    regions = ["ap-southeast-1", "ap-southeast-3", "me-central-1"]
+    for region in regions:
+        (sites / f"{region}.tfvars").write_text(
+            f'vpc_id     = "vpc-{region}"\nsubnet_ids = ["subnet-{region}-a"]\n'
+            f'vpn = {{ customer_gateway_ip = "198.51.100.10", control_network_cidrs = ["10.20.0.0/16"] }}\n'
+        )
+    monkeypatch.setenv("BURST_TF_SITE_VARS", str(sites))
+    paths = run_paths("wf-sites", runs_root)
+    no_capacity = ",".join(regions[:2])  # only me-central-1 has capacity
+    options = RunOptions(env={"BURST_SIMULATE_NO_CAPACITY": no_capacity})
+    r = LocalRunner(paths, spec, options).run()
+    assert r["status"] == "succeeded", r["failure"]
+    assert r["resources_remaining"] == 0
+    doc = json.loads((paths.dir / "docs" / "provision.json").read_text())
+    attempts = doc["attempts"]
+    assert len(attempts) >= 2, attempts  # at least one capacity failover
+    assert [a["result"] for a in attempts] == ["capacity"] * (len(attempts) - 1) + ["ok"]
+    for a in attempts:
+        assert a["site_vars"] == f"{a['region']}.tfvars", a
+    assert attempts[-1]["region"] == "me-central-1"
+    site = {k: json.loads(v) for k, v in doc["outputs"]["site"].items()}
+    assert site["vpc_id"] == "vpc-me-central-1"
+    assert site["subnet_ids"] == ["subnet-me-central-1-a"]
+    assert site["vpn"]["control_network_cidrs"] == ["10.20.0.0/16"]
+    # teardown destroyed with the file of the last apply (recorded for the run id alone)
+    record = json.loads((Path(doc["terraform_dir"]) / "workspace.json").read_text())
+    assert Path(record["site_vars"]).name == "me-central-1.tfvars"
 
 
 @pytest.mark.e2e
 def test_node_lost_after_the_30th_minute_is_retried_then_requeued(
-    runs_root: Path, spec: Path
+    runs_root: Path, spec: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 19's Done-when: train's node is lost 31 (virtual) minutes into every attempt in
     the first candidate. As Argo would: each loss (Error, "pod deleted", no exit code) is
@@ -141,9 +190,12 @@ def test_node_lost_after_the_30th_minute_is_retried_then_requeued(
     requeued in the plan's next candidate, where train succeeds. Nothing hangs, nothing
     gives up, teardown leaves nothing."""
     limit = 1  # retries per region: two pods lost in the first candidate
-    lost = tuple(NodeLoss("train", attempt=i, after_s=31 * 60) for i in range(limit + 1))
+    # the named fault point (burst/faults.py), armed by its setting as `burst run` would be
+    monkeypatch.setenv(
+        "BURST_NODE_LOSS", ",".join(f"train@{i}+{31 * 60}" for i in range(limit + 1))
+    )
     paths = run_paths("wf-lost", runs_root)
-    options = RunOptions(parameters={"preemptions-per-region": str(limit)}, node_loss=lost)
+    options = RunOptions(parameters={"preemptions-per-region": str(limit)})
     r = LocalRunner(paths, spec, options).run()
     assert r["status"] == "succeeded", r["failure"]
     assert r["workflow"]["phase"] == "Succeeded"

@@ -18,6 +18,7 @@ FAULT_SETTINGS = {
     "preempt_at_steps",
     "checkpoint_fault",
     "budget_time_scale",
+    "node_loss",
 }
 
 
@@ -117,3 +118,14 @@ def test_demo_preemptions_parse_and_record(tmp_path: Path) -> None:
     record.write_text("[]")
     with pytest.raises(BadInputError, match="not a preemption record"):
         faults.demo_preemptions(record, "7")
+
+
+def test_node_loss_reads_its_setting_and_refuses_a_bad_one() -> None:
+    s = Settings.from_env({"BURST_NODE_LOSS": "train@1+1860, provision"})
+    assert faults.node_loss(s) == (
+        faults.NodeLoss("train", 1, 1860.0),
+        faults.NodeLoss("provision", 0, 0.0),
+    )
+    assert faults.node_loss(Settings.from_env({})) == ()
+    with pytest.raises(BadInputError, match=r"BURST_NODE_LOSS: 'train@x' is not STEP"):
+        faults.node_loss(Settings.from_env({"BURST_NODE_LOSS": "train@x"}))

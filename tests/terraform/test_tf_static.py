@@ -19,7 +19,13 @@ MODULES = TERRAFORM / "modules"
 STACK = TERRAFORM / "stacks" / "burst-run"
 BROKEN = Path(__file__).resolve().parent / "fixtures" / "broken"
 
-AWS_MODULES = ("aws-gpu-nodegroup", "aws-site-vpn", "aws-checkpoint-bucket", "aws-run-iam")
+AWS_MODULES = (
+    "aws-gpu-nodegroup",
+    "aws-site-vpn",
+    "aws-checkpoint-bucket",
+    "aws-run-iam",
+    "aws-hybrid-join",
+)
 REGIONS = (
     "ap-southeast-1",
     "ap-southeast-3",
@@ -250,3 +256,44 @@ def test_stack_without_a_run_tag_in_default_tags_fails(tmp_path: Path) -> None:
     main_tf.write_text(text.replace(line, ""))
     findings = [f for f in check_paths([stack]) if f.rule == "tags"]
     assert any(f.resource == "provider.aws" and "burst:cost-centre" in f.message for f in findings)
+
+
+# The node-join contract (docs/topology.md, "Outputs contract"): aws-hybrid-join reports it,
+# and every stack whose nodes join the home cluster (an output named join_method) too.
+JOIN_CONTRACT = (
+    "join_method",
+    "cluster_name",
+    "cluster_region",
+    "cluster_endpoint",
+    "node_role_arn",
+    "nodeadm_config",
+    "node_selector",
+    "tolerations",
+    "remote_node_cidrs",
+)
+
+
+def _outputs(directory: Path) -> dict[str, dict[str, Any]]:
+    import hcl2
+
+    return {
+        out.strip('"'): body
+        for block in hcl2.load((directory / "outputs.tf").open())["output"]
+        for out, body in block.items()
+    }
+
+
+def test_node_join_contract_is_documented_and_kept() -> None:
+    doc = (REPO / "docs" / "topology.md").read_text()
+    section = doc.split("## Outputs contract", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| `(\w+)` \|", section, flags=re.M)
+    assert set(JOIN_CONTRACT) <= set(documented), set(JOIN_CONTRACT) - set(documented)
+    module = _outputs(MODULES / "aws-hybrid-join")
+    assert set(documented) <= set(module), set(documented) - set(module)
+    # the activation code is a secret: every output that carries it is sensitive
+    for name in ("ssm_activation_code", "nodeadm_config"):
+        assert module[name].get("sensitive") is True, name
+    joining = [s for s in PROVIDER_STACKS if "join_method" in _outputs(TERRAFORM / "stacks" / s)]
+    for name in joining:
+        missing = set(JOIN_CONTRACT) - set(_outputs(TERRAFORM / "stacks" / name))
+        assert not missing, f"{name} joins the home cluster but lacks outputs {sorted(missing)}"

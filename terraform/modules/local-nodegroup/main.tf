@@ -69,6 +69,7 @@ resource "terraform_data" "node_group" {
     region   = var.region
     capacity = var.capacity
     vpn      = terraform_data.vpn.output.name
+    site     = var.site
     tags     = local.tags
   }
 

@@ -55,3 +55,8 @@ output "tags" {
   description = "The tags every resource of the run carries."
   value       = local.tags
 }
+
+output "site" {
+  description = "The site variables this attempt applied (JSON-encoded values), as recorded on the emulated node group."
+  value       = try(terraform_data.node_group.output.site, {})
+}

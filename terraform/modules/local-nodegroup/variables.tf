@@ -62,3 +62,9 @@ variable "fail_midway" {
   description = "Fail at apply time after the VPN and node group exist, before the nodes (fault injection: provision:midway)."
   default     = false
 }
+
+variable "site" {
+  type        = map(string)
+  description = "The candidate's site variables (what a cloud stack takes from BURST_TF_SITE_VARS), each JSON-encoded; recorded on the emulated VPN and node group."
+  default     = {}
+}

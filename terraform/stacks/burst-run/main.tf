@@ -70,10 +70,25 @@ module "vpn" {
 # GPU nodes
 ################################################################################
 
+# EC2 nodes other than hybrid nodes must be in the cluster's VPC (Amazon EKS User Guide,
+# "Manage compute resources by using nodes"), and EKS Hybrid Nodes are not supported on
+# EC2: an AWS region joins the home cluster only through that cluster's own VPC
+# (docs/topology.md, "AWS regions as sites").
+data "aws_eks_cluster" "home" {
+  name = var.cluster_name
+
+  lifecycle {
+    postcondition {
+      condition     = self.vpc_config[0].vpc_id == var.vpc_id
+      error_message = "site ${var.region}: vpc_id ${var.vpc_id} is not the VPC of cluster ${var.cluster_name}; EC2 GPU nodes join an EKS cluster only in its own VPC (docs/topology.md)."
+    }
+  }
+}
+
 module "nodegroup" {
   source                    = "../../modules/aws-gpu-nodegroup"
   run_id                    = var.run_id
-  cluster_name              = var.cluster_name
+  cluster_name              = data.aws_eks_cluster.home.name
   cluster_security_group_id = var.cluster_security_group_id
   vpc_id                    = var.vpc_id
   subnet_ids                = var.subnet_ids
