@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any, Generic, TypeVar, overload
 
 from burst.errors import BadInputError
+from burst.inputs import short
 
 T = TypeVar("T")
 
@@ -67,9 +68,11 @@ def _seconds(minimum: float, inclusive: bool) -> Callable[[str, str], float]:
         try:
             value = float(raw.strip())
         except ValueError:
-            raise BadInputError(f"{name}={raw!r}: not a number of seconds") from None
+            raise BadInputError(f"{name}={short(raw)}: not a number of seconds") from None
         if value < minimum or (value == minimum and not inclusive) or value != value:
-            raise BadInputError(f"{name}={raw!r}: must be {bound} seconds")
+            raise BadInputError(f"{name}={short(raw)}: must be {bound} seconds")
+        if value == float("inf"):  # "wait for ever" is a hang, not a setting
+            raise BadInputError(f"{name}={short(raw)}: must be a finite number of seconds")
         return value
 
     return parse
@@ -79,16 +82,16 @@ def _positive(name: str, raw: str) -> float:
     try:
         value = float(raw.strip())
     except ValueError:
-        raise BadInputError(f"{name}={raw!r} is not a number") from None
-    if not value > 0:
-        raise BadInputError(f"{name}={raw!r} must be positive")
+        raise BadInputError(f"{name}={short(raw)} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise BadInputError(f"{name}={short(raw)} must be a positive finite number")
     return value
 
 
 def _count(name: str, raw: str) -> int:
     text = raw.strip()
-    if not text.isdigit():
-        raise BadInputError(f"{name}={raw!r} must be a whole number")
+    if not (text.isascii() and text.isdigit()) or len(text) > 18:
+        raise BadInputError(f"{name}={short(raw)} must be a whole number (at most 18 digits)")
     return int(text)
 
 

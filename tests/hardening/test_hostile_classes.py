@@ -218,3 +218,26 @@ def test_status_against_a_silent_argo_server_fails_in_one_line_and_does_not_hang
         out = burst("status", "wf", "--no-follow", env={"ARGO_SERVER": server, "ARGO_TOKEN": "t"})
     assert out.code == 4, (out.code, out.out, out.err)
     assert len(out.lines) == 1 and "ARGO_SERVER" in out.err and "127.0.0.1" in out.err, out.err
+
+
+# -- environment variables: "for ever" and huge numbers are not settings ------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("BURST_SYNC_WAIT_S", "inf"),
+        ("BURST_LEASE_TTL_S", "inf"),
+        ("BURST_DIST_TIMEOUT_S", "Infinity"),
+        ("BURST_CANDIDATE_INDEX", "9" * 5000),  # int() refused it with a ValueError before
+        ("BURST_CANDIDATE_INDEX", "\u0663"),  # an Arabic-Indic digit is not a number here
+    ],
+)
+def test_settings_refuse_infinite_and_huge_values(name: str, raw: str) -> None:
+    from burst.errors import BadInputError
+    from burst.settings import Settings
+
+    attr = next(a for a, v in vars(Settings).items() if getattr(v, "name", None) == name)
+    with pytest.raises(BadInputError) as info:
+        getattr(Settings.from_env({name: raw}), attr)
+    assert name in info.value.one_line() and len(info.value.one_line()) < 300
