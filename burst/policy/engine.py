@@ -83,12 +83,29 @@ def rego_json(value: Any) -> str:
     return json.dumps(value)
 
 
+def _load_regopy_safely() -> None:
+    """Import torch before regopy when torch is installed. rego-cpp's shared library carries its
+    own C++ allocator and runtime (``operator new``/``delete`` and GNU-unique template
+    symbols); a torch imported after it in the same process aborts the interpreter at import
+    ("double free or corruption", SIGABRT; measured with regopy 1.5.2 and torch 2.13.0:
+    ``import regopy; import torch`` aborts, the reverse order works). A process that evaluates
+    policies and later trains, plans a regional run or runs a test suite must not die of
+    that, so the order is fixed here, once, where regopy is first loaded."""
+    if "regopy" in sys.modules or "torch" in sys.modules:
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        import torch  # noqa: F401  (load order only)
+
+
 class Engine:
     """A loaded interpreter for one PolicySet."""
 
     def __init__(
         self, policies: PolicySet, *, with_tests: bool = False, data: dict[str, Any] | None = None
     ) -> None:
+        _load_regopy_safely()
         from regopy import Interpreter
 
         self.policies = policies
