@@ -8,12 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from regional_specs import REPO, TWO, regional_spec
 
 from burst.regional.localrun import run_links
 from burst.regional.runtime import RoleConfig
 from burst.spec import load_spec
 from burst.storage.local import LocalStore
+
+from .regional_specs import REPO, TWO, regional_spec
 
 BurstCli = Callable[..., subprocess.CompletedProcess[str]]
 

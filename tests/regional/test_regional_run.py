@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from regional_specs import THREE, TWO, regional_spec
 
 from burst.documents.regional import RegionalReport
 from burst.errors import BadInputError
@@ -24,6 +23,8 @@ from burst.regional.stores import SHARD_KEY, read_link_log
 from burst.spec import load_spec
 from burst.storage.base import ObjectMissing
 from burst.storage.local import LocalStore
+
+from .regional_specs import THREE, TWO, regional_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
