@@ -608,6 +608,9 @@ def _describe(err: ErrorDetails) -> str:
         and not isinstance(err["input"], dict | list)
     ):
         msg += f" (got {short(err['input'])})"
+        if kind == "string_type" and isinstance(err["input"], bool):
+            # YAML 1.1 reads yes/no/on/off (any case) as booleans: `headquarters: NO` (Norway)
+            msg += "; YAML reads yes/no/on/off as true/false: quote the value"
     return msg
 
 

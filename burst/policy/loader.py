@@ -208,6 +208,8 @@ def _validate(path: Path, model: type[BaseModel]) -> Any:
             msg = "required field is missing"
         elif err["type"] == "extra_forbidden":
             msg = "unknown field"
+        elif err["type"] == "value_error":
+            pass  # the validator's own message already names the value
         elif "input" in err and not isinstance(err["input"], dict | list):
             msg += f" (got {short(err['input'])})"
         more = len(exc.errors()) - 1

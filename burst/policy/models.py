@@ -13,7 +13,15 @@ import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 from pydantic import Strict as StrictType
 
 COUNTRY = r"^[A-Z]{2}$"
@@ -56,13 +64,28 @@ def _as_list(v: object) -> object:
 Sources = Annotated[list[str], BeforeValidator(_as_list)]
 
 
+def _not_in_the_future(v: dt.date) -> dt.date:
+    """A fact cannot have been verified after today: a future date would never grow stale, so
+    the staleness rule (fail closed on old facts) would never fire for it. One day of slack
+    for time zones."""
+    latest = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=1)
+    if v > latest:
+        raise ValueError(
+            f"{v.isoformat()} is in the future (a fact is verified on or before today)"
+        )
+    return v
+
+
+VerifiedOn = Annotated[dt.date, AfterValidator(_not_in_the_future)]
+
+
 class Fact(Strict):
     """One sourced statement. ``rule`` is the statement in words."""
 
     rule: str = Field(min_length=1)
     source: Sources = Field(default_factory=list, description="URLs or document references.")
     confidence: Confidence
-    last_verified: dt.date
+    last_verified: VerifiedOn
     note: str | None = None
 
 
@@ -244,7 +267,7 @@ class Region(Strict):
 class ProviderRegions(Strict):
     source: Sources = Field(min_length=1)
     confidence: Confidence
-    last_verified: dt.date
+    last_verified: VerifiedOn
     note: str | None = None
     regions: dict[str, Region] = Field(min_length=1)
 

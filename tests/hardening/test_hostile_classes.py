@@ -241,3 +241,31 @@ def test_settings_refuse_infinite_and_huge_values(name: str, raw: str) -> None:
     with pytest.raises(BadInputError) as info:
         getattr(Settings.from_env({name: raw}), attr)
     assert name in info.value.one_line() and len(info.value.one_line()) < 300
+
+
+# -- dates and YAML 1.1 booleans --------------------------------------------------------------
+
+
+def _future_fact(root: Path) -> None:
+    path = root / "data_classes.yaml"
+    text = path.read_text(encoding="utf-8")
+    first = text.index("last_verified: ")
+    end = text.index("\n", first)
+    path.write_text(text[:first] + "last_verified: 2999-01-01" + text[end:], encoding="utf-8")
+
+
+def test_a_fact_verified_in_the_future_is_refused(tmp_path: Path) -> None:
+    """A future `last_verified` never grows stale, so the staleness rule would never fire:
+    the policy file is refused, naming the file, the line and the date."""
+    out = burst("policy", "check", "--policies", str(_policies(tmp_path, _future_fact)))
+    assert out.code == 2, (out.code, out.out, out.err)
+    assert len(out.lines) == 1, out.err
+    assert "data_classes.yaml:" in out.err and "2999-01-01 is in the future" in out.err
+
+
+def test_a_yaml_boolean_where_text_is_expected_says_to_quote_it(tmp_path: Path) -> None:
+    """`headquarters: NO` (Norway) is a boolean in YAML 1.1: the line says so."""
+    spec = _spec(tmp_path, "headquarters: SG", "headquarters: NO")
+    out = burst("validate", "--offline", str(spec))
+    assert out.code == 2, out.err
+    assert "organization.headquarters" in out.lines[0] and "quote the value" in out.lines[0]
