@@ -27,6 +27,7 @@ from burst.checkpoint.state import rng_state, set_rng_state
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
+from burst.train.extension_locks import clear_stale_build_locks
 from burst.train.ranks import Ranks, step_seed
 from burst.train.setup import TrainSetup
 from burst.train.weights import weights_sha256
@@ -103,6 +104,7 @@ class DeepSpeedEngine:
                 "TrainSetup.batch_for_samples (each rank reads its own slice of the global batch)"
             )
         self._own_group = not dist.is_initialized()
+        clear_stale_build_locks()  # DeepSpeed's JIT op builds wait on a killed build's lock
         if self._own_group:
             backend = "nccl" if torch.cuda.is_available() else "gloo"
             deepspeed.init_distributed(dist_backend=backend, verbose=False)

@@ -21,6 +21,7 @@ import torch
 
 from burst.checkpoint import CheckpointManager
 from burst.checkpoint.deepspeed import DeepSpeedCheckpointer
+from burst.train.extension_locks import clear_stale_build_locks
 
 
 def batch(i: int) -> torch.Tensor:
@@ -29,6 +30,7 @@ def batch(i: int) -> torch.Tensor:
 
 def main() -> None:
     stage, store_dir, work, phase = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    clear_stale_build_locks()  # as the train step does: a killed build's lock hangs the op build
     deepspeed.init_distributed(dist_backend="gloo")
     torch.manual_seed(0 if phase == "save" else 7)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
