@@ -29,7 +29,7 @@ import torch
 from burst.checkpoint.state import rng_state, set_rng_state
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
-from burst.train.checkpoints import RunCheckpoints, state_nbytes
+from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import restored_samples
 from burst.train.extension_locks import clear_stale_build_locks
 from burst.train.ranks import Ranks, step_seed
@@ -227,13 +227,15 @@ class DeepSpeedEngine:
         raise error
 
     def nbytes(self, tier: str) -> int:
-        """The size of the last checkpoint this attempt wrote, else the module and optimizer
-        state (every tier is full)."""
+        """This rank's part of a checkpoint (every tier is full): the size of the last one this
+        attempt wrote, else an estimate: fp32 weights, a master copy and two optimizer moments
+        (Adam's), split over the ranks. Not the torch optimizer's ``state_dict()``: once ZeRO
+        has replaced its parameter groups with partitions it raises KeyError (seen: a 2-rank
+        ZeRO-3 run preempted before its first save failed with exit 1)."""
         if self._last_bytes:
             return self._last_bytes
-        return state_nbytes(self.engine.module.state_dict()) + state_nbytes(
-            self.setup.optimizer.state_dict()
-        )
+        numel = sum(int(getattr(p, "ds_numel", p.numel())) for p in self.engine.module.parameters())
+        return numel * 4 * 4 // self.ranks.world
 
     def weights_sha256(self) -> str:
         import deepspeed
