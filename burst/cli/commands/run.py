@@ -68,7 +68,8 @@ def command(
     Exits with the failing step's code (see `burst --help`), 0 when the run succeeded.
     A spec with training.strategy regional-sync runs the regional graph instead: a store
     and a worker per region, the aggregator, the link emulator, teardown of every region
-    (docs/regional.md); the fault options and --template are refused for it.
+    (docs/regional.md); local_steps: null takes the planner's H; the fault options and
+    --template are refused for it.
     """
     from rich.console import Console
     from rich.table import Table
@@ -187,6 +188,9 @@ def _run_regional(
     )
 
     def on_event(step: str, status: str, info: dict[str, Any]) -> None:
+        if step == "plan":
+            console.print(f"  H = {info['local_steps']} local steps a round ({info['basis']})")
+            return
         mark = {"started": "…", "succeeded": "✓", "requeued": "↻", "failed": "✗"}.get(status, "?")
         console.print(f"  {mark} {step} {status}")
 
