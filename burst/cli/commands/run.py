@@ -95,12 +95,13 @@ def command(
             f"--preempt-at-step {late[0]}: the spec trains {job.training.steps} steps; a "
             "preemption must come before the last one"
         )
-    if template is not None:  # read before anything is created for the run
-        from burst.runner.local import load_manifest
-
-        load_manifest(template)
     rid = check_run_id(run_id) if run_id else new_run_id(job.name)
     paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
+    options = RunOptions(fail_at=fail_at, env=faults.arm(preempt_at_steps=preempt_at))
+    if template is not None:
+        options.template = template
+    # the template is read and checked (kind, features, parameters) before anything is created
+    LocalRunner(paths, spec, options).check()
     try:
         paths.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -125,9 +126,6 @@ def command(
                 f"  [red]✗[/red] {step} exit {info.get('exit_code')} (log: {paths.log(step)})"
             )
 
-    options = RunOptions(fail_at=fail_at, env=faults.arm(preempt_at_steps=preempt_at))
-    if template is not None:
-        options.template = template
     report = LocalRunner(paths, spec, options, on_event).run()
 
     table = Table(title=f"run {rid}: {report['status']}", title_justify="left")
