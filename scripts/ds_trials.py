@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "train"))
 
@@ -65,6 +66,47 @@ def final_samples(tmp: Path, run_id: str, steps: int) -> int:
         mgr.close()
 
 
+def ds_replay_losses(spec: Path, worlds: list[int]) -> list[float]:
+    """``ranks_helpers.replay_losses`` through DeepSpeed itself (one process, a world of one,
+    the spec's ZeRO stage): at step ``s`` the ``worlds[s]`` rank slices are forwarded with
+    their dropout seeds and the mean of their losses is back-propagated, the gradient the
+    ranks average. The reference for a DeepSpeed run, whose updates differ from the plain
+    torch loop's (see the issue 18 note: ~1% from the second Adam update, even at ZeRO-0)."""
+    import tempfile
+
+    import torch
+
+    from burst.spec import load_spec
+    from burst.train.deepspeed_engine import DeepSpeedEngine
+    from burst.train.ranks import step_seed
+    from burst.train.setup import build_setup
+
+    job = load_spec(spec)
+    setup = build_setup(job)
+    assert setup.batch_for_samples is not None
+    ds = DeepSpeedEngine(job, setup, Path(tempfile.mkdtemp(prefix="ds-replay-")))
+    engine = ds.engine
+    b, seed = job.training.batch_size, job.training.seed
+    samples, out = 0, []
+    for step, world in enumerate(worlds):
+        engine.train()
+        total: Any = 0.0
+        first = 0.0
+        for r in range(world):
+            torch.manual_seed(step_seed(seed, step, r))
+            x, y = setup.batch_for_samples(samples + r * b, b)
+            loss = setup.loss_fn(engine(x), y)
+            total = total + loss / world
+            if r == 0:
+                first = float(loss.detach())
+        engine.backward(total)
+        engine.step()
+        samples += world * b
+        out.append(first)
+    ds.close()
+    return out
+
+
 def gap(curve: list[float], ref: list[float]) -> float:
     return max(
         (abs(a - b) / max(abs(b), 1e-12) for a, b in zip(curve, ref, strict=True)), default=0
@@ -92,11 +134,15 @@ def reshard(args: argparse.Namespace) -> None:
     expected = 32 * (args.before * args.at + args.after * (args.steps - args.at))
     print(f"samples in the final checkpoint {samples}, expected {expected}")
     curve = d["attempts"][0]["losses"] + d["attempts"][1]["losses"]
-    ref = replay_losses(old, [args.before] * args.at + [args.after] * (args.steps - args.at))
-    print(f"relative gap before {gap(curve[: args.at], ref[: args.at]):.2e}")
-    print(f"relative gap after {gap(curve[args.at :], ref[args.at :]):.2e}")
+    worlds = [args.before] * args.at + [args.after] * (args.steps - args.at)
     print("curve", [round(v, 6) for v in curve])
-    print("replay", [round(v, 6) for v in ref])
+    for name, fn in (("deepspeed replay", ds_replay_losses), ("torch replay", replay_losses)):
+        ref = fn(old, worlds)
+        print(
+            f"{name}: relative gap before {gap(curve[: args.at], ref[: args.at]):.2e}, "
+            f"after {gap(curve[args.at :], ref[args.at :]):.2e}"
+        )
+        print(name, [round(v, 6) for v in ref])
     print("hash", d["final_weights_sha256"])
 
 
