@@ -33,7 +33,7 @@ system-deps:
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(MAKE) typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # Everything but the end-to-end tier: what to run while editing.
 test-fast: $(STAMP)

@@ -51,6 +51,7 @@ class RegionalReport(Document):
     regions: list[str]
     aggregation_region: str
     local_steps: int
+    local_steps_basis: str | None = None  # the spec's H, or the planner's pick and its basis
     rounds_planned: int
     rounds_completed: int
     codec: str

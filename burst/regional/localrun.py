@@ -108,6 +108,31 @@ def write_shards(job: BurstJob, stores: Mapping[str, LocalStore]) -> dict[str, i
     return out
 
 
+def local_steps_for(job: BurstJob) -> tuple[int, str]:
+    """H of the run and where it comes from: ``regional_sync.local_steps``, or (null) the
+    planner's pick (``burst.plan.regional.plan_regional_sync``: the smallest H whose sync over
+    the catalog's link stays under ``sync_fraction`` of a round's compute, with the workload's
+    step time, ``burst.plan.workload.estimate``: ``training.step_seconds`` when the spec gives
+    it, else the FLOP estimate on the spec's GPUs), capped at ``training.steps``."""
+    rs = regional(job)
+    if rs.local_steps is not None:
+        return rs.local_steps, "training.regional_sync.local_steps"
+    from burst.plan.regional import plan_regional_sync
+    from burst.plan.workload import estimate
+
+    cat = load_catalog()
+    provider = job.compute.providers[0] if job.compute.providers else "aws"
+    doc = plan_regional_sync(job, cat, estimate(job, cat), provider)
+    if doc is None:  # not reached: regional() refused a spec without the strategy
+        raise BadInputError(f"spec {job.name}: training.strategy is not regional-sync")
+    picked = int(doc["local_steps"])
+    basis = f"{doc['local_steps_basis']} (step time: {estimate(job, cat).basis})"
+    if picked > job.training.steps:
+        basis += f"; the planner's H {picked} exceeds training.steps, capped to one round"
+        picked = job.training.steps
+    return picked, basis
+
+
 @dataclass
 class _Proc:
     key: str  # "worker:<region>" or "aggregator:<region>"
@@ -153,15 +178,12 @@ def run_regional(
     rs = regional(job)
     regions = list(rs.regions or [])
     agg = str(rs.aggregation_region)
-    if rs.local_steps is None:
-        raise BadInputError(
-            "training.regional_sync.local_steps: null asks the planner for H; `burst run` "
-            "needs it set (run `burst plan` and copy its choice)"
-        )
-    local_steps = rs.local_steps
+    local_steps, basis = local_steps_for(job)
+    log.info("regional run: H = %d (%s)", local_steps, basis)
     rounds = rounds_for(job.training.steps, local_steps)
     started = time.monotonic()
     emit = opts.on_event or (lambda *_: None)
+    emit("plan", "succeeded", {"local_steps": local_steps, "basis": basis})
     run_dir.mkdir(parents=True, exist_ok=True)
     stores_dir, scratch, logs = run_dir / "stores", run_dir / "scratch", run_dir / "logs"
     for d in (stores_dir, scratch, logs):
@@ -265,6 +287,7 @@ def run_regional(
         regions,
         agg,
         local_steps,
+        basis,
         rounds,
         procs,
         provisioned,
@@ -294,6 +317,7 @@ def _report(
     regions: list[str],
     agg: str,
     local_steps: int,
+    basis: str,
     rounds: int,
     procs: list[_Proc],
     provisioned: list[str],
@@ -327,6 +351,7 @@ def _report(
         regions=regions,
         aggregation_region=agg,
         local_steps=local_steps,
+        local_steps_basis=basis,
         rounds_planned=rounds,
         rounds_completed=completed,
         codec=rs.compression.codec,

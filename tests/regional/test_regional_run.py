@@ -86,10 +86,13 @@ def _check_shards_stay_home(run_dir: Path, regions: list[str], agg: str) -> None
 
 
 def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
-    spec = regional_spec(tmp_path, TWO)
+    """``local_steps: null``: the run takes the planner's H (4 for a 0.6 s step, see
+    test_regional_errors.py) and reports it with its basis."""
+    spec = regional_spec(tmp_path, TWO, local_steps=None, step_seconds=0.6)
     doc = _cli_run(burst_cli, spec, tmp_path / "runs", "two")
     regions = list(TWO)
     _check_complete(doc, regions)
+    assert doc["local_steps"] == 4 and doc["local_steps_basis"].startswith("planner:")
     _check_shards_stay_home(tmp_path / "runs" / "two", regions, "ap-southeast-1")
     _check_worker_cannot_read_another_region(tmp_path / "runs" / "two")
     cfg = RoleConfig.load(tmp_path / "runs" / "two" / "worker-me-central-1.config.json")
