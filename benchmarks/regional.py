@@ -33,6 +33,10 @@ takes ``--steps`` AdamW steps of ``BATCH`` sequences in both.
   between processes through gloo; their exact wire bytes are charged through the emulator
   (uploads in parallel, then downloads; the aggregator's own worker crosses nothing). A round's
   wall time is the slowest worker's measured compute for its H steps plus the emulated sync.
+  A second burst arm, ``burst_outer_sgd``, is the same with the spec's ``outer: {optimizer:
+  sgd, lr: 1.0, momentum: 0.0}``: the new global weights are the average of the regions' models
+  (FedAvg), the outer setting the ablations (``--ablate``) single out as the cause of the loss
+  gap at small H (docs/regional.md, "Benchmark").
 
 The emulator does not sleep (``time_scale=0``): wall times are measured compute plus emulated
 transfer time. Compute is each process's CPU time for the step (``time.thread_time``, one torch
@@ -75,9 +79,9 @@ EVAL_SEQUENCES = 256
 CORPUS_CAP = 24_000_000  # bytes of the corpus used at most (the stdlib is ~30 MB)
 REGION_NAMES = ("ap-southeast-1", "me-central-1", "eu-central-1", "us-east-1")
 MODES: dict[str, dict[str, Any]] = {
-    "full": {"steps": 600, "local_steps": (10, 50, 200)},
-    "quick": {"steps": 200, "local_steps": (10, 50, 200)},
-    "smoke": {"steps": 8, "local_steps": (4,)},
+    "full": {"steps": 600, "local_steps": (10, 50, 200), "arms": ("burst", "burst_outer_sgd")},
+    "quick": {"steps": 200, "local_steps": (10, 50, 200), "arms": ("burst", "burst_outer_sgd")},
+    "smoke": {"steps": 8, "local_steps": (4,), "arms": ("burst",)},
 }
 # What an arm does beyond its H; ``--ablate`` varies these one at a time (docs/regional.md).
 DEFAULT_VARIANT: dict[str, Any] = {
@@ -115,6 +119,10 @@ ABLATIONS: tuple[tuple[str, int | None, dict[str, Any]], ...] = (
     ("outer nesterov lr 0.7 mom 0.5 H=10", 10, {"outer_momentum": 0.5}),
     ("outer nesterov lr 0.35 mom 0.9 H=10", 10, {"outer_lr": 0.35}),
 )
+# The burst arms: the spec's defaults (DiLoCo's outer Nesterov lr 0.7, momentum 0.9), and the
+# spec's `outer: {optimizer: sgd, lr: 1.0, momentum: 0.0}`: the average of the regions' models
+# (FedAvg, McMahan et al. 2017), the outer setting the ablations single out (docs/regional.md).
+ARMS: dict[str, dict[str, Any]] = {"burst": {}, "burst_outer_sgd": FEDAVG}
 GOALS = {"bytes_ratio": 0.01, "eval_loss_ratio": 1.03, "wall_ratio": 0.5}
 PLANNER_TOLERANCE = 0.2
 
@@ -508,7 +516,8 @@ def main() -> int:
             "context": CONTEXT,
             "batch": BATCH,
             "inner": f"AdamW lr {INNER_LR}",
-            "outer": "Nesterov lr 0.7 momentum 0.9 (DiLoCo)",
+            "outer": "burst: Nesterov lr 0.7 momentum 0.9 (DiLoCo, the spec's default); "
+            "burst_outer_sgd: sgd lr 1.0 momentum 0 (FedAvg: the regions' models averaged)",
             "codec": "int8, blocks of 256",
         },
         "link": "seed 002 cross_continent: 0.18 GB/s, 102 ms, $0.05/GB, every pair of regions",
@@ -529,40 +538,45 @@ def main() -> int:
             ),
             flush=True,
         )
-        row: dict[str, Any] = {"names": list(REGION_NAMES[:n]), "sync_dp": base, "burst": {}}
+        row: dict[str, Any] = {"names": list(REGION_NAMES[:n]), "sync_dp": base}
         row["shard_bytes"] = [len(s) for s in load_corpus(n)[0]]
-        for h in hs:
-            arm = run(n, steps, h)
-            arm["bytes_ratio"] = arm["bytes_crossing"] / base["bytes_crossing"]
-            arm["eval_loss_ratio"] = arm["eval_loss"] / base["eval_loss"]
-            arm["wall_ratio"] = arm["wall_s"] / base["wall_s"]
-            arm["planner"] = planner(n, steps, h, base, arm)
-            arm["meets_goals"] = {k: arm[k] <= v for k, v in GOALS.items()} | {
-                "planner": abs(arm["planner"]["bytes_error"]) <= PLANNER_TOLERANCE
-                and abs(arm["planner"]["sync_error"]) <= PLANNER_TOLERANCE
-            }
-            for k in ("tensor_sizes",):
-                arm.pop(k)
-            row["burst"][str(h)] = arm
-            print(
-                json.dumps(
-                    {
-                        "regions": n,
-                        "H": h,
-                        **{
-                            k: arm[k]
-                            for k in ("eval_loss", "bytes_ratio", "eval_loss_ratio", "wall_ratio")
-                        },
-                    }
-                ),
-                flush=True,
-            )
+        for arm_name in MODES[mode]["arms"]:
+            row[arm_name] = {}
+            for h in hs:
+                arm = burst_arm(n, steps, h, base, ARMS[arm_name])
+                row[arm_name][str(h)] = arm
+                shown = ("eval_loss", "bytes_ratio", "eval_loss_ratio", "wall_ratio")
+                line = {"regions": n, "arm": arm_name, "H": h} | {k: arm[k] for k in shown}
+                print(json.dumps(line), flush=True)
+                write(
+                    args.out,
+                    results | {"regions": results["regions"] | {str(n): row}},
+                    started,
+                    complete=False,
+                )
         base.pop("tensor_sizes")
         results["regions"][str(n)] = row
         write(args.out, results, started, complete=False)  # what is done so far survives a stop
     write(args.out, results, started, complete=True)
     print(f"wrote {args.out}")
     return 0
+
+
+def burst_arm(
+    n: int, steps: int, h: int, base: dict[str, Any], variant: dict[str, Any]
+) -> dict[str, Any]:
+    """One burst arm against the baseline ``base``: its figures, ratios, planner check, goals."""
+    arm = run(n, steps, h, variant)
+    arm["bytes_ratio"] = arm["bytes_crossing"] / base["bytes_crossing"]
+    arm["eval_loss_ratio"] = arm["eval_loss"] / base["eval_loss"]
+    arm["wall_ratio"] = arm["wall_s"] / base["wall_s"]
+    arm["planner"] = planner(n, steps, h, base, arm)
+    arm["meets_goals"] = {k: arm[k] <= v for k, v in GOALS.items()} | {
+        "planner": abs(arm["planner"]["bytes_error"]) <= PLANNER_TOLERANCE
+        and abs(arm["planner"]["sync_error"]) <= PLANNER_TOLERANCE
+    }
+    arm.pop("tensor_sizes")
+    return arm
 
 
 def ablate(steps: int, out: str | None) -> int:
