@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from burst.regional.localrun import run_links
+from burst.plan.catalog import load_catalog
+from burst.plan.regional import plan_regional_sync
+from burst.plan.workload import estimate
+from burst.regional.localrun import local_steps_for, run_links
 from burst.regional.runtime import RoleConfig
 from burst.spec import load_spec
 from burst.storage.local import LocalStore
@@ -19,15 +22,29 @@ from .regional_specs import REPO, TWO, regional_spec
 BurstCli = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def test_burst_run_refuses_an_unset_local_steps(tmp_path: Path, burst_cli: BurstCli) -> None:
-    spec = regional_spec(tmp_path, TWO)
-    spec.write_text(spec.read_text().replace("local_steps: 4", "local_steps: null"))
-    proc = burst_cli(["run", str(spec), "--runs-root", str(tmp_path / "runs")])
-    assert proc.returncode == 2, proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if "local_steps" in ln]
-    assert len(lines) == 1 and "planner" in lines[0], proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert not list((tmp_path / "runs").rglob("stores"))  # nothing provisioned
+def test_local_steps_from_the_spec(tmp_path: Path) -> None:
+    job = load_spec(regional_spec(tmp_path, TWO, local_steps=4))
+    assert local_steps_for(job) == (4, "training.regional_sync.local_steps")
+
+
+def test_local_steps_null_is_the_planners_pick(tmp_path: Path) -> None:
+    """``local_steps: null``: the planner's H for the spec's step time (step_seconds 0.6 s:
+    a round's sync over the cross-continent link, about 0.2 s, stays under 10 % of H x 0.6 s
+    from H = 4 on), the same figure ``burst plan`` shows."""
+    job = load_spec(regional_spec(tmp_path, TWO, local_steps=None, step_seconds=0.6))
+    h, basis = local_steps_for(job)
+    cat = load_catalog()
+    planned = plan_regional_sync(job, cat, estimate(job, cat), "aws")
+    assert planned is not None and h == planned["local_steps"] == 4
+    assert basis.startswith("planner: smallest H with sync <= 0.1 x H x 0.6 s"), basis
+    assert "step_seconds 0.6" in basis
+
+
+def test_local_steps_null_is_capped_at_the_run(tmp_path: Path) -> None:
+    """A planner's H above ``training.steps`` is one round of every step, and says so."""
+    job = load_spec(regional_spec(tmp_path, TWO, local_steps=None, step_seconds=0.05))
+    h, basis = local_steps_for(job)
+    assert h == 12 and "exceeds training.steps" in basis, basis
 
 
 def test_burst_run_refuses_the_train_graphs_fault_options(
