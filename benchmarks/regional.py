@@ -102,6 +102,7 @@ ABLATIONS: tuple[tuple[str, int | None, dict[str, Any]], ...] = (
     ("S", None, {}),
     ("default H=10", 10, {}),
     ("default H=50", 50, {}),
+    ("default H=200", 200, {}),
     ("codec none H=10", 10, {"codec": "none"}),
     ("codec none H=50", 50, {"codec": "none"}),
     ("int8 error feedback H=10", 10, {"error_feedback": True}),
