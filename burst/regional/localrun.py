@@ -236,6 +236,8 @@ def run_regional(
         [str(checkout.ROOT)] + [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
     try:
+        sites.preflight(regions)
+        emit("preflight", "succeeded", {})
         for region in regions:
             emit(f"provision:{region}", "started", {})
         sites.provision_all(regions)
@@ -300,9 +302,10 @@ def run_regional(
             time.sleep(0.05)
     except _Stop:
         pass
-    except BurstError as exc:  # provision of a region failed: nothing runs, all torn down
-        failure, code = f"provision: {exc.one_line()}", exc.exit_code
-        emit(f"provision:{sites.provisioned[-1] if sites.provisioned else '-'}", "failed", {})
+    except BurstError as exc:  # preflight or a region's provision failed: nothing runs
+        where = "provision" if sites.provisioned else "preflight"
+        failure, code = f"{where}: {exc.one_line()}", exc.exit_code
+        emit(where, "failed", {"exit_code": code})
     finally:
         for p in procs:
             _stop(p)

@@ -38,8 +38,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 BurstCli = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def _cli_run(burst_cli: BurstCli, spec: Path, root: Path, run_id: str) -> dict[str, Any]:
-    proc = burst_cli(["run", str(spec), "--runs-root", str(root), "--run-id", run_id])
+def _cli_run(
+    burst_cli: BurstCli, spec: Path, root: Path, run_id: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    proc = burst_cli(["run", str(spec), "--runs-root", str(root), "--run-id", run_id], env=env)
     report = root / run_id / "report.json"
     assert report.exists(), proc.stderr
     doc = json.loads(report.read_text())
@@ -126,14 +128,26 @@ def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
 
 
 def test_burst_run_three_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
+    """With ``BURST_TF_SITE_VARS`` a directory of ``<region>.tfvars``, each region's stack is
+    applied with its own region's site file (the local stack records it in its ``site``)."""
     spec = regional_spec(tmp_path, THREE, name="regional-three")
-    doc = _cli_run(burst_cli, spec, tmp_path / "runs", "three")
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    for region in THREE:
+        (sites / f"{region}.tfvars").write_text(f'vpc_id = "vpc-{region}"\n')
+    env = {"BURST_TF_SITE_VARS": str(sites)}
+    doc = _cli_run(burst_cli, spec, tmp_path / "runs", "three", env)
     regions = list(THREE)
     _check_complete(doc, regions)
     for r in doc["rounds"]:
         assert sorted(r["accepted"]) == sorted(regions)
-    _check_shards_stay_home(tmp_path / "runs" / "three", regions, "ap-southeast-1", "s3")
-    _check_regions_provisioned_alone(tmp_path / "runs" / "three", regions)
+    run_dir = tmp_path / "runs" / "three"
+    _check_shards_stay_home(run_dir, regions, "ap-southeast-1", "s3")
+    _check_regions_provisioned_alone(run_dir, regions)
+    for region in regions:
+        prov = json.loads((run_dir / f"provision-{region}.json").read_text())
+        assert prov["attempts"][0]["site_vars"] == f"{region}.tfvars"
+        assert json.loads(prov["outputs"]["site"]["vpc_id"]) == f"vpc-{region}", prov["outputs"]
 
 
 def _run(
