@@ -31,7 +31,7 @@ from burst.spec import load_spec
 from burst.storage.base import ObjectMissing, StoreError
 from burst.storage.local import LocalStore
 
-from .regional_specs import THREE, TWO, regional_spec
+from .regional_specs import REPO, THREE, TWO, regional_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -96,9 +96,10 @@ def _check_shards_stay_home(run_dir: Path, regions: list[str], agg: str, mode: S
 
 
 def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
-    """``local_steps: null``: the run takes the planner's H (4 for a 0.6 s step, see
-    test_regional_errors.py) and reports it with its basis."""
-    spec = regional_spec(tmp_path, TWO, local_steps=None, step_seconds=0.6)
+    """examples/regional.yaml as shipped: ``local_steps: null``, the run takes the planner's H
+    (4 for its 0.6 s step, see test_regional_errors.py) and reports it with its basis."""
+    spec = REPO / "examples" / "regional.yaml"
+    assert load_spec(spec).data.shards == TWO
     doc = _cli_run(burst_cli, spec, tmp_path / "runs", "two")
     regions = list(TWO)
     _check_complete(doc, regions)
