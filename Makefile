@@ -55,7 +55,8 @@ goldens: $(STAMP)
 	$(BIN)/burst compile --out pipelines/compiled
 	BURST_UPDATE_GOLDENS=1 $(BIN)/python -m pytest -q tests/terraform/test_tf_plan_golden.py
 	$(BIN)/burst image kyverno --out policies/admission/kyverno-verify-images.yaml
-	cp pipelines/compiled/burst-train.yaml pipelines/compiled/burst-reaper.yaml deploy/argo/
+	cp pipelines/compiled/burst-train.yaml pipelines/compiled/burst-reaper.yaml \
+		pipelines/compiled/burst-regional.yaml deploy/argo/
 	$(BIN)/burst image kyverno --out deploy/kyverno/verify-images.yaml
 
 checkov:

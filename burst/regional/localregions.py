@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from burst.documents import ProvisionDocument, TeardownDocument, produce
-from burst.errors import InfraError
+from burst.errors import InfraError, PolicyRefusal
 from burst.spec import BurstJob
 from burst.storage.base import ObjectStore
 from burst.storage.local import LocalStore
@@ -103,6 +103,28 @@ class LocalRegions:
 
     def provider(self) -> str:
         return self.job.compute.providers[0] if self.job.compute.providers else "aws"
+
+    # ------------------------------------------------------------------ preflight
+    def preflight(self, regions: list[str]) -> None:
+        """The legal preflight (the policies the preflight step evaluates: processing each
+        region's shard there, and its model updates crossing to the aggregation region),
+        written as ``preflight.json``; every region must be allowed before any is
+        provisioned (``PolicyRefusal``, exit 3, naming the first refused region)."""
+        from burst.documents import DecisionRecord
+        from burst.infra.provision import gate_candidates
+        from burst.policy import evaluate, load_policies
+
+        record = produce(DecisionRecord, evaluate(self.job, load_policies()))
+        body = {**record.to_json(), "step": "preflight", "run_id": self.run_id}
+        (self.run_dir / "preflight.json").write_text(json.dumps(body, indent=1))
+        wanted = [{"provider": self.provider(), "region": r} for r in regions]
+        _, refused = gate_candidates(record, self.job, wanted)
+        if refused:
+            first = refused[0]
+            raise PolicyRefusal(
+                f"region {first['region']} is not allowed for this spec: {first['reason']} "
+                f"(preflight.json lists every reason); nothing was provisioned"
+            )
 
     # ------------------------------------------------------------------ provision
     def provision(self, region: str) -> None:

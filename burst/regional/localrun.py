@@ -12,8 +12,9 @@ name a profile; the process's own credentials file holds those keys only) throug
 emulator, with the catalog's bandwidth, latency and price between the two regions; every
 transfer lands in the run's link log (``links.jsonl``).
 
-A process killed by a signal, or exiting 75 (preempted), is started again, at most
-``RESTARTS`` times, as Argo's retry strategy would: a worker rejoins from the newest global
+A process killed by a signal, or exiting 75 (preempted) or 4 (infrastructure), is started
+again, at most as often as the compiled template's ``restarts`` says, as Argo's retry strategy
+would: a worker rejoins from the newest global
 checkpoint, the aggregator from its last committed round. Any other failure stops the run:
 every process is stopped, every region torn down, and the report says which role failed.
 
@@ -56,7 +57,27 @@ from burst.storage.local import LocalStore
 
 log = logging.getLogger(__name__)
 
-RESTARTS = 3
+#: The compiled regional template: the local run restarts a role as often as it says.
+TEMPLATE = checkout.COMPILED / "burst-regional.yaml"
+
+
+def template_restarts(path: Path = TEMPLATE) -> int:
+    """The ``restarts`` parameter of the regional WorkflowTemplate (the worker's and the
+    aggregator's ``retryStrategy.limit``)."""
+    from burst.runner.local import load_manifest
+
+    params = load_manifest(path).get("spec", {}).get("arguments", {}).get("parameters", [])
+    for p in params:
+        if p.get("name") == "restarts":
+            return int(p["value"])
+    raise BadInputError(f"{path}: no restarts parameter (run `make goldens`)")
+
+
+def retryable(rc: int) -> bool:
+    """The template's retry expression (``pipelines.common.RETRY_ON_PREEMPTION``) on one
+    machine: preempted (75), an infrastructure failure (4), or killed by a signal (a lost
+    node's pod leaves no exit code: Argo's -1)."""
+    return rc < 0 or rc in (EXIT_PREEMPTED, EXIT_INFRA)
 
 
 @dataclass
@@ -188,6 +209,7 @@ def run_regional(
     local_steps, basis = local_steps_for(job)
     log.info("regional run: H = %d (%s)", local_steps, basis)
     rounds = rounds_for(job.training.steps, local_steps)
+    restarts = template_restarts()
     started = time.monotonic()
     emit = opts.on_event or (lambda *_: None)
     emit("plan", "succeeded", {"local_steps": local_steps, "basis": basis})
@@ -214,6 +236,8 @@ def run_regional(
         [str(checkout.ROOT)] + [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
     try:
+        sites.preflight(regions)
+        emit("preflight", "succeeded", {})
         for region in regions:
             emit(f"provision:{region}", "started", {})
         sites.provision_all(regions)
@@ -265,7 +289,7 @@ def run_regional(
                 if rc == 0:
                     p.done = True
                     emit(p.key, "succeeded", {"attempts": p.attempts})
-                elif (rc < 0 or rc == EXIT_PREEMPTED) and p.attempts <= RESTARTS:
+                elif retryable(rc) and p.attempts <= restarts:
                     emit(p.key, "requeued", {"attempt": p.attempts + 1, "exit_code": rc})
                     log.warning("%s ended with %d: starting it again", p.key, rc)
                     _start(p)
@@ -278,9 +302,10 @@ def run_regional(
             time.sleep(0.05)
     except _Stop:
         pass
-    except BurstError as exc:  # provision of a region failed: nothing runs, all torn down
-        failure, code = f"provision: {exc.one_line()}", exc.exit_code
-        emit(f"provision:{sites.provisioned[-1] if sites.provisioned else '-'}", "failed", {})
+    except BurstError as exc:  # preflight or a region's provision failed: nothing runs
+        where = "provision" if sites.provisioned else "preflight"
+        failure, code = f"{where}: {exc.one_line()}", exc.exit_code
+        emit(where, "failed", {"exit_code": code})
     finally:
         for p in procs:
             _stop(p)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -120,3 +121,26 @@ def test_aggregator_without_deltas_gives_up_as_infrastructure(tmp_path: Path) ->
     assert "Traceback" not in proc.stderr
     # round 0 (the initial weights) was committed before it gave up: a restart resumes there
     assert (tmp_path / "exchange" / "global" / "manifests" / f"{0:012d}.weights.json").exists()
+
+
+def test_burst_run_refuses_a_region_the_preflight_does_not_allow(
+    tmp_path: Path, burst_cli: BurstCli
+) -> None:
+    """Personal data: me-central-1's model updates would cross to ap-southeast-1 and the
+    shipped facts say nothing about model updates (review, never allow): exit 3, one line
+    naming the region, the decision record written, nothing provisioned."""
+    spec = regional_spec(tmp_path, TWO)
+    spec.write_text(
+        spec.read_text().replace("classification: internal", "classification: personal")
+    )
+    root = tmp_path / "runs"
+    proc = burst_cli(["run", str(spec), "--runs-root", str(root), "--run-id", "refused"])
+    assert proc.returncode == 3, proc.stderr
+    report = json.loads((root / "refused" / "report.json").read_text())
+    assert report["status"] == "failed" and report["exit_code"] == 3
+    assert report["failure"].startswith("preflight: region me-central-1 is not allowed")
+    assert "XFER-MODEL-UPDATE" in (root / "refused" / "preflight.json").read_text()
+    assert report["provisioned"] == [] and report["rounds_completed"] == 0
+    assert not (root / "refused" / "regions").exists()  # no stack
+    assert not [p for p in (root / "refused" / "stores").iterdir()]  # no store
+    assert "Traceback" not in proc.stderr
