@@ -120,3 +120,26 @@ def test_regional_provision_refuses_without_a_decision_record(tmp_path: Path) ->
     assert proc.returncode == 3, proc.stderr
     assert "decision record" in proc.stderr and "Traceback" not in proc.stderr
     assert not list((tmp_path / "runs").rglob("*.tfstate"))  # nothing applied
+
+
+def test_submit_of_a_regional_spec_calls_the_regional_template(tmp_path: Path) -> None:
+    """`burst submit` of a regional-sync spec: burst-regional, the regions as the JSON list
+    the fan-out and the exit handler loop over, only parameters the golden declares."""
+    import json
+
+    from burst.runner.argo import build_workflow
+
+    spec = regional_spec(tmp_path, TWO)
+    pinned = "ghcr.io/example/trainer@sha256:" + "a" * 64  # Argo pulls from a registry
+    text = spec.read_text()
+    ref = next(ln for ln in text.splitlines() if ln.strip().startswith("reference:"))
+    spec.write_text(text.replace(ref, f"  reference: {pinned}"))
+    wf = build_workflow(spec)
+    assert wf["spec"]["workflowTemplateRef"] == {"name": "burst-regional"}
+    params = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
+    assert json.loads(params["regions"]) == list(TWO)
+    assert params["aggregation-region"] == "ap-southeast-1"
+    assert params["trainer-image"] == pinned
+    declared = {p["name"] for p in _manifest()["spec"]["arguments"]["parameters"]}
+    assert set(params) <= declared
+    assert {"spec", "regions", "aggregation-region", "trainer-image"} <= set(params)
