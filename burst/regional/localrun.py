@@ -46,6 +46,7 @@ import numpy as np
 from burst import checkout
 from burst.documents.regional import LinkTotals, RegionalReport, RegionalRound, RegionAttempts
 from burst.errors import EXIT_INFRA, EXIT_PREEMPTED, BadInputError, BurstError
+from burst.infra.procs import die_with_parent
 from burst.plan.catalog import load_catalog
 from burst.plan.datastrategy import link_class
 from burst.regional.localregions import LocalRegions, StoreMode, objects_dir
@@ -187,6 +188,7 @@ def _start(p: _Proc) -> None:
             env=p.env,
             cwd=str(checkout.ROOT),
             start_new_session=True,
+            preexec_fn=die_with_parent,  # a killed `burst run` leaves no role behind
         )
 
 

