@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 
 from burst import checkout
+from burst.children import die_with_parent
 from burst.documents.regional import LinkTotals, RegionalReport, RegionalRound, RegionAttempts
 from burst.errors import EXIT_INFRA, EXIT_PREEMPTED, BadInputError, BurstError
-from burst.infra.procs import die_with_parent
 from burst.plan.catalog import load_catalog
 from burst.plan.datastrategy import link_class
 from burst.regional.localregions import LocalRegions, StoreMode, objects_dir

