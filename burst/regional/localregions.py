@@ -133,18 +133,27 @@ class LocalRegions:
         self.provisioned.append(region)
         if self.terraform:
             self._apply(region)
+        self._stores_of(region)
+
+    def _stores_of(self, region: str) -> None:
         self._start_store(region, region)
         if region == self.aggregation_region:
             self._start_store(self.exchange, region)
 
     def provision_all(self, regions: list[str]) -> None:
-        """Every region at once (each its own stack and server, nothing shared); the first
-        failure is raised once all have finished, and every region begun is torn down."""
-        with ThreadPoolExecutor(max_workers=len(regions)) as pool:
-            futures = [pool.submit(self.provision, r) for r in regions]
-        self.provisioned.sort(key=regions.index)
-        for f in futures:
-            f.result()
+        """Every region's stack at once (threads), then every region's server (from this
+        thread); the first failure is raised once all stacks have finished, and every region
+        begun is torn down."""
+        self.provisioned.extend(regions)
+        if self.terraform:
+            with ThreadPoolExecutor(max_workers=len(regions)) as pool:
+                futures = [pool.submit(self._apply, r) for r in regions]
+            for f in futures:
+                f.result()
+        # the servers from this thread: they end with it (die_with_parent), never with a
+        # pool thread
+        for region in regions:
+            self._stores_of(region)
 
     def teardown_all(self, scratch: dict[str, list[Path]]) -> dict[str, dict[str, Any]]:
         """Every provisioned region at once; each region's document, in provision order."""
@@ -181,7 +190,7 @@ class LocalRegions:
             root.mkdir(parents=True, exist_ok=True)
             self._stores[name] = _Store(name)
             return
-        server = LoopbackS3(root, region=region).start()
+        server = LoopbackS3(root, region=region).start(die_with_parent=True)
         self._stores[name] = _Store(name, server)  # stopped at teardown from here on
         server.create_bucket(BUCKET)
         log.info("region %s: store %s at %s (keys of its own)", region, name, server.endpoint)
