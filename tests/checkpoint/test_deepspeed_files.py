@@ -6,6 +6,7 @@ ranks are in tests/checkpoint/test_deepspeed_ranks.py."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -19,7 +20,8 @@ from burst.checkpoint.sharded import ShardInfo
 from burst.storage import ObjectStore
 
 CHUNK = 4096
-SEED = random.SystemRandom().randrange(10**6)
+# random file sizes; a failure names the seed, BURST_TEST_SEED=<seed> replays it
+SEED = int(os.environ.get("BURST_TEST_SEED") or random.SystemRandom().randrange(10**6))
 
 
 def rank_files(rank: int, stage: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -73,7 +75,7 @@ def test_each_rank_fetches_only_its_files(local_store: ObjectStore, stage: int, 
     for rank in range(world):
         files = needed(layout, rank, world)
         want = {n for n in every if file_owner(n) in (None, rank)}
-        assert {f.name for f in files} == want
+        assert {f.name for f in files} == want, f"seed {SEED}"
         got = fetch_files(local_store, manifest, files)
         assert set(got) == want
         for name, data in got.items():
