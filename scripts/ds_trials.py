@@ -2,6 +2,7 @@
 
     python scripts/ds_trials.py reshard --before 2 --after 4 --at 4 [--steps 10] [--stage 3]
     python scripts/ds_trials.py exact --world 2 --at 6 [--steps 10] [--trials 1]
+    python scripts/ds_trials.py kill --world 2 [--trials 3] [--seed 900]
 
 ``reshard``: the train step (``python -m steps.train``, torchrun ranks on CPU, real DeepSpeed)
 on ``--before`` ranks preempted after step ``--at``, resumed on ``--after`` ranks; prints the
@@ -24,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "train"))
 
-from ranks_helpers import REPO, doc, replay_losses, train
+from ranks_helpers import REPO, doc, kill_rank_during_training, replay_losses, train
 
 from burst.checkpoint import CheckpointManager
 from burst.storage import open_store
@@ -168,6 +169,50 @@ def exact(args: argparse.Namespace) -> None:
     print("uninterrupted hash", want)
 
 
+def complete(store: Path) -> tuple[list[int], bool]:
+    """(steps of the visible checkpoints, whether every chunk each references is stored)."""
+    from burst.checkpoint import list_checkpoints
+    from burst.checkpoint.catalog import load_manifest
+    from burst.checkpoint.manifest import chunk_key
+
+    st = open_store(f"file://{store}")
+    refs = list_checkpoints(st)
+    ok = all(st.exists(chunk_key(c.digest)) for r in refs for c in load_manifest(st, r).chunks)
+    return sorted(r.step for r in refs), ok
+
+
+def kill(args: argparse.Namespace) -> None:
+    """SIGKILL one rank at a random moment 0-2 s after the first commit (training and saves
+    under way), then resume; the visible checkpoints must be complete and the resumed run
+    end with the uninterrupted hash."""
+    import random
+
+    tmp = Path(tempfile.mkdtemp(prefix="ds-kill-"))
+    spec = ds_spec(tmp, "spec", processes=args.world, steps=args.steps, stage=args.stage)
+    runs = tmp / "runs"
+    ref = train(spec, "ref", runs, timeout=1800)
+    want = doc(runs, "ref")["final_weights_sha256"] if ref.returncode == 0 else None
+    print(f"uninterrupted exit {ref.returncode} hash {want}")
+    for i in range(args.trials):
+        rng = random.Random(args.seed + i)
+        rank, after = rng.randrange(args.world), round(rng.uniform(0, 2), 2)
+        run_id = f"kill{i}"
+        code, err, stop_s = kill_rank_during_training(
+            spec, run_id, runs, rank=rank, after_s=after, timeout=600, store=tmp / "store" / run_id
+        )
+        steps, ok = complete(tmp / "store" / run_id)
+        tb = "Traceback" in err
+        again = train(spec, run_id, runs, timeout=1800)
+        got = doc(runs, run_id)["final_weights_sha256"] if again.returncode == 0 else None
+        print(
+            f"seed {args.seed + i}: rank {rank} {after}s after the first commit: exit {code}, "
+            f"stop_s {stop_s:.1f}, visible {steps}, complete={ok}, traceback={tb}; resumed "
+            f"exit {again.returncode}, identical={got == want}"
+        )
+        if again.returncode != 0:
+            print(again.stderr[-2000:])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -179,11 +224,15 @@ def main() -> None:
     e.add_argument("--world", type=int, default=2)
     e.add_argument("--at", type=int, default=6)
     e.add_argument("--trials", type=int, default=1)
-    for q in (r, e):
+    k = sub.add_parser("kill")
+    k.add_argument("--world", type=int, default=2)
+    k.add_argument("--trials", type=int, default=3)
+    k.add_argument("--seed", type=int, default=900)
+    for q in (r, e, k):
         q.add_argument("--steps", type=int, default=10)
         q.add_argument("--stage", type=int, default=3)
     args = p.parse_args()
-    reshard(args) if args.cmd == "reshard" else exact(args)
+    {"reshard": reshard, "exact": exact, "kill": kill}[args.cmd](args)
 
 
 if __name__ == "__main__":
