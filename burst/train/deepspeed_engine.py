@@ -21,8 +21,10 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -37,6 +39,7 @@ from burst.train.setup import TrainSetup
 from burst.train.weights import weights_sha256
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def default_environment() -> None:
@@ -171,10 +174,25 @@ class DeepSpeedEngine:
             start = self.samples + self.ranks.rank * self.batch
             x, y = self.setup.batch_for_samples(start, self.batch)
             self.samples += self.ranks.world * self.batch
-        out = self.setup.loss_fn(engine(x.to(engine.device)), y.to(engine.device))
-        engine.backward(out)
-        engine.step()
-        return float(out.detach())
+
+        def train() -> Any:
+            out = self.setup.loss_fn(engine(x.to(engine.device)), y.to(engine.device))
+            engine.backward(out)  # ZeRO's gradient collectives: fail if a peer is gone
+            engine.step()
+            return out
+
+        return float(self._collective(f"step {step + 1}", train).detach())
+
+    def _collective(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn``, whose DeepSpeed collectives raise RuntimeError (gloo: "Connection reset by
+        peer") when another rank died: with several ranks that is ``RankLost`` (exit 75,
+        requeue, the message names it), as in the DDP engine; one rank: raised as it is."""
+        if not self.ranks.many:
+            return fn()
+        try:
+            return fn()
+        except RuntimeError as exc:
+            raise self.ranks.lost(what, exc) from None
 
     def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
         if tier != "full":
@@ -184,7 +202,10 @@ class DeepSpeedEngine:
             client.update(samples=self.samples, world=self.ranks.world)
         ckpt = self._checkpointer(store)
         written: list[int] = []
-        blocked = store.save_via(lambda: written.append(ckpt.save(step, client_state=client)))
+        blocked = self._collective(
+            f"checkpoint of step {step}",
+            lambda: store.save_via(lambda: written.append(ckpt.save(step, client_state=client))),
+        )
         self._last_bytes = written[0] if written else 0
         return blocked
 
@@ -201,7 +222,7 @@ class DeepSpeedEngine:
         error: CheckpointError | None = None
         for at in fulls:
             try:
-                step, client = ckpt.restore(at)
+                step, client = self._collective(f"restore of step {at}", partial(ckpt.restore, at))
             except CheckpointError as exc:
                 log.warning("full checkpoint at step %d: %s", at, exc.one_line())
                 error = error or exc
