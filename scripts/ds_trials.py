@@ -209,6 +209,8 @@ def kill(args: argparse.Namespace) -> None:
             f"stop_s {stop_s:.1f}, visible {steps}, complete={ok}, traceback={tb}; resumed "
             f"exit {again.returncode}, identical={got == want}"
         )
+        if tb:
+            print(err[-2500:])
         if again.returncode != 0:
             print(again.stderr[-2000:])
 
