@@ -62,7 +62,7 @@ def rank_main(args: argparse.Namespace) -> int:
 
     from burst.checkpoint import CheckpointManager
     from burst.checkpoint.catalog import list_checkpoints, load_manifest
-    from burst.checkpoint.dtensor_parts import join, local_parts, rank_parts, reshard
+    from burst.checkpoint.dtensor_parts import local_parts, own_shards, rank_parts
     from burst.checkpoint.sharded import ShardInfo
     from burst.checkpoint.split_restore import Exchange
     from burst.storage import open_store
@@ -165,12 +165,11 @@ def rank_main(args: argparse.Namespace) -> int:
         parts = rank_parts(restored.state)
         assert parts is not None
         set_model_state_dict(
-            model, reshard(join([p["model"] for p in parts]), get_model_state_dict(model))
+            model, own_shards([p["model"] for p in parts], get_model_state_dict(model), rank)
         )
-        whole = join([p["optimizer"] for p in parts], "optimizer")
-        set_optimizer_state_dict(
-            model, optim, reshard(whole, get_optimizer_state_dict(model, optim))
-        )
+        optim_like = get_optimizer_state_dict(model, optim)
+        whole = own_shards([p["optimizer"] for p in parts], optim_like, rank)
+        set_optimizer_state_dict(model, optim, whole)
         restore_b.append(slowest(time.perf_counter() - t0))
         assert torch.equal(model[3].weight.to_local(), saved)
         del restored, parts, whole
