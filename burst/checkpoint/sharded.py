@@ -192,7 +192,16 @@ def merge(shards: list[Manifest]) -> Manifest:
                 "reused_chunks": m.stats.get("reused_chunks", 0),
             }
         )
-        base += (m.total_bytes + ALIGN - 1) // ALIGN * ALIGN
+        # the shard's extent in its layout: ``total_bytes`` counts the chunks' bytes only,
+        # not the alignment gaps between arrays, so a shard laid at base + total_bytes could
+        # overlap the previous one's last array (its restore would then read the next
+        # shard's bytes into it)
+        extent = max(
+            [m.total_bytes]
+            + [a.offset + a.nbytes for a in m.arrays]
+            + [c.offset + c.size for c in m.chunks]
+        )
+        base += (extent + ALIGN - 1) // ALIGN * ALIGN
     uploaded = sum(int(p["uploaded_bytes"]) for p in per_rank)
     return Manifest(
         step=first.step,
