@@ -204,6 +204,12 @@ class LocalRegions:
             return LocalStore(self.run_dir / "stores" / name)
         return st.server.store(BUCKET)
 
+    def _server(self, name: str) -> LoopbackS3:
+        server = self._stores[name].server
+        if server is None:
+            raise InfraError(f"store {name} has no S3 server (stores={self.stores})")
+        return server
+
     def region_spec(self, region: str) -> dict[str, Any]:
         return self._stores[region].spec(self.run_dir, REGION_PROFILE)
 
@@ -216,9 +222,9 @@ class LocalRegions:
         nothing else (s3 mode; the directory mode hands no credentials)."""
         if self.stores == "dir":
             return {}
-        text = self._stores[self.exchange].server.credentials_profile(EXCHANGE_PROFILE)  # type: ignore[union-attr]
+        text = self._server(self.exchange).credentials_profile(EXCHANGE_PROFILE)
         if region is not None:
-            text += self._stores[region].server.credentials_profile(REGION_PROFILE)  # type: ignore[union-attr]
+            text += self._server(region).credentials_profile(REGION_PROFILE)
         scratch.mkdir(parents=True, exist_ok=True)
         path = scratch / "credentials"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -253,14 +259,6 @@ class LocalRegions:
         if doc["destroyed"] and not doc.get("leaks"):
             self.torn_down.append(region)
         return doc
-
-    def check_torn_down(self) -> None:
-        left = [r for r in self.provisioned if r not in self.torn_down]
-        if left:
-            raise InfraError(
-                f"teardown of {', '.join(left)} did not prove the region empty: see "
-                + ", ".join(str(self.run_dir / f"teardown-{r}.json") for r in left)
-            )
 
     def _write(self, step: str, region: str, doc: dict[str, Any], model: Any) -> None:
         body = produce(model, {**doc, "step": step, "run_id": self.stack_id(region)}).to_json()
