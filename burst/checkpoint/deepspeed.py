@@ -212,6 +212,20 @@ def to_universal(saved_tag_dir: Path, universal_tag_dir: Path) -> None:
         log.debug("ds_to_universal: %s", out.getvalue()[-2000:])
 
 
+def _newest_full(manager: CheckpointManager) -> int:
+    """Rank 0's newest full checkpoint step, the same on every rank."""
+    steps = (
+        [r.step for r in list_checkpoints(manager.store, "full")] if _rank_world()[0] == 0 else []
+    )
+    box = [max(steps) if steps else None]
+    dist = _dist()
+    if dist:
+        dist.broadcast_object_list(box, src=0)
+    if box[0] is None:
+        raise CheckpointError("no committed full checkpoint", where=manager.store.url)
+    return int(box[0])
+
+
 @contextlib.contextmanager
 def _universal_load(engine: Any) -> Iterator[None]:
     """DeepSpeed reads ``checkpoint.load_universal`` from its config at load time only: set for
@@ -318,9 +332,12 @@ class DeepSpeedCheckpointer:
         )
         return self.local_dir / UNIVERSAL_DIR, layout.tag, True
 
-    def restore(self, step: int, **load_kwargs: Any) -> tuple[int, dict[str, Any]]:
-        """Collective, every rank: load checkpoint ``step``. Returns (step, client_state).
-        If any rank cannot fetch its files, every rank raises (none has loaded anything)."""
+    def restore(self, step: int | None = None, **load_kwargs: Any) -> tuple[int, dict[str, Any]]:
+        """Collective, every rank: load checkpoint ``step`` (None: the newest full one, as rank
+        0 lists them). Returns (step, client_state). If any rank cannot fetch its files, every
+        rank raises (none has loaded anything)."""
+        if step is None:
+            step = _newest_full(self.manager)
         error: CheckpointError | None = None
         try:
             load_dir, tag, universal = self._prepare(step)

@@ -59,7 +59,7 @@ def main() -> None:
         mgr.wait()
         start = 2
     else:
-        step, client = ckpt.restore(2)
+        step, client = ckpt.restore()
         assert step == 2 and client["data_index"] == 2, (step, client)
         start = client["data_index"]
     for i in range(start, start + 2):
