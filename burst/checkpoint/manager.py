@@ -502,10 +502,11 @@ class CheckpointManager:
             self._absorb(audit)
 
     def restore_split(
-        self, ex: Exchange, tier: str = "full", *, share: bool = False
+        self, ex: Exchange, tier: str = "full", *, share: bool = False, into: Any = None
     ) -> Restored | None:
         """The newest checkpoint of ``tier`` that restores, read by W ranks each reading only
-        its part (see burst.checkpoint.split_restore); None if there is none."""
+        its part (see burst.checkpoint.split_restore); None if there is none. ``into``: a
+        whole state whose tensors receive the bytes in place where they fit."""
         audit = ChunkAudit()
         try:
             return restore_split(
@@ -513,6 +514,7 @@ class CheckpointManager:
                 self.checkpoints(tier) if ex.rank == 0 else [],
                 ex,
                 share=share,
+                into=into,
                 concurrency=self.concurrency,
                 audit=audit,
             )
