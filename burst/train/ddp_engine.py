@@ -128,7 +128,7 @@ class DDPEngine:
     def nbytes(self, tier: str) -> int:
         """This rank's part of a checkpoint of ``tier`` (what it stages and uploads)."""
         whole = capture_state(self.setup, 0, tier, self.samples if tier == "full" else None)
-        return state_nbytes(whole) // self.ranks.world
+        return state_nbytes(partition(whole, self.ranks.rank, self.ranks.world))
 
     def weights_sha256(self) -> str:
         return weights_sha256(self.setup.model)
