@@ -2,12 +2,13 @@
 
 Runs in the background worker process. Order is what makes a checkpoint atomic:
 1. hash every chunk in order (xxh3 against the previous save finds unchanged chunks; changed
-   ones get their blake3, which is also their key); each chunk the store lacks starts
-   uploading (in parallel) as soon as it is hashed, while the next ones are hashed;
-2. write ``pending/<token>.json`` naming every chunk the manifest will reference, so a
-   garbage collection running elsewhere keeps the chunks already in the store that it reuses
-   (the new ones are younger than the GC's grace), and read back once the reused ones this
-   worker has not verified yet;
+   ones get their blake3, which is also their key);
+2. meanwhile, write ``pending/<token>.json`` naming the chunks hashed so far (every chunk the
+   manifest will reference, in the end), so a garbage collection running elsewhere keeps
+   them, and upload those the store lacks, in parallel: the record is rewritten, growing,
+   after 1, 2, 4, 8... chunks, and a chunk goes up only once a record names it, so the
+   uploads overlap the hashing of the next chunks; reused chunks this worker has not
+   verified yet are read back once;
 3. when every upload is done, write the manifest (the commit), then move ``latest.json``,
    then drop the pending record.
 A crash before 3 leaves only unreferenced chunks, which GC removes later.
@@ -161,6 +162,14 @@ class CheckpointWriter:
             view = buffer[span.offset : span.offset + span.size]
             futures.append(self._pool.submit(self._upload, digest, view))
 
+        # The pending record names every chunk the manifest will reference, so a GC elsewhere
+        # (even one with no grace) keeps them: a chunk is uploaded only once a record naming
+        # it is in the store. It is rewritten, growing, after 1, 2, 4, 8... chunks are
+        # hashed, and the new chunks named so far go up while the next ones are hashed.
+        token = f"{step:012d}-{secrets.token_hex(6)}"
+        pending_key = f"{PENDING_PREFIX}{token}.json"
+        waiting: list[tuple[str, ChunkSpan]] = []  # new chunks, not named by the record yet
+        mark = 1
         th = time.perf_counter()
         try:
             for i, span in enumerate(spans):
@@ -173,17 +182,19 @@ class CheckpointWriter:
                 fast.append(fx)
                 digests.append(digest)
                 with self._known_lock:
-                    absent = known.get(digest) != span.size  # or present with the wrong size
-                if absent:  # a new chunk goes up while the next ones are hashed
-                    upload(digest, span)
+                    if known.get(digest) != span.size:  # absent, or with the wrong size
+                        waiting.append((digest, span))
+                if i + 1 == mark or i + 1 == len(spans):
+                    mark *= 2
+                    self.store.put_bytes(
+                        pending_key, json.dumps({"step": step, "chunks": digests}).encode()
+                    )
+                    for named, where in waiting:
+                        upload(named, where)
+                    waiting.clear()
             hash_s = time.perf_counter() - th
-            # Before the commit relies on chunks already in the store: a GC elsewhere keeps
-            # every chunk a pending record names (new ones are young: its grace keeps them).
-            token = f"{step:012d}-{secrets.token_hex(6)}"
-            pending_key = f"{PENDING_PREFIX}{token}.json"
-            self.store.put_bytes(
-                pending_key, json.dumps({"step": step, "chunks": digests}).encode()
-            )
+            if not spans:
+                self.store.put_bytes(pending_key, json.dumps({"step": step, "chunks": []}).encode())
             with self._known_lock:
                 unchecked = {
                     d: s.size
