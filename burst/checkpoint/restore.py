@@ -104,7 +104,10 @@ def fetch_chunks(
     and a CheckpointError. ``audit`` collects the digests that checked and the corrupt ones."""
     where = f"{store.url}/{manifest.key}"
     name = f"checkpoint step {manifest.step} ({manifest.tier})"
-    index = SpanIndex(manifest.arrays)
+    try:
+        index = SpanIndex(manifest.arrays)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{name}: {exc.message}", where=where) from None
 
     def fetch(chunk: ChunkRef) -> None:
         segs = index.segments(chunk.span)

@@ -192,7 +192,14 @@ def merge(shards: list[Manifest]) -> Manifest:
                 "reused_chunks": m.stats.get("reused_chunks", 0),
             }
         )
-        base += (m.total_bytes + ALIGN - 1) // ALIGN * ALIGN
+        # the shard's whole extent: its total_bytes counts chunk bytes only, not the padding
+        # between arrays, and a shard laid at less than its extent would overlap the next
+        end = max(
+            [a.offset + a.nbytes for a in m.arrays]
+            + [c.offset + c.size for c in m.chunks]
+            + [m.total_bytes]
+        )
+        base += (end + ALIGN - 1) // ALIGN * ALIGN
     uploaded = sum(int(p["uploaded_bytes"]) for p in per_rank)
     return Manifest(
         step=first.step,
