@@ -33,7 +33,7 @@ system-deps:
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(MAKE) typecheck
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # Everything but the end-to-end tier: what to run while editing.
 test-fast: $(STAMP)
@@ -55,7 +55,8 @@ goldens: $(STAMP)
 	$(BIN)/burst compile --out pipelines/compiled
 	BURST_UPDATE_GOLDENS=1 $(BIN)/python -m pytest -q tests/terraform/test_tf_plan_golden.py
 	$(BIN)/burst image kyverno --out policies/admission/kyverno-verify-images.yaml
-	cp pipelines/compiled/burst-train.yaml pipelines/compiled/burst-reaper.yaml deploy/argo/
+	cp pipelines/compiled/burst-train.yaml pipelines/compiled/burst-reaper.yaml \
+		pipelines/compiled/burst-regional.yaml deploy/argo/
 	$(BIN)/burst image kyverno --out deploy/kyverno/verify-images.yaml
 
 checkov:

@@ -33,6 +33,10 @@ takes ``--steps`` AdamW steps of ``BATCH`` sequences in both.
   between processes through gloo; their exact wire bytes are charged through the emulator
   (uploads in parallel, then downloads; the aggregator's own worker crosses nothing). A round's
   wall time is the slowest worker's measured compute for its H steps plus the emulated sync.
+  A second burst arm, ``burst_outer_sgd``, is the same with the spec's ``outer: {optimizer:
+  sgd, lr: 1.0, momentum: 0.0}``: the new global weights are the average of the regions' models
+  (FedAvg), the outer setting the ablations (``--ablate``) single out as the cause of the loss
+  gap at small H (docs/regional.md, "Benchmark").
 
 The emulator does not sleep (``time_scale=0``): wall times are measured compute plus emulated
 transfer time. Compute is each process's CPU time for the step (``time.thread_time``, one torch
@@ -75,10 +79,51 @@ EVAL_SEQUENCES = 256
 CORPUS_CAP = 24_000_000  # bytes of the corpus used at most (the stdlib is ~30 MB)
 REGION_NAMES = ("ap-southeast-1", "me-central-1", "eu-central-1", "us-east-1")
 MODES: dict[str, dict[str, Any]] = {
-    "full": {"steps": 600, "local_steps": (10, 50, 200)},
-    "quick": {"steps": 200, "local_steps": (10, 50, 200)},
-    "smoke": {"steps": 8, "local_steps": (4,)},
+    "full": {"steps": 600, "local_steps": (10, 50, 200), "arms": ("burst", "burst_outer_sgd")},
+    "quick": {"steps": 200, "local_steps": (10, 50, 200), "arms": ("burst", "burst_outer_sgd")},
+    "smoke": {"steps": 8, "local_steps": (4,), "arms": ("burst",)},
 }
+# What an arm does beyond its H; ``--ablate`` varies these one at a time (docs/regional.md).
+DEFAULT_VARIANT: dict[str, Any] = {
+    "codec": "int8",  # int8 | none, both links
+    "error_feedback": False,  # int8: carry the quantisation error (uplink and downlink)
+    "outer_lr": 0.7,
+    "outer_momentum": 0.9,
+    "nesterov": True,
+    "reset_inner": False,  # clear AdamW's moments at every sync
+    "schedule": "constant",  # constant | cosine (linear warmup, cosine to 10 %): both arms
+    "warmup": 0,
+    "iid": False,  # every region samples the whole training set (both arms)
+}
+FEDAVG: dict[str, Any] = {"outer_lr": 1.0, "outer_momentum": 0.0, "nesterov": False}
+# ``--ablate``: why burst's loss differs from S's, one change at a time against the defaults
+# (2 regions, --quick's 200 steps unless --steps): (name, H or None for S, variant).
+ABLATIONS: tuple[tuple[str, int | None, dict[str, Any]], ...] = (
+    ("S", None, {}),
+    ("default H=10", 10, {}),
+    ("default H=50", 50, {}),
+    ("default H=200", 200, {}),
+    ("codec none H=10", 10, {"codec": "none"}),
+    ("codec none H=50", 50, {"codec": "none"}),
+    ("int8 error feedback H=10", 10, {"error_feedback": True}),
+    ("int8 error feedback H=50", 50, {"error_feedback": True}),
+    ("reset inner AdamW H=50", 50, {"reset_inner": True}),
+    ("S iid", None, {"iid": True}),
+    ("iid H=10", 10, {"iid": True}),
+    ("iid H=50", 50, {"iid": True}),
+    ("S cosine", None, {"schedule": "cosine", "warmup": 20}),
+    ("cosine H=10", 10, {"schedule": "cosine", "warmup": 20}),
+    ("cosine H=50", 50, {"schedule": "cosine", "warmup": 20}),
+    ("outer sgd lr 1 mom 0 H=10", 10, FEDAVG),
+    ("outer sgd lr 1 mom 0 H=50", 50, FEDAVG),
+    ("outer sgd lr 1 mom 0 H=200", 200, FEDAVG),
+    ("outer nesterov lr 0.7 mom 0.5 H=10", 10, {"outer_momentum": 0.5}),
+    ("outer nesterov lr 0.35 mom 0.9 H=10", 10, {"outer_lr": 0.35}),
+)
+# The burst arms: the spec's defaults (DiLoCo's outer Nesterov lr 0.7, momentum 0.9), and the
+# spec's `outer: {optimizer: sgd, lr: 1.0, momentum: 0.0}`: the average of the regions' models
+# (FedAvg, McMahan et al. 2017), the outer setting the ablations single out (docs/regional.md).
+ARMS: dict[str, dict[str, Any]] = {"burst": {}, "burst_outer_sgd": FEDAVG}
 GOALS = {"bytes_ratio": 0.01, "eval_loss_ratio": 1.03, "wall_ratio": 0.5}
 PLANNER_TOLERANCE = 0.2
 
@@ -184,10 +229,41 @@ def eval_loss(model: Any, held: Any) -> float:
 # ---- one arm, one process per region -------------------------------------------------------
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent: int) -> None:
+    """End this process when ``parent`` ends (killed, interrupted or crashed), so no region's
+    process outlives the benchmark. Linux: the kernel sends SIGKILL when the parent dies
+    (prctl PR_SET_PDEATHSIG); elsewhere a daemon thread checks the parent's pid every second.
+    A parent already gone before this runs (the race prctl leaves open) ends it at once."""
+    import ctypes
+    import ctypes.util
+    import signal
+    import threading
+
+    armed = False
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        armed = libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    if os.getppid() != parent:
+        os._exit(1)
+    if armed:
+        return
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def worker(rank: int, cfg: dict[str, Any]) -> None:
     import torch
     import torch.distributed as dist
 
+    die_with_parent(cfg["parent"])
     torch.set_num_threads(1)
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{cfg['port']}", rank=rank, world_size=cfg["n"]
@@ -208,15 +284,18 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
     from burst.regional.aggregate import aggregate_round, apply_update, make_message
     from burst.regional.compression import Codec
     from burst.regional.links import LinkEmulator
-    from burst.regional.outer import NesterovOuterOptimizer
+    from burst.regional.outer import NesterovOuterOptimizer, OuterSettings
 
     n, steps, h = cfg["n"], cfg["steps"], cfg["local_steps"]
+    v = DEFAULT_VARIANT | cfg.get("variant", {})
     regions = list(REGION_NAMES[:n])
     shards, held_bytes, _ = load_corpus(n)
-    data = torch.frombuffer(bytearray(shards[rank]), dtype=torch.uint8)
+    own = b"".join(shards) if v["iid"] else shards[rank]
+    data = torch.frombuffer(bytearray(own), dtype=torch.uint8)
     held = torch.frombuffer(bytearray(held_bytes), dtype=torch.uint8)
     model = build_model()
     opt = torch.optim.AdamW(model.parameters(), lr=INNER_LR)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(v, steps))
     gen = torch.Generator().manual_seed(SEED * 1000 + rank)
     link = SEED_002_LINKS["cross_continent"]
     emu = LinkEmulator(
@@ -227,8 +306,11 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
     compute = 0.0
     syncs: list[float] = []
     wire: list[int] = []
-    codec = Codec("int8")
-    outer = NesterovOuterOptimizer()
+    codec = Codec(v["codec"], error_feedback=v["error_feedback"])
+    downlink = Codec(v["codec"], error_feedback=v["error_feedback"])
+    outer = NesterovOuterOptimizer(
+        OuterSettings(lr=v["outer_lr"], momentum=v["outer_momentum"], nesterov=v["nesterov"])
+    )
     global_params = {k: v.detach().clone() for k, v in model.named_parameters()}
     round_compute = 0.0
     round_steps = 0
@@ -250,6 +332,7 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
                 off += p.numel()
         t1 = time.thread_time()
         opt.step()
+        sched.step()
         t_u = time.thread_time() - t1
         if h is None:
             times = torch.tensor([t_fb, t_u], dtype=torch.float64)
@@ -284,7 +367,7 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         box: list[Any] = [None]
         if rank == 0:
-            res = aggregate_round(global_params, gathered, rnd, outer)
+            res = aggregate_round(global_params, gathered, rnd, outer, downlink)
             up = [emu.transfer(m.region, regions[0], len(m.payload), "delta") for m in gathered]
             down = [emu.transfer(regions[0], r, len(res.update), "update") for r in regions]
             sync = max(r.seconds for r in up) + max(r.seconds for r in down)
@@ -298,6 +381,8 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():
             for k, p in model.named_parameters():
                 p.copy_(global_params[k])
+        if v["reset_inner"]:
+            opt.state.clear()
         rnd += 1
         round_compute, round_steps = 0.0, 0
     out: dict[str, Any] = {}
@@ -325,18 +410,37 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def lr_factor(v: dict[str, Any], steps: int) -> Any:
+    """The inner learning rate's factor at a step: 1, or DiLoCo's linear warmup then cosine
+    decay (here to 10 % of the peak at the last step)."""
+
+    def factor(step: int) -> float:
+        if v["schedule"] == "constant":
+            return 1.0
+        if step < v["warmup"]:
+            return (step + 1) / v["warmup"]
+        done = (step - v["warmup"]) / max(1, steps - v["warmup"])
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, done)))
+
+    return factor
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def run(n: int, steps: int, local_steps: int | None) -> dict[str, Any]:
+def run(
+    n: int, steps: int, local_steps: int | None, variant: dict[str, Any] | None = None
+) -> dict[str, Any]:
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="regional-bench-") as tmp:
         result = Path(tmp) / "result.json"
         cfg: dict[str, Any] = {"n": n, "steps": steps, "local_steps": local_steps}
+        cfg["variant"] = variant or {}
+        cfg["parent"] = os.getpid()
         cfg |= {"port": free_port(), "result": str(result)}
         mp.spawn(worker, args=(cfg,), nprocs=n, join=True)
         return dict(json.loads(result.read_text()))
@@ -381,8 +485,16 @@ def main() -> int:
     p.add_argument("--regions", default="2,4")
     p.add_argument("--local-steps", default=None, help="H values, comma separated")
     p.add_argument("--steps", type=int, default=None, help="inner steps per region")
-    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "regional.json"))
+    p.add_argument(
+        "--ablate",
+        action="store_true",
+        help="the ablations (2 regions, 200 steps): results/regional_ablations.json",
+    )
+    p.add_argument("--out", default=None, help="the JSON to write")
     args = p.parse_args()
+    if args.ablate:
+        return ablate(args.steps or MODES["quick"]["steps"], args.out)
+    args.out = args.out or str(REPO / "benchmarks" / "results" / "regional.json")
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     steps = args.steps or MODES[mode]["steps"]
     hs = (
@@ -405,7 +517,8 @@ def main() -> int:
             "context": CONTEXT,
             "batch": BATCH,
             "inner": f"AdamW lr {INNER_LR}",
-            "outer": "Nesterov lr 0.7 momentum 0.9 (DiLoCo)",
+            "outer": "burst: Nesterov lr 0.7 momentum 0.9 (DiLoCo, the spec's default); "
+            "burst_outer_sgd: sgd lr 1.0 momentum 0 (FedAvg: the regions' models averaged)",
             "codec": "int8, blocks of 256",
         },
         "link": "seed 002 cross_continent: 0.18 GB/s, 102 ms, $0.05/GB, every pair of regions",
@@ -426,39 +539,75 @@ def main() -> int:
             ),
             flush=True,
         )
-        row: dict[str, Any] = {"names": list(REGION_NAMES[:n]), "sync_dp": base, "burst": {}}
+        row: dict[str, Any] = {"names": list(REGION_NAMES[:n]), "sync_dp": base}
         row["shard_bytes"] = [len(s) for s in load_corpus(n)[0]]
-        for h in hs:
-            arm = run(n, steps, h)
-            arm["bytes_ratio"] = arm["bytes_crossing"] / base["bytes_crossing"]
-            arm["eval_loss_ratio"] = arm["eval_loss"] / base["eval_loss"]
-            arm["wall_ratio"] = arm["wall_s"] / base["wall_s"]
-            arm["planner"] = planner(n, steps, h, base, arm)
-            arm["meets_goals"] = {k: arm[k] <= v for k, v in GOALS.items()} | {
-                "planner": abs(arm["planner"]["bytes_error"]) <= PLANNER_TOLERANCE
-                and abs(arm["planner"]["sync_error"]) <= PLANNER_TOLERANCE
-            }
-            for k in ("tensor_sizes",):
-                arm.pop(k)
-            row["burst"][str(h)] = arm
-            print(
-                json.dumps(
-                    {
-                        "regions": n,
-                        "H": h,
-                        **{
-                            k: arm[k]
-                            for k in ("eval_loss", "bytes_ratio", "eval_loss_ratio", "wall_ratio")
-                        },
-                    }
-                ),
-                flush=True,
-            )
+        for arm_name in MODES[mode]["arms"]:
+            row[arm_name] = {}
+            for h in hs:
+                arm = burst_arm(n, steps, h, base, ARMS[arm_name])
+                row[arm_name][str(h)] = arm
+                shown = ("eval_loss", "bytes_ratio", "eval_loss_ratio", "wall_ratio")
+                line = {"regions": n, "arm": arm_name, "H": h} | {k: arm[k] for k in shown}
+                print(json.dumps(line), flush=True)
+                write(
+                    args.out,
+                    results | {"regions": results["regions"] | {str(n): row}},
+                    started,
+                    complete=False,
+                )
         base.pop("tensor_sizes")
         results["regions"][str(n)] = row
         write(args.out, results, started, complete=False)  # what is done so far survives a stop
     write(args.out, results, started, complete=True)
     print(f"wrote {args.out}")
+    return 0
+
+
+def burst_arm(
+    n: int, steps: int, h: int, base: dict[str, Any], variant: dict[str, Any]
+) -> dict[str, Any]:
+    """One burst arm against the baseline ``base``: its figures, ratios, planner check, goals."""
+    arm = run(n, steps, h, variant)
+    arm["bytes_ratio"] = arm["bytes_crossing"] / base["bytes_crossing"]
+    arm["eval_loss_ratio"] = arm["eval_loss"] / base["eval_loss"]
+    arm["wall_ratio"] = arm["wall_s"] / base["wall_s"]
+    arm["planner"] = planner(n, steps, h, base, arm)
+    arm["meets_goals"] = {k: arm[k] <= v for k, v in GOALS.items()} | {
+        "planner": abs(arm["planner"]["bytes_error"]) <= PLANNER_TOLERANCE
+        and abs(arm["planner"]["sync_error"]) <= PLANNER_TOLERANCE
+    }
+    arm.pop("tensor_sizes")
+    return arm
+
+
+def ablate(steps: int, out: str | None) -> int:
+    """Each ablation of ``ABLATIONS`` on 2 regions; eval-loss ratios against the S of the same
+    schedule and data split (the defaults' S, or "S iid" / "S cosine")."""
+    started = time.perf_counter()
+    path = out or str(REPO / "benchmarks" / "results" / "regional_ablations.json")
+    results: dict[str, Any] = {
+        "mode": "ablate",
+        "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start",
+        "seed": SEED,
+        "regions": 2,
+        "steps_per_region": steps,
+        "defaults": DEFAULT_VARIANT,
+        "runs": {},
+    }
+    for name, h, variant in ABLATIONS:
+        arm = run(2, steps, h, variant)
+        base_name = "S iid" if variant.get("iid") else "S cosine" if "schedule" in variant else "S"
+        row = {"H": h, "variant": variant, "eval_loss": arm["eval_loss"]}
+        base = results["runs"].get(base_name)
+        if h is not None and base is not None:
+            row["eval_loss_ratio"] = arm["eval_loss"] / base["eval_loss"]
+            row["against"] = base_name
+        results["runs"][name] = row
+        print(json.dumps({"ablation": name} | row), flush=True)
+        write(path, results, started, complete=False)
+    write(path, results, started, complete=True)
+    print(f"wrote {path}")
     return 0
 
 

@@ -193,6 +193,7 @@ class BoundedLoader(yaml.SafeLoader):
             ) from None
 
     def construct_yaml_float(self, node: yaml.ScalarNode) -> float:
+        _refuse_ambiguous_number(node)
         value = float(super().construct_yaml_float(node))
         if not math.isfinite(value):
             raise InputYAMLError(
@@ -204,10 +205,39 @@ class BoundedLoader(yaml.SafeLoader):
         text = str(node.value)
         if len(text) > 40:
             raise InputYAMLError(_line(node), f"{short(text)}: integer too large")
+        _refuse_ambiguous_number(node)
         value = int(super().construct_yaml_int(node))
         if abs(value) > MAX_INT:
             raise InputYAMLError(_line(node), f"{short(text)}: integer beyond 64 bits")
         return value
+
+
+_SEXAGESIMAL = re.compile(r"^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$")
+_OLD_OCTAL = re.compile(r"^[-+]?0[0-7_]+$")
+
+
+def _refuse_ambiguous_number(node: yaml.ScalarNode) -> None:
+    """Refuse the YAML 1.1 number forms that YAML 1.2 (and most readers) take otherwise.
+
+    ``1:30`` is the base-60 number 90 to YAML 1.1 (PyYAML) and the text "1:30" to YAML 1.2;
+    ``010`` is octal 8 to YAML 1.1 and decimal 10 to YAML 1.2 (an account id or a mode with a
+    leading zero silently changes). Neither is guessed: the value must be quoted or rewritten.
+    """
+    text = str(node.value)
+    if node.style is not None:  # quoted: the resolver would not have made it a number
+        return
+    if _SEXAGESIMAL.match(text):
+        raise InputYAMLError(
+            _line(node),
+            f"{short(text)} is a base-60 number to YAML 1.1 and text to YAML 1.2: "
+            "quote it if it is text or a time, or write the plain number",
+        )
+    if _OLD_OCTAL.match(text):
+        raise InputYAMLError(
+            _line(node),
+            f"{short(text)} has a leading zero: YAML 1.1 reads it as octal, YAML 1.2 as "
+            "decimal; quote it if it is text (an id), or write it without the zero",
+        )
 
 
 # YAML 1.2 floats with an exponent and no sign or dot (``1e16``, ``1.0e5``): YAML 1.1 reads

@@ -413,6 +413,11 @@ class Settings:
         "when the run was submitted (epoch seconds or ISO 8601): time to first step",
         shown="none", audience=INTERNAL,
     )  # fmt: skip
+    region = Var(
+        "BURST_REGION", _text, "",
+        "the region a regional-sync step provisions (set by the burst-regional template)",
+        shown="none", audience=INTERNAL,
+    )  # fmt: skip
     candidate_index = Var(
         "BURST_CANDIDATE_INDEX", _count, 0,
         "the requeue's placement: skip the first N allowed candidates", shown="`0`",

@@ -22,6 +22,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic import Strict as StrictType
 from pydantic_core import ErrorDetails
@@ -352,7 +353,14 @@ class Training(Strict):
     )
     batch_size: Int = Field(default=16, ge=1, le=10**7)
     learning_rate: Float = Field(default=1e-3, gt=0, le=100)
-    engine: Literal["torch", "deepspeed"] = Field(default="torch")
+    engine: Literal["torch", "deepspeed", "fsdp2"] = Field(
+        default="torch",
+        description=(
+            "torch (one rank, or DDP with several), deepspeed (ZeRO stage zero_stage), or "
+            "fsdp2 (torch fully_shard: parameters and optimizer state sharded over at least "
+            "2 ranks)."
+        ),
+    )
     zero_stage: Int = Field(
         default=2,
         ge=0,
@@ -400,6 +408,15 @@ class Training(Strict):
     @property
     def world_size(self) -> int:
         return self.nodes * self.processes_per_node
+
+    @model_validator(mode="after")
+    def _fsdp2_shards_over_ranks(self) -> Training:
+        if self.engine == "fsdp2" and self.world_size < 2:
+            raise ValueError(
+                "engine fsdp2 shards the model over ranks: it needs nodes x processes_per_node "
+                f">= 2 (here {self.world_size}); use engine: torch for one rank"
+            )
+        return self
 
 
 class Budget(Strict):

@@ -123,10 +123,11 @@ def _step_container(
     stable: bool = True,
     site_vars: bool = False,
     resources: dict[str, Any] | None = None,
+    run_id: str = "{{workflow.name}}",
     **kwargs: Any,
 ) -> Container:
     """A container template running ``python -m steps.<step>`` under the step contract."""
-    args = ["--spec", SPEC_PATH, "--run-id", "{{workflow.name}}", "--runs-root", RUNS_MOUNT]
+    args = ["--spec", SPEC_PATH, "--run-id", run_id, "--runs-root", RUNS_MOUNT]
     for name in inputs:
         args += ["--input", f"{name}={{{{inputs.parameters.{name}}}}}"]
     outputs: list[Any] = []
@@ -167,6 +168,11 @@ def _step_container(
         resources=m.ResourceRequirements.model_validate(resources or {"requests": STEP_REQUESTS}),
         **kwargs,
     )
+
+
+#: The step container of every burst template (the regional one too).
+step_container = _step_container
+spec_artifact = _spec_artifact
 
 
 def build() -> WorkflowTemplate:

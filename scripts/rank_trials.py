@@ -3,6 +3,7 @@
     python scripts/rank_trials.py preempt --world 2 --trials 6 --seed 100
     python scripts/rank_trials.py kill --world 2 --trials 20 --seed 200
     python scripts/rank_trials.py reshard --world 4 --to 2 --trials 1 --seed 400
+    python scripts/rank_trials.py preempt --engine fsdp2 --world 2 --trials 5 --seed 900
 
 ``preempt``: each trial preempts a run at a random step with the notice (SIGTERM) delivered to
 one random rank only, resumes it, and compares its final weights with the uninterrupted run's.
@@ -35,11 +36,17 @@ from ranks_helpers import (  # noqa: E402
 )
 
 from burst.checkpoint import CheckpointManager, list_checkpoints  # noqa: E402
+from burst.checkpoint.dtensor_parts import rank_parts, whole_state  # noqa: E402
 from burst.checkpoint.sharded import assemble  # noqa: E402
 from burst.storage import open_store  # noqa: E402
 
 STEPS = 20
 POINTS = ("chunk-uploaded", "shard-written", "before-global", "after-global")
+
+
+def whole(state: Any) -> Any:
+    """A restored checkpoint as one state, whichever engine saved it (DDP or FSDP2)."""
+    return whole_state(state) if rank_parts(state) is not None else assemble(state)
 
 
 def visible_checkpoints_complete(store_url: str) -> list[int]:
@@ -48,7 +55,7 @@ def visible_checkpoints_complete(store_url: str) -> list[int]:
     try:
         steps = []
         for ref in list_checkpoints(store):
-            state = assemble(mgr.restore(ref.step, tier=ref.tier).state)
+            state = whole(mgr.restore(ref.step, tier=ref.tier).state)
             assert state["step"] == ref.step, ref
             steps.append(ref.step)
         return steps
@@ -57,7 +64,7 @@ def visible_checkpoints_complete(store_url: str) -> list[int]:
 
 
 def preempt(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
-    spec = ranks_spec(tmp, "spec", processes=args.world, steps=STEPS)
+    spec = ranks_spec(tmp, "spec", processes=args.world, steps=STEPS, engine=args.engine)
     base = train(spec, "plain", tmp / "runs", timeout=900)
     assert base.returncode == 0, base.stderr[-2000:]
     want = doc(tmp / "runs", "plain")["final_weights_sha256"]
@@ -92,7 +99,7 @@ def preempt(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
 
 
 def kill(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
-    spec = ranks_spec(tmp, "spec", processes=args.world, steps=STEPS)
+    spec = ranks_spec(tmp, "spec", processes=args.world, steps=STEPS, engine=args.engine)
     out = []
     for i in range(args.trials):
         seed = args.seed + i
@@ -143,7 +150,7 @@ def eval_loss(store_url: str, step: int, seed: int) -> tuple[float, int]:
 
     mgr = CheckpointManager(open_store(store_url))
     try:
-        state = assemble(mgr.restore(step, tier="full").state)
+        state = whole(mgr.restore(step, tier="full").state)
     finally:
         mgr.close()
     model = SmallMLP()
@@ -159,7 +166,10 @@ def reshard(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
     """Saved by --world ranks at a random step, resumed by --to ranks; compared with the
     uninterrupted run of --world ranks and of --to ranks (full-dataset loss at the end)."""
     out = []
-    specs = {w: ranks_spec(tmp, f"w{w}", processes=w, steps=STEPS) for w in (args.world, args.to)}
+    specs = {
+        w: ranks_spec(tmp, f"w{w}", processes=w, steps=STEPS, engine=args.engine)
+        for w in (args.world, args.to)
+    }
     ref: dict[int, float] = {}
     for w, spec in specs.items():
         p = train(spec, f"plain-{w}", tmp / "runs", timeout=900)
@@ -201,6 +211,7 @@ def main() -> int:
     p.add_argument("mode", choices=("preempt", "kill", "reshard"))
     p.add_argument("--to", type=int, default=2, help="reshard: the world size resumed on")
     p.add_argument("--world", type=int, default=2)
+    p.add_argument("--engine", choices=("torch", "fsdp2"), default="torch")
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")

@@ -51,6 +51,7 @@ class RegionalReport(Document):
     regions: list[str]
     aggregation_region: str
     local_steps: int
+    local_steps_basis: str | None = None  # the spec's H, or the planner's pick and its basis
     rounds_planned: int
     rounds_completed: int
     codec: str
@@ -59,7 +60,9 @@ class RegionalReport(Document):
     links: LinkTotals
     attempts: list[RegionAttempts]
     provisioned: list[str]
-    torn_down: list[str]
+    torn_down: list[str]  # regions whose teardown proved them empty (teardown-<region>.json)
+    stores: str = "dir"  # s3: one S3 server a region, keys of its own; dir: directories
+    terraform: bool = False  # a Terraform stack applied and destroyed a region
     final_weights_sha256: str | None = None
     failure: str | None = None
     seconds: float

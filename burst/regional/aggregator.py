@@ -23,64 +23,48 @@ from __future__ import annotations
 import json
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from burst import faults
 from burst.checkpoint.writer import CheckpointWriter
 from burst.errors import InfraError
 from burst.regional.aggregate import DeltaMessage, aggregate_round
 from burst.regional.compression import Codec
 from burst.regional.outer import NesterovOuterOptimizer, OuterSettings, StalenessRule
 from burst.regional.runtime import (
+    Role,
     RoleConfig,
     commit,
     newest_step,
     payload_array,
     payload_bytes,
     read,
-    regional,
 )
 from burst.regional.stores import (
     AGGREGATOR,
     GLOBAL,
     UPDATES,
-    LinkedStore,
-    LinkLog,
     delta_series,
-    links_from_pairs,
-    open_spec,
-    series,
 )
-from burst.spec import load_spec
 from burst.train.setup import build_setup
 
 log = logging.getLogger(__name__)
 
 
 def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
-    job = load_spec(cfg.spec)
-    rs = regional(job)
-    region = cfg.region
-    armed = cfg.faults or {}
-    state_dir = Path(cfg.state_dir)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    links = LinkLog(
-        links_from_pairs(cfg.links), Path(cfg.link_log), f"aggregator:{region}", cfg.time_scale
-    )
-    exchange = LinkedStore(open_spec(cfg.exchange_store), region, region, links)
+    role = Role.open(cfg, chunk_cache=False)  # in its own region: nothing crosses
+    job, rs = role.job, role.settings
     agg_store, global_store, update_store = (
-        series(exchange, AGGREGATOR),
-        series(exchange, GLOBAL),
-        series(exchange, UPDATES),
+        role.series(AGGREGATOR),
+        role.series(GLOBAL),
+        role.series(UPDATES),
     )
     state_w = CheckpointWriter(agg_store, concurrency=2)
     global_w = CheckpointWriter(global_store, concurrency=2)
     update_w = CheckpointWriter(update_store, concurrency=2)
-    delta_stores = {r: series(exchange, delta_series(r)) for r in cfg.regions}
+    delta_stores = {r: role.series(delta_series(r)) for r in cfg.regions}
     outer = NesterovOuterOptimizer(
         OuterSettings(
             lr=rs.outer.lr,
@@ -89,7 +73,7 @@ def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
             local_steps=cfg.local_steps,
         )
     )
-    downlink = Codec(rs.compression.codec, rs.compression.block_size, rs.compression.topk_fraction)
+    downlink = role.codec()
     rule = StalenessRule(max_lag=rs.max_staleness)
 
     last = newest_step(agg_store)
@@ -120,7 +104,7 @@ def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
             history[-1]["aggregator_restarted_after"] = True
 
     while round_ < cfg.rounds:
-        links.round = round_
+        role.links.round = round_
         started = time.monotonic()
         deadline = started + rs.round_deadline_s
         limit = started + cfg.wait_limit_s
@@ -174,7 +158,7 @@ def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
         params = result.params
         round_ = result.round
         _commit_round(state_w, params, outer, consumed, downlink, history, result.update, round_)
-        faults.regional(armed, f"aggregator-between-commits@{round_}", state_dir)
+        role.fault(f"aggregator-between-commits@{round_}")
         commit(update_w, {"round": round_, "payload": payload_array(result.update)}, round_)
         commit(global_w, {"round": round_, "weights": params}, round_)
         log.info(
@@ -184,11 +168,10 @@ def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
             ",".join(result.dropped) or "-",
             ",".join(late) or "-",
         )
-        faults.regional(armed, f"aggregator-after-commit@{round_}", state_dir)
+        role.fault(f"aggregator-after-commit@{round_}")
     digest = _weights_digest(params)
     out = {"final_round": round_, "rounds": history, "final_weights_sha256": digest}
-    if cfg.out:
-        Path(cfg.out).write_text(json.dumps(out, indent=1))
+    role.write_result(out)
     return out
 
 

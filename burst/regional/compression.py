@@ -169,6 +169,7 @@ class Codec:
     block_size: int = DEFAULT_BLOCK_SIZE
     topk_fraction: float = DEFAULT_TOPK_FRACTION
     residual: dict[str, torch.Tensor] = field(default_factory=dict)
+    error_feedback: bool = False  # int8: carry the quantisation error too (topk always does)
 
     def __post_init__(self) -> None:
         if self.name not in CODECS:
@@ -177,8 +178,15 @@ class Codec:
     def encode(self, delta: dict[str, torch.Tensor]) -> EncodedDelta:
         out: dict[str, EncodedTensor] = {}
         for name, x in delta.items():
-            if self.name == "int8":
+            if self.name == "int8" and not self.error_feedback:
                 out[name] = encode_int8(x, self.block_size)
+            elif self.name == "int8":
+                corrected = x.detach().to(torch.float32) + self.residual.get(
+                    name, torch.zeros(x.shape, dtype=torch.float32)
+                )
+                enc8 = encode_int8(corrected, self.block_size)
+                self.residual[name] = corrected - decode_int8(enc8)
+                out[name] = enc8
             elif self.name == "none":
                 out[name] = encode_none(x)
             else:

@@ -1,17 +1,20 @@
 """``burst run`` of a ``strategy: regional-sync`` spec: the regional graph on this machine.
 
-For each region: *provision* (its own store, a directory of the run, and its shard written
-into it), then its *worker* as its own process (``python -m steps.regional_worker``); the
-*aggregator* runs as a process of the aggregation region (``python -m
-steps.regional_aggregator``) on the exchange store, a store of its own in that region; then
-*teardown* of every region, whatever happened (each region's scratch is removed; its store,
-the data, stays, as a bucket would). Every process gets only its own region's store and, for
-a worker, the exchange store through the link emulator, with the catalog's bandwidth, latency
-and price between the two regions; every transfer lands in the run's link log
-(``links.jsonl``).
+For each region, all at once: *provision* (``burst.regional.localregions``: its own Terraform
+stack, the embedded local stack, and its own S3 server on loopback with keys of its own; its
+shard placed into its store), then its *worker* as its own process (``python -m
+steps.regional_worker``); the *aggregator* runs as a process of the aggregation region
+(``python -m steps.regional_aggregator``) on the exchange store, a server of its own in that
+region; then *teardown* of every region, whatever happened (server stopped, stack destroyed
+and proven empty, scratch and credentials removed; the data stays, as a bucket would). Every
+process gets only its own region's store and, for a worker, the exchange store (their specs
+name a profile; the process's own credentials file holds those keys only) through the link
+emulator, with the catalog's bandwidth, latency and price between the two regions; every
+transfer lands in the run's link log (``links.jsonl``).
 
-A process killed by a signal, or exiting 75 (preempted), is started again, at most
-``RESTARTS`` times, as Argo's retry strategy would: a worker rejoins from the newest global
+A process killed by a signal, or exiting 75 (preempted) or 4 (infrastructure), is started
+again, at most as often as the compiled template's ``restarts`` says, as Argo's retry strategy
+would: a worker rejoins from the newest global
 checkpoint, the aggregator from its last committed round. Any other failure stops the run:
 every process is stopped, every region torn down, and the report says which role failed.
 
@@ -42,22 +45,46 @@ import numpy as np
 
 from burst import checkout
 from burst.documents.regional import LinkTotals, RegionalReport, RegionalRound, RegionAttempts
-from burst.errors import EXIT_INFRA, EXIT_PREEMPTED, BadInputError
+from burst.errors import EXIT_INFRA, EXIT_PREEMPTED, BadInputError, BurstError
 from burst.plan.catalog import load_catalog
 from burst.plan.datastrategy import link_class
+from burst.regional.localregions import LocalRegions, StoreMode, objects_dir
 from burst.regional.runtime import RoleConfig, regional, rounds_for
 from burst.regional.stores import SHARD_KEY, read_link_log
 from burst.spec import BurstJob
+from burst.storage.base import ObjectStore
 from burst.storage.local import LocalStore
 
 log = logging.getLogger(__name__)
 
-RESTARTS = 3
+#: The compiled regional template: the local run restarts a role as often as it says.
+TEMPLATE = checkout.COMPILED / "burst-regional.yaml"
+
+
+def template_restarts(path: Path = TEMPLATE) -> int:
+    """The ``restarts`` parameter of the regional WorkflowTemplate (the worker's and the
+    aggregator's ``retryStrategy.limit``)."""
+    from burst.runner.local import load_manifest
+
+    params = load_manifest(path).get("spec", {}).get("arguments", {}).get("parameters", [])
+    for p in params:
+        if p.get("name") == "restarts":
+            return int(p["value"])
+    raise BadInputError(f"{path}: no restarts parameter (run `make goldens`)")
+
+
+def retryable(rc: int) -> bool:
+    """The template's retry expression (``pipelines.common.RETRY_ON_PREEMPTION``) on one
+    machine: preempted (75), an infrastructure failure (4), or killed by a signal (a lost
+    node's pod leaves no exit code: Argo's -1)."""
+    return rc < 0 or rc in (EXIT_PREEMPTED, EXIT_INFRA)
 
 
 @dataclass
 class RegionalOptions:
     time_scale: float = 1.0  # emulated link seconds are slept times this
+    stores: StoreMode = "s3"  # one S3 server a region (own keys); "dir": directory stores
+    terraform: bool = True  # a Terraform stack a region (the embedded local stack)
     faults: dict[str, dict[str, str]] = field(default_factory=dict)  # role key -> points
     wait_limit_s: float = 600.0
     on_event: Callable[[str, str, dict[str, Any]], None] | None = None
@@ -85,7 +112,7 @@ def run_links(job: BurstJob, regions: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def write_shards(job: BurstJob, stores: Mapping[str, LocalStore]) -> dict[str, int]:
+def write_shards(job: BurstJob, stores: Mapping[str, ObjectStore]) -> dict[str, int]:
     """Split the example dataset over the regions by ``data.shards`` and write each region's
     part into its own store only. Returns rows per region."""
     from burst.train.example import make_dataset
@@ -108,11 +135,37 @@ def write_shards(job: BurstJob, stores: Mapping[str, LocalStore]) -> dict[str, i
     return out
 
 
+def local_steps_for(job: BurstJob) -> tuple[int, str]:
+    """H of the run and where it comes from: ``regional_sync.local_steps``, or (null) the
+    planner's pick (``burst.plan.regional.plan_regional_sync``: the smallest H whose sync over
+    the catalog's link stays under ``sync_fraction`` of a round's compute, with the workload's
+    step time, ``burst.plan.workload.estimate``: ``training.step_seconds`` when the spec gives
+    it, else the FLOP estimate on the spec's GPUs), capped at ``training.steps``."""
+    rs = regional(job)
+    if rs.local_steps is not None:
+        return rs.local_steps, "training.regional_sync.local_steps"
+    from burst.plan.regional import plan_regional_sync
+    from burst.plan.workload import estimate
+
+    cat = load_catalog()
+    provider = job.compute.providers[0] if job.compute.providers else "aws"
+    doc = plan_regional_sync(job, cat, estimate(job, cat), provider)
+    if doc is None:  # not reached: regional() refused a spec without the strategy
+        raise BadInputError(f"spec {job.name}: training.strategy is not regional-sync")
+    picked = int(doc["local_steps"])
+    basis = f"{doc['local_steps_basis']} (step time: {estimate(job, cat).basis})"
+    if picked > job.training.steps:
+        basis += f"; the planner's H {picked} exceeds training.steps, capped to one round"
+        picked = job.training.steps
+    return picked, basis
+
+
 @dataclass
 class _Proc:
     key: str  # "worker:<region>" or "aggregator:<region>"
     config: Path
     log: Path
+    env: dict[str, str]
     popen: subprocess.Popen[bytes] | None = None
     attempts: int = 0
     exit_codes: list[int] = field(default_factory=list)
@@ -123,7 +176,7 @@ def _module(key: str) -> str:
     return "steps.regional_worker" if key.startswith("worker:") else "steps.regional_aggregator"
 
 
-def _start(p: _Proc, env: dict[str, str]) -> None:
+def _start(p: _Proc) -> None:
     p.attempts += 1
     with open(p.log, "ab") as fh:
         fh.write(f"--- attempt {p.attempts}\n".encode())
@@ -131,7 +184,7 @@ def _start(p: _Proc, env: dict[str, str]) -> None:
             [sys.executable, "-m", _module(p.key), "--config", str(p.config)],
             stdout=fh,
             stderr=subprocess.STDOUT,
-            env=env,
+            env=p.env,
             cwd=str(checkout.ROOT),
             start_new_session=True,
         )
@@ -153,18 +206,16 @@ def run_regional(
     rs = regional(job)
     regions = list(rs.regions or [])
     agg = str(rs.aggregation_region)
-    if rs.local_steps is None:
-        raise BadInputError(
-            "training.regional_sync.local_steps: null asks the planner for H; `burst run` "
-            "needs it set (run `burst plan` and copy its choice)"
-        )
-    local_steps = rs.local_steps
+    local_steps, basis = local_steps_for(job)
+    log.info("regional run: H = %d (%s)", local_steps, basis)
     rounds = rounds_for(job.training.steps, local_steps)
+    restarts = template_restarts()
     started = time.monotonic()
     emit = opts.on_event or (lambda *_: None)
+    emit("plan", "succeeded", {"local_steps": local_steps, "basis": basis})
     run_dir.mkdir(parents=True, exist_ok=True)
-    stores_dir, scratch, logs = run_dir / "stores", run_dir / "scratch", run_dir / "logs"
-    for d in (stores_dir, scratch, logs):
+    scratch, logs = run_dir / "scratch", run_dir / "logs"
+    for d in (run_dir / "stores", scratch, logs):
         d.mkdir(parents=True, exist_ok=True)
     # the processes read the run's own copy: editing the spec mid-run changes nothing, and a
     # restarted role reads what the run started with
@@ -175,19 +226,22 @@ def run_regional(
     links = run_links(job, regions)
     (run_dir / "links.json").write_text(json.dumps(links, indent=1))
 
-    provisioned: list[str] = []
-    torn_down: list[str] = []
+    sites = LocalRegions(job, run_id, run_dir, agg, stores=opts.stores, terraform=opts.terraform)
     procs: list[_Proc] = []
     failure: str | None = None
     code = 0
+    # a process gets no credentials but the ones its role file names (s3 mode)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    base_env["PYTHONPATH"] = os.pathsep.join(
+        [str(checkout.ROOT)] + [p for p in base_env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
     try:
-        region_stores: dict[str, LocalStore] = {}
+        sites.preflight(regions)
+        emit("preflight", "succeeded", {})
         for region in regions:
             emit(f"provision:{region}", "started", {})
-            region_stores[region] = LocalStore(stores_dir / region)
-            provisioned.append(region)
-        exchange = LocalStore(stores_dir / f"{agg}-exchange")
-        rows = write_shards(job, region_stores)
+        sites.provision_all(regions)
+        rows = write_shards(job, {r: sites.launcher_store(r) for r in regions})
         for region in regions:
             emit(f"provision:{region}", "succeeded", {"rows": rows[region]})
 
@@ -202,8 +256,8 @@ def run_regional(
                 regions=tuple(regions),
                 local_steps=local_steps,
                 rounds=rounds,
-                region_store=region_stores[region].spec() if role == "worker" else None,
-                exchange_store=exchange.spec(),
+                region_store=sites.region_spec(region) if role == "worker" else None,
+                exchange_store=sites.exchange_spec(),
                 links=tuple(links),
                 link_log=str(link_log),
                 time_scale=opts.time_scale,
@@ -214,16 +268,16 @@ def run_regional(
             )
             path = run_dir / f"{name}.config.json"
             path.write_text(cfg.to_json())
-            return _Proc(key, path, logs / f"{name}.log")
+            env = {
+                **base_env,
+                **sites.role_env(region if role == "worker" else None, scratch / name),
+            }
+            return _Proc(key, path, logs / f"{name}.log", env)
 
         procs = [config("aggregator", agg)] + [config("worker", r) for r in regions]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(checkout.ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        )
         for p in procs:
             emit(p.key, "started", {})
-            _start(p, env)
+            _start(p)
         while not all(p.done for p in procs):
             for p in procs:
                 if p.done or p.popen is None:
@@ -235,10 +289,10 @@ def run_regional(
                 if rc == 0:
                     p.done = True
                     emit(p.key, "succeeded", {"attempts": p.attempts})
-                elif (rc < 0 or rc == EXIT_PREEMPTED) and p.attempts <= RESTARTS:
+                elif retryable(rc) and p.attempts <= restarts:
                     emit(p.key, "requeued", {"attempt": p.attempts + 1, "exit_code": rc})
                     log.warning("%s ended with %d: starting it again", p.key, rc)
-                    _start(p, env)
+                    _start(p)
                 else:
                     code = rc if rc > 0 else EXIT_INFRA
                     tail = _last_line(p.log)
@@ -248,16 +302,26 @@ def run_regional(
             time.sleep(0.05)
     except _Stop:
         pass
+    except BurstError as exc:  # preflight or a region's provision failed: nothing runs
+        where = "provision" if sites.provisioned else "preflight"
+        failure, code = f"{where}: {exc.one_line()}", exc.exit_code
+        emit(where, "failed", {"exit_code": code})
     finally:
         for p in procs:
             _stop(p)
-        for region in provisioned:
+        for region in sites.provisioned:
             emit(f"teardown:{region}", "started", {})
-            shutil.rmtree(scratch / f"worker-{region}", ignore_errors=True)
-            if region == agg:
-                shutil.rmtree(scratch / f"aggregator-{region}", ignore_errors=True)
-            torn_down.append(region)
-            emit(f"teardown:{region}", "succeeded", {})
+        docs = sites.teardown_all(
+            {r: [scratch / f"worker-{r}", scratch / f"aggregator-{r}"] for r in sites.provisioned}
+        )
+        for region, doc in docs.items():
+            emit(f"teardown:{region}", "succeeded" if region in sites.torn_down else "failed", doc)
+    if set(sites.provisioned) - set(sites.torn_down):
+        left = sorted(set(sites.provisioned) - set(sites.torn_down))
+        failure = (failure + "; " if failure else "") + (
+            f"teardown of {', '.join(left)} not proven (teardown-<region>.json)"
+        )
+        code = code or EXIT_INFRA
     return _report(
         run_id,
         run_dir,
@@ -265,10 +329,10 @@ def run_regional(
         regions,
         agg,
         local_steps,
+        basis,
         rounds,
         procs,
-        provisioned,
-        torn_down,
+        sites,
         failure,
         code,
         time.monotonic() - started,
@@ -294,10 +358,10 @@ def _report(
     regions: list[str],
     agg: str,
     local_steps: int,
+    basis: str,
     rounds: int,
     procs: list[_Proc],
-    provisioned: list[str],
-    torn_down: list[str],
+    sites: LocalRegions,
     failure: str | None,
     code: int,
     seconds: float,
@@ -307,7 +371,7 @@ def _report(
     result = json.loads(agg_out.read_text()) if agg_out.exists() else {}
     history = result.get("rounds", [])
     if not history:  # failed run: the aggregator's state is the truth of what completed
-        history = _history_from_store(run_dir / "stores" / f"{agg}-exchange")
+        history = _history_from_store(objects_dir(run_dir, sites.exchange, sites.stores))
     records = read_link_log(run_dir / "links.jsonl")
     crossing = [r for r in records if r["src"] != r["dst"]]
     by_kind: dict[str, int] = {}
@@ -327,6 +391,7 @@ def _report(
         regions=regions,
         aggregation_region=agg,
         local_steps=local_steps,
+        local_steps_basis=basis,
         rounds_planned=rounds,
         rounds_completed=completed,
         codec=rs.compression.codec,
@@ -349,8 +414,10 @@ def _report(
             )
             for p in procs
         ],
-        provisioned=provisioned,
-        torn_down=torn_down,
+        provisioned=sites.provisioned,
+        torn_down=sites.torn_down,
+        stores=sites.stores,
+        terraform=sites.terraform,
         final_weights_sha256=result.get("final_weights_sha256"),
         failure=failure,
         seconds=round(seconds, 3),

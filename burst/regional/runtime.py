@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -28,9 +30,15 @@ from burst.checkpoint.manifest import Manifest
 from burst.checkpoint.restore import Restored, restore_checkpoint
 from burst.checkpoint.tree import flatten
 from burst.checkpoint.writer import CheckpointWriter
-from burst.errors import BadInputError
-from burst.spec import BurstJob, RegionalSync
+from burst.errors import BadInputError, InfraError
+from burst.regional.stores import LinkedStore, LinkLog, links_from_pairs, open_spec, series
+from burst.spec import BurstJob, RegionalSync, load_spec
 from burst.storage.base import ObjectStore
+
+if TYPE_CHECKING:
+    from burst.regional.compression import Codec
+
+T = TypeVar("T")
 
 #: Small chunks: a tiny model still spans several chunks, so "only changed chunks" is visible.
 CHUNK_SIZE = 64 * 1024
@@ -73,6 +81,80 @@ class RoleConfig:
             return RoleConfig(**d)
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise BadInputError(f"regional config {path}: unreadable ({exc})") from None
+
+
+@dataclass
+class Role:
+    """What a worker and the aggregator both set up from their config: the spec and its
+    regional settings, the process's scratch, its link log, the exchange store (through the
+    link between its region and the aggregation region) and its armed fault points."""
+
+    cfg: RoleConfig
+    job: BurstJob
+    settings: RegionalSync
+    state_dir: Path
+    links: LinkLog
+    exchange: LinkedStore
+
+    @staticmethod
+    def open(cfg: RoleConfig, *, chunk_cache: bool) -> Role:
+        job = load_spec(cfg.spec)
+        rs = regional(job)
+        state_dir = Path(cfg.state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        links = LinkLog(
+            links_from_pairs(cfg.links),
+            Path(cfg.link_log),
+            f"{cfg.role}:{cfg.region}",
+            cfg.time_scale,
+        )
+        exchange = LinkedStore(
+            open_spec(cfg.exchange_store),
+            cfg.region,
+            cfg.aggregation_region,
+            links,
+            cache=state_dir / "chunk-cache" if chunk_cache else None,
+        )
+        return Role(cfg, job, rs, state_dir, links, exchange)
+
+    @property
+    def region(self) -> str:
+        return self.cfg.region
+
+    def codec(self) -> Codec:
+        from burst.regional.compression import Codec
+
+        c = self.settings.compression
+        return Codec(c.codec, c.block_size, c.topk_fraction)
+
+    def series(self, prefix: str) -> ObjectStore:
+        """One checkpoint series of the exchange store."""
+        return series(self.exchange, prefix)
+
+    def writer(self, prefix: str) -> CheckpointWriter:
+        return CheckpointWriter(self.series(prefix), concurrency=2)
+
+    def fault(self, point: str) -> None:
+        from burst import faults
+
+        faults.regional(self.cfg.faults or {}, point, self.state_dir)
+
+    def wait_for(self, cond: Callable[[], T | None], what: str) -> T:
+        """Poll ``cond`` until it gives a value; InfraError after the config's wait limit."""
+        end = time.monotonic() + self.cfg.wait_limit_s
+        while True:
+            value = cond()
+            if value is not None:
+                return value
+            if time.monotonic() > end:
+                raise InfraError(
+                    f"{self.cfg.role} {self.region}: no {what} after {self.cfg.wait_limit_s:g}s"
+                )
+            time.sleep(self.cfg.poll_s)
+
+    def write_result(self, result: dict[str, Any]) -> None:
+        if self.cfg.out:
+            Path(self.cfg.out).write_text(json.dumps(result, indent=1))
 
 
 def regional(job: BurstJob) -> RegionalSync:

@@ -23,28 +23,23 @@ did not deliver is the aggregator's to complete without it.
 from __future__ import annotations
 
 import io
-import json
 import logging
-import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from burst import faults
 from burst.checkpoint.writer import CheckpointWriter
-from burst.errors import BadInputError, InfraError
+from burst.errors import BadInputError
 from burst.regional.aggregate import apply_update, make_message
-from burst.regional.compression import Codec
 from burst.regional.runtime import (
+    Role,
     RoleConfig,
     commit,
     newest_step,
     payload_array,
     payload_bytes,
     read,
-    regional,
     steps_in_round,
 )
 from burst.regional.stores import (
@@ -53,13 +48,10 @@ from burst.regional.stores import (
     UPDATES,
     WORKER,
     LinkedStore,
-    LinkLog,
     delta_series,
-    links_from_pairs,
     open_spec,
     series,
 )
-from burst.spec import load_spec
 from burst.storage.base import ObjectMissing
 from burst.train.setup import build_setup
 
@@ -76,48 +68,24 @@ def _load(model: torch.nn.Module, params: dict[str, torch.Tensor]) -> None:
             v.copy_(params[k])
 
 
-def _wait_for(cond: Any, cfg: RoleConfig, what: str) -> Any:
-    end = time.monotonic() + cfg.wait_limit_s
-    while True:
-        value = cond()
-        if value is not None:
-            return value
-        if time.monotonic() > end:
-            raise InfraError(f"{cfg.role} {cfg.region}: no {what} after {cfg.wait_limit_s:g}s")
-        time.sleep(cfg.poll_s)
-
-
-def _next_global(cfg: RoleConfig, global_store: Any, after: int) -> int:
+def _next_global(role: Role, global_store: Any, after: int) -> int:
     def newer() -> int | None:
         s = newest_step(global_store)
         return s if s is not None and s > after else None
 
-    return int(_wait_for(newer, cfg, f"global round after {after}"))
+    return int(role.wait_for(newer, f"global round after {after}"))
 
 
 def run_worker(cfg: RoleConfig) -> dict[str, Any]:
-    job = load_spec(cfg.spec)
-    rs = regional(job)
+    role = Role.open(cfg, chunk_cache=True)
+    job, region = role.job, role.region
     if cfg.region_store is None:
-        raise BadInputError(f"worker {cfg.region}: its config names no region store")
-    region = cfg.region
-    armed = cfg.faults or {}
-    state_dir = Path(cfg.state_dir)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    links = LinkLog(
-        links_from_pairs(cfg.links), Path(cfg.link_log), f"worker:{region}", cfg.time_scale
-    )
+        raise BadInputError(f"worker {region}: its config names no region store")
+    links = role.links
     own = LinkedStore(open_spec(cfg.region_store), region, region, links)
-    exchange = LinkedStore(
-        open_spec(cfg.exchange_store),
-        region,
-        cfg.aggregation_region,
-        links,
-        cache=state_dir / "chunk-cache",
-    )
-    global_store = series(exchange, GLOBAL)
-    updates = series(exchange, UPDATES)
-    deltas = CheckpointWriter(series(exchange, delta_series(region)), concurrency=2)
+    global_store = role.series(GLOBAL)
+    updates = role.series(UPDATES)
+    deltas = role.writer(delta_series(region))
     local = series(own, WORKER)
     local_writer = CheckpointWriter(local, concurrency=2)
 
@@ -132,10 +100,10 @@ def run_worker(cfg: RoleConfig) -> dict[str, Any]:
 
     setup = build_setup(job)
     model, optimizer, scheduler = setup.model, setup.optimizer, setup.scheduler
-    codec = Codec(rs.compression.codec, rs.compression.block_size, rs.compression.topk_fraction)
+    codec = role.codec()
     region_index = cfg.regions.index(region)
 
-    round_ = _wait_for(lambda: newest_step(global_store), cfg, "global checkpoint")
+    round_ = role.wait_for(lambda: newest_step(global_store), "global checkpoint")
     links.round = round_
     global_params = {k: v for k, v in read(global_store, round_).state["weights"].items()}
     _load(model, global_params)
@@ -156,7 +124,7 @@ def run_worker(cfg: RoleConfig) -> dict[str, Any]:
     while round_ < cfg.rounds:
         if delivered:
             delivered = False
-            round_ = _next_global(cfg, global_store, round_)
+            round_ = _next_global(role, global_store, round_)
             global_params = dict(read(global_store, round_).state["weights"])
             _load(model, global_params)
             continue
@@ -178,8 +146,8 @@ def run_worker(cfg: RoleConfig) -> dict[str, Any]:
                 scheduler.step()
             losses.append(float(loss.detach()))
             if i == n // 2:
-                faults.regional(armed, f"worker-mid-round@{region}@{round_}", state_dir)
-        faults.regional(armed, f"worker-before-delta@{region}@{round_}", state_dir)
+                role.fault(f"worker-mid-round@{region}@{round_}")
+        role.fault(f"worker-before-delta@{region}@{round_}")
         tokens = n * job.training.batch_size * job.training.tokens_per_sample
         msg = make_message(region, round_, tokens, global_params, _params(model), codec)
         commit(
@@ -213,7 +181,7 @@ def run_worker(cfg: RoleConfig) -> dict[str, Any]:
                 "delta_bytes": len(msg.payload),
             }
         )
-        newest = _next_global(cfg, global_store, round_)
+        newest = _next_global(role, global_store, round_)
         if newest == round_ + 1 and updates.exists(f"manifests/{newest:012d}.weights.json"):
             upd = payload_bytes(read(updates, newest).state["payload"])
             global_params = apply_update(global_params, upd)
@@ -226,6 +194,5 @@ def run_worker(cfg: RoleConfig) -> dict[str, Any]:
         _load(model, global_params)
         round_ = newest
     result = {"region": region, "rounds": rounds, "final_round": round_}
-    if cfg.out:
-        Path(cfg.out).write_text(json.dumps(result, indent=1))
+    role.write_result(result)
     return result

@@ -29,6 +29,7 @@ from burst.spec import BurstJob, load_spec, node_count
 log = logging.getLogger(__name__)
 
 TEMPLATE_NAME = "burst-train"
+REGIONAL_TEMPLATE = "burst-regional"
 DEFAULT_NAMESPACE = "argo"
 #: Time after train's deadline for teardown and the rest of the run.
 TEARDOWN_MARGIN_S = 3600
@@ -167,17 +168,42 @@ def workflow_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
     return params
 
 
+def regional_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
+    """What `burst submit` passes to burst-regional (a ``strategy: regional-sync`` spec): the
+    spec, its regions (a JSON list: the exit handler's and the fan-out's ``withParam``) and
+    aggregation region, the deadline, the pinned images, the Terraform settings."""
+    import json
+
+    rs = job.training.regional_sync
+    assert rs is not None  # the spec refuses the strategy without its settings
+    params = {
+        "spec": spec_text,
+        "regions": json.dumps(list(rs.regions or [])),
+        "aggregation-region": str(rs.aggregation_region),
+        "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
+        "trainer-image": _pinned(job.image.reference, "image.reference"),
+    }
+    steps_image = current().steps_image
+    if steps_image:
+        params["steps-image"] = _pinned(steps_image, "BURST_STEPS_IMAGE")
+    params.update(terraform_parameters())
+    return params
+
+
 def build_workflow(spec_file: Path) -> dict[str, Any]:
-    """The Workflow object ``burst submit`` sends (a dict in Argo's JSON shape)."""
+    """The Workflow object ``burst submit`` sends (a dict in Argo's JSON shape): burst-train,
+    or burst-regional for a ``strategy: regional-sync`` spec."""
     job = load_spec(spec_file)
-    params = workflow_parameters(job, spec_file.read_text(encoding="utf-8"))
+    text = spec_file.read_text(encoding="utf-8")
+    regional = job.training.strategy == "regional-sync"
+    params = regional_parameters(job, text) if regional else workflow_parameters(job, text)
     return {
         "metadata": {
             "generateName": f"{job.name}-",
             "labels": {"app.kubernetes.io/part-of": "burst", "burst.dev/job": job.name},
         },
         "spec": {
-            "workflowTemplateRef": {"name": TEMPLATE_NAME},
+            "workflowTemplateRef": {"name": REGIONAL_TEMPLATE if regional else TEMPLATE_NAME},
             "activeDeadlineSeconds": int(job.budget.max_hours * 3600) + TEARDOWN_MARGIN_S,
             "arguments": {"parameters": [{"name": k, "value": v} for k, v in params.items()]},
         },

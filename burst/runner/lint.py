@@ -152,6 +152,10 @@ class _Linter:
                     f"{'.'.join(path)!r} is only valid as lastRetry."
                     f"{{{'|'.join(sorted(LAST_RETRY_FIELDS))}}} in a retry expression",
                 )
+        elif head == "item":
+            # a loop's item: only in the arguments of a step expanded by withParam/withItems
+            if not scope.get("item"):
+                self.add(where, "{{item}} used outside a withParam/withItems step")
         elif head not in expr.FUNCTIONS:
             self.add(where, f"unknown variable {'.'.join(path)!r}")
 
@@ -224,7 +228,10 @@ class _Linter:
                 self.add(
                     where, f"does not pass parameter {pname!r} that template {name!r} requires"
                 )
-        self._walk_strings(f"{where}.arguments", call.get("arguments") or {}, scope)
+        if "withParam" in call:
+            self._walk_strings(f"{where}.withParam", call["withParam"], scope)
+        looped = {**scope, "item": "withParam" in call or "withItems" in call}
+        self._walk_strings(f"{where}.arguments", call.get("arguments") or {}, looped)
         if "when" in call:
             self._check_when(f"{where}.when", str(call["when"]), scope)
 

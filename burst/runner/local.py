@@ -280,6 +280,10 @@ class LocalRunner:
         driver.take()
         return driver, Renewer([driver], driver.ttl / 4).start()
 
+    def check(self) -> None:
+        """Refuse the template (kind, features, parameters) before anything is created."""
+        self.engine().check()
+
     def run(self) -> dict[str, Any]:
         engine = self.engine()
         engine.check()  # refuse an unsupported manifest before anything is created

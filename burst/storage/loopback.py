@@ -18,8 +18,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from burst.errors import InfraError
+
+if TYPE_CHECKING:
+    from burst.storage.s3 import S3Store
 
 log = logging.getLogger(__name__)
 
@@ -109,17 +113,31 @@ class LoopbackS3:
     def create_bucket(self, name: str) -> None:
         """Create a bucket through the S3 API (a directory made behind rclone's back can stay
         invisible for minutes: rclone caches directory listings)."""
-        from burst.storage.s3 import S3Store
+        store = self.store(name)
+        store.ensure_bucket()
+        store.close()
 
-        store = S3Store(name, endpoint_url=self.endpoint, region=self.region)
+    def store(self, bucket: str) -> S3Store:
+        """A store of ``bucket`` on this server with the server's own keys (for whoever
+        started it; a process it hands the store to gets the keys another way, e.g. a
+        profile of a shared credentials file, ``credentials_profile``)."""
         import boto3
 
+        from burst.storage.s3 import S3Store
+
+        store = S3Store(bucket, endpoint_url=self.endpoint, region=self.region)
         store._client = boto3.session.Session(
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
         ).client("s3", endpoint_url=self.endpoint, region_name=self.region)
-        store.ensure_bucket()
-        store.close()
+        return store
+
+    def credentials_profile(self, profile: str) -> str:
+        """This server's keys as one profile of an AWS shared credentials file."""
+        return (
+            f"[{profile}]\naws_access_key_id = {self.access_key}\n"
+            f"aws_secret_access_key = {self.secret_key}\n"
+        )
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

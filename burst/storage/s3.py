@@ -1,7 +1,9 @@
 """S3 (or any S3-compatible endpoint) as an object store, through boto3.
 
 Credentials come only from the environment, the shared config files or an instance/pod role
-(boto3's default chain); nothing here accepts a key. Requests retry with exponential backoff
+(boto3's default chain); nothing here accepts a key. ``profile`` names a profile of the shared
+files (a process that uses stores of two owners, e.g. a regional worker: its own region's store
+and the exchange store, each with its own credentials). Requests retry with exponential backoff
 (botocore's ``standard`` mode, plus our own retry around reading a response body). Objects
 above ``multipart_threshold`` go up in parallel parts. ``sse="aws:kms"`` with ``kms_key_id``
 asks for SSE-KMS on every write.
@@ -48,6 +50,7 @@ class S3Store(ObjectStore):
         multipart_threshold: int = 64 << 20,
         multipart_chunksize: int = 16 << 20,
         addressing_style: str | None = None,
+        profile: str | None = None,
     ) -> None:
         if not bucket:
             raise BadInputError("an S3 store needs a bucket name (s3://BUCKET/prefix)")
@@ -66,6 +69,7 @@ class S3Store(ObjectStore):
         self.multipart_threshold = multipart_threshold
         self.multipart_chunksize = multipart_chunksize
         self.addressing_style = addressing_style or ("path" if endpoint_url else "auto")
+        self.profile = profile
         self._client: Any = None
 
     # -- plumbing -------------------------------------------------------------------------
@@ -83,7 +87,7 @@ class S3Store(ObjectStore):
                 connect_timeout=10,
                 read_timeout=60,
             )
-            session = boto3.session.Session()
+            session = boto3.session.Session(profile_name=self.profile)
             self._client = session.client(
                 "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=cfg
             )
@@ -107,6 +111,7 @@ class S3Store(ObjectStore):
             "multipart_threshold": self.multipart_threshold,
             "multipart_chunksize": self.multipart_chunksize,
             "addressing_style": self.addressing_style,
+            "profile": self.profile,
         }
 
     def _full(self, key: str) -> str:

@@ -4,8 +4,10 @@ The loop (``burst.train.loop``) owns everything engine-neutral: the checkpoint s
 attempt records, the preemption notice board and the emergency-save decision, the budget
 guard, metrics. An engine runs one optimizer step, saves and restores its state through the
 run's ``RunCheckpoints`` store, and says how big its state is. ``TorchEngine`` is plain torch
-(full and weights-only tiers); ``burst.train.deepspeed_engine.DeepSpeedEngine`` trains through
-a DeepSpeed engine (one tier: full).
+(full and weights-only tiers); ``burst.train.ddp_engine.DDPEngine`` is torch DDP over several
+ranks, ``burst.train.fsdp_engine.FSDPEngine`` torch FSDP2 (``engine: fsdp2``);
+``burst.train.deepspeed_engine.DeepSpeedEngine`` trains through a DeepSpeed engine (one tier:
+full).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from burst.checkpoint.sharded import assemble
 from burst.checkpoint.state import check_fits, rng_state, set_rng_state
+from burst.errors import BadInputError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
 from burst.train.setup import TrainSetup
@@ -147,6 +150,12 @@ def open_engine(
         from burst.train.deepspeed_engine import DeepSpeedEngine
 
         return DeepSpeedEngine(job, setup, work_dir, ranks)
+    if job.training.engine == "fsdp2":
+        from burst.train.fsdp_engine import FSDPEngine
+
+        if ranks is None:
+            raise BadInputError("engine fsdp2 needs at least 2 ranks (it runs under torchrun)")
+        return FSDPEngine(job, setup, ranks)
     if ranks is not None and ranks.many:
         from burst.train.ddp_engine import DDPEngine
 

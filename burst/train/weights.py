@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 
 import torch
 
 
-def weights_sha256(model: torch.nn.Module) -> str:
+def state_sha256(state: Mapping[str, torch.Tensor]) -> str:
+    """The digest of a model state dict of whole tensors (names sorted)."""
     h = hashlib.sha256()
-    state = model.state_dict()
     for name in sorted(state):
         t = state[name].detach().cpu().contiguous()
         h.update(name.encode())
@@ -17,3 +18,7 @@ def weights_sha256(model: torch.nn.Module) -> str:
         h.update(repr(tuple(t.shape)).encode())
         h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return h.hexdigest()
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    return state_sha256(model.state_dict())

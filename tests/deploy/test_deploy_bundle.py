@@ -94,7 +94,7 @@ def test_a_misspelt_field_fails(kind: str, breaker: Any) -> None:
 
 
 def test_the_generated_files_are_the_goldens() -> None:
-    for name in ("burst-train.yaml", "burst-reaper.yaml"):
+    for name in ("burst-train.yaml", "burst-reaper.yaml", "burst-regional.yaml"):
         assert (DEPLOY / "argo" / name).read_text() == (
             REPO / "pipelines" / "compiled" / name
         ).read_text(), f"deploy/argo/{name} drifted: run `make goldens`"

@@ -42,6 +42,9 @@ CASES = [
     ("  max_hours: 24", "  max_hours: 1e999", "budget.max_hours", "max_hours", "finite"),
     ("  size_gb: 0.01", "  size_gb: 2026-02-30", "data.size_gb", "size_gb", "not a valid date"),
     ("  size_gb: 0.01", "  size_gb: 2026-13-45", "data.size_gb", "size_gb", "not a valid date"),
+    ("  max_hours: 24", "  max_hours: 1:30", "budget.max_hours", "max_hours", "base-60"),
+    ("  max_hours: 24", "  max_hours: 1:30.5", "budget.max_hours", "max_hours", "base-60"),
+    ("  steps: 30", "  steps: 030", "training.steps", "steps:", "leading zero"),
     ("budget:\n", "budget:\n  max_usd: 1\n", "budget.max_usd", "max_usd: 5000", "duplicated key"),
     (
         "  regions: [ap-southeast-1, ap-southeast-3, me-central-1]",

@@ -216,10 +216,12 @@ def test_failover_crosses_providers_on_the_local_stack(job: BurstJob, tmp_path: 
     assert out["service_account_annotations"] == {}
     assert out["vpn_status"] == "UP"
 
-    # the same run on Azure gets Azure's spot toleration and pod identity annotation
+    # the same run on Azure: its VMs join the home cluster as hybrid nodes (the run's taint,
+    # whatever the capacity) and its pods get Azure's pod identity annotation
     az = provision(job, "az", tmp_path / "az" / "terraform", candidates[1:2], env={})
-    tol = {t["key"] for t in az["outputs"]["tolerations"]}
-    assert "kubernetes.azure.com/scalesetpriority" in tol
+    tol = {(t["key"], t["value"]) for t in az["outputs"]["tolerations"]}
+    assert tol == {("nvidia.com/gpu", "present"), ("burst/run-id", "az")}
+    assert az["outputs"]["node_selector"]["eks.amazonaws.com/compute-type"] == "hybrid"
     assert "azure.workload.identity/client-id" in az["outputs"]["service_account_annotations"]
     assert destroy_run(workdir)["resources_remaining"] == 0
     assert destroy_run(tmp_path / "az" / "terraform")["resources_remaining"] == 0

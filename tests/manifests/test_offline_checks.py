@@ -19,8 +19,8 @@ def _template(manifest: dict[str, Any], name: str) -> dict[str, Any]:
     return next(t for t in manifest["spec"]["templates"] if t["name"] == name)
 
 
-def test_there_are_two_goldens() -> None:
-    assert GOLDENS == ["burst-reaper.yaml", "burst-train.yaml"]
+def test_there_are_three_goldens() -> None:
+    assert GOLDENS == ["burst-reaper.yaml", "burst-regional.yaml", "burst-train.yaml"]
 
 
 @pytest.mark.parametrize("name", GOLDENS)

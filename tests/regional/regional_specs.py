@@ -15,7 +15,8 @@ def regional_spec(
     shards: dict[str, float],
     *,
     steps: int = 12,
-    local_steps: int = 4,
+    local_steps: int | None = 4,
+    step_seconds: float | None = None,
     deadline_s: float = 60,
     name: str = "regional-test",
 ) -> Path:
@@ -25,11 +26,12 @@ def regional_spec(
     text = text.replace(
         "  region: ap-southeast-1\n", f"  region: ap-southeast-1\n  shards: {{{listed}}}\n"
     )
-    text = text.replace("  steps: 30\n", f"  steps: {steps}\n")
+    timed = f"  step_seconds: {step_seconds}\n" if step_seconds is not None else ""
+    text = text.replace("  steps: 30\n", f"  steps: {steps}\n{timed}")
     text = text.replace(
         "  learning_rate: 0.01\n",
         "  learning_rate: 0.01\n  strategy: regional-sync\n  regional_sync:\n"
-        f"    local_steps: {local_steps}\n    round_deadline_s: {deadline_s}\n",
+        f"    local_steps: {'null' if local_steps is None else local_steps}\n    round_deadline_s: {deadline_s}\n",
     )
     path = tmp_path / f"{name}.yaml"
     path.write_text(text)

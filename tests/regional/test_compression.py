@@ -131,6 +131,28 @@ def test_error_feedback_accumulates_a_small_persistent_component_until_it_is_sen
     assert torch.allclose(sent_total + codec.residual["w"], 40 * d)
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_int8_error_feedback_carries_the_quantisation_error(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    plain, fed = Codec("int8", block_size=64), Codec("int8", block_size=64, error_feedback=True)
+    total_in, total_sent, residual = torch.zeros(300), torch.zeros(300), torch.zeros(300)
+    for _ in range(5):
+        d = torch.randn(300, generator=g)
+        enc = fed.encode({"w": d})
+        sent = fed.decode(enc)["w"]
+        # what travels is the int8 form of delta + carried error; the new error is what it missed,
+        # at most half a step of its block
+        assert torch.allclose(sent + fed.residual["w"], d + residual, atol=1e-6)
+        steps = enc.tensors["w"].buffers["scales"].repeat_interleave(64)[:300]
+        assert torch.all(fed.residual["w"].abs() <= steps / 2 + 1e-6)
+        total_in += d
+        total_sent += sent
+        residual = fed.residual["w"]
+    assert torch.allclose(total_sent + residual, total_in, atol=1e-5)
+    plain.encode({"w": total_in})
+    assert plain.residual == {}  # the default int8 codec carries nothing
+
+
 def test_bad_codec_and_malformed_messages_are_value_errors() -> None:
     with pytest.raises(ValueError, match="unknown codec 'fp4'"):
         Codec("fp4")  # type: ignore[arg-type]

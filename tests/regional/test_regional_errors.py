@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -9,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from burst.regional.localrun import run_links
+from burst.plan.catalog import load_catalog
+from burst.plan.regional import plan_regional_sync
+from burst.plan.workload import estimate
+from burst.regional.localrun import local_steps_for, run_links
 from burst.regional.runtime import RoleConfig
 from burst.spec import load_spec
 from burst.storage.local import LocalStore
@@ -19,15 +23,29 @@ from .regional_specs import REPO, TWO, regional_spec
 BurstCli = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def test_burst_run_refuses_an_unset_local_steps(tmp_path: Path, burst_cli: BurstCli) -> None:
-    spec = regional_spec(tmp_path, TWO)
-    spec.write_text(spec.read_text().replace("local_steps: 4", "local_steps: null"))
-    proc = burst_cli(["run", str(spec), "--runs-root", str(tmp_path / "runs")])
-    assert proc.returncode == 2, proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if "local_steps" in ln]
-    assert len(lines) == 1 and "planner" in lines[0], proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert not list((tmp_path / "runs").rglob("stores"))  # nothing provisioned
+def test_local_steps_from_the_spec(tmp_path: Path) -> None:
+    job = load_spec(regional_spec(tmp_path, TWO, local_steps=4))
+    assert local_steps_for(job) == (4, "training.regional_sync.local_steps")
+
+
+def test_local_steps_null_is_the_planners_pick(tmp_path: Path) -> None:
+    """``local_steps: null``: the planner's H for the spec's step time (step_seconds 0.6 s:
+    a round's sync over the cross-continent link, about 0.2 s, stays under 10 % of H x 0.6 s
+    from H = 4 on), the same figure ``burst plan`` shows."""
+    job = load_spec(regional_spec(tmp_path, TWO, local_steps=None, step_seconds=0.6))
+    h, basis = local_steps_for(job)
+    cat = load_catalog()
+    planned = plan_regional_sync(job, cat, estimate(job, cat), "aws")
+    assert planned is not None and h == planned["local_steps"] == 4
+    assert basis.startswith("planner: smallest H with sync <= 0.1 x H x 0.6 s"), basis
+    assert "step_seconds 0.6" in basis
+
+
+def test_local_steps_null_is_capped_at_the_run(tmp_path: Path) -> None:
+    """A planner's H above ``training.steps`` is one round of every step, and says so."""
+    job = load_spec(regional_spec(tmp_path, TWO, local_steps=None, step_seconds=0.05))
+    h, basis = local_steps_for(job)
+    assert h == 12 and "exceeds training.steps" in basis, basis
 
 
 def test_burst_run_refuses_the_train_graphs_fault_options(
@@ -103,3 +121,26 @@ def test_aggregator_without_deltas_gives_up_as_infrastructure(tmp_path: Path) ->
     assert "Traceback" not in proc.stderr
     # round 0 (the initial weights) was committed before it gave up: a restart resumes there
     assert (tmp_path / "exchange" / "global" / "manifests" / f"{0:012d}.weights.json").exists()
+
+
+def test_burst_run_refuses_a_region_the_preflight_does_not_allow(
+    tmp_path: Path, burst_cli: BurstCli
+) -> None:
+    """Personal data: me-central-1's model updates would cross to ap-southeast-1 and the
+    shipped facts say nothing about model updates (review, never allow): exit 3, one line
+    naming the region, the decision record written, nothing provisioned."""
+    spec = regional_spec(tmp_path, TWO)
+    spec.write_text(
+        spec.read_text().replace("classification: internal", "classification: personal")
+    )
+    root = tmp_path / "runs"
+    proc = burst_cli(["run", str(spec), "--runs-root", str(root), "--run-id", "refused"])
+    assert proc.returncode == 3, proc.stderr
+    report = json.loads((root / "refused" / "report.json").read_text())
+    assert report["status"] == "failed" and report["exit_code"] == 3
+    assert report["failure"].startswith("preflight: region me-central-1 is not allowed")
+    assert "XFER-MODEL-UPDATE" in (root / "refused" / "preflight.json").read_text()
+    assert report["provisioned"] == [] and report["rounds_completed"] == 0
+    assert not (root / "refused" / "regions").exists()  # no stack
+    assert not [p for p in (root / "refused" / "stores").iterdir()]  # no store
+    assert "Traceback" not in proc.stderr

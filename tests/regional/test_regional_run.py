@@ -1,38 +1,47 @@
 """The regional runtime end to end: real processes (aggregator and one worker per region),
 one store per region, every cross-region byte through the link emulator.
 
-Each run trains the quickstart's small MLP for 3 rounds of 4 local steps. Fault runs use the
-named fault points of the role configs (``burst.faults.regional``), never a timer.
+Each run trains the quickstart's small MLP for 3 rounds of 4 local steps. ``burst run`` (the
+two- and three-region tests) provisions each region for real: its own Terraform stack (the
+embedded local stack) and its own S3 server on loopback with keys of its own. The fault tests
+exercise the runtime's protocol on directory stores without stacks (``stores="dir"``,
+``terraform=False``) to keep the suite short. Fault runs use the named fault points of the role
+configs (``burst.faults.regional``), never a timer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from burst.documents import ProvisionDocument, TeardownDocument
 from burst.documents.regional import RegionalReport
-from burst.errors import BadInputError
+from burst.regional.localregions import LocalRegions, StoreMode, objects_dir
 from burst.regional.localrun import RegionalOptions, run_regional
 from burst.regional.runtime import RoleConfig
-from burst.regional.stores import SHARD_KEY, read_link_log
+from burst.regional.stores import SHARD_KEY, open_spec, read_link_log
 from burst.spec import load_spec
-from burst.storage.base import ObjectMissing
+from burst.storage.base import ObjectMissing, StoreError
 from burst.storage.local import LocalStore
 
-from .regional_specs import THREE, TWO, regional_spec
+from .regional_specs import REPO, THREE, TWO, regional_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 BurstCli = Callable[..., subprocess.CompletedProcess[str]]
 
 
-def _cli_run(burst_cli: BurstCli, spec: Path, root: Path, run_id: str) -> dict[str, Any]:
-    proc = burst_cli(["run", str(spec), "--runs-root", str(root), "--run-id", run_id])
+def _cli_run(
+    burst_cli: BurstCli, spec: Path, root: Path, run_id: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    proc = burst_cli(["run", str(spec), "--runs-root", str(root), "--run-id", run_id], env=env)
     report = root / run_id / "report.json"
     assert report.exists(), proc.stderr
     doc = json.loads(report.read_text())
@@ -42,7 +51,7 @@ def _cli_run(burst_cli: BurstCli, spec: Path, root: Path, run_id: str) -> dict[s
 
 def _check_complete(doc: dict[str, Any], regions: list[str]) -> None:
     report = RegionalReport.model_validate(doc)  # the document's own model, strictly
-    assert report.status == "succeeded"
+    assert report.status == "succeeded", report.failure
     assert report.rounds_completed == report.rounds_planned == 3
     assert [r.round for r in report.rounds] == [0, 1, 2]
     assert sorted(report.provisioned) == sorted(regions)
@@ -52,19 +61,20 @@ def _check_complete(doc: dict[str, Any], regions: list[str]) -> None:
         assert r.loss is not None and r.delta_bytes > 0 and r.update_bytes > 0
 
 
-def _check_shards_stay_home(run_dir: Path, regions: list[str], agg: str) -> None:
+def _check_shards_stay_home(run_dir: Path, regions: list[str], agg: str, mode: StoreMode) -> None:
     """No byte of a shard leaves its region: every store and the whole link log."""
     stores = run_dir / "stores"
-    assert sorted(p.name for p in stores.iterdir()) == sorted([*regions, f"{agg}-exchange"])
+    names = sorted(p.name for p in stores.iterdir() if p.is_dir())
+    assert names == sorted([*regions, f"{agg}-exchange"])
     shard_bytes = {}
     for region in regions:
-        store = LocalStore(stores / region)
+        store = LocalStore(objects_dir(run_dir, region, mode))
         shard_bytes[region] = store.get_bytes(SHARD_KEY)
         # a region's store holds its shard and its worker's own state, nothing else
         heads = {info.key.split("/", 1)[0] for info in store.list()}
         assert heads <= {"shard", "worker"}, heads
     assert len(set(shard_bytes.values())) == len(regions)  # each region its own shard
-    exchange = LocalStore(stores / f"{agg}-exchange")
+    exchange = LocalStore(objects_dir(run_dir, f"{agg}-exchange", mode))
     heads = {info.key.split("/", 1)[0] for info in exchange.list()}
     assert heads == {"aggregator", "deltas", "global", "updates"}, heads
     # no object anywhere outside a region's own store holds a shard's bytes
@@ -86,12 +96,16 @@ def _check_shards_stay_home(run_dir: Path, regions: list[str], agg: str) -> None
 
 
 def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
-    spec = regional_spec(tmp_path, TWO)
+    """examples/regional.yaml as shipped: ``local_steps: null``, the run takes the planner's H
+    (4 for its 0.6 s step, see test_regional_errors.py) and reports it with its basis."""
+    spec = REPO / "examples" / "regional.yaml"
+    assert load_spec(spec).data.shards == TWO
     doc = _cli_run(burst_cli, spec, tmp_path / "runs", "two")
     regions = list(TWO)
     _check_complete(doc, regions)
-    _check_shards_stay_home(tmp_path / "runs" / "two", regions, "ap-southeast-1")
-    _check_worker_cannot_read_another_region(tmp_path / "runs" / "two")
+    assert doc["local_steps"] == 4 and doc["local_steps_basis"].startswith("planner:")
+    _check_shards_stay_home(tmp_path / "runs" / "two", regions, "ap-southeast-1", "s3")
+    _check_regions_provisioned_alone(tmp_path / "runs" / "two", regions)
     cfg = RoleConfig.load(tmp_path / "runs" / "two" / "worker-me-central-1.config.json")
     assert Path(cfg.spec) == tmp_path / "runs" / "two" / "spec.yaml"  # the run's own copy
     assert Path(cfg.spec).read_text() == spec.read_text()
@@ -115,19 +129,34 @@ def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
 
 
 def test_burst_run_three_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
+    """With ``BURST_TF_SITE_VARS`` a directory of ``<region>.tfvars``, each region's stack is
+    applied with its own region's site file (the local stack records it in its ``site``)."""
     spec = regional_spec(tmp_path, THREE, name="regional-three")
-    doc = _cli_run(burst_cli, spec, tmp_path / "runs", "three")
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    for region in THREE:
+        (sites / f"{region}.tfvars").write_text(f'vpc_id = "vpc-{region}"\n')
+    env = {"BURST_TF_SITE_VARS": str(sites)}
+    doc = _cli_run(burst_cli, spec, tmp_path / "runs", "three", env)
     regions = list(THREE)
     _check_complete(doc, regions)
     for r in doc["rounds"]:
         assert sorted(r["accepted"]) == sorted(regions)
-    _check_shards_stay_home(tmp_path / "runs" / "three", regions, "ap-southeast-1")
+    run_dir = tmp_path / "runs" / "three"
+    _check_shards_stay_home(run_dir, regions, "ap-southeast-1", "s3")
+    _check_regions_provisioned_alone(run_dir, regions)
+    for region in regions:
+        prov = json.loads((run_dir / f"provision-{region}.json").read_text())
+        assert prov["attempts"][0]["site_vars"] == f"{region}.tfvars"
+        assert json.loads(prov["outputs"]["site"]["vpc_id"]) == f"vpc-{region}", prov["outputs"]
 
 
 def _run(
     tmp_path: Path, spec: Path, name: str, faults: dict[str, dict[str, str]]
 ) -> RegionalReport:
-    opts = RegionalOptions(time_scale=0.0, faults=faults, wait_limit_s=120)
+    opts = RegionalOptions(
+        time_scale=0.0, faults=faults, wait_limit_s=120, stores="dir", terraform=False
+    )
     return run_regional(load_spec(spec), spec, tmp_path / name, name, opts)
 
 
@@ -187,18 +216,85 @@ def test_late_worker_round_completes_without_it(tmp_path: Path) -> None:
     assert worker["rounds"][1]["next_from"] == "global checkpoint"  # it skipped a round
 
 
-def _check_worker_cannot_read_another_region(run_dir: Path) -> None:
-    other = run_dir / "stores" / "me-central-1"
-    cfg = RoleConfig.load(run_dir / "worker-ap-southeast-1.config.json")
-    text = (run_dir / "worker-ap-southeast-1.config.json").read_text()
-    assert str(other) not in text and "me-central-1-" not in text  # no path to B's store
-    assert cfg.region_store is not None
-    own = LocalStore(cfg.region_store["root"])
-    exchange = LocalStore(cfg.exchange_store["root"])
-    b_shard = LocalStore(other).get_bytes(SHARD_KEY)
-    # what A's worker can open: its own shard (not B's) and the exchange store (no shard)
-    assert own.get_bytes(SHARD_KEY) != b_shard
-    with pytest.raises(ObjectMissing):
-        exchange.get_bytes(SHARD_KEY)
-    with pytest.raises(BadInputError, match="not a relative"):  # no climbing out of a store
-        own.get_bytes("../me-central-1/" + SHARD_KEY)
+def _check_regions_provisioned_alone(run_dir: Path, regions: list[str]) -> None:
+    """Each region: its own stack applied and destroyed (provision and teardown documents,
+    state empty, no leak), its own S3 server; a worker's config names its own region's store
+    and the exchange store only, and its credentials file is gone with its region."""
+    endpoints = {}
+    for region in regions:
+        prov = ProvisionDocument.model_validate_json(
+            (run_dir / f"provision-{region}.json").read_text()
+        )
+        assert prov.status == "provisioned" and prov.candidate is not None
+        assert prov.candidate.region == region and prov.outputs["region"] == region
+        assert prov.terraform_dir == str(run_dir / "regions" / region / "terraform")
+        down = TeardownDocument.model_validate_json(
+            (run_dir / f"teardown-{region}.json").read_text()
+        )
+        assert down.destroyed and down.resources_remaining == 0 and not down.leaks
+        state = json.loads(
+            (run_dir / "regions" / region / "terraform" / "terraform.tfstate").read_text()
+        )
+        assert state["resources"] == []  # the stack was applied, then destroyed
+        cfg = RoleConfig.load(run_dir / f"worker-{region}.config.json")
+        assert cfg.region_store is not None and cfg.region_store["profile"] == "region"
+        assert cfg.exchange_store["profile"] == "exchange"
+        endpoints[region] = cfg.region_store["endpoint_url"]
+        assert not (Path(cfg.state_dir) / "credentials").exists()  # removed at teardown
+    assert len(set(endpoints.values())) == len(regions)  # a server a region
+    for region in regions:
+        text = (run_dir / f"worker-{region}.config.json").read_text()
+        for other, url in endpoints.items():
+            assert (url in text) == (other == region)  # no address of another region's store
+
+
+def test_a_workers_credentials_are_refused_by_another_regions_store(tmp_path: Path) -> None:
+    """The credentials the run hands region A's worker open A's store and the exchange store;
+    region B's server refuses them (its keys are its own), and A's config has no B profile."""
+    job = load_spec(regional_spec(tmp_path, TWO))
+    sites = LocalRegions(job, "creds", tmp_path / "run", "ap-southeast-1", terraform=False)
+    a, b = "me-central-1", "ap-southeast-1"
+    try:
+        for region in TWO:
+            sites.provision(region)
+        sites.launcher_store(b).put_bytes(SHARD_KEY, b"b's shard")
+        sites.launcher_store(a).put_bytes(SHARD_KEY, b"a's shard")
+        env = sites.role_env(a, tmp_path / "scratch-a")
+        creds = Path(env["AWS_SHARED_CREDENTIALS_FILE"])
+        assert creds.stat().st_mode & 0o777 == 0o600
+        assert sorted(configparser_sections(creds)) == ["exchange", "region"]
+        with _environment(env):
+            assert open_spec(sites.region_spec(a)).get_bytes(SHARD_KEY) == b"a's shard"
+            open_spec(sites.exchange_spec()).put_bytes("probe", b"x")
+            # B's store, opened with what A's worker holds: refused by B's server
+            with pytest.raises(StoreError) as refused:
+                open_spec(sites.region_spec(b)).get_bytes(SHARD_KEY)
+            assert "403" in str(refused.value) or "Access" in str(refused.value), refused.value
+            assert not isinstance(refused.value, ObjectMissing)
+    finally:
+        for region in list(sites.provisioned):
+            sites.teardown(region, [tmp_path / "scratch-a"])
+    assert sites.torn_down == list(TWO) and not (tmp_path / "scratch-a").exists()
+
+
+def configparser_sections(path: Path) -> list[str]:
+    import configparser
+
+    parser = configparser.ConfigParser()
+    parser.read(path)
+    return parser.sections()
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """Only ``env``'s AWS variables for the length of the block (no other credentials)."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    for k in saved:
+        del os.environ[k]
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k in env:
+            os.environ.pop(k, None)
+        os.environ.update(saved)

@@ -240,6 +240,24 @@ def test_unsupported_template_is_refused_before_anything_runs(
     assert not (runs_root / "wf-bad").exists()
 
 
+def test_a_template_of_another_kind_is_refused_before_the_runs_root_exists(
+    spec: Path, burst_cmd: list[str], tmp_path: Path
+) -> None:
+    """A ConfigMap given as --template: exit 2 naming the kind; no runs root, no run id."""
+    other = tmp_path / "cm.yaml"
+    other.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    fresh_root = tmp_path / "fresh-runs"
+    proc = subprocess.run(
+        [*burst_cmd, "run", str(spec), "--run-id", "wf-cm", "--template", str(other),
+         "--runs-root", str(fresh_root)],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "kind 'ConfigMap'" in proc.stderr
+    assert "Traceback" not in proc.stderr and "run id" not in proc.stderr
+    assert not fresh_root.exists()
+
+
 def test_sigterm_to_burst_run_runs_teardown_and_writes_the_report(
     runs_root: Path, spec: Path, burst_cmd: list[str]
 ) -> None:

@@ -1,8 +1,8 @@
 """Leak scans of GCP, Azure and Nebius (burst.infra.cloudscan).
 
-None of these clouds can be reached here and no emulator of their inventory APIs exists, so the
-``search`` callables below are stand-ins (mocks, named as such) for Cloud Asset, Resource Graph
-and Nebius' List calls. What is real: the queries built from the run id and the site's tfvars
+None of these clouds can be reached here, so the ``search`` callables below are stand-ins
+(mocks, named as such) for Cloud Asset, Resource Graph and Nebius' List calls; the HTTP
+searches themselves run against a fake of those APIs in test_cloudscan_http.py. What is real: the queries built from the run id and the site's tfvars
 (read with the same parser as Terraform's variable files), the fail-closed rules, and (e2e) the
 teardown step run as a process against a run provisioned on the local stack.
 """
@@ -10,7 +10,6 @@ teardown step run as a process against a run provisioned on the local stack.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -78,22 +77,20 @@ def test_nothing_found_is_clean_only_when_the_api_answered(provider: str) -> Non
     ("site", "search", "reason"),
     [
         ({}, lambda q: [], "no project_id"),
-        (SITE, None, "not installed"),  # the default search: no SDK in this venv
+        (SITE, "unreachable", "metadata server (127.0.0.1:9) is unreachable"),
         (SITE, "raise", "API failed: permission denied"),
         (SITE, "unverified", "token expired"),
     ],
 )
-def test_an_unknown_state_is_never_clean(
-    site: dict[str, Any], search: object, reason: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, "google.cloud.asset_v1", None)  # import fails: no SDK
-
+def test_an_unknown_state_is_never_clean(site: dict[str, Any], search: object, reason: str) -> None:
     def failing(q: ScanQuery) -> list[dict[str, Any]]:  # mock: the API refuses
         if search == "raise":
             raise PermissionError("permission denied")
         raise ScanUnverified("token expired")
 
     fn = failing if isinstance(search, str) else search
+    if search == "unreachable":  # the real HTTP search, its token source on a closed port
+        fn = cloudscan.GcpAssetSearch(token=cloudscan.GcpMetadataToken("127.0.0.1:9", 1.0))
     leaks = cloudscan.scan("gcp", "asia-southeast1", "r1", site, search=fn)  # type: ignore[arg-type]
     assert len(leaks) == 1 and leaks[0]["kind"] == UNVERIFIED
     assert leaks[0]["id"] == "gcp/asia-southeast1" and reason in leaks[0]["reason"]

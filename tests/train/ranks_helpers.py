@@ -19,9 +19,17 @@ STEP = (sys.executable, "-m", "steps.train")
 
 
 def ranks_spec(
-    tmp: Path, name: str, *, processes: int, steps: int = 20, nodes: int = 1, seed: int = 1234
+    tmp: Path,
+    name: str,
+    *,
+    processes: int,
+    steps: int = 20,
+    nodes: int = 1,
+    seed: int = 1234,
+    engine: str = "torch",
 ) -> Path:
-    """The quickstart with ``processes`` ranks per node, its store in ``tmp/store``."""
+    """The quickstart with ``processes`` ranks per node and ``engine``, its store in
+    ``tmp/store``."""
     text = QUICKSTART.read_text()
     old_store = "checkpoint_uri: file://runs/checkpoints"
     old_steps = "  steps: 30\n  seed: 1234\n"
@@ -29,7 +37,8 @@ def ranks_spec(
     text = text.replace(old_store, f"checkpoint_uri: file://{tmp}/store")
     text = text.replace(
         old_steps,
-        f"  steps: {steps}\n  seed: {seed}\n  nodes: {nodes}\n  processes_per_node: {processes}\n",
+        f"  steps: {steps}\n  seed: {seed}\n  nodes: {nodes}\n  processes_per_node: {processes}\n"
+        f"  engine: {engine}\n",
     )
     path = tmp / f"{name}.yaml"
     path.write_text(text)

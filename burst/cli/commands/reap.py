@@ -45,6 +45,37 @@ class _Checked:
         self.inner.delete(res)
 
 
+def _cloud_inventory(spec: str) -> Any:
+    """``PROVIDER=SITE_FILE`` -> the site's leak scan as an inventory; bad input is exit 2."""
+    from burst.errors import BadInputError
+    from burst.infra.cloudscan import SCANNED_PROVIDERS, CloudInventory
+    from burst.inputs import read_text, short
+
+    provider, sep, path_text = spec.partition("=")
+    provider = provider.strip().lower()
+    if not sep or not path_text or provider not in SCANNED_PROVIDERS:
+        raise BadInputError(
+            f"--cloud {short(spec)}: expected PROVIDER=SITE_FILE with PROVIDER one of "
+            + ", ".join(SCANNED_PROVIDERS)
+        )
+    path = Path(path_text)
+    text = read_text(path, what="site file")  # missing/unreadable/oversized: exit 2
+    try:
+        import io
+
+        import hcl2
+
+        site = hcl2.load(io.StringIO(text))
+    except Exception as exc:
+        raise BadInputError(f"--cloud {provider}={path}: not a tfvars file ({exc})") from None
+    site = {
+        k: v[1:-1] if isinstance(v, str) and len(v) >= 2 and v[0] == v[-1] == '"' else v
+        for k, v in site.items()
+    }
+    region = path.name.split(".", 1)[0]
+    return CloudInventory(provider, region, site, source=f"--cloud {provider}={path}")
+
+
 @click.command("reap")
 @click.option("--yes", is_flag=True, help="Act: destroy and delete. Without it, only report.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was found and done as JSON.")
@@ -55,6 +86,15 @@ class _Checked:
     metavar="REGION",
     help="AWS region to scan for tagged resources (repeatable; default "
     "$BURST_REAP_REGIONS, comma-separated). Without any, only the state store.",
+)
+@click.option(
+    "--cloud",
+    "clouds",
+    multiple=True,
+    metavar="PROVIDER=SITE_FILE",
+    help="Also scan a gcp, azure or nebius site for labelled leftovers of any run, scoped by "
+    "that site's tfvars file (project_id, subscription_id); the region is the file's name, "
+    "e.g. gcp=sites/asia-southeast1.tfvars (repeatable). A scan that cannot be made is exit 4.",
 )
 @click.option(
     "--runs-root",
@@ -69,7 +109,12 @@ class _Checked:
     "--yes, to act as if it were that time (runs not yet expired by the clock are destroyed).",
 )
 def command(
-    yes: bool, as_json: bool, regions: tuple[str, ...], runs_root: Path | None, now_text: str | None
+    yes: bool,
+    as_json: bool,
+    regions: tuple[str, ...],
+    clouds: tuple[str, ...],
+    runs_root: Path | None,
+    now_text: str | None,
 ) -> None:
     """Find runs past their burst:expires-at with no live runner, and destroy them.
 
@@ -78,7 +123,10 @@ def command(
     whose state is lost are
     found by their burst:run-id tag and deleted in dependency order (node group, VPN
     connection, gateways, then the rest). Resources of live or unexpired runs, and untagged
-    ones, are never touched. Exit 4 when something could not be removed.
+    ones, are never touched. With --cloud, GCP (Cloud Asset), Azure (Resource Graph) and Nebius
+    sites are scanned by the burst-run-id label / burst:run-id tag too: what is found is
+    reported with its verdict, never deleted by label (destroy it from the run's state or by
+    hand). Exit 4 when something could not be removed or a scan could not be made.
     """
     from burst.errors import EXIT_INFRA, BadInputError
     from burst.infra.leakscan import AwsInventory
@@ -100,7 +148,8 @@ def command(
     source = "--region" if regions else "BURST_REAP_REGIONS"
     check_aws_endpoint()
     names = [check_region(r.strip(), source) for r in names]
-    inventories = [_Checked(AwsInventory(r.strip()), source) for r in names]
+    inventories: list[Any] = [_Checked(AwsInventory(r.strip()), source) for r in names]
+    inventories += [_cloud_inventory(spec) for spec in clouds]
     s3_states = []
     from burst.infra.workspace import per_stack
 

@@ -68,7 +68,8 @@ def command(
     Exits with the failing step's code (see `burst --help`), 0 when the run succeeded.
     A spec with training.strategy regional-sync runs the regional graph instead: a store
     and a worker per region, the aggregator, the link emulator, teardown of every region
-    (docs/regional.md); the fault options and --template are refused for it.
+    (docs/regional.md); local_steps: null takes the planner's H; the fault options and
+    --template are refused for it.
     """
     from rich.console import Console
     from rich.table import Table
@@ -94,12 +95,13 @@ def command(
             f"--preempt-at-step {late[0]}: the spec trains {job.training.steps} steps; a "
             "preemption must come before the last one"
         )
-    if template is not None:  # read before anything is created for the run
-        from burst.runner.local import load_manifest
-
-        load_manifest(template)
     rid = check_run_id(run_id) if run_id else new_run_id(job.name)
     paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
+    options = RunOptions(fail_at=fail_at, env=faults.arm(preempt_at_steps=preempt_at))
+    if template is not None:
+        options.template = template
+    # the template is read and checked (kind, features, parameters) before anything is created
+    LocalRunner(paths, spec, options).check()
     try:
         paths.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -124,9 +126,6 @@ def command(
                 f"  [red]✗[/red] {step} exit {info.get('exit_code')} (log: {paths.log(step)})"
             )
 
-    options = RunOptions(fail_at=fail_at, env=faults.arm(preempt_at_steps=preempt_at))
-    if template is not None:
-        options.template = template
     report = LocalRunner(paths, spec, options, on_event).run()
 
     table = Table(title=f"run {rid}: {report['status']}", title_justify="left")
@@ -187,6 +186,9 @@ def _run_regional(
     )
 
     def on_event(step: str, status: str, info: dict[str, Any]) -> None:
+        if step == "plan":
+            console.print(f"  H = {info['local_steps']} local steps a round ({info['basis']})")
+            return
         mark = {"started": "…", "succeeded": "✓", "requeued": "↻", "failed": "✗"}.get(status, "?")
         console.print(f"  {mark} {step} {status}")
 

@@ -11,7 +11,8 @@ import click
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--namespace", help="Namespace (default $ARGO_NAMESPACE or argo).")
 def command(spec: Path, namespace: str | None) -> None:
-    """Submit SPEC as a Workflow calling the burst-train WorkflowTemplate; print its name.
+    """Submit SPEC as a Workflow calling the burst-train WorkflowTemplate (burst-regional for
+    a training.strategy regional-sync spec); print its name.
 
     The server and token come from the environment only: ARGO_SERVER, ARGO_TOKEN
     (ARGO_NAMESPACE, ARGO_INSECURE_SKIP_VERIFY, BURST_STEPS_IMAGE optional). The spec's image

@@ -58,10 +58,36 @@ locals {
   labels      = merge(var.node_labels, { "burst/run-id" = var.run_id })
   taints      = concat(["nvidia.com/gpu=present:NoSchedule"], var.node_taints)
   remote      = concat(var.remote_node_cidrs, var.remote_pod_cidrs)
+  k8s_version = coalesce(var.kubernetes_version, data.aws_eks_cluster.home.version)
   routes = var.home_routing == null ? {} : {
     for pair in setproduct(var.home_routing.route_table_ids, local.remote) :
     "${pair[0]}|${pair[1]}" => { route_table_id = pair[0], cidr = pair[1] }
   }
+}
+
+# What a rented node bootstraps with: nodeadm NodeConfig for an SSM hybrid activation
+# (Amazon EKS User Guide, "Hybrid nodes nodeadm reference": spec.cluster, spec.hybrid.ssm,
+# spec.kubelet.flags). Carries the activation code: every output of it is sensitive.
+locals {
+  nodeadm_config = yamlencode({
+    apiVersion = "node.eks.aws/v1alpha1"
+    kind       = "NodeConfig"
+    spec = {
+      cluster = { name = var.cluster_name, region = data.aws_region.current.region }
+      hybrid = {
+        ssm = {
+          activationId   = aws_ssm_activation.nodes.id
+          activationCode = aws_ssm_activation.nodes.activation_code
+        }
+      }
+      kubelet = {
+        flags = [
+          "--node-labels=${join(",", [for k, v in local.labels : "${k}=${v}"])}",
+          "--register-with-taints=${join(",", local.taints)}",
+        ]
+      }
+    }
+  })
 }
 
 ################################################################################

@@ -40,25 +40,36 @@ output "ssm_activation_code" {
 output "nodeadm_config" {
   description = "nodeadm NodeConfig (YAML) a rented node bootstraps with: the cluster, the activation, the run's labels and taints. Secret (carries the activation code)."
   sensitive   = true
-  value = try(yamlencode({
-    apiVersion = "node.eks.aws/v1alpha1"
-    kind       = "NodeConfig"
-    spec = {
-      cluster = { name = var.cluster_name, region = data.aws_region.current.region }
-      hybrid = {
-        ssm = {
-          activationId   = aws_ssm_activation.nodes.id
-          activationCode = aws_ssm_activation.nodes.activation_code
-        }
-      }
-      kubelet = {
-        flags = [
-          "--node-labels=${join(",", [for k, v in local.labels : "${k}=${v}"])}",
-          "--register-with-taints=${join(",", local.taints)}",
-        ]
-      }
-    }
-  }), null)
+  value       = try(local.nodeadm_config, null)
+}
+
+output "user_data" {
+  description = "cloud-init user data of a rented node: writes nodeadm_config (root only), downloads nodeadm, installs the home cluster's Kubernetes version with the SSM credential provider and joins (nodeadm init). Secret (carries the activation code)."
+  sensitive   = true
+  value = try(join("\n", ["#cloud-config", yamlencode({
+    write_files = [{
+      path        = "/etc/burst/nodeadm.yaml"
+      owner       = "root:root"
+      permissions = "0600"
+      content     = local.nodeadm_config
+    }]
+    runcmd = [
+      ["curl", "-fsSL", "--retry", "5", "-o", "/usr/local/bin/nodeadm", var.nodeadm_url],
+      ["chmod", "0755", "/usr/local/bin/nodeadm"],
+      ["/usr/local/bin/nodeadm", "install", local.k8s_version, "--credential-provider", "ssm"],
+      ["/usr/local/bin/nodeadm", "init", "--config-source", "file:///etc/burst/nodeadm.yaml"],
+    ]
+  })]), null)
+}
+
+output "kubernetes_version" {
+  description = "Kubernetes version nodeadm installs on the nodes (the home cluster's unless kubernetes_version is set)."
+  value       = local.k8s_version
+}
+
+output "oidc_issuer_url" {
+  description = "The home cluster's service-account token issuer: other clouds' workload identity federation trusts it for the train pods."
+  value       = try(data.aws_eks_cluster.home.identity[0].oidc[0].issuer, null)
 }
 
 output "node_selector" {

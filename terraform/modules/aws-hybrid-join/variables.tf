@@ -101,3 +101,25 @@ variable "tags" {
   description = "Run tags (burst:run-id, burst:expires-at, burst:owner, burst:team, burst:cost-centre), merged into every resource."
   default     = {}
 }
+
+variable "kubernetes_version" {
+  type        = string
+  description = "Kubernetes minor version nodeadm installs on the nodes (e.g. 1.33); null: the home cluster's version."
+  default     = null
+
+  validation {
+    condition     = var.kubernetes_version == null || can(regex("^1\\.[0-9]+$", var.kubernetes_version))
+    error_message = "kubernetes_version must be a minor version such as 1.33."
+  }
+}
+
+variable "nodeadm_url" {
+  type        = string
+  description = "Where the nodes download the hybrid-nodes nodeadm binary (https; SSM needs nodeadm 1.0.19 or later)."
+  default     = "https://hybrid-assets.eks.amazonaws.com/releases/latest/bin/linux/amd64/nodeadm"
+
+  validation {
+    condition     = startswith(var.nodeadm_url, "https://")
+    error_message = "nodeadm_url must be an https URL."
+  }
+}

@@ -33,12 +33,23 @@ locals {
   capacity_error = lookup(local.capacity_errors, var.cloud_provider, local.capacity_errors["aws"])
 
   # Each provider's outputs, emulated with the same names and shapes as its stack's
-  spot_toleration = var.cloud_provider == "azure" ? {
-    key = "kubernetes.azure.com/scalesetpriority", operator = "Equal", value = "spot", effect = "NoSchedule"
-  } : { key = "spot", operator = "Equal", value = "true", effect = "NoSchedule" }
+  spot_toleration = { key = "spot", operator = "Equal", value = "true", effect = "NoSchedule" }
+  # the gcp, azure and nebius stacks' VMs join the home cluster as EKS hybrid nodes
+  # (aws-hybrid-join): labels and taints are the run's, whatever the capacity
+  hybrid = contains(["gcp", "azure", "nebius"], var.cloud_provider)
+  hybrid_selector = {
+    "accelerator"                    = var.gpu_type
+    "burst/capacity"                 = var.capacity
+    "burst/run-id"                   = var.run_id
+    "eks.amazonaws.com/compute-type" = "hybrid"
+  }
+  hybrid_tolerations = [
+    { key = "nvidia.com/gpu", operator = "Equal", value = "present", effect = "NoSchedule" },
+    { key = "burst/run-id", operator = "Equal", value = var.run_id, effect = "NoSchedule" },
+  ]
   identity = {
     aws    = { annotations = { "eks.amazonaws.com/role-arn" = "arn:aws:iam::local:role/burst-${var.run_id}-pod" }, uri = "s3://burst-${var.run_id}-ckpt/runs/${var.run_id}/" }
-    gcp    = { annotations = { "iam.gke.io/gcp-service-account" = "burst-${var.run_id}@local.iam.gserviceaccount.com" }, uri = "gs://burst-${var.run_id}-ckpt/runs/${var.run_id}/" }
+    gcp    = { annotations = {}, uri = "gs://burst-${var.run_id}-ckpt/runs/${var.run_id}/" }
     azure  = { annotations = { "azure.workload.identity/client-id" = "local-client-id" }, uri = "az://burst${var.run_id}/checkpoints/runs/${var.run_id}/" }
     nebius = { annotations = {}, uri = "s3://burst-${var.run_id}-ckpt/runs/${var.run_id}/" }
     oci    = { annotations = {}, uri = "oci://burst-${var.run_id}-ckpt/runs/${var.run_id}/" }

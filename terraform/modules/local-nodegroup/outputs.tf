@@ -10,12 +10,12 @@ output "node_names" {
 
 output "node_selector" {
   description = "Node selector the train step uses to land on this node group."
-  value       = { "accelerator" = var.gpu_type, "burst/run-id" = var.run_id }
+  value       = local.hybrid ? local.hybrid_selector : { "accelerator" = var.gpu_type, "burst/run-id" = var.run_id }
 }
 
 output "tolerations" {
   description = "Tolerations the train step needs for this node group's taints."
-  value = concat(
+  value = local.hybrid ? local.hybrid_tolerations : concat(
     [{ key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" }],
     var.capacity == "on_demand" ? [] : [local.spot_toleration],
   )

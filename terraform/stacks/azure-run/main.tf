@@ -1,10 +1,13 @@
 ################################################################################
 # azure-run: the root module one run applies in Azure, in one region (the plan's
-# candidate): an AKS node pool of GPU VMs (Spot with eviction policy Delete, or Regular;
-# optional Regular floor), a storage account with a customer-managed key and no public
-# access (private endpoint only), a user-assigned identity for the train pods (workload
-# identity federation) allowed on the run's prefix only, and a site-to-site VPN
-# connection back to the control network. State: azurerm backend, key from the run id.
+# candidate). The run's GPU VMs (a VM scale set: Spot with eviction policy Delete, or
+# Regular; optional Regular floor) join the HOME EKS cluster as EKS Hybrid Nodes over the
+# run's site-to-site VPN (docs/topology.md, decision A): module "home"
+# (terraform/modules/aws-hybrid-join) makes the home side and the VMs' cloud-init. Also: a
+# storage account with a customer-managed key and no public access (private endpoint
+# only), a user-assigned identity for the train pods (federated with the home cluster's
+# token issuer) allowed on the run's prefix only, and the nodes' network security group.
+# State: azurerm backend, key from the run id.
 ################################################################################
 
 locals {
@@ -25,14 +28,18 @@ locals {
   container       = "checkpoints"
   prefix          = "runs/${var.run_id}/"
 
+  # every node of the run carries these labels and the run's taint (nvidia.com/gpu and
+  # burst/run-id are added by the home module), so only this run's train pods land there
   node_labels = {
     "accelerator"    = var.accelerator
-    "burst/run-id"   = var.run_id
     "burst/capacity" = var.capacity
   }
-  gpu_taint = "nvidia.com/gpu=present:NoSchedule"
-  # AKS requires this taint on Spot pools (and adds it itself)
-  spot_taint = "kubernetes.azure.com/scalesetpriority=spot:NoSchedule"
+  run_taint = "burst/run-id=${var.run_id}:NoSchedule"
+  pools = { for k, v in {
+    main  = { size = local.main_nodes, spot = local.spot }
+    floor = { size = local.floor, spot = false }
+  } : k => v if v.size > 0 }
+  admin = "burstadmin"
 
   # ABAC: the pod identity may read, write and delete blobs under the run's prefix only
   blob_actions = [
@@ -53,6 +60,37 @@ provider "azurerm" {
   storage_use_azuread = true
 
   features {}
+}
+
+# The home cluster's account and region (aws-hybrid-join is applied there)
+provider "aws" {
+  alias  = "home"
+  region = var.home.region
+
+  default_tags {
+    tags = local.tags
+  }
+}
+
+################################################################################
+# The home side: the nodes' role, SSM activation, access entry, their cloud-init
+################################################################################
+
+module "home" {
+  source                   = "../../modules/aws-hybrid-join"
+  providers                = { aws = aws.home }
+  run_id                   = var.run_id
+  cluster_name             = var.home.cluster_name
+  expires_at               = var.expires_at
+  node_count               = var.node_count
+  remote_node_cidrs        = var.node_cidrs
+  remote_pod_cidrs         = var.pod_cidrs
+  home_routing             = var.home.routing
+  kubernetes_version       = var.home.kubernetes_version
+  permissions_boundary_arn = var.home.permissions_boundary_arn
+  node_labels              = local.node_labels
+  node_taints              = [local.run_taint]
+  tags                     = local.tags
 }
 
 ################################################################################
@@ -163,7 +201,7 @@ resource "azurerm_federated_identity_credential" "pod" {
   resource_group_name = var.resource_group_name
   parent_id           = azurerm_user_assigned_identity.pod.id
   audience            = ["api://AzureADTokenExchange"]
-  issuer              = var.oidc_issuer_url
+  issuer              = module.home.oidc_issuer_url
   subject             = "system:serviceaccount:${var.namespace}:${local.service_account}"
 }
 
@@ -230,44 +268,133 @@ resource "azurerm_virtual_network_gateway_connection" "control" {
 }
 
 ################################################################################
-# GPU nodes: the main pool (Spot unless on_demand) and an optional Regular floor
+# The nodes' network security group (docs/topology.md: inbound 10250 from the control
+# plane's network, outbound 443 and 10250 to it; the run's nodes talk to each other)
 ################################################################################
 
-resource "azurerm_kubernetes_cluster_node_pool" "gpu" {
-  #checkov:skip=CKV_AZURE_168:max_pods is left to the cluster's network plugin for GPU pools
-  name                    = "g${substr(local.short, 0, 11)}"
-  kubernetes_cluster_id   = var.cluster_id
-  vm_size                 = var.vm_size
-  node_count              = local.main_nodes
-  zones                   = length(var.zones) > 0 ? [var.zones[0]] : null
-  vnet_subnet_id          = var.node_subnet_id
-  priority                = local.spot ? "Spot" : "Regular"
-  eviction_policy         = local.spot ? "Delete" : null
-  spot_max_price          = local.spot ? -1 : null
-  node_labels             = local.node_labels
-  node_taints             = local.spot ? [local.gpu_taint, local.spot_taint] : [local.gpu_taint]
-  host_encryption_enabled = true
-  os_disk_type            = "Managed"
-  tags                    = local.tags
-
-  depends_on = [azurerm_virtual_network_gateway_connection.control]
+resource "azurerm_network_security_group" "nodes" {
+  name                = "${local.name}-nodes"
+  resource_group_name = var.resource_group_name
+  location            = var.region
+  tags                = local.tags
 }
 
-resource "azurerm_kubernetes_cluster_node_pool" "floor" {
-  #checkov:skip=CKV_AZURE_168:max_pods is left to the cluster's network plugin for GPU pools
-  count                   = local.floor > 0 ? 1 : 0
-  name                    = "r${substr(local.short, 0, 11)}"
-  kubernetes_cluster_id   = var.cluster_id
-  vm_size                 = var.vm_size
-  node_count              = local.floor
-  zones                   = length(var.zones) > 0 ? [var.zones[0]] : null
-  vnet_subnet_id          = var.node_subnet_id
-  priority                = "Regular"
-  node_labels             = merge(local.node_labels, { "burst/capacity" = "on_demand" })
-  node_taints             = [local.gpu_taint]
-  host_encryption_enabled = true
-  os_disk_type            = "Managed"
-  tags                    = local.tags
+resource "azurerm_network_security_rule" "kubelet_from_home" {
+  name                        = "kubelet-from-home"
+  resource_group_name         = var.resource_group_name
+  network_security_group_name = azurerm_network_security_group.nodes.name
+  description                 = "the home control plane to the kubelets (logs, exec)"
+  priority                    = 100
+  direction                   = "Inbound"
+  access                      = "Allow"
+  protocol                    = "Tcp"
+  source_port_range           = "*"
+  destination_port_range      = "10250"
+  source_address_prefixes     = var.vpn.control_network_cidrs
+  destination_address_prefix  = "*"
+}
 
-  depends_on = [azurerm_virtual_network_gateway_connection.control]
+resource "azurerm_network_security_rule" "within_run" {
+  name                        = "within-run"
+  resource_group_name         = var.resource_group_name
+  network_security_group_name = azurerm_network_security_group.nodes.name
+  description                 = "node to node and pod to pod (CNI overlay, NCCL)"
+  priority                    = 110
+  direction                   = "Inbound"
+  access                      = "Allow"
+  protocol                    = "*"
+  source_port_range           = "*"
+  destination_port_range      = "*"
+  source_address_prefixes     = concat(var.node_cidrs, var.pod_cidrs)
+  destination_address_prefix  = "*"
+}
+
+resource "azurerm_network_security_rule" "deny_other_inbound" {
+  name                        = "deny-other-inbound"
+  resource_group_name         = var.resource_group_name
+  network_security_group_name = azurerm_network_security_group.nodes.name
+  description                 = "nothing else reaches the nodes (the default rules admit the whole virtual network and the VPN's address space)"
+  priority                    = 4000
+  direction                   = "Inbound"
+  access                      = "Deny"
+  protocol                    = "*"
+  source_port_range           = "*"
+  destination_port_range      = "*"
+  source_address_prefix       = "*"
+  destination_address_prefix  = "*"
+}
+
+resource "azurerm_network_security_rule" "to_home" {
+  name                         = "to-home"
+  resource_group_name          = var.resource_group_name
+  network_security_group_name  = azurerm_network_security_group.nodes.name
+  description                  = "kubelets to the home API server (443) and kubelet port"
+  priority                     = 100
+  direction                    = "Outbound"
+  access                       = "Allow"
+  protocol                     = "Tcp"
+  source_port_range            = "*"
+  destination_port_ranges      = ["443", "10250"]
+  source_address_prefix        = "*"
+  destination_address_prefixes = var.vpn.control_network_cidrs
+}
+
+################################################################################
+# GPU nodes: the main scale set (Spot, eviction Delete, unless on_demand) and an optional
+# Regular floor; no public address, host encryption, SSH by key only
+################################################################################
+
+resource "azurerm_linux_virtual_machine_scale_set" "gpu" {
+  for_each                        = local.pools
+  name                            = "${local.name}-${each.key}"
+  resource_group_name             = var.resource_group_name
+  location                        = var.region
+  sku                             = var.vm_size
+  instances                       = each.value.size
+  zones                           = length(var.zones) > 0 ? [var.zones[0]] : null
+  priority                        = each.value.spot ? "Spot" : "Regular"
+  eviction_policy                 = each.value.spot ? "Delete" : null
+  max_bid_price                   = each.value.spot ? -1 : null
+  source_image_id                 = var.image_id
+  custom_data                     = base64encode(module.home.user_data)
+  admin_username                  = local.admin
+  disable_password_authentication = true
+  encryption_at_host_enabled      = true
+  secure_boot_enabled             = true
+  vtpm_enabled                    = true
+  overprovision                   = false
+  upgrade_mode                    = "Manual"
+  extension_operations_enabled    = false
+  provision_vm_agent              = true
+  tags                            = local.tags
+
+  admin_ssh_key {
+    username   = local.admin
+    public_key = var.admin_ssh_public_key
+  }
+
+  os_disk {
+    caching                = "ReadWrite"
+    storage_account_type   = "Premium_LRS"
+    disk_size_gb           = var.boot_disk_gb
+    disk_encryption_set_id = var.disk_encryption_set_id
+  }
+
+  network_interface {
+    name                      = "nodes"
+    primary                   = true
+    network_security_group_id = azurerm_network_security_group.nodes.id
+
+    ip_configuration {
+      name      = "nodes"
+      primary   = true
+      subnet_id = var.node_subnet_id
+    }
+  }
+
+  depends_on = [
+    azurerm_virtual_network_gateway_connection.control,
+    azurerm_network_security_rule.kubelet_from_home,
+    azurerm_network_security_rule.to_home,
+  ]
 }

@@ -67,24 +67,40 @@ variable "resource_group_name" {
   description = "Resource group (in var.region) the run's resources are created in."
 }
 
-variable "cluster_id" {
-  type        = string
-  description = "AKS cluster the node pool joins (OIDC issuer and workload identity enabled)."
+variable "home" {
+  type = object({
+    cluster_name             = string
+    region                   = string
+    kubernetes_version       = optional(string)
+    permissions_boundary_arn = optional(string)
+    routing = optional(object({
+      route_table_ids    = list(string)
+      transit_gateway_id = optional(string)
+      vpn_gateway_id     = optional(string)
+    }))
+  })
+  description = "The home EKS cluster the nodes join as hybrid nodes (terraform/modules/aws-hybrid-join): its name and region, optionally the Kubernetes version, the nodes' role's permissions boundary and the home VPC's routing (null: standing configuration)."
 }
 
-variable "oidc_issuer_url" {
-  type        = string
-  description = "The cluster's OIDC issuer URL (workload identity federation)."
+variable "node_cidrs" {
+  type        = list(string)
+  description = "The address range(s) the nodes have addresses in (RFC 1918): the home cluster's remote node networks must cover them."
+}
+
+variable "pod_cidrs" {
+  type        = list(string)
+  description = "The nodes' pod network, when webhooks run on them (RFC 1918; covered by the home cluster's remote pod networks). Empty: none."
+  default     = []
 }
 
 variable "node_subnet_id" {
   type        = string
-  description = "Subnet of the GPU nodes (also where the storage account's private endpoint goes)."
+  description = "Subnet of the GPU nodes (its range is in node_cidrs; also where the storage account's private endpoint goes). Outbound HTTPS to AWS (SSM, STS, EKS, ECR) goes through the site's NAT gateway or the VPN."
 }
 
 variable "zones" {
   type        = list(string)
-  description = "Availability zones of the node pool; [] where the region has none."
+  description = "Availability zones of the nodes (the first is used); [] where the region has none."
   default     = []
 }
 
@@ -105,8 +121,30 @@ variable "namespace" {
 }
 
 ################################################################################
-# Node pool
+# GPU nodes
 ################################################################################
+
+variable "image_id" {
+  type        = string
+  description = "Image of the GPU nodes (an image or gallery image version id): a Linux nodeadm supports (Ubuntu, RHEL) with the NVIDIA driver."
+}
+
+variable "admin_ssh_public_key" {
+  type        = string
+  description = "Public SSH key of the nodes' admin user (break-glass; password login is disabled). A public key, not a secret."
+}
+
+variable "disk_encryption_set_id" {
+  type        = string
+  description = "Disk encryption set (customer-managed key) of the nodes' OS disks; null: platform-managed keys (host encryption is on either way)."
+  default     = null
+}
+
+variable "boot_disk_gb" {
+  type        = number
+  description = "OS disk of each node, GB."
+  default     = 200
+}
 
 variable "accelerator" {
   type        = string

@@ -1,9 +1,13 @@
 ################################################################################
-# gcp-run: the root module one run applies in GCP, in one region (the plan's candidate):
-# a GKE node pool of GPU machines (spot or on-demand, optional on-demand floor), a GCS
-# bucket for checkpoints with a customer-managed key, a Google service account for the
-# train pods (Workload Identity) allowed on the run's prefix only, and an HA VPN back to
-# the control network. State: GCS, prefix derived from the run id (see versions.tf).
+# gcp-run: the root module one run applies in GCP, in one region (the plan's candidate).
+# The run's GPU VMs (managed instance groups of spot or on-demand machines, optional
+# on-demand floor) join the HOME EKS cluster as EKS Hybrid Nodes over the run's HA VPN
+# (docs/topology.md, decision A): module "home" (terraform/modules/aws-hybrid-join) makes
+# the home side (role, SSM activation, access entry) and the cloud-init the VMs boot with.
+# Also: a GCS bucket for checkpoints with a customer-managed key, a Google service account
+# for the train pods, reached through workload identity federation with the home cluster's
+# token issuer and allowed on the run's prefix only, and the nodes' firewall rules.
+# State: GCS, prefix derived from the run id (see versions.tf).
 ################################################################################
 
 locals {
@@ -30,19 +34,58 @@ locals {
   service_account = "burst-${var.run_id}"
   prefix          = "runs/${var.run_id}/"
 
+  # every node of the run carries these labels and the run's taint (nvidia.com/gpu and
+  # burst/run-id are added by the home module), so only this run's train pods land there
   node_labels = {
     "accelerator"    = var.accelerator
-    "burst/run-id"   = var.run_id
     "burst/capacity" = var.capacity
   }
-  gpu_taint  = { key = "nvidia.com/gpu", value = "present", effect = "NO_SCHEDULE" }
-  spot_taint = { key = "spot", value = "true", effect = "NO_SCHEDULE" }
+  run_taint = "burst/run-id=${var.run_id}:NoSchedule"
+  pools = { for k, v in {
+    main  = { size = local.main_nodes, spot = local.spot }
+    floor = { size = local.floor, spot = false }
+  } : k => v if v.size > 0 }
+  # accelerator-optimized machine types (a2, a3, a4, g2) come with their GPUs attached;
+  # other machine types (n1) take them as guest accelerators
+  attached_gpus = can(regex("^(a2|a3|a4|g2)-", var.machine_type))
+  subject       = "system:serviceaccount:${var.namespace}:${local.service_account}"
 }
 
 provider "google" {
   project        = var.project_id
   region         = var.region
   default_labels = local.labels
+}
+
+# The home cluster's account and region (aws-hybrid-join is applied there)
+provider "aws" {
+  alias  = "home"
+  region = var.home.region
+
+  default_tags {
+    tags = local.tags
+  }
+}
+
+################################################################################
+# The home side: the nodes' role, SSM activation, access entry, their cloud-init
+################################################################################
+
+module "home" {
+  source                   = "../../modules/aws-hybrid-join"
+  providers                = { aws = aws.home }
+  run_id                   = var.run_id
+  cluster_name             = var.home.cluster_name
+  expires_at               = var.expires_at
+  node_count               = var.node_count
+  remote_node_cidrs        = var.node_cidrs
+  remote_pod_cidrs         = var.pod_cidrs
+  home_routing             = var.home.routing
+  kubernetes_version       = var.home.kubernetes_version
+  permissions_boundary_arn = var.home.permissions_boundary_arn
+  node_labels              = local.node_labels
+  node_taints              = [local.run_taint]
+  tags                     = local.tags
 }
 
 ################################################################################
@@ -78,20 +121,44 @@ resource "google_storage_bucket" "checkpoints" {
 }
 
 ################################################################################
-# Identity of the train pods: Workload Identity, least privilege on the run's prefix
+# Identity of the train pods: the home cluster's tokens, federated; the run's prefix only
 ################################################################################
 
 resource "google_service_account" "pod" {
   project      = var.project_id
   account_id   = local.name
   display_name = "burst run ${var.run_id}: train pods"
-  description  = "Workload Identity of the train pods of burst run ${var.run_id}; read-write on its checkpoint prefix only."
+  description  = "Train pods of burst run ${var.run_id} (home cluster, federated); read-write on its checkpoint prefix only."
+}
+
+# The train pods run in the home EKS cluster: their projected service-account tokens (issuer:
+# the home cluster's OIDC issuer) are exchanged through a workload identity pool of the run,
+# whose provider admits only the run's Kubernetes service account (Google Cloud IAM,
+# "Workload Identity Federation with Kubernetes").
+resource "google_iam_workload_identity_pool" "home" {
+  project                   = var.project_id
+  workload_identity_pool_id = local.name
+  display_name              = local.name
+  description               = "burst run ${var.run_id}: the home cluster's train pods"
+}
+
+resource "google_iam_workload_identity_pool_provider" "home" {
+  project                            = var.project_id
+  workload_identity_pool_id          = google_iam_workload_identity_pool.home.workload_identity_pool_id
+  workload_identity_pool_provider_id = "home-cluster"
+  display_name                       = "home cluster"
+  attribute_mapping                  = { "google.subject" = "assertion.sub" }
+  attribute_condition                = "assertion.sub == '${local.subject}'"
+
+  oidc {
+    issuer_uri = module.home.oidc_issuer_url
+  }
 }
 
 resource "google_service_account_iam_member" "workload_identity" {
   service_account_id = google_service_account.pod.name
   role               = "roles/iam.workloadIdentityUser"
-  member             = "serviceAccount:${var.project_id}.svc.id.goog[${var.namespace}/${local.service_account}]"
+  member             = "principal://iam.googleapis.com/${google_iam_workload_identity_pool.home.name}/subject/${local.subject}"
 }
 
 resource "google_storage_bucket_iam_member" "run_prefix" {
@@ -188,117 +255,156 @@ resource "google_compute_router_peer" "tunnel" {
 }
 
 ################################################################################
-# GPU nodes: the main pool (spot unless on_demand) and an optional on-demand floor
+# The nodes' firewall (docs/topology.md: inbound 10250 from the control plane's network,
+# outbound 443 and 10250 to it; the run's nodes talk to each other for the CNI)
 ################################################################################
 
-resource "google_container_node_pool" "gpu" {
-  name           = local.name
-  project        = var.project_id
-  cluster        = var.cluster_id
-  node_locations = [local.zone]
-  node_count     = local.main_nodes
+resource "google_compute_firewall" "kubelet_from_home" {
+  name          = "${local.name}-kubelet"
+  project       = var.project_id
+  network       = var.network
+  description   = "burst run ${var.run_id}: the home control plane to the kubelets (logs, exec)"
+  direction     = "INGRESS"
+  source_ranges = var.vpn.control_network_cidrs
+  target_tags   = [local.name]
 
-  management {
-    auto_repair  = true
-    auto_upgrade = true
+  allow {
+    protocol = "tcp"
+    ports    = ["10250"]
   }
 
-  node_config {
-    machine_type      = var.machine_type
-    spot              = local.spot
-    disk_size_gb      = var.boot_disk_gb
-    disk_type         = "pd-balanced"
-    boot_disk_kms_key = var.kms_key_id
-    service_account   = var.node_service_account
-    oauth_scopes      = ["https://www.googleapis.com/auth/cloud-platform"]
-    labels            = local.node_labels
-    resource_labels   = local.labels
-    metadata          = { "disable-legacy-endpoints" = "true" }
-
-    guest_accelerator {
-      type  = var.gpu_type
-      count = var.gpus_per_node
-      gpu_driver_installation_config {
-        gpu_driver_version = "DEFAULT"
-      }
-    }
-
-    taint {
-      key    = local.gpu_taint.key
-      value  = local.gpu_taint.value
-      effect = local.gpu_taint.effect
-    }
-
-    dynamic "taint" {
-      for_each = local.spot ? [local.spot_taint] : []
-      content {
-        key    = taint.value.key
-        value  = taint.value.value
-        effect = taint.value.effect
-      }
-    }
-
-    workload_metadata_config {
-      mode = "GKE_METADATA"
-    }
-
-    shielded_instance_config {
-      enable_secure_boot          = true
-      enable_integrity_monitoring = true
-    }
+  log_config {
+    metadata = "INCLUDE_ALL_METADATA"
   }
-
-  depends_on = [google_compute_router_peer.tunnel]
 }
 
-resource "google_container_node_pool" "floor" {
-  count          = local.floor > 0 ? 1 : 0
-  name           = "${local.name}-od"
+resource "google_compute_firewall" "within_run" {
+  name          = "${local.name}-nodes"
+  project       = var.project_id
+  network       = var.network
+  description   = "burst run ${var.run_id}: node to node and pod to pod (CNI overlay, NCCL)"
+  direction     = "INGRESS"
+  source_ranges = concat(var.node_cidrs, var.pod_cidrs)
+  target_tags   = [local.name]
+
+  allow {
+    protocol = "all"
+  }
+
+  log_config {
+    metadata = "INCLUDE_ALL_METADATA"
+  }
+}
+
+resource "google_compute_firewall" "to_home" {
+  name               = "${local.name}-home"
+  project            = var.project_id
+  network            = var.network
+  description        = "burst run ${var.run_id}: kubelets to the home API server (443) and kubelet port"
+  direction          = "EGRESS"
+  destination_ranges = var.vpn.control_network_cidrs
+  target_tags        = [local.name]
+
+  allow {
+    protocol = "tcp"
+    ports    = ["443", "10250"]
+  }
+
+  log_config {
+    metadata = "INCLUDE_ALL_METADATA"
+  }
+}
+
+################################################################################
+# GPU nodes: the main group (spot unless on_demand) and an optional on-demand floor,
+# each an instance template and a zonal managed instance group; no public address
+################################################################################
+
+resource "google_compute_instance_template" "gpu" {
+  for_each       = local.pools
+  name_prefix    = "${local.name}-${each.key}-"
   project        = var.project_id
-  cluster        = var.cluster_id
-  node_locations = [local.zone]
-  node_count     = local.floor
+  region         = var.region
+  machine_type   = var.machine_type
+  description    = "burst run ${var.run_id}: ${each.key} GPU nodes (EKS hybrid nodes of ${var.home.cluster_name})"
+  labels         = local.labels
+  tags           = [local.name]
+  can_ip_forward = false
 
-  management {
-    auto_repair  = true
-    auto_upgrade = true
+  metadata = {
+    user-data                = module.home.user_data
+    block-project-ssh-keys   = "true"
+    enable-oslogin           = "TRUE"
+    serial-port-enable       = "false"
+    disable-legacy-endpoints = "true"
   }
 
-  node_config {
-    machine_type      = var.machine_type
-    spot              = false
-    disk_size_gb      = var.boot_disk_gb
-    disk_type         = "pd-balanced"
-    boot_disk_kms_key = var.kms_key_id
-    service_account   = var.node_service_account
-    oauth_scopes      = ["https://www.googleapis.com/auth/cloud-platform"]
-    labels            = merge(local.node_labels, { "burst/capacity" = "on_demand" })
-    resource_labels   = local.labels
-    metadata          = { "disable-legacy-endpoints" = "true" }
+  disk {
+    source_image = var.image
+    boot         = true
+    auto_delete  = true
+    disk_type    = var.boot_disk_type
+    disk_size_gb = var.boot_disk_gb
+    labels       = local.labels
 
-    guest_accelerator {
-      type  = var.gpu_type
+    disk_encryption_key {
+      kms_key_self_link = var.kms_key_id
+    }
+  }
+
+  network_interface {
+    subnetwork = var.subnetwork
+  }
+
+  dynamic "guest_accelerator" {
+    for_each = local.attached_gpus ? [] : [var.gpu_type]
+    content {
+      type  = guest_accelerator.value
       count = var.gpus_per_node
-      gpu_driver_installation_config {
-        gpu_driver_version = "DEFAULT"
-      }
-    }
-
-    taint {
-      key    = local.gpu_taint.key
-      value  = local.gpu_taint.value
-      effect = local.gpu_taint.effect
-    }
-
-    workload_metadata_config {
-      mode = "GKE_METADATA"
-    }
-
-    shielded_instance_config {
-      enable_secure_boot          = true
-      enable_integrity_monitoring = true
     }
   }
 
-  depends_on = [google_compute_router_peer.tunnel]
+  scheduling {
+    provisioning_model          = each.value.spot ? "SPOT" : "STANDARD"
+    preemptible                 = each.value.spot
+    automatic_restart           = !each.value.spot
+    on_host_maintenance         = "TERMINATE"
+    instance_termination_action = each.value.spot ? "DELETE" : null
+  }
+
+  service_account {
+    email  = var.node_service_account
+    scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+  }
+
+  shielded_instance_config {
+    enable_secure_boot          = true
+    enable_vtpm                 = true
+    enable_integrity_monitoring = true
+  }
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+resource "google_compute_instance_group_manager" "gpu" {
+  for_each           = local.pools
+  name               = "${local.name}-${each.key}"
+  project            = var.project_id
+  zone               = local.zone
+  base_instance_name = "${local.name}-${each.key}"
+  target_size        = each.value.size
+  wait_for_instances = false
+
+  version {
+    name              = each.key
+    instance_template = google_compute_instance_template.gpu[each.key].self_link
+  }
+
+  depends_on = [
+    google_compute_router_peer.tunnel,
+    google_compute_firewall.kubelet_from_home,
+    google_compute_firewall.to_home,
+  ]
 }

@@ -59,22 +59,53 @@ variable "extra_tags" {
 
 variable "project_id" {
   type        = string
-  description = "GCP project of the cluster, the bucket and the run's identity."
-}
-
-variable "cluster_id" {
-  type        = string
-  description = "GKE cluster the node pool joins: projects/P/locations/L/clusters/C (Workload Identity enabled)."
+  description = "GCP project of the nodes, the bucket and the run's identity."
 }
 
 variable "zones" {
   type        = list(string)
-  description = "Zones of var.region where the node pool's GPU machines may run."
+  description = "Zones of var.region where the GPU machines may run (the first is used)."
 }
 
 variable "network" {
   type        = string
-  description = "Self link or name of the cluster's VPC network (the HA VPN attaches to it)."
+  description = "Self link or name of the site's VPC network (the HA VPN and the nodes' firewall rules attach to it)."
+}
+
+variable "subnetwork" {
+  type        = string
+  description = "Self link of the site subnetwork the nodes get their (private) addresses in; its range is in node_cidrs. Outbound HTTPS to AWS (SSM, STS, EKS, ECR) goes through the site's Cloud NAT or the VPN."
+}
+
+variable "node_cidrs" {
+  type        = list(string)
+  description = "The site subnetwork's range(s) the nodes have addresses in (RFC 1918): the home cluster's remote node networks must cover them."
+}
+
+variable "pod_cidrs" {
+  type        = list(string)
+  description = "The nodes' pod network, when webhooks run on them (RFC 1918; covered by the home cluster's remote pod networks). Empty: none."
+  default     = []
+}
+
+variable "image" {
+  type        = string
+  description = "Boot image of the GPU nodes (self link or family): a Linux nodeadm supports (Ubuntu, RHEL, AL2023) with the NVIDIA driver."
+}
+
+variable "home" {
+  type = object({
+    cluster_name             = string
+    region                   = string
+    kubernetes_version       = optional(string)
+    permissions_boundary_arn = optional(string)
+    routing = optional(object({
+      route_table_ids    = list(string)
+      transit_gateway_id = optional(string)
+      vpn_gateway_id     = optional(string)
+    }))
+  })
+  description = "The home EKS cluster the nodes join as hybrid nodes (terraform/modules/aws-hybrid-join): its name and region, optionally the Kubernetes version, the nodes' role's permissions boundary and the home VPC's routing (null: standing configuration)."
 }
 
 variable "node_service_account" {
@@ -84,7 +115,7 @@ variable "node_service_account" {
 
 variable "kms_key_id" {
   type        = string
-  description = "Customer-managed key (projects/P/locations/R/keyRings/K/cryptoKeys/C) for the bucket and boot disks; the Cloud Storage and Compute service agents must be allowed to use it."
+  description = "Customer-managed key (projects/P/locations/R/keyRings/K/cryptoKeys/C) for the bucket and boot disks; the Cloud Storage and Compute Engine service agents must be allowed to use it."
 }
 
 variable "bucket_location" {
@@ -100,7 +131,7 @@ variable "namespace" {
 }
 
 ################################################################################
-# Node pool
+# GPU nodes
 ################################################################################
 
 variable "accelerator" {
@@ -115,7 +146,7 @@ variable "machine_type" {
 
 variable "gpu_type" {
   type        = string
-  description = "GKE accelerator type attached to the machine, e.g. nvidia-h100-80gb."
+  description = "Accelerator type of the machine, e.g. nvidia-h100-80gb (attached as guest accelerators to machine types other than a2/a3/a4/g2, which come with theirs)."
 }
 
 variable "gpus_per_node" {
@@ -155,6 +186,12 @@ variable "on_demand_floor" {
     condition     = var.on_demand_floor >= 0 && (var.capacity != "spot_with_floor" || (var.on_demand_floor >= 1 && var.on_demand_floor < var.node_count))
     error_message = "on_demand_floor must be at least 1 and less than node_count under spot_with_floor."
   }
+}
+
+variable "boot_disk_type" {
+  type        = string
+  description = "Boot disk type of each node (pd-balanced; hyperdisk-balanced on machine types that need it, e.g. a4)."
+  default     = "pd-balanced"
 }
 
 variable "boot_disk_gb" {

@@ -8,6 +8,11 @@ terraform {
       source  = "hashicorp/google"
       version = ">= 6.1.0, < 7.0.0"
     }
+    # the home side (aws-hybrid-join, module "home"), in the home cluster's region
+    aws = {
+      source  = "hashicorp/aws"
+      version = "~> 6.0"
+    }
   }
 
   # Partial configuration: burst passes bucket and prefix (from the run id) at

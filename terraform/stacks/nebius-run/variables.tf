@@ -54,7 +54,7 @@ variable "extra_tags" {
 }
 
 ################################################################################
-# The site: project, cluster, network (per region, per site)
+# The site: project, network, home cluster (per region, per site)
 ################################################################################
 
 variable "project_id" {
@@ -62,24 +62,40 @@ variable "project_id" {
   description = "Nebius project (in var.region) of the run's resources."
 }
 
-variable "cluster_id" {
+variable "network_id" {
   type        = string
-  description = "Managed Kubernetes (mk8s) cluster the node group joins."
+  description = "VPC network of the subnet (the nodes' security group belongs to it)."
+}
+
+variable "home" {
+  type = object({
+    cluster_name             = string
+    region                   = string
+    kubernetes_version       = optional(string)
+    permissions_boundary_arn = optional(string)
+    routing = optional(object({
+      route_table_ids    = list(string)
+      transit_gateway_id = optional(string)
+      vpn_gateway_id     = optional(string)
+    }))
+  })
+  description = "The home EKS cluster the nodes join as hybrid nodes (terraform/modules/aws-hybrid-join): its name and region, optionally the Kubernetes version, the nodes' role's permissions boundary and the home VPC's routing (null: standing configuration)."
+}
+
+variable "node_cidrs" {
+  type        = list(string)
+  description = "The address range(s) the nodes have addresses in (RFC 1918): the home cluster's remote node networks must cover them."
+}
+
+variable "pod_cidrs" {
+  type        = list(string)
+  description = "The nodes' pod network, when webhooks run on them (RFC 1918; covered by the home cluster's remote pod networks). Empty: none."
+  default     = []
 }
 
 variable "subnet_id" {
   type        = string
-  description = "Private subnet of the GPU nodes (no public addresses); routed to the control network by the site's VPN."
-}
-
-variable "oidc_issuer_url" {
-  type        = string
-  description = "The mk8s cluster's service-account token issuer (OIDC discovery at <url>/.well-known/openid-configuration); trusted to act as the run's Nebius service account for the train pods' Kubernetes service account only."
-
-  validation {
-    condition     = can(regex("^https://", var.oidc_issuer_url))
-    error_message = "oidc_issuer_url must be an https:// URL."
-  }
+  description = "Private subnet of the GPU nodes (no public addresses; its range is in node_cidrs); routed to the control network by the site's VPN. Outbound HTTPS to AWS (SSM, STS, EKS, ECR) goes through the site's NAT or the VPN."
 }
 
 variable "gpu_cluster_id" {
@@ -95,8 +111,14 @@ variable "namespace" {
 }
 
 ################################################################################
-# Node group
+# GPU nodes
 ################################################################################
+
+variable "image_family" {
+  type        = string
+  description = "Public image family of the GPU nodes' boot disks (a Linux nodeadm supports with the NVIDIA driver), e.g. ubuntu22.04-cuda12."
+  default     = "ubuntu22.04-cuda12"
+}
 
 variable "accelerator" {
   type        = string
@@ -114,16 +136,21 @@ variable "preset" {
   default     = "8gpu-128vcpu-1600gb"
 }
 
-variable "drivers_preset" {
+variable "boot_disk_type" {
   type        = string
-  description = "GPU drivers preset of the node image."
-  default     = "cuda12"
+  description = "Boot disk type of each node. NETWORK_SSD_NON_REPLICATED and NETWORK_SSD_IO_M3 are encrypted with the platform's managed key (the only types that offer it); NETWORK_SSD is not."
+  default     = "NETWORK_SSD_IO_M3"
+
+  validation {
+    condition     = contains(["NETWORK_SSD", "NETWORK_HDD", "NETWORK_SSD_NON_REPLICATED", "NETWORK_SSD_IO_M3"], var.boot_disk_type)
+    error_message = "boot_disk_type must be NETWORK_SSD, NETWORK_HDD, NETWORK_SSD_NON_REPLICATED or NETWORK_SSD_IO_M3."
+  }
 }
 
 variable "boot_disk_gb" {
   type        = number
-  description = "Boot disk of each node, GiB."
-  default     = 200
+  description = "Boot disk of each node, GiB (186 = 2 x 93 GiB: non-replicated disk types are allocated in 93 GiB steps on Nebius's sister platform; check docs.nebius.com/compute/storage/types before changing)."
+  default     = 186
 }
 
 variable "capacity" {

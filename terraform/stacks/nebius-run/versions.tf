@@ -5,10 +5,17 @@ terraform {
     # Public provider: registry.terraform.io/providers/nebius/nebius (source
     # github.com/nebius/terraform-provider-nebius; 0.6.42 published 2026-08-13). It has no
     # CDK binding on npm, so burst/infra/schemacheck.py cannot check this stack: fmt,
-    # hclcheck and checkov only (docs/terraform.md).
+    # hclcheck, checkov and a hand check against the provider's generated docs
+    # (docs/terraform.md). 0.6.3 (2026-04-21) is the first release whose compute instance
+    # takes boot_disk.managed_disk (the disk is deleted with the instance).
     nebius = {
       source  = "nebius/nebius"
-      version = "~> 0.6"
+      version = ">= 0.6.3, < 0.7.0"
+    }
+    # the home side (aws-hybrid-join, module "home"), in the home cluster's region
+    aws = {
+      source  = "hashicorp/aws"
+      version = "~> 6.0"
     }
   }
 

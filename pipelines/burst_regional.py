@@ -1,0 +1,262 @@
+"""The ``burst-regional`` WorkflowTemplate: one run of a ``strategy: regional-sync`` spec.
+
+    main:    preflight -> plan -> verify-image -> region(r) for every r in regions (parallel)
+    region:  regional-provision(r) -> [regional-worker(r) || regional-aggregator (only in the
+             aggregation region)]
+    onExit exit-handler: teardown(r) for every r in regions (parallel), each found from its
+             stack id alone (``<workflow>-<region>``), retried
+
+Argo semantics followed (docs/regional.md "The Argo graph" cites them): ``withParam`` over the
+``regions`` parameter (a JSON list) expands a step into one parallel step per item, ``{{item}}``
+being the region (walk-through "Loops"); a step group's steps run in parallel and the next
+group waits for all of them ("Steps"); ``when`` with an ``{{=...}}`` expression skips the
+aggregator outside the aggregation region ("Conditionals", expression tag templates);
+``retryStrategy`` restarts a preempted worker or aggregator (exit 75, exit 4, node loss: the
+same expression as burst-train's train step) at most ``restarts`` times ("Retries"); the exit
+handler runs whatever the outcome of ``main`` ("Exit handlers").
+
+A worker or the aggregator runs ``python -m steps.regional_<role> --config FILE``; the file is
+the role config ``regional-provision`` wrote for its region (an output parameter, handed over as
+a raw input artifact).
+"""
+
+from __future__ import annotations
+
+from hera.workflows import (
+    Container,
+    Env,
+    Parallel,
+    Parameter,
+    RawArtifact,
+    RetryStrategy,
+    Step,
+    Steps,
+    WorkflowTemplate,
+)
+from hera.workflows import models as m
+
+from pipelines.burst_train import (
+    BACKOFF,
+    DEFAULT_DEADLINE_S,
+    TEARDOWN_DEADLINE_S,
+    TEARDOWN_RETRIES,
+    WORKFLOW_DEADLINE_S,
+    spec_artifact,
+    step_container,
+)
+from pipelines.common import (
+    OUTPUTS_DIR,
+    PART_OF,
+    RESTRICTED_CONTAINER,
+    RETRY_ON_PREEMPTION,
+    RUN_AS_USER,
+    RUNS_MOUNT,
+    RUNS_VOLUME,
+    SERVICE_ACCOUNT,
+    STABLE_AFFINITY,
+    STEP_REQUESTS,
+    STEPS_IMAGE,
+    TRAINER_IMAGE,
+)
+
+NAME = "burst-regional"
+#: A region's stack id: provision applies it, the exit handler destroys it from it alone.
+STACK_ID = "{{workflow.name}}-{{inputs.parameters.region}}"
+ROLE_CONFIG = "/tmp/inputs/role.json"
+#: Worker and aggregator restarts (preemption, node loss): the local run reads this too.
+RESTARTS = "3"
+IN_AGGREGATION_REGION = "{{=inputs.parameters.region == workflow.parameters['aggregation-region']}}"
+
+
+def _role(role: str, image: str, *, stable: bool) -> Container:
+    """``python -m steps.regional_<role> --config FILE``, restarted on preemption."""
+    return Container(
+        name=f"regional-{role}",
+        image=image,
+        image_pull_policy="IfNotPresent",
+        command=["python", "-m", f"steps.regional_{role}"],
+        args=["--config", ROLE_CONFIG],
+        env=[Env(name="BURST_LOG_JSON", value="1")],
+        inputs=[
+            Parameter(name="role-config"),
+            spec_artifact(),
+            RawArtifact(
+                name="role-config", path=ROLE_CONFIG, data="{{inputs.parameters.role-config}}"
+            ),
+        ],
+        volume_mounts=[m.VolumeMount(name=RUNS_VOLUME, mount_path=RUNS_MOUNT)],
+        affinity=m.Affinity.model_validate(STABLE_AFFINITY) if stable else None,
+        security_context=m.SecurityContext.model_validate(RESTRICTED_CONTAINER),
+        resources=m.ResourceRequirements.model_validate({"requests": STEP_REQUESTS}),
+        active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
+        retry_strategy=RetryStrategy(
+            limit="{{workflow.parameters.restarts}}",
+            retry_policy="Always",
+            expression=RETRY_ON_PREEMPTION,
+            backoff=BACKOFF,
+        ),
+    )
+
+
+def build() -> WorkflowTemplate:
+    """The burst-regional WorkflowTemplate (Hera object; ``.to_dict()`` is the manifest)."""
+    with WorkflowTemplate(
+        name=NAME,
+        labels={**PART_OF, "app.kubernetes.io/name": NAME},
+        annotations={
+            "workflows.argoproj.io/description": (
+                "burst regional-sync: per region provision and a worker on its own shard, the "
+                "aggregator in the aggregation region; teardown of every region always (exit "
+                "handler). docs/regional.md"
+            ),
+        },
+        entrypoint="main",
+        on_exit="exit-handler",
+        service_account_name=SERVICE_ACCOUNT,
+        active_deadline_seconds=WORKFLOW_DEADLINE_S,
+        arguments=[
+            Parameter(name="spec", description="the job spec (YAML text)"),
+            Parameter(
+                name="regions",
+                description='the spec\'s regional_sync.regions as a JSON list ["a","b"]',
+            ),
+            Parameter(name="aggregation-region", description="the spec's aggregation region"),
+            Parameter(
+                name="steps-image", value=STEPS_IMAGE, description="steps image, pinned by digest"
+            ),
+            Parameter(
+                name="trainer-image",
+                value=TRAINER_IMAGE,
+                description="trainer image, pinned by digest (verified by verify-image)",
+            ),
+            Parameter(
+                name="restarts",
+                value=RESTARTS,
+                description="restarts of a preempted worker or aggregator",
+            ),
+            Parameter(
+                name="train-deadline-seconds",
+                value=str(DEFAULT_DEADLINE_S),
+                description="a worker's and the aggregator's deadline",
+            ),
+            Parameter(
+                name="tf-stack",
+                value="aws",
+                description="Terraform stack of every region (see burst-train)",
+            ),
+            Parameter(name="tf-state-bucket", value="", description="see burst-train"),
+            Parameter(name="tf-state-region", value="", description="see burst-train"),
+            Parameter(
+                name="tf-site-vars",
+                value="",
+                description="the site's tfvars: one document of <region>.tfvars files",
+            ),
+        ],
+        pod_metadata=m.Metadata(labels={**PART_OF, "burst.dev/run-id": "{{workflow.name}}"}),
+        pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
+        ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
+        volumes=[m.Volume(name=RUNS_VOLUME, empty_dir=m.EmptyDirVolumeSource())],
+        security_context=m.PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=RUN_AS_USER,
+            run_as_group=RUN_AS_USER,
+            fs_group=RUN_AS_USER,
+            seccomp_profile=m.SeccompProfile(type="RuntimeDefault"),
+        ),
+    ) as wt:
+        preflight = step_container("preflight", output="decision")
+        plan = step_container("plan", inputs=("decision",), output="plan")
+        verify = step_container("verify-image", output="image")
+        provision = step_container(
+            "regional-provision",
+            inputs=("plan", "decision"),
+            output="infra",
+            extra_env=(Env(name="BURST_REGION", value="{{inputs.parameters.region}}"),),
+            extra_inputs=("region",),
+            site_vars=True,
+            run_id=STACK_ID,
+        )
+        given = provision.outputs if isinstance(provision.outputs, list) else []
+        provision.outputs = [
+            *given,
+            Parameter(
+                name="worker-config",
+                value_from=m.ValueFrom(path=f"{OUTPUTS_DIR}/worker-config.json"),
+            ),
+            # written in the aggregation region only
+            Parameter(
+                name="aggregator-config",
+                value_from=m.ValueFrom(path=f"{OUTPUTS_DIR}/aggregator-config.json", default=""),
+            ),
+        ]
+        worker = _role("worker", "{{workflow.parameters.trainer-image}}", stable=False)
+        aggregator = _role("aggregator", "{{workflow.parameters.steps-image}}", stable=True)
+        teardown = step_container(
+            "teardown",
+            output="teardown",
+            site_vars=True,
+            extra_inputs=("region",),
+            run_id=STACK_ID,
+            active_deadline_seconds=TEARDOWN_DEADLINE_S,
+            retry_strategy=RetryStrategy(
+                limit=TEARDOWN_RETRIES, retry_policy="Always", backoff=BACKOFF
+            ),
+        )
+
+        with Steps(
+            name="region",
+            inputs=[Parameter(name="region"), Parameter(name="plan"), Parameter(name="decision")],
+        ) as region:
+            Step(
+                name="provision",
+                template=provision,
+                arguments={
+                    "plan": "{{inputs.parameters.plan}}",
+                    "decision": "{{inputs.parameters.decision}}",
+                    "region": "{{inputs.parameters.region}}",
+                },
+            )
+            with Parallel():
+                Step(
+                    name="worker",
+                    template=worker,
+                    arguments={
+                        "role-config": "{{steps.provision.outputs.parameters.worker-config}}"
+                    },
+                )
+                Step(
+                    name="aggregator",
+                    template=aggregator,
+                    when=IN_AGGREGATION_REGION,
+                    arguments={
+                        "role-config": "{{steps.provision.outputs.parameters.aggregator-config}}"
+                    },
+                )
+
+        with Steps(name="main"):
+            Step(name="preflight", template=preflight)
+            Step(
+                name="plan",
+                template=plan,
+                arguments={"decision": "{{steps.preflight.outputs.parameters.decision}}"},
+            )
+            Step(name="verify-image", template=verify)
+            Step(
+                name="regions",
+                template=region,
+                with_param="{{workflow.parameters.regions}}",
+                arguments={
+                    "region": "{{item}}",
+                    "plan": "{{steps.plan.outputs.parameters.plan}}",
+                    "decision": "{{steps.preflight.outputs.parameters.decision}}",
+                },
+            )
+
+        with Steps(name="exit-handler"):
+            Step(
+                name="teardown",
+                template=teardown,
+                with_param="{{workflow.parameters.regions}}",
+                arguments={"region": "{{item}}"},
+            )
+    return wt

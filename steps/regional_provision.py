@@ -1,0 +1,86 @@
+"""regional-provision: one region's branch of the burst-regional template (provision).
+
+Runs with ``--run-id <workflow>-<region>`` (the region's stack id: the exit handler's
+``teardown`` destroys the stack from that id alone) and ``BURST_REGION``. Refuses (exit 3)
+unless the preflight decision record allows this region for exactly this spec; applies the
+run's stack in this region only (``burst.infra.provision.provision``, one candidate); writes
+the provision document (``--out``) and, beside it, the role configs the region's processes
+read (``worker-config.json``; in the aggregation region also ``aggregator-config.json``):
+the region's store (the stack's ``checkpoint_uri``), the exchange store (the spec's
+``storage.checkpoint_uri`` under the workflow's run id, ``exchange/``), H from the plan's
+regional section, the links of the run. On a cluster the links are real: bytes are logged,
+nothing is slept (``time_scale`` 0). The local run (``burst run``) provisions its regions in
+process instead (``burst.regional.localregions``, docs/regional.md "Local fidelity").
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument, produce
+from burst.errors import BadInputError, InfraError
+from burst.infra.provision import gate_candidates, provision
+from burst.regional.localrun import local_steps_for, run_links
+from burst.regional.runtime import RoleConfig, regional, rounds_for
+from burst.settings import current
+from burst.stepio import StepContext, main
+from burst.storage import open_store
+from burst.storage.location import run_url
+
+#: Where the role's own state and link log go in its pod (scratch: an emptyDir).
+POD_SCRATCH = "/tmp/regional"
+
+
+def run(ctx: StepContext) -> ProvisionDocument:
+    job = ctx.spec
+    rs = regional(job)
+    region = current().region
+    regions = list(rs.regions or [])
+    if region not in regions:
+        raise BadInputError(
+            f"BURST_REGION {region!r} is not one of training.regional_sync.regions "
+            f"({', '.join(regions)})"
+        )
+    provider = job.compute.providers[0] if job.compute.providers else "aws"
+    decision = ctx.optional_input("decision", DecisionRecord)
+    allowed, refused = gate_candidates(decision, job, [{"provider": provider, "region": region}])
+    plan = ctx.input("plan", PlanDocument)
+    local_steps = plan.regional.local_steps if plan.regional else local_steps_for(job)[0]
+    local_steps = min(local_steps, job.training.steps)
+    ctx.fail_point("before")
+    doc = provision(job, ctx.run_id, ctx.paths.terraform, allowed)
+    doc.update(refused=refused, placement=0)
+    uri = doc.get("outputs", {}).get("checkpoint_uri")
+    if not isinstance(uri, str) or not uri:
+        raise InfraError(f"the {region} stack gave no checkpoint_uri output", where=ctx.run_id)
+    workflow = ctx.run_id.removesuffix(f"-{region}")
+    exchange = open_store(run_url(job.storage.checkpoint_uri, workflow) + "/exchange").spec()
+    own = open_store(run_url(uri, workflow) + f"/{region}").spec()
+    links = tuple(run_links(job, regions))
+    agg = str(rs.aggregation_region)
+    out_dir = ctx.out.parent if ctx.out is not None else ctx.paths.dir
+    for role in ("worker", "aggregator") if region == agg else ("worker",):
+        cfg = RoleConfig(
+            spec=str(ctx.spec_path),
+            role=role,
+            region=region,
+            aggregation_region=agg,
+            regions=tuple(regions),
+            local_steps=local_steps,
+            rounds=rounds_for(job.training.steps, local_steps),
+            region_store=own if role == "worker" else None,
+            exchange_store=exchange,
+            links=links,
+            link_log=f"{POD_SCRATCH}/links.jsonl",
+            time_scale=0.0,
+            state_dir=f"{POD_SCRATCH}/{role}",
+            out=f"{POD_SCRATCH}/{role}-result.json",
+        )
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / f"{role}-config.json").write_text(cfg.to_json())
+    return produce(ProvisionDocument, doc)
+
+
+if __name__ == "__main__":
+    sys.exit(main("regional-provision", run))

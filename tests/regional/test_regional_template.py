@@ -1,0 +1,145 @@
+"""The burst-regional WorkflowTemplate (pipelines/burst_regional.py, golden
+pipelines/compiled/burst-regional.yaml): its graph, and what the local run takes from it.
+The three offline checks (round trip, strict schema, lint) run on every golden in
+tests/manifests; these tests read the graph itself."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from burst.regional.localrun import retryable, template_restarts
+from burst.runner.lint import lint
+from pipelines.common import RETRY_ON_PREEMPTION
+
+from .regional_specs import REPO, TWO, regional_spec
+
+GOLDEN = REPO / "pipelines" / "compiled" / "burst-regional.yaml"
+
+
+def _manifest() -> dict[str, Any]:
+    return dict(yaml.safe_load(GOLDEN.read_text()))
+
+
+def _templates(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["name"]: t for t in doc["spec"]["templates"]}
+
+
+def _args(call: dict[str, Any]) -> dict[str, str]:
+    return {p["name"]: p["value"] for p in call["arguments"]["parameters"]}
+
+
+def test_main_fans_out_one_branch_per_region() -> None:
+    doc = _manifest()
+    t = _templates(doc)
+    main = [[s["name"] for s in group] for group in t["main"]["steps"]]
+    assert main == [["preflight"], ["plan"], ["verify-image"], ["regions"]]
+    (regions,) = t["main"]["steps"][3]
+    assert regions["template"] == "region"
+    assert regions["withParam"] == "{{workflow.parameters.regions}}"
+    assert _args(regions)["region"] == "{{item}}"
+    # a branch: provision, then its worker and (aggregation region only) the aggregator
+    branch = t["region"]["steps"]
+    assert [[s["name"] for s in g] for g in branch] == [["provision"], ["worker", "aggregator"]]
+    assert branch[0][0]["template"] == "regional-provision"
+    worker, aggregator = branch[1]
+    assert "when" not in worker
+    assert "aggregation-region" in aggregator["when"]
+    assert _args(worker)["role-config"].endswith("outputs.parameters.worker-config}}")
+    assert _args(aggregator)["role-config"].endswith("outputs.parameters.aggregator-config}}")
+
+
+def test_exit_handler_tears_every_region_down_from_its_stack_id() -> None:
+    doc = _manifest()
+    t = _templates(doc)
+    assert doc["spec"]["onExit"] == "exit-handler"
+    (group,) = t["exit-handler"]["steps"]
+    (teardown,) = group
+    assert teardown["withParam"] == "{{workflow.parameters.regions}}"
+    assert _args(teardown) == {"region": "{{item}}"}
+    td = t["teardown"]
+    assert td["retryStrategy"]["retryPolicy"] == "Always" and int(td["retryStrategy"]["limit"]) >= 3
+    stack_id = "{{workflow.name}}-{{inputs.parameters.region}}"
+    for name in ("teardown", "regional-provision"):
+        args = t[name]["container"]["args"]
+        assert args[args.index("--run-id") + 1] == stack_id, name
+    env = {e["name"]: e["value"] for e in t["regional-provision"]["container"]["env"]}
+    assert env["BURST_REGION"] == "{{inputs.parameters.region}}"
+
+
+def test_roles_are_restarted_as_the_local_run_restarts_them() -> None:
+    doc = _manifest()
+    t = _templates(doc)
+    for name in ("regional-worker", "regional-aggregator"):
+        rs = t[name]["retryStrategy"]
+        assert rs["limit"] == "{{workflow.parameters.restarts}}"
+        assert rs["expression"] == RETRY_ON_PREEMPTION
+        assert t[name]["container"]["command"] == [
+            "python",
+            "-m",
+            f"steps.{name.replace('-', '_')}",
+        ]
+    assert template_restarts(GOLDEN) == 3
+    # the expression's exit codes, and a signal for a lost node, are what the local run retries
+    assert all(retryable(rc) for rc in (75, 4, -9, -15))
+    assert not any(retryable(rc) for rc in (1, 2, 3))
+
+
+def test_item_outside_a_loop_fails_the_lint() -> None:
+    broken = copy.deepcopy(_manifest())
+    (group,) = _templates(broken)["exit-handler"]["steps"]
+    del group[0]["withParam"]
+    assert any("{{item}} used outside" in p for p in lint(broken))
+
+
+def _provision(tmp_path: Path, region: str, *inputs: str) -> subprocess.CompletedProcess[str]:
+    spec = regional_spec(tmp_path, TWO)
+    args = [sys.executable, "-m", "steps.regional_provision", "--spec", str(spec)]
+    args += ["--run-id", f"wf-{region}", "--runs-root", str(tmp_path / "runs")]
+    for i in inputs:
+        args += ["--input", i]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "BURST_REGION": region}
+    return subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+
+
+def test_regional_provision_refuses_a_region_not_in_the_spec(tmp_path: Path) -> None:
+    proc = _provision(tmp_path, "eu-west-1")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = [ln for ln in proc.stderr.splitlines() if ln.startswith("burst regional-provision")]
+    assert "BURST_REGION 'eu-west-1' is not one of" in line and "Traceback" not in proc.stderr
+    assert not list((tmp_path / "runs").rglob("*.tfstate"))
+
+
+def test_regional_provision_refuses_without_a_decision_record(tmp_path: Path) -> None:
+    proc = _provision(tmp_path, "me-central-1")
+    assert proc.returncode == 3, proc.stderr
+    assert "decision record" in proc.stderr and "Traceback" not in proc.stderr
+    assert not list((tmp_path / "runs").rglob("*.tfstate"))  # nothing applied
+
+
+def test_submit_of_a_regional_spec_calls_the_regional_template(tmp_path: Path) -> None:
+    """`burst submit` of a regional-sync spec: burst-regional, the regions as the JSON list
+    the fan-out and the exit handler loop over, only parameters the golden declares."""
+    import json
+
+    from burst.runner.argo import build_workflow
+
+    spec = regional_spec(tmp_path, TWO)
+    pinned = "ghcr.io/example/trainer@sha256:" + "a" * 64  # Argo pulls from a registry
+    text = spec.read_text()
+    ref = next(ln for ln in text.splitlines() if ln.strip().startswith("reference:"))
+    spec.write_text(text.replace(ref, f"  reference: {pinned}"))
+    wf = build_workflow(spec)
+    assert wf["spec"]["workflowTemplateRef"] == {"name": "burst-regional"}
+    params = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
+    assert json.loads(params["regions"]) == list(TWO)
+    assert params["aggregation-region"] == "ap-southeast-1"
+    assert params["trainer-image"] == pinned
+    declared = {p["name"] for p in _manifest()["spec"]["arguments"]["parameters"]}
+    assert set(params) <= declared
+    assert {"spec", "regions", "aggregation-region", "trainer-image"} <= set(params)
