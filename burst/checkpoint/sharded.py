@@ -192,14 +192,16 @@ def merge(shards: list[Manifest]) -> Manifest:
                 "reused_chunks": m.stats.get("reused_chunks", 0),
             }
         )
-        # the shard's whole extent: its total_bytes counts chunk bytes only, not the padding
-        # between arrays, and a shard laid at less than its extent would overlap the next
-        end = max(
-            [a.offset + a.nbytes for a in m.arrays]
+        # the shard's extent in its layout: ``total_bytes`` counts the chunks' bytes only,
+        # not the alignment gaps between arrays, so a shard laid at base + total_bytes could
+        # overlap the previous one's last array (its restore would then read the next
+        # shard's bytes into it)
+        extent = max(
+            [m.total_bytes]
+            + [a.offset + a.nbytes for a in m.arrays]
             + [c.offset + c.size for c in m.chunks]
-            + [m.total_bytes]
         )
-        base += (end + ALIGN - 1) // ALIGN * ALIGN
+        base += (extent + ALIGN - 1) // ALIGN * ALIGN
     uploaded = sum(int(p["uploaded_bytes"]) for p in per_rank)
     return Manifest(
         step=first.step,

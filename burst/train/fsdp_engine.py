@@ -33,11 +33,10 @@ from torch.distributed.checkpoint.state_dict import (
 
 from burst.checkpoint.dtensor_parts import (
     PART,
-    join,
     local_nbytes,
     local_parts,
+    own_shards,
     rank_parts,
-    reshard,
 )
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
@@ -194,13 +193,14 @@ class FSDPEngine:
 
     def _load(self, parts: list[dict[str, Any]]) -> None:
         setup = self.setup
+        rank = self.ranks.rank
         model_like = get_model_state_dict(setup.model)
-        set_model_state_dict(setup.model, reshard(join([p["model"] for p in parts]), model_like))
+        set_model_state_dict(setup.model, own_shards([p["model"] for p in parts], model_like, rank))
         if parts[0].get("optimizer") is None:
             return  # saved before the first step: the optimizer starts empty, as then
         optim_like = get_optimizer_state_dict(setup.model, setup.optimizer)
-        whole = join([p["optimizer"] for p in parts], "optimizer")
-        set_optimizer_state_dict(setup.model, setup.optimizer, reshard(whole, optim_like))
+        optim = own_shards([p["optimizer"] for p in parts], optim_like, rank)
+        set_optimizer_state_dict(setup.model, setup.optimizer, optim)
 
     def nbytes(self, tier: str) -> int:
         """This rank's part of a checkpoint of ``tier`` (what it stages and uploads); no

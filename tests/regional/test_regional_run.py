@@ -298,3 +298,29 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
         for k in env:
             os.environ.pop(k, None)
         os.environ.update(saved)
+
+
+def test_a_region_that_cannot_be_provisioned_stops_the_run_and_every_region_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """me-central-1 has no capacity (the local stack's named fault point): no role starts,
+    the run fails as an infrastructure fault (exit 4), and both regions' stacks, the one that
+    was applied and the one that failed half-way, are destroyed and proven empty."""
+    monkeypatch.setenv("BURST_SIMULATE_NO_CAPACITY", "me-central-1")
+    spec = regional_spec(tmp_path, TWO)
+    opts = RegionalOptions(time_scale=0.0, stores="dir", wait_limit_s=30)
+    report = run_regional(load_spec(spec), spec, tmp_path / "nocap", "nocap", opts)
+    assert report.status == "failed" and report.exit_code == 4, report.failure
+    assert report.failure is not None and report.failure.startswith("provision: ")
+    assert "me-central-1" in report.failure and "capacity" in report.failure
+    assert report.attempts == [] and report.rounds_completed == 0  # nothing ran
+    assert report.provisioned == report.torn_down == list(TWO)
+    for region in TWO:
+        down = TeardownDocument.model_validate_json(
+            (tmp_path / "nocap" / f"teardown-{region}.json").read_text()
+        )
+        assert down.destroyed and down.resources_remaining == 0 and not down.leaks
+    applied = ProvisionDocument.model_validate_json(
+        (tmp_path / "nocap" / "provision-ap-southeast-1.json").read_text()
+    )
+    assert applied.status == "provisioned"

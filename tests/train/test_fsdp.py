@@ -26,7 +26,7 @@ from test_reshard import RTOL, relative_gap
 
 from burst.checkpoint import CheckpointManager, list_checkpoints
 from burst.checkpoint.catalog import load_manifest
-from burst.checkpoint.dtensor_parts import join, whole_state
+from burst.checkpoint.dtensor_parts import join, rank_parts, whole_state
 from burst.errors import CheckpointError, SpecError
 from burst.spec import parse_spec
 from burst.storage import open_store
@@ -69,6 +69,29 @@ def test_join_lays_uneven_shards_end_to_end_and_refuses_a_mismatch() -> None:
         join([{"w": part(pieces[0], [5, 3])}, {"v": part(pieces[1], [5, 3])}])
     with pytest.raises(CheckpointError, match="layout"):
         join([part(pieces[0], [5, 3]), part(pieces[1], [4, 3])])
+
+
+def test_whole_state_joins_a_global_checkpoint_and_refuses_another_engines() -> None:
+    w = torch.arange(6, dtype=torch.float32).reshape(3, 2)
+    head = {"step": 4, "tier": "full", "samples": 256, "data_position": 4}
+    shards = [
+        {
+            "fsdp2": {
+                "rank": 0,
+                "model": {"w": part(w[:2], [3, 2])},
+                "optimizer": None,
+                "head": head,
+            }
+        },
+        {"fsdp2": {"rank": 1, "model": {"w": part(w[2:], [3, 2])}, "optimizer": None}},
+    ]
+    state = whole_state({"sharded": {"world": 2, "shards": shards}})
+    assert torch.equal(state["model"]["w"], w) and state["samples"] == 256
+    assert "optimizer" not in state  # saved before the first step: none
+    ddp = {"sharded": {"world": 2, "shards": [{"shard": {}}, {"shard": {}}]}}
+    assert rank_parts(ddp) is None
+    with pytest.raises(CheckpointError, match="not a checkpoint of engine fsdp2"):
+        whole_state(ddp)
 
 
 @pytest.mark.e2e
