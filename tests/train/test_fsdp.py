@@ -27,9 +27,13 @@ from test_reshard import RTOL, relative_gap
 from burst.checkpoint import CheckpointManager, list_checkpoints
 from burst.checkpoint.catalog import load_manifest
 from burst.checkpoint.dtensor_parts import join, rank_parts, whole_state
+from burst.checkpoint.layout import ArrayEntry
+from burst.checkpoint.manifest import ChunkRef, Manifest
+from burst.checkpoint.own_restore import own_chunks
 from burst.errors import CheckpointError, SpecError
 from burst.spec import parse_spec
 from burst.storage import open_store
+from burst.train.fsdp_engine import FSDPEngine
 
 SEED = int(os.environ.get("BURST_TEST_SEED") or random.SystemRandom().randrange(10**6))
 STEPS = 8
@@ -37,7 +41,10 @@ BATCH = 32  # the quickstart's per-rank batch
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
 
 
-def part(local: torch.Tensor, shape: list[int], placement: str = "shard:0") -> dict[str, object]:
+assert FSDPEngine.name == "torch-fsdp2"  # the engine and its imports load
+
+
+def part(local: object, shape: list[int], placement: str = "shard:0") -> dict[str, object]:
     return {"dtensor": {"local": local, "shape": shape, "placement": placement}}
 
 
@@ -92,6 +99,30 @@ def test_whole_state_joins_a_global_checkpoint_and_refuses_another_engines() -> 
     assert rank_parts(ddp) is None
     with pytest.raises(CheckpointError, match="not a checkpoint of engine fsdp2"):
         whole_state(ddp)
+
+
+def test_own_chunks_are_the_rank_own_shard_and_rank_0_head_at_the_same_world_size() -> None:
+    # two ranks' shards laid end to end: rank 0's arrays 0 (head) and 1, rank 1's array 2
+    arrays = [
+        ArrayEntry("torch", "float32", (4,), 0, 16),
+        ArrayEntry("torch", "float32", (64,), 64, 256),
+        ArrayEntry("torch", "float32", (64,), 384, 256),
+    ]
+    chunks = [ChunkRef(0, 320, "a"), ChunkRef(384, 128, "b"), ChunkRef(512, 128, "c")]
+
+    def shard(i: int, head: bool) -> dict[str, object]:
+        p: dict[str, object] = {"model": {"w": part({"__tensor__": i}, [128])}}
+        if head:
+            p["head"] = {"rng": {"__tensor__": 0}}
+        return {"fsdp2": p}
+
+    tree = {"sharded": {"world": 2, "shards": [shard(1, True), shard(2, False)]}}
+    m = Manifest(1, "full", "", 1 << 20, 640, arrays, chunks, tree)
+    assert [c.digest for c in own_chunks(m, 0, 2, "fsdp2") or []] == ["a"]
+    assert [c.digest for c in own_chunks(m, 1, 2, "fsdp2") or []] == ["a", "b", "c"]  # + head
+    assert own_chunks(m, 0, 4, "fsdp2") is None  # resharding: every rank reads all
+    ddp = Manifest(1, "full", "", 1 << 20, 640, arrays, chunks, {"sharded": {"world": 2}})
+    assert own_chunks(ddp, 0, 2, "fsdp2") is None
 
 
 @pytest.mark.e2e
