@@ -10,9 +10,10 @@ dicts, through a ``CheckpointManager`` with a ``ShardInfo``: own buffer, own wor
 worker commits the global manifest) and with ``torch.distributed.checkpoint.async_save``
 (``FileSystemWriter``), both into directories on the same local disk. A and B alternated,
 medians of --reps (at least 3); the first save of each is reported apart. Restore: into the
-live model and optimizer, burst (``restore_split``, ``join``, ``reshard``, DCP's
-``set_*_state_dict``) against ``dcp.load`` + ``set_*_state_dict``. Written to
-benchmarks/results/fsdp2.json (the slowest rank of each measurement):
+live model and optimizer, burst (what the engine does: ``restore_own``, each rank fetching
+only its own shard, then DCP's ``set_*_state_dict``) against ``dcp.load`` +
+``set_*_state_dict``. Written to benchmarks/results/fsdp2.json (the slowest rank of each
+measurement):
 
   stall_ratio_vs_dcp    training blocked per save, burst / DCP async_save   (goal <= 0.5)
   durable_ratio_vs_dcp  save call -> committed, burst / DCP                 (goal <= 1.0)
@@ -63,6 +64,7 @@ def rank_main(args: argparse.Namespace) -> int:
     from burst.checkpoint import CheckpointManager
     from burst.checkpoint.catalog import list_checkpoints, load_manifest
     from burst.checkpoint.dtensor_parts import local_parts, own_shards, rank_parts
+    from burst.checkpoint.own_restore import restore_own
     from burst.checkpoint.sharded import ShardInfo
     from burst.checkpoint.split_restore import Exchange
     from burst.storage import open_store
@@ -160,7 +162,9 @@ def rank_main(args: argparse.Namespace) -> int:
         touch(1000)  # the live state differs from the checkpoint's
         dist.barrier()
         t0 = time.perf_counter()
-        restored = mgr.restore_split(exchange)
+        restored = restore_own(
+            store, mgr.checkpoints("full") if rank == 0 else [], exchange, "fsdp2"
+        )
         assert restored is not None
         parts = rank_parts(restored.state)
         assert parts is not None

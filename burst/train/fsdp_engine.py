@@ -38,6 +38,8 @@ from burst.checkpoint.dtensor_parts import (
     own_shards,
     rank_parts,
 )
+from burst.checkpoint.own_restore import restore_own
+from burst.checkpoint.verify import ChunkAudit
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints
@@ -151,14 +153,28 @@ class FSDPEngine:
         return store.save(step, self._part(step, tier), tier)
 
     def restore(self, store: RunCheckpoints) -> int | None:
-        """The newest full checkpoint that restores (``restore_split``: rank 0's list decides,
-        all ranks fall back together), its shards joined and cut for these ranks."""
+        """The newest full checkpoint that restores (``restore_own``: rank 0's list decides,
+        all ranks fall back together; saved by as many ranks, each fetches only its own
+        shard), its own shards taken as they are, or, saved by another number of ranks, all
+        shards joined and cut for these ranks."""
+        mgr, audit = store.mgr, ChunkAudit()
         try:
-            restored = store.mgr.restore_split(self.ranks.exchange(), tier="full")
+            restored = restore_own(
+                mgr.store,
+                mgr.checkpoints("full") if self.ranks.leader else [],
+                self.ranks.exchange(),
+                PART,
+                concurrency=mgr.concurrency,
+                audit=audit,
+            )
         except CheckpointError as exc:
             raise CheckpointError(
                 f"rank {self.ranks.rank}: {exc.message}", where=exc.where
             ) from None
+        finally:
+            # what the reads found (sound chunks, corrupt ones quarantined) reaches the
+            # writer, as CheckpointManager.restore_split does
+            mgr._absorb(audit)
         if restored is None:
             return None
         where = f"checkpoint step {restored.step} (full) in {store.mgr.store.url}"
