@@ -6,7 +6,7 @@ unless the preflight decision record allows this region for exactly this spec; a
 run's stack in this region only (``burst.infra.provision.provision``, one candidate); writes
 the provision document (``--out``) and, beside it, the role configs the region's processes
 read (``worker-config.json``; in the aggregation region also ``aggregator-config.json``):
-the region's store (the stack's ``checkpoint_uri``), the exchange store (the spec's
+the region's store (the stack's ``checkpoint_uri``, in that region), the exchange store (the spec's
 ``storage.checkpoint_uri`` under the workflow's run id, ``exchange/``), H from the plan's
 regional section, the links of the run. On a cluster the links are real: bytes are logged,
 nothing is slept (``time_scale`` 0). The local run (``burst run``) provisions its regions in
@@ -56,7 +56,8 @@ def run(ctx: StepContext) -> ProvisionDocument:
         raise InfraError(f"the {region} stack gave no checkpoint_uri output", where=ctx.run_id)
     workflow = ctx.run_id.removesuffix(f"-{region}")
     exchange = open_store(run_url(job.storage.checkpoint_uri, workflow) + "/exchange").spec()
-    own = open_store(run_url(uri, workflow) + f"/{region}").spec()
+    # the stack's bucket is the region's own (its stack id is this region's): as it is
+    own = open_store(uri, **({"region": region} if uri.startswith("s3://") else {})).spec()
     links = tuple(run_links(job, regions))
     agg = str(rs.aggregation_region)
     out_dir = ctx.out.parent if ctx.out is not None else ctx.paths.dir

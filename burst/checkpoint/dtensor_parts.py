@@ -16,12 +16,15 @@ checkpoint. Other layouts (2-D meshes, ``Partial``) are refused with one line.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 
 from burst.errors import CheckpointError
+
+log = logging.getLogger(__name__)
 
 KEY = "dtensor"
 #: the key of an FSDP2 rank's part in a checkpoint (``burst.train.fsdp_engine``)
@@ -115,6 +118,70 @@ def join(parts: list[Any], path: str = "state") -> Any:
             raise CheckpointError(f"checkpoint {path}: the ranks' parts differ in structure")
         return type(first)(join([p[i] for p in parts], f"{path}[{i}]") for i in range(len(first)))
     return first
+
+
+def own_shards(parts: list[Any], like: Any, rank: int) -> Any:
+    """The reader's DTensors straight from the saved parts when the checkpoint was saved by
+    as many ranks with the same cut (a resume on the same world size): rank ``rank``'s piece
+    of each, no global tensor built; otherwise ``reshard(join(parts), like)``."""
+    if len(parts) == _mesh_size(like) and _same_cut(parts[rank], like):
+        log.debug("restore: rank %d's own saved shards, as they are", rank)
+        return _wrap(parts[rank], like)
+    log.debug("restore: %d saved parts joined and cut again for rank %d", len(parts), rank)
+    return reshard(join(parts), like)
+
+
+def _mesh_size(like: Any) -> int | None:
+    if isinstance(like, DTensor):
+        return int(like.device_mesh.size())
+    if isinstance(like, dict):
+        for v in like.values():
+            n = _mesh_size(v)
+            if n is not None:
+                return n
+    return None
+
+
+def _same_cut(part: Any, like: Any) -> bool:
+    """Every DTensor of ``like`` has, in ``part``, a piece of its local shape and dtype, with
+    the same global shape and placement."""
+    if isinstance(like, DTensor):
+        if not is_part(part):
+            return False
+        p, local = part[KEY], like.to_local()
+        return bool(
+            [int(n) for n in p["shape"]] == list(like.shape)
+            and p["placement"] == _placement(like, "state")
+            and tuple(p["local"].shape) == tuple(local.shape)
+            and p["local"].dtype == local.dtype
+        )
+    if isinstance(like, dict):
+        return isinstance(part, dict) and all(
+            k in part and _same_cut(part[k], v) for k, v in like.items()
+        )
+    return True
+
+
+def _wrap(part: Any, like: Any) -> Any:
+    """``part`` with each piece that ``like`` holds as a DTensor wrapped as such (no copy)."""
+    if is_part(part):
+        if not isinstance(like, DTensor):
+            raise CheckpointError("checkpoint: a sharded tensor where the model has none")
+        return DTensor.from_local(
+            part[KEY]["local"],
+            like.device_mesh,
+            like.placements,
+            run_check=False,
+            shape=like.shape,
+            stride=like.stride(),
+        )
+    if isinstance(part, dict):
+        return {
+            k: _wrap(v, like.get(k) if isinstance(like, dict) else None) for k, v in part.items()
+        }
+    if isinstance(part, list | tuple):
+        return type(part)(_wrap(v, None) for v in part)
+    return part
 
 
 def reshard(whole: Any, like: Any, path: str = "state") -> Any:

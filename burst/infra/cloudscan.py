@@ -182,6 +182,44 @@ def scan(
     return leaks
 
 
+def _unquote(value: Any) -> Any:
+    # python-hcl2 keeps a string's quotes in some versions
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
+def home_leaks(
+    run_id: str, site: dict[str, Any], inventory: Callable[[str], Any] | None = None
+) -> list[dict[str, Any]]:
+    """The run's home-side resources (terraform/modules/aws-hybrid-join: the nodes' role, the
+    SSM activation, the access entry), AWS resources tagged burst:run-id in the home cluster's
+    region (the site's ``home.region``). Unknown region or a failed scan: ``unverified``."""
+    home = site.get("home")
+    if isinstance(home, list) and len(home) == 1:  # some python-hcl2 versions wrap objects
+        home = home[0]
+    region = _unquote(home.get("region")) if isinstance(home, dict) else None
+    if not isinstance(region, str) or not region:
+        return [
+            unverified(
+                "aws",
+                "home",
+                "the site's variables have no home.region: the run's home-side resources "
+                "(aws-hybrid-join) cannot be looked for",
+            )
+        ]
+    try:
+        if inventory is None:
+            from burst.infra.leakscan import AwsInventory
+
+            inv: Any = AwsInventory(region)
+        else:
+            inv = inventory(region)
+        return [r.describe() for r in inv.tagged(run_id)]
+    except Exception as exc:  # an unreadable cloud is not "nothing left": fail closed
+        return [unverified("aws", region, f"the home-side scan failed: {exc}")]
+
+
 def unverified(provider: str, region: str, reason: str) -> dict[str, Any]:
     return {"kind": UNVERIFIED, "id": f"{provider}/{region}", "reason": reason}
 
@@ -202,10 +240,7 @@ def site_variables(files: Iterable[Path]) -> dict[str, Any]:
             log.warning("cannot read site variables %s: %s", path, exc)
             continue
         for key, value in loaded.items():
-            # python-hcl2 keeps a string's quotes in some versions
-            if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
-                value = value[1:-1]
-            merged[key] = value
+            merged[key] = _unquote(value)
     return merged
 
 
@@ -304,6 +339,103 @@ class GcpMetadataToken:
 
 
 @dataclass(frozen=True)
+class GcpExternalAccountToken:
+    """Workload identity federation (a pod outside GCP, e.g. in the home EKS cluster): the
+    credential configuration file names the pool provider (``audience``), the subject token
+    file (``credential_source.file``: the pod's projected service-account token), the STS
+    ``token_url`` and, optionally, the service account to impersonate. Exchange at STS
+    (RFC 8693 token exchange), then ``generateAccessToken`` for the service account.
+    https://cloud.google.com/iam/docs/workload-identity-federation-with-kubernetes
+    https://cloud.google.com/iam/docs/reference/sts/rest/v1/TopLevel/token
+    https://cloud.google.com/iam/docs/reference/credentials/rest/v1/projects.serviceAccounts/generateAccessToken
+    """
+
+    config_file: str
+    timeout: float = 5.0
+    scope: str = "https://www.googleapis.com/auth/cloud-platform"
+
+    def _config(self) -> dict[str, Any]:
+        from burst.inputs import read_text
+
+        try:
+            cfg = json.loads(read_text(self.config_file, what="GCP credential configuration"))
+        except Exception as exc:
+            raise ScanUnverified(f"cannot read GOOGLE_APPLICATION_CREDENTIALS: {exc}") from None
+        if not isinstance(cfg, dict):
+            raise ScanUnverified("GOOGLE_APPLICATION_CREDENTIALS is not a JSON object")
+        kind = cfg.get("type")
+        if kind != "external_account":
+            raise ScanUnverified(
+                f"GOOGLE_APPLICATION_CREDENTIALS is of type {kind!r}: burst uses no static "
+                "service-account key; give an external_account (workload identity federation) "
+                "configuration or run where the metadata server answers"
+            )
+        source = cfg.get("credential_source")
+        if not isinstance(source, dict) or not isinstance(source.get("file"), str):
+            raise ScanUnverified(
+                "the external_account configuration has no credential_source.file (only a "
+                "file-sourced subject token, e.g. a projected Kubernetes token, is supported)"
+            )
+        for key in ("audience", "token_url", "subject_token_type"):
+            if not isinstance(cfg.get(key), str) or not cfg[key]:
+                raise ScanUnverified(f"the external_account configuration has no {key}")
+        return cfg
+
+    def __call__(self) -> str:
+        from burst.inputs import read_text
+
+        cfg = self._config()
+        path = cfg["credential_source"]["file"]
+        try:
+            subject = read_text(path, what="subject token", max_bytes=64 * 1024).strip()
+        except Exception as exc:
+            raise ScanUnverified(f"cannot read the subject token {path}: {exc}") from None
+        form = urllib.parse.urlencode(
+            {
+                "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+                "audience": cfg["audience"],
+                "scope": self.scope,
+                "requested_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                "subject_token": subject,
+                "subject_token_type": cfg["subject_token_type"],
+            }
+        ).encode()
+        what = f"Google STS ({cfg['token_url']})"
+        doc = http_json(
+            cfg["token_url"],
+            what=what,
+            method="POST",
+            headers={"Content-Type": "application/x-www-form-urlencoded"},
+            body=form,
+            timeout=self.timeout,
+        )
+        federated = _access_token(doc, what)
+        url = cfg.get("service_account_impersonation_url")
+        if not url:
+            return federated
+        what = f"IAM Credentials ({url})"
+        doc = http_json(
+            str(url),
+            what=what,
+            method="POST",
+            headers={"Authorization": f"Bearer {federated}", "Content-Type": "application/json"},
+            body=json.dumps({"scope": [self.scope]}).encode(),
+            timeout=self.timeout,
+        )
+        token = doc.get("accessToken")
+        if not isinstance(token, str) or not token:
+            raise ScanUnverified(f"{what} answered no accessToken")
+        return token
+
+
+def gcp_token_source() -> TokenSource:
+    """An external_account configuration when GOOGLE_APPLICATION_CREDENTIALS names one (a pod
+    in the home cluster, federated), else the metadata server (a GCP machine)."""
+    path = os.environ.get("GOOGLE_APPLICATION_CREDENTIALS", "")
+    return GcpExternalAccountToken(path) if path else GcpMetadataToken()
+
+
+@dataclass(frozen=True)
 class AzureWorkloadToken:
     """Azure workload identity: the projected service-account token (``token_file``) is the
     client assertion of a client-credentials grant for ``client_id`` in ``tenant``."""
@@ -383,7 +515,7 @@ def azure_token_source() -> TokenSource:
 class GcpAssetSearch:
     """Cloud Asset ``searchAllResources``, every page."""
 
-    token: TokenSource = field(default_factory=GcpMetadataToken)
+    token: TokenSource = field(default_factory=gcp_token_source)
     endpoint: str = "https://cloudasset.googleapis.com"
     timeout: float = TIMEOUT_S
     page_size: int = 500

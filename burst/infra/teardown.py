@@ -128,7 +128,8 @@ def leak_scan(run_id: str, workdir: Path) -> list[dict[str, Any]]:
     """What of the run is still alive: resources left in the state, then (for a cloud target)
     resources tagged burst:run-id=<run_id> in the run's region. AWS is listed through its
     APIs; GCP, Azure and Nebius through ``burst.infra.cloudscan``, which records an
-    ``unverified-scan`` leak when it cannot ask: an unknown state is never clean."""
+    ``unverified-scan`` leak when it cannot ask: an unknown state is never clean. A GCP, Azure
+    or Nebius run's home-side resources (AWS, the site's ``home.region``) are scanned too."""
     leaks: list[dict[str, Any]] = []
     remaining = count_state_resources(state_file(workdir))
     if remaining:
@@ -150,6 +151,7 @@ def leak_scan(run_id: str, workdir: Path) -> list[dict[str, Any]]:
     elif provider in cloudscan.SCANNED_PROVIDERS and region:
         site = cloudscan.site_variables(ws.var_files(region) if ws is not None else [])
         leaks += cloudscan.scan(provider, region, run_id, site)
+        leaks += cloudscan.home_leaks(run_id, site)  # the home side (aws-hybrid-join)
     elif ws is not None and ws.kind != "local":
         leaks.append(
             cloudscan.unverified(

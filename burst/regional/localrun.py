@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from burst import checkout
+from burst.children import die_with_parent
 from burst.documents.regional import LinkTotals, RegionalReport, RegionalRound, RegionAttempts
 from burst.errors import EXIT_INFRA, EXIT_PREEMPTED, BadInputError, BurstError
 from burst.plan.catalog import load_catalog
@@ -187,6 +188,7 @@ def _start(p: _Proc) -> None:
             env=p.env,
             cwd=str(checkout.ROOT),
             start_new_session=True,
+            preexec_fn=die_with_parent,  # a killed `burst run` leaves no role behind
         )
 
 

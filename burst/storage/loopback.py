@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from burst.children import die_with_parent as _die
 from burst.errors import InfraError
 
 if TYPE_CHECKING:
@@ -71,9 +72,12 @@ class LoopbackS3:
             "AWS_REGION": self.region,
         }
 
-    def start(self, timeout: float = 20.0, *, port: int | None = None) -> LoopbackS3:
+    def start(
+        self, timeout: float = 20.0, *, port: int | None = None, die_with_parent: bool = False
+    ) -> LoopbackS3:
         """Start the server (on ``port`` if given, e.g. to bring a stopped one back where
-        its clients look for it; else on a free port)."""
+        its clients look for it; else on a free port). ``die_with_parent``: the server ends
+        with the thread that starts it (``burst.children.die_with_parent``)."""
         self.root.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         env["RCLONE_AUTH_KEY"] = f'"{self.access_key},{self.secret_key}"'
@@ -95,6 +99,7 @@ class LoopbackS3:
                     stdout=logf,
                     stderr=logf,
                     start_new_session=True,
+                    preexec_fn=_die if die_with_parent else None,
                 )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:

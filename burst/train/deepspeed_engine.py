@@ -8,8 +8,11 @@ LOCAL_RANK, MASTER_ADDR (127.0.0.1) and MASTER_PORT (a free port) default when u
 
 Checkpoints go through ``burst.checkpoint.deepspeed.DeepSpeedCheckpointer`` into the run's
 store (the same ``CheckpointManager`` the torch path uses). They are one tier, full; the
-client state carries the data position and the torch, numpy and python RNG states, so a
-resumed run repeats the uninterrupted one exactly.
+client state carries the data position (step and samples) and the torch, numpy and python RNG
+states, so a resumed run repeats the uninterrupted one exactly. Each rank writes into its own
+local directory (no shared filesystem: ranks may be on different nodes) and uploads its own
+files as its shard of a sharded checkpoint; a ZeRO-3 checkpoint saved by another number of
+ranks is loaded through DeepSpeed's universal checkpoint (converted on restore).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import torch
 from burst.checkpoint.state import rng_state, set_rng_state
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
-from burst.train.checkpoints import RunCheckpoints, state_nbytes
+from burst.train.checkpoints import RunCheckpoints
+from burst.train.engine import restored_samples
 from burst.train.extension_locks import clear_stale_build_locks
 from burst.train.ranks import Ranks, step_seed
 from burst.train.setup import TrainSetup
@@ -41,14 +45,27 @@ def default_environment() -> None:
 
     if not torch.cuda.is_available():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    # the shm op DeepSpeed compiles on first use is kept here for the next run
-    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(cache / "torch_extensions"))
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_dir()))
     for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
         os.environ.setdefault(name, value)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:
         os.environ["MASTER_PORT"] = str(free_port())
+
+
+def extensions_dir() -> Path:
+    """Where the ops DeepSpeed compiles on first use (on CPU: its shm op) are kept for the next
+    run: one folder per DeepSpeed installation. Two installations (two virtualenvs) sharing
+    one folder compile the same op from different source paths, so ninja sees another command
+    and rebuilds it at every start that alternates between them (1-4 min a start here)."""
+    import hashlib
+
+    import deepspeed
+
+    home = str(Path(deepspeed.__file__).resolve().parent)
+    key = hashlib.sha256(f"{home}|{torch.__version__}".encode()).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "torch_extensions" / f"deepspeed-{deepspeed.__version__}-{key}"
 
 
 #: DeepSpeed's default ZeRO bucket (elements); ZeRO-1/2 allocate it afresh at every step
@@ -75,6 +92,12 @@ def ds_config(job: BurstJob, world_size: int, n_params: int) -> dict[str, Any]:
         },
         # the entrypoint's optimizer is any torch optimizer
         "zero_allow_untested_optimizer": True,
+        # DeepSpeed clips gradients at a global norm of 1.0 unless told (its default,
+        # GRADIENT_CLIPPING_DEFAULT, in 0.19.8); the torch engine does not clip, and the same
+        # spec must train the same model on either: measured before this, Adam's moments
+        # after the first step were 1.198x smaller than plain torch's (that step's gradient
+        # norm) and the losses ~1% apart from the second update on
+        "gradient_clipping": 0.0,
         "steps_per_print": 2**31 - 1,
         "wall_clock_breakdown": False,
     }
@@ -122,13 +145,11 @@ class DeepSpeedEngine:
             self.engine.device,
         )
         work_dir.mkdir(parents=True, exist_ok=True)
-        # DeepSpeed writes and reads its files here; the store holds the checkpoint. Several
-        # ranks (one node) share it: rank 0 hands every rank's files to the store
-        if self.ranks.many:
-            self.local_dir = work_dir / f"deepspeed-{self.ranks.session}"
-            self.local_dir.mkdir(parents=True, exist_ok=True)
-        else:
-            self.local_dir = Path(tempfile.mkdtemp(prefix="deepspeed-", dir=work_dir))
+        # DeepSpeed writes and reads this rank's files here; the store holds the checkpoint.
+        # One directory per rank, never shared: the ranks behave as if on separate nodes
+        self.local_dir = Path(
+            tempfile.mkdtemp(prefix=f"deepspeed-rank{self.ranks.rank}-", dir=work_dir)
+        )
         self._ckpt: Any = None
         self._last_bytes = 0
 
@@ -162,23 +183,27 @@ class DeepSpeedEngine:
         if self.samples is not None:
             client.update(samples=self.samples, world=self.ranks.world)
         ckpt = self._checkpointer(store)
-        blocked = store.save_via(lambda: ckpt.save(step, client_state=client))
-        tag_dir = self.local_dir / ckpt.tag(step)
-        self._last_bytes = sum(p.stat().st_size for p in tag_dir.rglob("*") if p.is_file())
+        written: list[int] = []
+        blocked = store.save_via(lambda: written.append(ckpt.save(step, client_state=client)))
+        self._last_bytes = written[0] if written else 0
         return blocked
 
     def restore(self, store: RunCheckpoints) -> int | None:
-        """The newest full checkpoint that loads; older ones if it does not."""
-        fulls = sorted((r for r in store.refs() if r.tier == "full"), key=lambda r: -r.step)
+        """The newest full checkpoint that loads on every rank; older ones if it does not (rank
+        0's list decides, the ranks fall back together). Saved by another number of ranks: a
+        ZeRO-3 checkpoint is re-partitioned (universal checkpoint), from the same sample."""
+        fulls = self.ranks.decide(
+            lambda: sorted((r.step for r in store.refs() if r.tier == "full"), reverse=True)
+        )
         if not fulls:
             return None
         ckpt = self._checkpointer(store)
         error: CheckpointError | None = None
-        for ref in fulls:
+        for at in fulls:
             try:
-                step, client = ckpt.restore(ref.step)
+                step, client = ckpt.restore(at)
             except CheckpointError as exc:
-                log.warning("full checkpoint at step %d: %s", ref.step, exc.one_line())
+                log.warning("full checkpoint at step %d: %s", at, exc.one_line())
                 error = error or exc
                 continue
             if "rng" not in client or "data_position" not in client:
@@ -189,27 +214,34 @@ class DeepSpeedEngine:
                 )
             saved_by = int(client.get("world") or 1)
             if saved_by != self.ranks.world:
-                raise CheckpointError(
-                    f"DeepSpeed checkpoint at step {step} was saved by {saved_by} rank(s), this "
-                    f"attempt has {self.ranks.world}: resuming DeepSpeed on another number of "
-                    "ranks needs its universal checkpoint (not supported yet)",
-                    where=store.location,
+                log.warning(
+                    "DeepSpeed checkpoint of step %d was saved by %d rank(s), resumed by %d "
+                    "(universal checkpoint)",
+                    step,
+                    saved_by,
+                    self.ranks.world,
                 )
             set_rng_state(client["rng"])
-            if self.samples is not None:
-                self.samples = int(client.get("samples") or 0)
+            if self.setup.batch_for_samples is not None and (
+                self.samples is not None or client.get("samples") is not None
+            ):
+                # the data position in samples (as saved; a run of one rank saved none: it
+                # read one batch per step); one rank resuming a run of several reads by samples
+                self.samples = restored_samples(self.setup, client, self.batch)
             return int(client["data_position"])
         assert error is not None
         raise error
 
     def nbytes(self, tier: str) -> int:
-        """The size of the last checkpoint this attempt wrote, else the module and optimizer
-        state (every tier is full)."""
+        """This rank's part of a checkpoint (every tier is full): the size of the last one this
+        attempt wrote, else an estimate: fp32 weights, a master copy and two optimizer moments
+        (Adam's), split over the ranks. Not the torch optimizer's ``state_dict()``: once ZeRO
+        has replaced its parameter groups with partitions it raises KeyError (seen: a 2-rank
+        ZeRO-3 run preempted before its first save failed with exit 1)."""
         if self._last_bytes:
             return self._last_bytes
-        return state_nbytes(self.engine.module.state_dict()) + state_nbytes(
-            self.setup.optimizer.state_dict()
-        )
+        numel = sum(int(getattr(p, "ds_numel", p.numel())) for p in self.engine.module.parameters())
+        return numel * 4 * 4 // self.ranks.world
 
     def weights_sha256(self) -> str:
         import deepspeed
@@ -219,8 +251,7 @@ class DeepSpeedEngine:
             return weights_sha256(self.engine.module)
 
     def close(self) -> None:
-        if self.ranks.leader:
-            shutil.rmtree(self.local_dir, ignore_errors=True)
+        shutil.rmtree(self.local_dir, ignore_errors=True)  # this rank's own
         if self._own_group:
             import torch.distributed as dist
 

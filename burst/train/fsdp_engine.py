@@ -33,12 +33,13 @@ from torch.distributed.checkpoint.state_dict import (
 
 from burst.checkpoint.dtensor_parts import (
     PART,
-    join,
     local_nbytes,
     local_parts,
+    own_shards,
     rank_parts,
-    reshard,
 )
+from burst.checkpoint.own_restore import restore_own
+from burst.checkpoint.verify import ChunkAudit
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints
@@ -152,14 +153,28 @@ class FSDPEngine:
         return store.save(step, self._part(step, tier), tier)
 
     def restore(self, store: RunCheckpoints) -> int | None:
-        """The newest full checkpoint that restores (``restore_split``: rank 0's list decides,
-        all ranks fall back together), its shards joined and cut for these ranks."""
+        """The newest full checkpoint that restores (``restore_own``: rank 0's list decides,
+        all ranks fall back together; saved by as many ranks, each fetches only its own
+        shard), its own shards taken as they are, or, saved by another number of ranks, all
+        shards joined and cut for these ranks."""
+        mgr, audit = store.mgr, ChunkAudit()
         try:
-            restored = store.mgr.restore_split(self.ranks.exchange(), tier="full")
+            restored = restore_own(
+                mgr.store,
+                mgr.checkpoints("full") if self.ranks.leader else [],
+                self.ranks.exchange(),
+                PART,
+                concurrency=mgr.concurrency,
+                audit=audit,
+            )
         except CheckpointError as exc:
             raise CheckpointError(
                 f"rank {self.ranks.rank}: {exc.message}", where=exc.where
             ) from None
+        finally:
+            # what the reads found (sound chunks, corrupt ones quarantined) reaches the
+            # writer, as CheckpointManager.restore_split does
+            mgr._absorb(audit)
         if restored is None:
             return None
         where = f"checkpoint step {restored.step} (full) in {store.mgr.store.url}"
@@ -194,13 +209,14 @@ class FSDPEngine:
 
     def _load(self, parts: list[dict[str, Any]]) -> None:
         setup = self.setup
+        rank = self.ranks.rank
         model_like = get_model_state_dict(setup.model)
-        set_model_state_dict(setup.model, reshard(join([p["model"] for p in parts]), model_like))
+        set_model_state_dict(setup.model, own_shards([p["model"] for p in parts], model_like, rank))
         if parts[0].get("optimizer") is None:
             return  # saved before the first step: the optimizer starts empty, as then
         optim_like = get_optimizer_state_dict(setup.model, setup.optimizer)
-        whole = join([p["optimizer"] for p in parts], "optimizer")
-        set_optimizer_state_dict(setup.model, setup.optimizer, reshard(whole, optim_like))
+        optim = own_shards([p["optimizer"] for p in parts], optim_like, rank)
+        set_optimizer_state_dict(setup.model, setup.optimizer, optim)
 
     def nbytes(self, tier: str) -> int:
         """This rank's part of a checkpoint of ``tier`` (what it stages and uploads); no

@@ -236,8 +236,7 @@ class TrainRun:
         try:
             self.ranks = Ranks.from_env()
             shard = None
-            if self.ranks.many and self.job.training.engine != "deepspeed":
-                # (DeepSpeed's adapter: rank 0 hands every rank's files to the store)
+            if self.ranks.many:  # every rank uploads its own part (DDP, FSDP2, DeepSpeed)
                 shard = ShardInfo(self.ranks.rank, self.ranks.world, self.ranks.session)
             store = RunCheckpoints(self.job, self.run_id, shard)
             self._take_leases(store)
@@ -333,6 +332,8 @@ class TrainRun:
             t0 = time.monotonic()
             loss = engine.step(step)
             faults.pace_step(t0)
+            if step == start:  # the state has its final shape now (optimizer moments)
+                store.warm(engine.nbytes("full"))
             done = step + 1
             self.record["at_step"] = done
             curve = self.record.setdefault("losses", [])

@@ -31,7 +31,7 @@ from burst.spec import load_spec
 from burst.storage.base import ObjectMissing, StoreError
 from burst.storage.local import LocalStore
 
-from .regional_specs import THREE, TWO, regional_spec
+from .regional_specs import REPO, THREE, TWO, regional_spec
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -96,9 +96,10 @@ def _check_shards_stay_home(run_dir: Path, regions: list[str], agg: str, mode: S
 
 
 def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
-    """``local_steps: null``: the run takes the planner's H (4 for a 0.6 s step, see
-    test_regional_errors.py) and reports it with its basis."""
-    spec = regional_spec(tmp_path, TWO, local_steps=None, step_seconds=0.6)
+    """examples/regional.yaml as shipped: ``local_steps: null``, the run takes the planner's H
+    (4 for its 0.6 s step, see test_regional_errors.py) and reports it with its basis."""
+    spec = REPO / "examples" / "regional.yaml"
+    assert load_spec(spec).data.shards == TWO
     doc = _cli_run(burst_cli, spec, tmp_path / "runs", "two")
     regions = list(TWO)
     _check_complete(doc, regions)
@@ -208,7 +209,10 @@ def test_late_worker_round_completes_without_it(tmp_path: Path) -> None:
     assert r1.accepted == ["ap-southeast-1"]
     assert "me-central-1" in {*r1.late, *r1.dropped, *r1.superseded}, r1
     for r in report.rounds:
-        assert all(v == 0 for v in r.staleness.values())  # nothing older was ever applied
+        # nothing older was ever applied: a delta read with a lag (me-central-1's round-0
+        # delta, when it missed round 0 too) is dropped, never accepted
+        assert all(r.staleness[k] == 0 for k in r.accepted), r
+        assert all(k in r.dropped for k, v in r.staleness.items() if v > 0), r
         assert "me-central-1" not in r.accepted or r.round == 0 or r.round > 1
     worker = json.loads((tmp_path / "late" / "worker-me-central-1.json").read_text())
     assert worker["rounds"][1]["round"] == 1
@@ -297,3 +301,29 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
         for k in env:
             os.environ.pop(k, None)
         os.environ.update(saved)
+
+
+def test_a_region_that_cannot_be_provisioned_stops_the_run_and_every_region_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """me-central-1 has no capacity (the local stack's named fault point): no role starts,
+    the run fails as an infrastructure fault (exit 4), and both regions' stacks, the one that
+    was applied and the one that failed half-way, are destroyed and proven empty."""
+    monkeypatch.setenv("BURST_SIMULATE_NO_CAPACITY", "me-central-1")
+    spec = regional_spec(tmp_path, TWO)
+    opts = RegionalOptions(time_scale=0.0, stores="dir", wait_limit_s=30)
+    report = run_regional(load_spec(spec), spec, tmp_path / "nocap", "nocap", opts)
+    assert report.status == "failed" and report.exit_code == 4, report.failure
+    assert report.failure is not None and report.failure.startswith("provision: ")
+    assert "me-central-1" in report.failure and "capacity" in report.failure
+    assert report.attempts == [] and report.rounds_completed == 0  # nothing ran
+    assert report.provisioned == report.torn_down == list(TWO)
+    for region in TWO:
+        down = TeardownDocument.model_validate_json(
+            (tmp_path / "nocap" / f"teardown-{region}.json").read_text()
+        )
+        assert down.destroyed and down.resources_remaining == 0 and not down.leaks
+    applied = ProvisionDocument.model_validate_json(
+        (tmp_path / "nocap" / "provision-ap-southeast-1.json").read_text()
+    )
+    assert applied.status == "provisioned"

@@ -6,14 +6,17 @@ tests/manifests; these tests read the graph itself."""
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from burst.regional.localrun import retryable, template_restarts
+from burst.regional.runtime import RoleConfig
 from burst.runner.lint import lint
 from pipelines.common import RETRY_ON_PREEMPTION
 
@@ -125,8 +128,6 @@ def test_regional_provision_refuses_without_a_decision_record(tmp_path: Path) ->
 def test_submit_of_a_regional_spec_calls_the_regional_template(tmp_path: Path) -> None:
     """`burst submit` of a regional-sync spec: burst-regional, the regions as the JSON list
     the fan-out and the exit handler loop over, only parameters the golden declares."""
-    import json
-
     from burst.runner.argo import build_workflow
 
     spec = regional_spec(tmp_path, TWO)
@@ -143,3 +144,44 @@ def test_submit_of_a_regional_spec_calls_the_regional_template(tmp_path: Path) -
     declared = {p["name"] for p in _manifest()["spec"]["arguments"]["parameters"]}
     assert set(params) <= declared
     assert {"spec", "regions", "aggregation-region", "trainer-image"} <= set(params)
+
+
+@pytest.mark.e2e
+def test_a_branchs_steps_provision_then_tear_down_one_region(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The template's containers, run here in order (in process, with the local stack):
+    preflight -> plan -> regional-provision (BURST_REGION, the region's stack id) -> teardown
+    from that stack id alone. The role config is the one the branch's worker would read."""
+    from steps import plan, preflight, regional_provision, teardown
+
+    spec = REPO / "examples" / "regional.yaml"
+    out, runs = tmp_path / "outputs", tmp_path / "runs"
+    for name in ("BURST_STEP", "BURST_RUN_ID"):  # stepio sets them: restored afterwards
+        monkeypatch.setenv(name, "")
+    monkeypatch.setenv("BURST_TF_STACK", "local")
+    monkeypatch.setenv("BURST_REGION", "me-central-1")
+    stack = "wf-me-central-1"
+
+    def step(module: Any, name: str, run_id: str, *inputs: str) -> dict[str, Any]:
+        argv = ["--spec", str(spec), "--run-id", run_id, "--runs-root", str(runs)]
+        for i in inputs:
+            argv += ["--input", f"{i}={out / f'{i}.json'}"]
+        doc = out / f"{name}.json"
+        assert module.main(name, module.run, [*argv, "--out", str(doc)]) == 0, name
+        return dict(json.loads(doc.read_text()))
+
+    step(preflight, "preflight", "wf")
+    (out / "preflight.json").rename(out / "decision.json")
+    planned = step(plan, "plan", "wf", "decision")
+    infra = step(regional_provision, "regional-provision", stack, "plan", "decision")
+    assert infra["status"] == "provisioned" and infra["candidate"]["region"] == "me-central-1"
+    assert infra["outputs"]["node_group_name"] == f"burst-{stack}"
+    cfg = RoleConfig.load(out / "worker-config.json")
+    assert cfg.region == "me-central-1" and cfg.role == "worker"
+    assert cfg.local_steps == planned["regional"]["local_steps"] == 4 and cfg.rounds == 3
+    assert cfg.exchange_store["root"].endswith("/wf/exchange")  # the spec's store, by workflow
+    assert cfg.region_store is not None and cfg.region_store["region"] == "me-central-1"
+    assert not (out / "aggregator-config.json").exists()  # not the aggregation region
+    down = step(teardown, "teardown", stack)
+    assert down["destroyed"] and down["resources_remaining"] == 0 and down["leaks"] == []

@@ -8,7 +8,12 @@ for real against it:
   "nextPageToken"}``):
   https://cloud.google.com/asset-inventory/docs/reference/rest/v1/TopLevel/searchAllResources
   and the GCE metadata server's token (``Metadata-Flavor: Google``;
-  ``{"access_token", "expires_in", "token_type"}``).
+  ``{"access_token", "expires_in", "token_type"}``); for workload identity federation, STS
+  ``POST /v1/token`` (RFC 8693 form; ``{"access_token", "issued_token_type", "token_type",
+  "expires_in"}``, https://cloud.google.com/iam/docs/reference/sts/rest/v1/TopLevel/token)
+  and IAM Credentials ``POST /v1/projects/-/serviceAccounts/{sa}:generateAccessToken``
+  (``{"scope": [...]}``; ``{"accessToken", "expireTime"}``,
+  https://cloud.google.com/iam/docs/reference/credentials/rest/v1/projects.serviceAccounts/generateAccessToken).
 * Azure Resource Graph ``POST /providers/Microsoft.ResourceGraph/resources`` (body
   ``{"subscriptions", "query", "options": {"$top", "$skipToken", "resultFormat"}}``; answer
   ``{"totalRecords", "count", "resultTruncated", "$skipToken", "data", "facets"}``):
@@ -136,6 +141,37 @@ class FakeCloudApis:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 url = self._record(body)
+                if url.path == "/v1/token":  # Google STS token exchange
+                    form = dict(urllib.parse.parse_qsl(body.decode()))
+                    grant = "urn:ietf:params:oauth:grant-type:token-exchange"
+                    if (
+                        form.get("grant_type") != grant
+                        or form.get("subject_token") != fake.assertion
+                    ):
+                        self._send(
+                            400,
+                            {"error": "invalid_grant", "error_description": "bad subject token"},
+                        )
+                        return
+                    self._send(
+                        200,
+                        {
+                            "access_token": "federated-token",
+                            "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+                            "token_type": "Bearer",
+                            "expires_in": 3600,
+                        },
+                    )
+                    return
+                if url.path.endswith(":generateAccessToken"):
+                    if self.headers.get("Authorization") != "Bearer federated-token":
+                        self._send(
+                            401,
+                            {"error": {"code": 401, "message": "no", "status": "UNAUTHENTICATED"}},
+                        )
+                        return
+                    self._send(200, {"accessToken": TOKEN, "expireTime": "2030-01-01T00:00:00Z"})
+                    return
                 if url.path.endswith("/oauth2/v2.0/token"):
                     form = dict(urllib.parse.parse_qsl(body.decode()))
                     if form.get("client_assertion") != fake.assertion:
@@ -171,7 +207,9 @@ class FakeCloudApis:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
         return self.base

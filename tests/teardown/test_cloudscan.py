@@ -102,6 +102,41 @@ def test_nebius_has_no_client_and_says_what_to_list() -> None:
     assert "burst-sea" in leak["reason"] and "labels.burst-run-id == r1" in leak["reason"]
 
 
+def test_the_home_side_is_scanned_in_the_home_region(tmp_path: Path) -> None:
+    """aws-hybrid-join's resources of a gcp/azure/nebius run are AWS resources in the home
+    cluster's region: the site's ``home`` object names it (read from a real tfvars file)."""
+    from burst.infra.leakscan import CloudResource
+
+    site_file = tmp_path / "asia-southeast1.tfvars"
+    site_file.write_text(
+        'project_id = "p"\nhome = {\n  cluster_name = "home"\n  region = "ap-southeast-1"\n}\n'
+    )
+    site = cloudscan.site_variables([site_file])
+    asked: list[tuple[str, str | None]] = []
+
+    class StandIn:  # mock of AwsInventory (tests/teardown/test_leakscan_moto.py runs the real one)
+        def __init__(self, region: str) -> None:
+            self.region = region
+
+        def tagged(self, run_id: str | None = None) -> list[CloudResource]:
+            asked.append((self.region, run_id))
+            role = CloudResource("iam-role", "burst-hybrid-1", "global", {"burst:run-id": "r1"})
+            return [role]
+
+    (leak,) = cloudscan.home_leaks("r1", site, StandIn)
+    assert asked == [("ap-southeast-1", "r1")]
+    assert leak["kind"] == "iam-role" and leak["run_id"] == "r1"
+
+    def failing(region: str) -> Any:
+        raise RuntimeError("no AWS credentials")
+
+    (leak,) = cloudscan.home_leaks("r1", site, failing)
+    assert leak["kind"] == UNVERIFIED and leak["id"] == "aws/ap-southeast-1"
+    assert "no AWS credentials" in leak["reason"]
+    (leak,) = cloudscan.home_leaks("r1", {"project_id": "p"}, StandIn)
+    assert leak["id"] == "aws/home" and "no home.region" in leak["reason"]
+
+
 def test_site_variables_come_from_tfvars(tmp_path: Path) -> None:
     a = tmp_path / "gcp.tfvars"
     a.write_text('project_id = "p-one"\nnetwork = "n"\n')
@@ -139,7 +174,11 @@ def test_teardown_of_an_unscannable_cloud_is_exit_4_unverified(
     assert "Traceback" not in proc.stderr
     doc = json.loads((runs_root / run_id / "docs" / "teardown.json").read_text())
     assert doc["resources_remaining"] == 0
-    assert [x["kind"] for x in doc["leaks"]] == [UNVERIFIED]
+    # the cloud itself, and the home side (no site file here: no home.region either)
+    assert [(x["kind"], x["id"]) for x in doc["leaks"]] == [
+        (UNVERIFIED, f"{provider}/{region}"),
+        (UNVERIFIED, "aws/home"),
+    ]
 
     monkeypatch.setenv("BURST_TARGET", "local")
     again = step("teardown", quickstart_in, run_id, runs_root)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from burst.infra.cloudscan import (
     AzureWorkloadToken,
     CloudInventory,
     GcpAssetSearch,
+    GcpExternalAccountToken,
     GcpMetadataToken,
 )
 from burst.infra.leakscan import Inventory
@@ -149,6 +151,67 @@ def test_token_failures_are_unverified(fake: FakeCloudApis, tmp_path: Path) -> N
     closed = GcpAssetSearch(token=GcpMetadataToken(host="127.0.0.1:9", timeout=1.0))
     (leak,) = cloudscan.scan("gcp", "asia-southeast1", "r1", SITE, search=closed)
     assert "the GCP metadata server (127.0.0.1:9) is unreachable" in leak["reason"]
+
+
+def _external_account(fake: FakeCloudApis, tmp_path: Path, impersonate: bool = True) -> Path:
+    """A credential configuration as `gcloud iam workload-identity-pools create-cred-config`
+    writes it for a Kubernetes projected token (file-sourced), pointing at the fake."""
+    token = tmp_path / "gcp-token"
+    token.write_text(fake.assertion)
+    cfg: dict[str, Any] = {
+        "type": "external_account",
+        "audience": "//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/"
+        "burst-abc/providers/home-cluster",
+        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+        "token_url": f"{fake.base}/v1/token",
+        "credential_source": {"file": str(token)},
+    }
+    if impersonate:
+        cfg["service_account_impersonation_url"] = (
+            f"{fake.base}/v1/projects/-/serviceAccounts/scan@p.iam.gserviceaccount.com"
+            ":generateAccessToken"
+        )
+    path = tmp_path / "gcp-credentials.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_gcp_scan_from_outside_gcp_federates_the_pods_token(
+    fake: FakeCloudApis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake.gcp_results = [_gcp_result(0, "r1")]
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(_external_account(fake, tmp_path)))
+    search = GcpAssetSearch(endpoint=fake.base)  # the default token source: the env's file
+    (leak,) = cloudscan.scan("gcp", "asia-southeast1", "r1", SITE, search=search)
+    assert leak["id"].endswith("vm-0")
+    sts, impersonate, asset = fake.requests
+    form = dict(urllib.parse.parse_qsl(sts["body"]))
+    assert form["grant_type"] == "urn:ietf:params:oauth:grant-type:token-exchange"
+    assert form["audience"].endswith("/providers/home-cluster")
+    assert form["subject_token_type"] == "urn:ietf:params:oauth:token-type:jwt"
+    assert impersonate["headers"]["authorization"] == "Bearer federated-token"
+    assert json.loads(impersonate["body"]) == {
+        "scope": ["https://www.googleapis.com/auth/cloud-platform"]
+    }
+    assert asset["headers"]["authorization"] == f"Bearer {TOKEN}"
+
+    # a static service-account key is refused; a wrong subject token is refused by STS
+    key = tmp_path / "key.json"
+    key.write_text(json.dumps({"type": "service_account", "private_key": "..."}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    (leak,) = cloudscan.scan("gcp", "asia-southeast1", "r1", SITE, search=GcpAssetSearch())
+    assert leak["kind"] == UNVERIFIED and "no static service-account key" in leak["reason"]
+    cfg = _external_account(fake, tmp_path, impersonate=False)
+    (tmp_path / "gcp-token").write_text("not the pod's token")
+    (leak,) = cloudscan.scan(
+        "gcp",
+        "asia-southeast1",
+        "r1",
+        SITE,
+        search=GcpAssetSearch(GcpExternalAccountToken(str(cfg))),
+    )
+    assert "Google STS" in leak["reason"] and "HTTP 400" in leak["reason"]
+    assert "invalid_grant" in leak["reason"]
 
 
 def test_azure_identity_comes_from_workload_identity_else_imds(

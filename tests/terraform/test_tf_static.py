@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -297,3 +298,82 @@ def test_node_join_contract_is_documented_and_kept() -> None:
     for name in joining:
         missing = set(JOIN_CONTRACT) - set(_outputs(TERRAFORM / "stacks" / name))
         assert not missing, f"{name} joins the home cluster but lacks outputs {sorted(missing)}"
+
+
+# Topology A for every provider (docs/topology.md, docs/terraform.md "Topology ... and these
+# stacks"): each non-AWS stack's VMs boot with the home module's cloud-init, carry the run's
+# taint, and get the firewall the topology lists; no managed node pool of the site's provider.
+JOINING = {
+    # stack: (VM resource type, the attribute carrying the cloud-init, firewall kind)
+    "gcp-run": ("google_compute_instance_template", "metadata", "google_compute_firewall"),
+    "azure-run": (
+        "azurerm_linux_virtual_machine_scale_set",
+        "custom_data",
+        "azurerm_network_security_rule",
+    ),
+    "nebius-run": (
+        "nebius_compute_v1_instance",
+        "cloud_init_user_data",
+        "nebius_vpc_v1_security_rule",
+    ),
+}
+
+
+def _plain(node: Any) -> Any:
+    """python-hcl2's output without the quotes it keeps on keys and strings."""
+    if isinstance(node, dict):  # comments are not configuration
+        return {k.strip('"'): _plain(v) for k, v in node.items() if k != "__comments__"}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    if isinstance(node, str) and len(node) >= 2 and node[0] == node[-1] == '"':
+        return node[1:-1]
+    return node
+
+
+def _resources(doc: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [
+        body
+        for block in doc.get("resource", [])
+        for t, named in block.items()
+        if t == kind
+        for body in named.values()
+    ]
+
+
+@pytest.mark.parametrize("stack", sorted(JOINING))
+def test_every_provider_stack_joins_the_home_cluster_as_the_topology_says(stack: str) -> None:
+    import hcl2
+
+    vm_type, user_data_attr, fw_type = JOINING[stack]
+    text = (TERRAFORM / "stacks" / stack / "main.tf").read_text()
+    doc = _plain(hcl2.loads(text))
+    (home,) = [m["home"] for m in doc["module"] if "home" in m]
+    assert home["source"] == "../../modules/aws-hybrid-join"
+    assert home["providers"] == {"aws": "${aws.home}"}
+    assert home["node_taints"] == ["${local.run_taint}"]
+    assert 'run_taint = "burst/run-id=${var.run_id}:NoSchedule"' in text
+    (vm,) = _resources(doc, vm_type)
+    assert "module.home.user_data" in json.dumps(vm[user_data_attr]), stack
+    for managed in (
+        "google_container_node_pool",
+        "azurerm_kubernetes_cluster_node_pool",
+        "nebius_mk8s_v1_node_group",
+    ):
+        assert managed not in text, f"{stack} still has {managed}"
+    # the topology's rules: inbound 10250 from the control network, outbound 443 and 10250 to it
+    rules = json.dumps(_resources(doc, fw_type))
+    control = "var.vpn.control_network_cidrs"
+    fws = _resources(doc, fw_type)
+    inbound = [
+        r
+        for r in fws
+        if control in json.dumps(r) and "10250" in json.dumps(r) and "443" not in json.dumps(r)
+    ]
+    outbound = [
+        r
+        for r in fws
+        if control in json.dumps(r) and "443" in json.dumps(r) and "10250" in json.dumps(r)
+    ]
+    assert inbound and outbound, f"{stack}: {rules}"
+    # no public address on the nodes
+    assert "access_config" not in json.dumps(vm) and "public_ip_address" not in json.dumps(vm)

@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -26,10 +28,16 @@ from test_reshard import RTOL, relative_gap
 
 from burst.checkpoint import CheckpointManager, list_checkpoints
 from burst.checkpoint.catalog import load_manifest
-from burst.checkpoint.dtensor_parts import join, whole_state
+from burst.checkpoint.dtensor_parts import join, rank_parts, whole_state
+from burst.checkpoint.layout import ArrayEntry
+from burst.checkpoint.manifest import ChunkRef, Manifest, chunk_key
+from burst.checkpoint.own_restore import own_chunks, restore_own
+from burst.checkpoint.split_restore import Exchange
+from burst.checkpoint.verify import ChunkAudit
 from burst.errors import CheckpointError, SpecError
 from burst.spec import parse_spec
 from burst.storage import open_store
+from burst.train.fsdp_engine import FSDPEngine
 
 SEED = int(os.environ.get("BURST_TEST_SEED") or random.SystemRandom().randrange(10**6))
 STEPS = 8
@@ -37,7 +45,10 @@ BATCH = 32  # the quickstart's per-rank batch
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
 
 
-def part(local: torch.Tensor, shape: list[int], placement: str = "shard:0") -> dict[str, object]:
+assert FSDPEngine.name == "torch-fsdp2"  # the engine and its imports load
+
+
+def part(local: object, shape: list[int], placement: str = "shard:0") -> dict[str, object]:
     return {"dtensor": {"local": local, "shape": shape, "placement": placement}}
 
 
@@ -69,6 +80,53 @@ def test_join_lays_uneven_shards_end_to_end_and_refuses_a_mismatch() -> None:
         join([{"w": part(pieces[0], [5, 3])}, {"v": part(pieces[1], [5, 3])}])
     with pytest.raises(CheckpointError, match="layout"):
         join([part(pieces[0], [5, 3]), part(pieces[1], [4, 3])])
+
+
+def test_whole_state_joins_a_global_checkpoint_and_refuses_another_engines() -> None:
+    w = torch.arange(6, dtype=torch.float32).reshape(3, 2)
+    head = {"step": 4, "tier": "full", "samples": 256, "data_position": 4}
+    shards = [
+        {
+            "fsdp2": {
+                "rank": 0,
+                "model": {"w": part(w[:2], [3, 2])},
+                "optimizer": None,
+                "head": head,
+            }
+        },
+        {"fsdp2": {"rank": 1, "model": {"w": part(w[2:], [3, 2])}, "optimizer": None}},
+    ]
+    state = whole_state({"sharded": {"world": 2, "shards": shards}})
+    assert torch.equal(state["model"]["w"], w) and state["samples"] == 256
+    assert "optimizer" not in state  # saved before the first step: none
+    ddp = {"sharded": {"world": 2, "shards": [{"shard": {}}, {"shard": {}}]}}
+    assert rank_parts(ddp) is None
+    with pytest.raises(CheckpointError, match="not a checkpoint of engine fsdp2"):
+        whole_state(ddp)
+
+
+def test_own_chunks_are_the_rank_own_shard_and_rank_0_head_at_the_same_world_size() -> None:
+    # two ranks' shards laid end to end: rank 0's arrays 0 (head) and 1, rank 1's array 2
+    arrays = [
+        ArrayEntry("torch", "float32", (4,), 0, 16),
+        ArrayEntry("torch", "float32", (64,), 64, 256),
+        ArrayEntry("torch", "float32", (64,), 384, 256),
+    ]
+    chunks = [ChunkRef(0, 320, "a"), ChunkRef(384, 128, "b"), ChunkRef(512, 128, "c")]
+
+    def shard(i: int, head: bool) -> dict[str, object]:
+        p: dict[str, object] = {"model": {"w": part({"__tensor__": i}, [128])}}
+        if head:
+            p["head"] = {"rng": {"__tensor__": 0}}
+        return {"fsdp2": p}
+
+    tree = {"sharded": {"world": 2, "shards": [shard(1, True), shard(2, False)]}}
+    m = Manifest(1, "full", "", 1 << 20, 640, arrays, chunks, tree)
+    assert [c.digest for c in own_chunks(m, 0, 2, "fsdp2") or []] == ["a"]
+    assert [c.digest for c in own_chunks(m, 1, 2, "fsdp2") or []] == ["a", "b", "c"]  # + head
+    assert own_chunks(m, 0, 4, "fsdp2") is None  # resharding: every rank reads all
+    ddp = Manifest(1, "full", "", 1 << 20, 640, arrays, chunks, {"sharded": {"world": 2}})
+    assert own_chunks(ddp, 0, 2, "fsdp2") is None
 
 
 @pytest.mark.e2e
@@ -116,3 +174,75 @@ def test_fsdp2_resumed_on_another_world_size_continues_data_and_loss_curve(
     )
     assert gap_before <= RTOL, f"seed {SEED}: the uninterrupted part is off the reference"
     assert gap_after <= RTOL, f"seed {SEED} step {at}: {curve[at:]} vs {ref[at:]}"
+
+
+def two_rank_state(step: int) -> dict[str, Any]:
+    """What 2 FSDP2 ranks save, as one global tree (the shape the global manifest has)."""
+    g = torch.Generator().manual_seed(step)
+    shards = []
+    for r in range(2):
+        local = torch.randn(64, 512, generator=g)  # 128 KiB: several 64 KiB chunks
+        p: dict[str, Any] = {"rank": r, "model": {"w": part(local, [128, 512])}}
+        if r == 0:
+            p["head"] = {"step": step, "samples": 64 * step}
+        shards.append({"fsdp2": p})
+    return {"sharded": {"world": 2, "shards": shards}}
+
+
+def test_restore_own_reads_only_the_own_shard_and_the_ranks_fall_back_together(
+    tmp_path: Path,
+) -> None:
+    store = open_store(f"file://{tmp_path}/store")
+    with CheckpointManager(store, chunk_size=64 << 10) as mgr:
+        for step in (4, 8):
+            mgr.save(step, two_rank_state(step))
+            mgr.wait(30)
+    refs = list_checkpoints(store, "full")
+    newest = load_manifest(store, refs[-1])
+    mine = [{c.digest for c in own_chunks(newest, r, 2, "fsdp2") or []} for r in range(2)]
+    assert mine[0] and mine[1] and mine[0] != mine[1]
+    older = {c.digest for c in load_manifest(store, refs[0]).chunks}
+    bad = next(c for c in newest.chunks if c.digest in mine[1] - mine[0] - older)
+    store.put_bytes(chunk_key(bad.digest), b"\0" * bad.size)  # rank 1's part only
+    barrier, slot = threading.Barrier(2, timeout=60), [None, None]
+
+    def meet(rank: int, value: Any) -> list[Any]:
+        slot[rank] = value
+        barrier.wait()
+        seen = list(slot)
+        barrier.wait()
+        return seen
+
+    def exchange(rank: int) -> Exchange:
+        return Exchange(
+            rank,
+            2,
+            lambda t, src: None,
+            lambda flag: all(meet(rank, flag)),
+            lambda choose: meet(rank, choose() if rank == 0 else None)[0],
+        )
+
+    out: list[Any] = [None, None]
+    audits = [ChunkAudit(), ChunkAudit()]
+
+    def rank_main(rank: int) -> None:
+        try:
+            out[rank] = restore_own(
+                store, refs if rank == 0 else [], exchange(rank), "fsdp2", audit=audits[rank]
+            )
+        except Exception as exc:  # reported by the asserts below
+            out[rank] = exc
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert bad.digest in audits[1].corrupt and bad.digest not in audits[0].corrupt | audits[0].sound
+    for r in range(2):  # both fell back to step 4, together, each with its own shard intact
+        assert not isinstance(out[r], BaseException), out[r]
+        assert out[r].step == 4
+        got = out[r].state["sharded"]["shards"][r]["fsdp2"]["model"]["w"]["dtensor"]["local"]
+        want = two_rank_state(4)["sharded"]["shards"][r]["fsdp2"]["model"]["w"]["dtensor"]["local"]
+        assert torch.equal(got, want)
+    assert audits[0].sound.isdisjoint(mine[1] - mine[0])  # rank 0 never read rank 1's shard

@@ -66,10 +66,11 @@ def command(
     (python -m steps.<name>); the run directory runs/<run-id>/ keeps the step documents,
     logs, one directory per step attempt (pods/), Terraform state and report.json.
     Exits with the failing step's code (see `burst --help`), 0 when the run succeeded.
-    A spec with training.strategy regional-sync runs the regional graph instead: a store
-    and a worker per region, the aggregator, the link emulator, teardown of every region
-    (docs/regional.md); local_steps: null takes the planner's H; the fault options and
-    --template are refused for it.
+    A spec with training.strategy regional-sync runs the regional graph instead (the
+    burst-regional template's, by its own process manager): the preflight; per region a
+    Terraform stack, an S3 server with keys of its own and a worker; the aggregator; the link
+    emulator; teardown of every region (docs/regional.md); local_steps: null takes the
+    planner's H; the fault options and --template are refused for it.
     """
     from rich.console import Console
     from rich.table import Table

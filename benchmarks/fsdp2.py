@@ -1,0 +1,268 @@
+"""FSDP2 checkpoint benchmark: burst's per-rank save of an FSDP2 state against DCP ``async_save``.
+
+    python benchmarks/fsdp2.py [--quick] [--reps N] [--worlds 2] [--out FILE]
+
+For each world size W (torchrun ranks on CPU, gloo), a model of 12 square layers is sharded
+with ``fully_shard`` and stepped once with AdamW (weights + two moments, 272 MiB in all, each
+rank holding 1/W). Each repetition changes every byte (as a training step would), then saves
+alternately with burst (what ``engine: fsdp2`` saves: ``local_parts`` of DCP's sharded state
+dicts, through a ``CheckpointManager`` with a ``ShardInfo``: own buffer, own worker, rank 0's
+worker commits the global manifest) and with ``torch.distributed.checkpoint.async_save``
+(``FileSystemWriter``), both into directories on the same local disk. A and B alternated,
+medians of --reps (at least 3); the first save of each is reported apart. Restore: into the
+live model and optimizer, burst (what the engine does: ``restore_own``, each rank fetching
+only its own shard, then DCP's ``set_*_state_dict``) against ``dcp.load`` +
+``set_*_state_dict``. Written to benchmarks/results/fsdp2.json (the slowest rank of each
+measurement):
+
+  stall_ratio_vs_dcp    training blocked per save, burst / DCP async_save   (goal <= 0.5)
+  durable_ratio_vs_dcp  save call -> committed, burst / DCP                 (goal <= 1.0)
+  restore_ratio_vs_dcp  restore, burst / DCP                                (goal <= 1.0)
+  bytes_per_rank        what each rank of burst wrote in one save
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+LAYERS = 12
+WIDTHS = {"full": 1408, "quick": 1408, "smoke": 64}
+GOALS = {
+    "stall_ratio_vs_dcp": ("<=", 0.5),
+    "durable_ratio_vs_dcp": ("<=", 1.0),
+    "restore_ratio_vs_dcp": ("<=", 1.0),
+}
+
+
+def rank_main(args: argparse.Namespace) -> int:
+    """One rank (under torchrun)."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+    from torch.distributed.fsdp import fully_shard
+
+    from burst.checkpoint import CheckpointManager
+    from burst.checkpoint.catalog import list_checkpoints, load_manifest
+    from burst.checkpoint.dtensor_parts import local_parts, own_shards, rank_parts
+    from burst.checkpoint.own_restore import restore_own
+    from burst.checkpoint.sharded import ShardInfo
+    from burst.checkpoint.split_restore import Exchange
+    from burst.storage import open_store
+
+    dist.init_process_group("gloo", timeout=dt.timedelta(seconds=600))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    work = Path(args.work)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        *(torch.nn.Linear(args.width, args.width, bias=False) for _ in range(LAYERS))
+    )
+    fully_shard(model)
+    optim = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(2, args.width)).sum().backward()
+    optim.step()  # the moments exist
+    optim.zero_grad(set_to_none=True)
+    store = open_store(f"file://{work}/burst-{world}")
+    mgr = CheckpointManager(store, shard=ShardInfo(rank, world, f"fsdp{world}"))
+
+    def slowest(x: float) -> float:
+        t = torch.tensor([x], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
+
+    def touch(step: int) -> None:  # every byte changes, as after an optimizer step
+        with torch.no_grad():
+            for p in model.parameters():
+                p.to_local().add_(1e-3 * step)
+            for s in optim.state.values():
+                for k in ("exp_avg", "exp_avg_sq"):
+                    s[k].to_local().add_(1e-3 * step)
+
+    def burst_part(step: int) -> dict[str, Any]:
+        part: dict[str, Any] = {
+            "rank": rank,
+            "model": local_parts(get_model_state_dict(model), "model"),
+            "optimizer": local_parts(get_optimizer_state_dict(model, optim), "optimizer"),
+        }
+        if rank == 0:
+            part["head"] = {"step": step, "tier": "full"}
+        return {"fsdp2": part}
+
+    def dcp_state() -> dict[str, Any]:
+        return {
+            "model": get_model_state_dict(model),
+            "optim": get_optimizer_state_dict(model, optim),
+        }
+
+    rows: dict[str, list[float]] = {k: [] for k in ("b_stall", "b_durable", "d_stall", "d_durable")}
+    first: dict[str, float] = {}
+    ddir = work
+    for rep in range(args.reps + 1):  # rep 0: the first save of each, reported apart
+        step = rep + 1
+        touch(step)
+        dist.barrier()
+        t0 = time.perf_counter()
+        mgr.save(step, burst_part(step))
+        stall = time.perf_counter() - t0
+        mgr.wait()
+        dist.barrier()
+        b = (slowest(stall), slowest(time.perf_counter() - t0))
+        ddir = work / f"dcp-{world}" / f"step-{step}"
+        dist.barrier()
+        t0 = time.perf_counter()
+        fut = dcp.async_save(dcp_state(), storage_writer=dcp.FileSystemWriter(str(ddir)))
+        stall = time.perf_counter() - t0
+        fut.result()
+        dist.barrier()
+        d = (slowest(stall), slowest(time.perf_counter() - t0))
+        if rep == 0:
+            first = {"b_stall": b[0], "d_stall": d[0]}
+            continue
+        rows["b_stall"].append(b[0])
+        rows["b_durable"].append(b[1])
+        rows["d_stall"].append(d[0])
+        rows["d_durable"].append(d[1])
+
+    def broadcast(t: Any, src: int) -> None:
+        dist.broadcast(t, src=src)
+
+    def all_ok(flag: bool) -> bool:
+        t = torch.tensor([1.0 if flag else 0.0])
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        return bool(t.item() > 0.5)
+
+    def decide(choose: Any) -> Any:
+        box = [choose() if rank == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    exchange = Exchange(rank, world, broadcast, all_ok, decide)
+    saved = model[3].weight.to_local().clone()
+    restore_b, restore_d = [], []
+    for _ in range(args.reps):
+        touch(1000)  # the live state differs from the checkpoint's
+        dist.barrier()
+        t0 = time.perf_counter()
+        restored = restore_own(
+            store, mgr.checkpoints("full") if rank == 0 else [], exchange, "fsdp2"
+        )
+        assert restored is not None
+        parts = rank_parts(restored.state)
+        assert parts is not None
+        set_model_state_dict(
+            model, own_shards([p["model"] for p in parts], get_model_state_dict(model), rank)
+        )
+        optim_like = get_optimizer_state_dict(model, optim)
+        whole = own_shards([p["optimizer"] for p in parts], optim_like, rank)
+        set_optimizer_state_dict(model, optim, whole)
+        restore_b.append(slowest(time.perf_counter() - t0))
+        assert torch.equal(model[3].weight.to_local(), saved)
+        del restored, parts, whole
+        touch(1000)
+        dist.barrier()
+        t0 = time.perf_counter()
+        state = dcp_state()
+        dcp.load(state, storage_reader=dcp.FileSystemReader(str(ddir)))
+        set_model_state_dict(model, state["model"])
+        set_optimizer_state_dict(model, optim, state["optim"])
+        restore_d.append(slowest(time.perf_counter() - t0))
+        assert torch.equal(model[3].weight.to_local(), saved)
+        del state
+
+    dist.barrier()
+    if rank == 0:
+        m = load_manifest(store, list_checkpoints(store)[-1])
+        med = statistics.median
+        out: dict[str, Any] = {
+            "world": world,
+            "state_bytes": 3 * LAYERS * args.width * args.width * 4,
+            "burst": {
+                "stall_s": med(rows["b_stall"]),
+                "durable_s": med(rows["b_durable"]),
+                "restore_s": med(restore_b),
+                "first_stall_s": first["b_stall"],
+            },
+            "dcp_async_save": {
+                "stall_s": med(rows["d_stall"]),
+                "durable_s": med(rows["d_durable"]),
+                "restore_s": med(restore_d),
+                "first_stall_s": first["d_stall"],
+            },
+            "bytes_per_rank": [p["bytes"] for p in m.stats["ranks"]],
+        }
+        for k in ("stall", "durable", "restore"):
+            out[f"{k}_ratio_vs_dcp"] = out["burst"][f"{k}_s"] / out["dcp_async_save"][f"{k}_s"]
+        Path(args.result).write_text(json.dumps(out, indent=2))
+    mgr.close()
+    dist.destroy_process_group()
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="3 repetitions (the numbers say so)")
+    p.add_argument("--smoke", action="store_true", help="a tiny state: checks the harness only")
+    p.add_argument("--reps", type=int, default=None)
+    p.add_argument("--worlds", default="2,4")
+    p.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "fsdp2.json"))
+    p.add_argument("--rank-run", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--width", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--work", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--result", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.rank_run:
+        return rank_main(args)
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    reps = max(3, args.reps or (3 if mode != "full" else 5))
+    results: dict[str, Any] = {
+        "mode": mode,
+        "reps": reps,
+        "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start",
+        "store": "local directory (both); DCP FileSystemWriter, burst file:// chunk store",
+        "goals": {k: f"{op} {v}" for k, (op, v) in GOALS.items()},
+        "worlds": {},
+    }
+    for world in (int(w) for w in args.worlds.split(",")):
+        work = Path(tempfile.mkdtemp(prefix=f"fsdp2-bench-{world}-"))
+        try:
+            result = work / "result.json"
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+            cmd += [f"--nproc-per-node={world}", __file__, "--rank-run", "--reps", str(reps)]
+            cmd += ["--width", str(WIDTHS[mode]), "--work", str(work), "--result", str(result)]
+            env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+            subprocess.run(cmd, check=True, env=env)
+            row = json.loads(result.read_text())
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        row["meets_goals"] = {
+            k: (row[k] <= v if op == "<=" else row[k] >= v) for k, (op, v) in GOALS.items()
+        }
+        results["worlds"][str(world)] = row
+        print(json.dumps({k: row[k] for k in (*GOALS, "bytes_per_rank")}), flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
