@@ -17,7 +17,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -28,8 +30,10 @@ from burst.checkpoint import CheckpointManager, list_checkpoints
 from burst.checkpoint.catalog import load_manifest
 from burst.checkpoint.dtensor_parts import join, rank_parts, whole_state
 from burst.checkpoint.layout import ArrayEntry
-from burst.checkpoint.manifest import ChunkRef, Manifest
-from burst.checkpoint.own_restore import own_chunks
+from burst.checkpoint.manifest import ChunkRef, Manifest, chunk_key
+from burst.checkpoint.own_restore import own_chunks, restore_own
+from burst.checkpoint.split_restore import Exchange
+from burst.checkpoint.verify import ChunkAudit
 from burst.errors import CheckpointError, SpecError
 from burst.spec import parse_spec
 from burst.storage import open_store
@@ -170,3 +174,75 @@ def test_fsdp2_resumed_on_another_world_size_continues_data_and_loss_curve(
     )
     assert gap_before <= RTOL, f"seed {SEED}: the uninterrupted part is off the reference"
     assert gap_after <= RTOL, f"seed {SEED} step {at}: {curve[at:]} vs {ref[at:]}"
+
+
+def two_rank_state(step: int) -> dict[str, Any]:
+    """What 2 FSDP2 ranks save, as one global tree (the shape the global manifest has)."""
+    g = torch.Generator().manual_seed(step)
+    shards = []
+    for r in range(2):
+        local = torch.randn(64, 512, generator=g)  # 128 KiB: several 64 KiB chunks
+        p: dict[str, Any] = {"rank": r, "model": {"w": part(local, [128, 512])}}
+        if r == 0:
+            p["head"] = {"step": step, "samples": 64 * step}
+        shards.append({"fsdp2": p})
+    return {"sharded": {"world": 2, "shards": shards}}
+
+
+def test_restore_own_reads_only_the_own_shard_and_the_ranks_fall_back_together(
+    tmp_path: Path,
+) -> None:
+    store = open_store(f"file://{tmp_path}/store")
+    with CheckpointManager(store, chunk_size=64 << 10) as mgr:
+        for step in (4, 8):
+            mgr.save(step, two_rank_state(step))
+            mgr.wait(30)
+    refs = list_checkpoints(store, "full")
+    newest = load_manifest(store, refs[-1])
+    mine = [{c.digest for c in own_chunks(newest, r, 2, "fsdp2") or []} for r in range(2)]
+    assert mine[0] and mine[1] and mine[0] != mine[1]
+    older = {c.digest for c in load_manifest(store, refs[0]).chunks}
+    bad = next(c for c in newest.chunks if c.digest in mine[1] - mine[0] - older)
+    store.put_bytes(chunk_key(bad.digest), b"\0" * bad.size)  # rank 1's part only
+    barrier, slot = threading.Barrier(2, timeout=60), [None, None]
+
+    def meet(rank: int, value: Any) -> list[Any]:
+        slot[rank] = value
+        barrier.wait()
+        seen = list(slot)
+        barrier.wait()
+        return seen
+
+    def exchange(rank: int) -> Exchange:
+        return Exchange(
+            rank,
+            2,
+            lambda t, src: None,
+            lambda flag: all(meet(rank, flag)),
+            lambda choose: meet(rank, choose() if rank == 0 else None)[0],
+        )
+
+    out: list[Any] = [None, None]
+    audits = [ChunkAudit(), ChunkAudit()]
+
+    def rank_main(rank: int) -> None:
+        try:
+            out[rank] = restore_own(
+                store, refs if rank == 0 else [], exchange(rank), "fsdp2", audit=audits[rank]
+            )
+        except Exception as exc:  # reported by the asserts below
+            out[rank] = exc
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert bad.digest in audits[1].corrupt and bad.digest not in audits[0].corrupt | audits[0].sound
+    for r in range(2):  # both fell back to step 4, together, each with its own shard intact
+        assert not isinstance(out[r], BaseException), out[r]
+        assert out[r].step == 4
+        got = out[r].state["sharded"]["shards"][r]["fsdp2"]["model"]["w"]["dtensor"]["local"]
+        want = two_rank_state(4)["sharded"]["shards"][r]["fsdp2"]["model"]["w"]["dtensor"]["local"]
+        assert torch.equal(got, want)
+    assert audits[0].sound.isdisjoint(mine[1] - mine[0])  # rank 0 never read rank 1's shard
