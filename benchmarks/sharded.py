@@ -12,10 +12,13 @@ alternated, medians of --reps (at least 3). Written to benchmarks/results/sharde
 
   stall_ratio_vs_dcp    time the loop is blocked per save (the slowest rank), burst / DCP (<= 0.5)
   durable_ratio_vs_dcp  save call -> committed (rank 0), burst / DCP                 (<= 1.0)
-  restore_ratio_vs_dcp  restore into fresh tensors (the slowest rank), burst / DCP   (<= 1.0);
-                        burst: every rank reads every chunk at once and verifies 1/W
-                        of them (burst.checkpoint.split_restore); burst.restore_shared_s:
-                        each rank reads 1/W and broadcasts it over gloo (share=True)
+  restore_ratio_vs_dcp  restore into a fresh model's tensors (allocated before the clock
+                        starts, for both; the slowest rank), burst / DCP            (<= 1.0);
+                        burst: every rank reads every chunk at once, in place, and
+                        verifies 1/W of them (burst.checkpoint.split_restore);
+                        burst.restore_shared_s: each rank reads 1/W and broadcasts it
+                        over gloo (share=True); burst.restore_fresh_memory_s: no
+                        tensors given, burst allocates (and faults in) its own
   incremental_bytes_ratio_vs_dcp  2nd save after 2 of 12 layers changed, bytes written,
                         burst / DCP                                                  (<= 0.3)
   bytes_per_rank        what each rank of burst wrote in the first save
@@ -138,7 +141,10 @@ def rank_main(args: argparse.Namespace) -> int:
         rows["d_durable"].append(d[1])
 
     # restore into fresh tensors, the slowest rank
-    restore_b, restore_d, restore_shared = [], [], []
+    restore_b: list[float] = []
+    restore_d: list[float] = []
+    restore_shared: list[float] = []
+    restore_alloc: list[float] = []
 
     def broadcast(t: Any, src: int) -> None:
         dist.broadcast(t, src=src)
@@ -154,31 +160,46 @@ def rank_main(args: argparse.Namespace) -> int:
         return box[0]
 
     exchange = Exchange(rank, world, broadcast, all_ok, decide)
+    want = state["model"]["layer3.weight"]
     for _ in range(args.reps):
+        # A: burst into a fresh model's tensors (made before the clock starts, as DCP's)
+        fresh = make_state(args.width, 99)
         dist.barrier()
         t0 = time.perf_counter()
-        restored = mgr.restore_split(exchange)  # all read, each verifies its part
+        restored = mgr.restore_split(exchange, into=fresh)  # all read, each verifies its part
         assert restored is not None
         whole = assemble(restored.state)
-        tb = slowest(time.perf_counter() - t0)
-        assert torch.equal(whole["model"]["layer3.weight"], state["model"]["layer3.weight"])
-        del restored, whole
-        dist.barrier()
-        t0 = time.perf_counter()
-        restored = mgr.restore_split(exchange, share=True)  # each reads its part, broadcasts
-        assert restored is not None
-        whole = assemble(restored.state)
-        restore_shared.append(slowest(time.perf_counter() - t0))
-        assert torch.equal(whole["model"]["layer3.weight"], state["model"]["layer3.weight"])
-        del restored, whole
+        restore_b.append(slowest(time.perf_counter() - t0))
+        got = whole["model"]["layer3.weight"]
+        assert got.data_ptr() == fresh["model"]["layer3.weight"].data_ptr()  # in place
+        assert torch.equal(got, want)
+        del restored, whole, fresh
+        # B: DCP load into a fresh model's tensors
         fresh = make_state(args.width, 99)
         dist.barrier()
         t0 = time.perf_counter()
         dcp.load(fresh, storage_reader=dcp.FileSystemReader(str(ddir)))
-        td = slowest(time.perf_counter() - t0)
-        assert torch.equal(fresh["model"]["layer3.weight"], state["model"]["layer3.weight"])
-        restore_b.append(tb)
-        restore_d.append(td)
+        restore_d.append(slowest(time.perf_counter() - t0))
+        assert torch.equal(fresh["model"]["layer3.weight"], want)
+        del fresh
+        # variants of burst: each rank reads 1/W and broadcasts it; no tensors to restore into
+        fresh = make_state(args.width, 99)
+        dist.barrier()
+        t0 = time.perf_counter()
+        restored = mgr.restore_split(exchange, share=True, into=fresh)
+        assert restored is not None
+        whole = assemble(restored.state)
+        restore_shared.append(slowest(time.perf_counter() - t0))
+        assert torch.equal(fresh["model"]["layer3.weight"], want)
+        del restored, whole, fresh
+        dist.barrier()
+        t0 = time.perf_counter()
+        restored = mgr.restore_split(exchange)
+        assert restored is not None
+        whole = assemble(restored.state)
+        restore_alloc.append(slowest(time.perf_counter() - t0))
+        assert torch.equal(whole["model"]["layer3.weight"], want)
+        del restored, whole
 
     # incremental: 2 of 12 layers change
     last = list_checkpoints(store)[-1].step
@@ -201,6 +222,7 @@ def rank_main(args: argparse.Namespace) -> int:
                 "durable_s": med(rows["b_durable"]),
                 "restore_s": med(restore_b),
                 "restore_shared_s": med(restore_shared),
+                "restore_fresh_memory_s": med(restore_alloc),
                 "first_stall_s": first["b_stall"],
             },
             "dcp_async_save": {

@@ -136,6 +136,16 @@ class SpanIndex:
         self.entries = entries
         self.order = sorted(range(len(entries)), key=lambda i: entries[i].offset)
         self.starts = [entries[i].offset for i in self.order]
+        end = 0
+        for i in self.order:  # a chunk's bytes must belong to one array each
+            e = entries[i]
+            if e.nbytes and e.offset < end:
+                raise CheckpointError(
+                    f"arrays overlap in the manifest's layout (array {i} at byte {e.offset}); "
+                    "a sharded checkpoint merged by burst before this fix cannot be restored "
+                    "safely"
+                )
+            end = max(end, e.offset + e.nbytes)
 
     def segments(self, span: ChunkSpan) -> list[tuple[int, int, int, int]]:
         """(entry index, offset in entry, offset in chunk, length) pieces of one chunk."""

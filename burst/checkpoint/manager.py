@@ -144,6 +144,7 @@ class CheckpointManager:
         self._unwaited_error: str | None = None  # failure of the newest save, until wait()
         self._unwaited_kind: str | None = None  # "worker", "store", "checkpoint", "error"
         self._closed = False
+        self._warming: threading.Thread | None = None  # warm(): buffer + worker, ahead
         # What restores here found: sound chunks (the worker need not read them again) and
         # corrupt ones (quarantined; the worker must upload them again).
         self._audit = ChunkAudit()
@@ -277,6 +278,7 @@ class CheckpointManager:
         self._cond.notify_all()
 
     def _send(self, req: dict[str, Any], inflight: dict[str, Any]) -> None:
+        self._warmed()
         try:
             proc = self._ensure_worker()
         except WorkerStartError as exc:
@@ -311,10 +313,61 @@ class CheckpointManager:
         with self._cond:
             return self._inflight is not None
 
+    def warm(self, state: Any = None, *, nbytes: int | None = None, wait: bool = False) -> None:
+        """Make the first save as quick as a steady one: allocate (and fault in) the host
+        buffer for ``state`` (its exact layout) or for ``nbytes`` of arrays (with headroom
+        for the alignment), and start the worker process with it, in a background thread
+        (``wait``: here). The next ``save`` waits for it. Nothing is lost if it fails: it is
+        logged, and the save does the same work itself. Call it once the state has its
+        final shape (an optimizer's moments exist after the first step)."""
+        if self._closed or self.busy() or self._warming is not None:
+            return
+        sig: str | None = None
+        if state is not None:
+            entries, total = build_layout(flatten(state)[1], self.chunk_size)
+            sig = layout_signature(entries, self.chunk_size)
+        elif nbytes is not None:
+            total = nbytes + nbytes // 64 + (1 << 20)
+        else:
+            raise CheckpointError("warm() needs a state or a size")
+
+        def run() -> None:
+            t0 = time.perf_counter()
+            try:
+                if self._buffer is None or self._buffer.size < total:
+                    old, self._buffer = self._buffer, HostBuffer(total, self.buffer_dir)
+                    # a fresh buffer is all zeros: the first save need not zero it again
+                    self._layout_sig = sig
+                    if old is not None:
+                        old.close()
+                self._ensure_worker()
+            except (StoreError, CheckpointError, OSError) as exc:
+                log.warning("checkpoint warm-up failed (the first save does it): %s", exc)
+                return
+            log.info(
+                "checkpoint buffer (%d bytes) and worker ready in %.2fs",
+                total,
+                time.perf_counter() - t0,
+            )
+
+        if wait:
+            run()
+            return
+        self._warming = threading.Thread(target=run, daemon=True, name="ckpt-warm")
+        self._warming.start()
+
+    def _warmed(self) -> None:
+        """Wait for a warm-up in progress (before the buffer or the worker is touched)."""
+        thread = self._warming
+        if thread is not None:
+            thread.join()
+            self._warming = None
+
     def save(self, step: int, state: Any, tier: str = "full", *, if_busy: str = "wait") -> bool:
         """Stage ``state`` and hand it to the background worker. Returns False if skipped."""
         if self._closed:
             raise CheckpointError("save() after close()")
+        self._warmed()
         check_tier(tier)
         if if_busy not in ("wait", "skip"):
             raise CheckpointError(f"if_busy must be 'wait' or 'skip', not {if_busy!r}")
@@ -502,10 +555,11 @@ class CheckpointManager:
             self._absorb(audit)
 
     def restore_split(
-        self, ex: Exchange, tier: str = "full", *, share: bool = False
+        self, ex: Exchange, tier: str = "full", *, share: bool = False, into: Any = None
     ) -> Restored | None:
         """The newest checkpoint of ``tier`` that restores, read by W ranks each reading only
-        its part (see burst.checkpoint.split_restore); None if there is none."""
+        its part (see burst.checkpoint.split_restore); None if there is none. ``into``: a
+        whole state whose tensors receive the bytes in place where they fit."""
         audit = ChunkAudit()
         try:
             return restore_split(
@@ -513,6 +567,7 @@ class CheckpointManager:
                 self.checkpoints(tier) if ex.rank == 0 else [],
                 ex,
                 share=share,
+                into=into,
                 concurrency=self.concurrency,
                 audit=audit,
             )
@@ -563,6 +618,7 @@ class CheckpointManager:
         if self._closed:
             return
         self._closed = True
+        self._warmed()
         try:
             self._wait_idle(timeout)
         finally:

@@ -69,19 +69,12 @@ def _allocate(entry: ArrayEntry, target: Any) -> tuple[Any, np.ndarray]:
     return out, raw_t.numpy()
 
 
-def fetch_arrays(
-    store: ObjectStore,
-    manifest: Manifest,
-    *,
-    into: list[Any] | None = None,
-    concurrency: int = 8,
-    audit: ChunkAudit | None = None,
-) -> list[Any]:
-    """Fetch and verify every chunk; a corrupt one is quarantined (see burst.checkpoint.verify)
-    and the checkpoint is a CheckpointError. ``audit`` collects the digests that checked and
-    the corrupt ones."""
-    where = f"{store.url}/{manifest.key}"
-    name = f"checkpoint step {manifest.step} ({manifest.tier})"
+def allocate(
+    manifest: Manifest, into: list[Any] | None = None
+) -> tuple[list[Any], list[np.ndarray]]:
+    """The arrays a restore returns and their bytes (writable uint8 numpy views): ``into[i]``
+    itself where it fits manifest array ``i`` (a CPU tensor or numpy array of the same dtype
+    and shape, contiguous: the restore writes into its memory), else a fresh array."""
     targets = into if into is not None and len(into) == len(manifest.arrays) else None
     outs: list[Any] = []
     raws: list[np.ndarray] = []
@@ -89,11 +82,37 @@ def fetch_arrays(
         out, raw = _allocate(entry, targets[i] if targets else None)
         outs.append(out)
         raws.append(raw)
-    index = SpanIndex(manifest.arrays)
+    return outs, raws
+
+
+def fetch_chunks(
+    store: ObjectStore,
+    manifest: Manifest,
+    chunks: list[ChunkRef],
+    raws: list[np.ndarray],
+    *,
+    check: set[int] | None = None,
+    concurrency: int = 8,
+    audit: ChunkAudit | None = None,
+) -> None:
+    """Fetch ``chunks`` of ``manifest`` in parallel into ``raws`` (see ``allocate``), each
+    verified (blake3) unless ``check`` is given and leaves its offset out.
+
+    A chunk inside one array is read straight into that array's memory; one spanning several
+    small arrays is read, then copied to each. A missing chunk is a CheckpointError; a chunk
+    of the wrong size or bytes (checked or not) is quarantined (see burst.checkpoint.verify)
+    and a CheckpointError. ``audit`` collects the digests that checked and the corrupt ones."""
+    where = f"{store.url}/{manifest.key}"
+    name = f"checkpoint step {manifest.step} ({manifest.tier})"
+    try:
+        index = SpanIndex(manifest.arrays)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{name}: {exc.message}", where=where) from None
 
     def fetch(chunk: ChunkRef) -> None:
         segs = index.segments(chunk.span)
         direct = len(segs) == 1 and segs[0][3] == chunk.size
+        verify = check is None or chunk.offset in check
         try:
             if direct:  # a piece of one large array: GET straight into its memory
                 idx, e_off, _, length = segs[0]
@@ -110,7 +129,9 @@ def fetch_arrays(
             if "bytes, expected" not in exc.message:
                 raise
             data = b""  # wrong size: reported as corrupt below
-        if len(data) != chunk.size or blake3.blake3(data).hexdigest() != chunk.digest:
+        if len(data) != chunk.size:
+            verify = True
+        if verify and (len(data) != chunk.size or blake3.blake3(data).hexdigest() != chunk.digest):
             # Deduplication must never trust these bytes again: the next save uploads it.
             quarantine_chunk(store, chunk.digest, bytes(data) if len(data) else None)
             if audit is not None:
@@ -118,7 +139,7 @@ def fetch_arrays(
             raise CheckpointError(
                 f"{name}: chunk {chunk.digest[:16]} is corrupt (checksum mismatch)", where=where
             )
-        if audit is not None:
+        if verify and audit is not None:
             audit.sound.add(chunk.digest)
         if not direct:
             src = np.frombuffer(data, dtype=np.uint8)
@@ -126,7 +147,7 @@ def fetch_arrays(
                 raws[idx][e_off : e_off + length] = src[c_off : c_off + length]
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ckpt-get") as pool:
-        futures = [pool.submit(fetch, c) for c in manifest.chunks]
+        futures = [pool.submit(fetch, c) for c in chunks]
         try:
             for fut in futures:
                 fut.result()
@@ -134,6 +155,23 @@ def fetch_arrays(
             for fut in futures:
                 fut.cancel()
             raise
+
+
+def fetch_arrays(
+    store: ObjectStore,
+    manifest: Manifest,
+    *,
+    into: list[Any] | None = None,
+    concurrency: int = 8,
+    audit: ChunkAudit | None = None,
+) -> list[Any]:
+    """Fetch and verify every chunk; a corrupt one is quarantined (see burst.checkpoint.verify)
+    and the checkpoint is a CheckpointError. ``audit`` collects the digests that checked and
+    the corrupt ones. ``into``: arrays (one per manifest array, None for none) the bytes go
+    into where they fit (see ``allocate``); those that do not fit get a copy at the end."""
+    outs, raws = allocate(manifest, into)
+    fetch_chunks(store, manifest, manifest.chunks, raws, concurrency=concurrency, audit=audit)
+    targets = into if into is not None and len(into) == len(manifest.arrays) else None
     if targets is not None:
         for i, (out, tgt) in enumerate(zip(outs, targets, strict=True)):
             if tgt is not None and out is not tgt:
@@ -161,6 +199,33 @@ def _copy_into(target: Any, value: Any) -> None:
     )
 
 
+def match_targets(manifest: Manifest, into: Any) -> list[Any]:
+    """For each array of ``manifest``, the array of the state ``into`` at the same path (the
+    whole state's path, also for a checkpoint saved by several ranks), or None."""
+    from burst.checkpoint.sharded import whole_paths
+
+    skeleton, arrays = flatten(into)
+    by_path = dict(zip(array_paths(skeleton), arrays, strict=True))
+    out: list[Any] = []
+    seen: set[int] = set()
+    for path in whole_paths(manifest):
+        target = by_path.get(path)
+        where = _address(target)
+        if where is not None and where in seen:
+            target = None  # memory shared by two paths (tied weights) is written once
+        elif where is not None:
+            seen.add(where)
+        out.append(target)
+    return out
+
+
+def _address(array: Any) -> int | None:
+    if isinstance(array, np.ndarray):
+        return int(array.__array_interface__["data"][0])
+    ptr = getattr(array, "data_ptr", None)
+    return int(ptr()) if callable(ptr) and getattr(array, "numel", lambda: 0)() else None
+
+
 def restore_ref(
     store: ObjectStore,
     ref: CheckpointRef,
@@ -173,9 +238,7 @@ def restore_ref(
     into_arrays = None
     if into is not None:
         # match arrays by their path in the state tree; unmatched ones are freshly allocated
-        skeleton, arrays = flatten(into)
-        by_path = dict(zip(array_paths(skeleton), arrays, strict=True))
-        into_arrays = [by_path.get(p) for p in array_paths(manifest.tree)]
+        into_arrays = match_targets(manifest, into)
     try:
         arrays = fetch_arrays(
             store, manifest, into=into_arrays, concurrency=concurrency, audit=audit

@@ -37,7 +37,7 @@ from typing import Any
 from burst import faults
 from burst.checkpoint.layout import ALIGN, ArrayEntry
 from burst.checkpoint.manifest import LATEST_KEY, ChunkRef, Manifest, manifest_key
-from burst.checkpoint.tree import flatten, unflatten
+from burst.checkpoint.tree import array_paths, flatten, unflatten
 from burst.errors import CheckpointError
 from burst.storage.base import ObjectMissing, ObjectStore
 
@@ -305,6 +305,27 @@ def assemble(state: Any) -> Any:
     if any(a is None for a in arrays):
         raise CheckpointError("sharded checkpoint is missing arrays")
     return unflatten(skel, arrays)
+
+
+def whole_paths(manifest: Manifest) -> list[str]:
+    """The path of each of ``manifest``'s arrays in the whole state (``assemble``'s result:
+    ``.model.fc.weight``), for restoring into an existing state; a sharded checkpoint's arrays
+    are found through the skeleton and indices of its shards."""
+    tree = manifest.tree
+    if not is_sharded(tree):
+        return array_paths(tree)
+    count = len(manifest.arrays)
+    decoded = unflatten(tree, list(range(count)))  # array i -> its index i
+    parts = [s["shard"] for s in decoded["sharded"]["shards"]]
+    skel = next((p["skeleton"] for p in parts if p.get("skeleton") is not None), None)
+    if skel is None:
+        raise CheckpointError("sharded checkpoint has no skeleton (rank 0's shard is missing)")
+    paths = array_paths(skel)
+    out = [""] * count
+    for p in parts:
+        for whole, mine in zip(p["index"], p["arrays"], strict=True):
+            out[int(mine)] = paths[int(whole)]
+    return out
 
 
 def expire_manifests(

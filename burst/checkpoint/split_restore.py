@@ -3,7 +3,8 @@
 Every rank of a data-parallel run needs the whole state (DDP: replicated), but the chunks need
 to be verified (and, with ``share``, read) only once in all: the checkpoint's chunks (in layout
 order) are cut into W contiguous runs of about equal bytes, run ``r`` being rank ``r``'s part.
-Every rank fills one flat host buffer laid out as the manifest says:
+Every rank fills the arrays of the whole state (``burst.checkpoint.restore.allocate``: fresh
+ones, or with ``into`` the caller's own tensors, written in place as DCP's ``load`` does):
 
 * default: every rank fetches every chunk, all ranks at once, and verifies (blake3) only its
   part: the hashing is done once in all, the reads W times in parallel (each node reads the
@@ -12,9 +13,11 @@ Every rank fills one flat host buffer laid out as the manifest says:
   from its rank over the process group (``Exchange``, given by the caller): the store is read
   once in all, for a store slower than the ranks' network.
 
-Large arrays returned are views of that buffer. Any world size restores any checkpoint (the
-cut follows the reader's world, not the writer's), so a resharded restore is the same
-operation. The ranks agree, after fetching, whether every part was sound
+The fetch and the verification are ``burst.checkpoint.restore.fetch_chunks``, as for one
+rank's restore. With ``into`` the state's arrays are overwritten by each checkpoint tried; if
+none restores, their content is undefined (the caller fails anyway). Any world size restores
+any checkpoint (the cut follows the reader's world, not the writer's), so a resharded restore
+is the same operation. The ranks agree, after fetching, whether every part was sound
 (``Exchange.all_ok``); if any was not (a missing or corrupt chunk: quarantined as by
 ``burst.checkpoint.restore``), all of them fall back to the previous full checkpoint
 together, in the order rank 0 listed them. A chunk corrupt in the store is found by the rank
@@ -26,25 +29,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import blake3
 import numpy as np
 
 from burst.checkpoint.catalog import load_manifest
-from burst.checkpoint.manifest import CheckpointRef, ChunkRef, Manifest, chunk_key
-from burst.checkpoint.restore import Restored
+from burst.checkpoint.manifest import CheckpointRef, ChunkRef, Manifest
+from burst.checkpoint.restore import Restored, allocate, fetch_chunks, match_targets
 from burst.checkpoint.tree import unflatten
-from burst.checkpoint.verify import ChunkAudit, quarantine_chunk
+from burst.checkpoint.verify import ChunkAudit
 from burst.errors import CheckpointError
-from burst.storage.base import ObjectMissing, ObjectStore, StoreError
+from burst.storage.base import ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
-
-#: arrays smaller than this are copied out of the shared buffer (see ``_arrays``)
-OWN_STORAGE_BELOW = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -84,49 +82,17 @@ def _fetch_run(
     audit: ChunkAudit,
     check: set[int] | None = None,
 ) -> None:
-    """Fetch the chunks of ``run`` into ``flat``, verifying those whose offset is in ``check``
-    (all if None)."""
-    where = f"{store.url}/{manifest.key}"
-    name = f"checkpoint step {manifest.step} ({manifest.tier})"
-
-    def fetch(chunk: ChunkRef) -> None:
-        dst = flat[chunk.offset : chunk.offset + chunk.size]
-        verify = check is None or chunk.offset in check
-        try:
-            store.get_into(chunk_key(chunk.digest), memoryview(dst))  # type: ignore[arg-type]
-            data: Any = dst
-        except ObjectMissing as exc:
-            raise CheckpointError(
-                f"{name}: chunk {chunk.digest[:16]} is missing", where=where
-            ) from exc
-        except StoreError as exc:
-            if "bytes, expected" not in exc.message:
-                raise
-            data = b""
-        if len(data) != chunk.size:
-            verify = True
-        if not verify:
-            return
-        if len(data) != chunk.size or blake3.blake3(data).hexdigest() != chunk.digest:
-            quarantine_chunk(store, chunk.digest, bytes(data) if len(data) else None)
-            audit.corrupt.add(chunk.digest)
-            raise CheckpointError(
-                f"{name}: chunk {chunk.digest[:16]} is corrupt (checksum mismatch)", where=where
-            )
-        audit.sound.add(chunk.digest)
-
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ckpt-get") as pool:
-        futures = [pool.submit(fetch, c) for c in run]
-        try:
-            for fut in futures:
-                fut.result()
-        except BaseException:
-            for fut in futures:
-                fut.cancel()
-            raise
+    """Fetch ``run`` into one flat buffer laid out as the manifest says (the arrays are
+    views of it), verifying the chunks whose offset is in ``check`` (all if None): kept for
+    ``burst.checkpoint.own_restore``; the fetch itself is ``restore.fetch_chunks``."""
+    raws = [flat[e.offset : e.offset + e.nbytes] for e in manifest.arrays]
+    fetch_chunks(store, manifest, run, raws, check=check, concurrency=concurrency, audit=audit)
 
 
 def _arrays(manifest: Manifest, flat_t: Any, flat: np.ndarray) -> list[Any]:
+    """The arrays of a flat buffer filled by ``_fetch_run``: large ones are views of it,
+    small ones (under 1 MiB) get storage of their own (torch.set_rng_state crashes on a
+    view at an offset)."""
     import torch
 
     out: list[Any] = []
@@ -142,11 +108,26 @@ def _arrays(manifest: Manifest, flat_t: Any, flat: np.ndarray) -> list[Any]:
             out.append(torch.empty(e.shape, dtype=dtype))
             continue
         t = flat_t[e.offset : e.offset + e.nbytes].view(dtype).view(e.shape)
-        # large arrays stay views of the buffer (no copy); small ones get storage of their
-        # own: some consumers read a tensor's storage from its start (torch.set_rng_state
-        # crashes on a view at an offset)
-        out.append(t if e.nbytes >= OWN_STORAGE_BELOW else t.clone())
+        out.append(t if e.nbytes >= 1 << 20 else t.clone())
     return out
+
+
+def _broadcast_runs(
+    manifest: Manifest, runs: list[list[ChunkRef]], raws: list[np.ndarray], ex: Exchange
+) -> None:
+    """Send each rank's run of chunks to every rank: the pieces of the arrays it covers."""
+    import torch
+
+    order = sorted(range(len(manifest.arrays)), key=lambda i: manifest.arrays[i].offset)
+    for src, run in enumerate(runs):
+        if not run:
+            continue
+        lo, hi = run[0].offset, run[-1].offset + run[-1].size
+        for i in order:
+            e = manifest.arrays[i]
+            a, b = max(lo, e.offset), min(hi, e.offset + e.nbytes)
+            if a < b:
+                ex.broadcast(torch.from_numpy(raws[i][a - e.offset : b - e.offset]), src)
 
 
 def restore_split(
@@ -155,6 +136,7 @@ def restore_split(
     ex: Exchange,
     *,
     share: bool = False,
+    into: Any = None,
     concurrency: int = 8,
     audit: ChunkAudit | None = None,
 ) -> Restored | None:
@@ -166,9 +148,11 @@ def restore_split(
     once in all: for a store slower than the ranks' network). Otherwise every rank fetches
     every chunk, at the same time, and verifies only its part (the blake3 work is done once
     in all; a chunk corrupt in the store is found by the rank whose part it is, and all ranks
-    fall back): for a store each node reads at full speed, as here."""
-    import torch
+    fall back): for a store each node reads at full speed, as here.
 
+    ``into``: a whole state (``assemble``'s shape: the model's and optimizer's state dicts)
+    whose tensors receive the bytes in place where path, dtype and shape match; the restored
+    state then holds those very tensors (no second copy, no fresh memory to fault in)."""
     keys: list[tuple[int, str, str]] = ex.decide(lambda: [(r.step, r.tier, r.key) for r in refs])
     audit = audit if audit is not None else ChunkAudit()
     failures: list[str] = []
@@ -176,21 +160,27 @@ def restore_split(
         ref = CheckpointRef(step=step, tier=tier, key=key)
         problem = ""
         manifest: Manifest | None = None
-        flat_t: Any = None
+        outs: list[Any] = []
+        raws: list[np.ndarray] = []
         runs: list[list[ChunkRef]] = []
         try:
             manifest = load_manifest(store, ref)
-            size = max([c.offset + c.size for c in manifest.chunks] + [manifest.total_bytes])
-            flat_t = torch.empty(size, dtype=torch.uint8)
+            outs, raws = allocate(manifest, None if into is None else match_targets(manifest, into))
             runs = cut(manifest.chunks, ex.world)
             own = runs[ex.rank]
             if share:
-                _fetch_run(store, manifest, own, flat_t.numpy(), concurrency, audit)
+                chunks, check = own, None
             else:
-                check = {c.offset for c in own}
-                _fetch_run(
-                    store, manifest, manifest.chunks, flat_t.numpy(), concurrency, audit, check
-                )
+                chunks, check = manifest.chunks, {c.offset for c in own}
+            fetch_chunks(
+                store,
+                manifest,
+                chunks,
+                raws,
+                check=check,
+                concurrency=concurrency,
+                audit=audit,
+            )
         except (CheckpointError, StoreError) as exc:
             problem = exc.one_line()
         if not ex.all_ok(not problem):
@@ -203,14 +193,11 @@ def restore_split(
             )
             continue
         assert manifest is not None
-        for src, run in enumerate(runs):
-            if run and share:
-                a, b = run[0].offset, run[-1].offset + run[-1].size
-                ex.broadcast(flat_t[a:b], src)
-        arrays = _arrays(manifest, flat_t, flat_t.numpy())
+        if share:
+            _broadcast_runs(manifest, runs, raws, ex)
         if failures:
             log.warning("restored step %d (%s) after %d unusable", step, tier, len(failures))
-        return Restored(step, tier, unflatten(manifest.tree, arrays), manifest)
+        return Restored(step, tier, unflatten(manifest.tree, outs), manifest)
     if not keys:
         return None
     raise CheckpointError(

@@ -1,12 +1,16 @@
 """Write one checkpoint from a buffer: hash, upload missing chunks, commit the manifest.
 
 Runs in the background worker process. Order is what makes a checkpoint atomic:
-1. hash every chunk (xxh3 against the previous save finds unchanged chunks; changed ones get
-   their blake3, which is also their key);
-2. write ``pending/<token>.json`` naming every chunk the manifest will reference, so a
-   garbage collection running elsewhere keeps them, then upload the chunks the store lacks,
-   in parallel;
-3. write the manifest (the commit), then move ``latest.json``, then drop the pending record.
+1. hash every chunk in order (xxh3 against the previous save finds unchanged chunks; changed
+   ones get their blake3, which is also their key);
+2. meanwhile, write ``pending/<token>.json`` naming the chunks hashed so far (every chunk the
+   manifest will reference, in the end), so a garbage collection running elsewhere keeps
+   them, and upload those the store lacks, in parallel: the record is rewritten, growing,
+   after 1, 2, 4, 8... chunks, and a chunk goes up only once a record names it, so the
+   uploads overlap the hashing of the next chunks; reused chunks this worker has not
+   verified yet are read back once;
+3. when every upload is done, write the manifest (the commit), then move ``latest.json``,
+   then drop the pending record.
 A crash before 3 leaves only unreferenced chunks, which GC removes later.
 
 Deduplication trusts a chunk only once it has been checked: chunks this writer uploaded, or
@@ -32,7 +36,7 @@ import blake3
 import xxhash
 
 from burst import faults
-from burst.checkpoint.layout import ArrayEntry, layout_signature, plan_chunks
+from burst.checkpoint.layout import ArrayEntry, ChunkSpan, layout_signature, plan_chunks
 from burst.checkpoint.manifest import (
     CHUNK_PREFIX,
     LATEST_KEY,
@@ -147,48 +151,64 @@ class CheckpointWriter:
         same_layout = sig == self._prev_sig
         fast: list[bytes] = []
         digests: list[str] = []
-        th = time.perf_counter()
-        for i, span in enumerate(spans):
-            view = buffer[span.offset : span.offset + span.size]
-            fx = xxhash.xxh3_128_digest(view)
-            if same_layout and self._prev_fast[i] == fx:
-                digest = self._prev_digests[i]
-            else:
-                digest = blake3.blake3(view).hexdigest()
-            fast.append(fx)
-            digests.append(digest)
-        hash_s = time.perf_counter() - th
-        # The pending record is written before any upload: a GC elsewhere keeps these chunks.
-        token = f"{step:012d}-{secrets.token_hex(6)}"
-        pending_key = f"{PENDING_PREFIX}{token}.json"
-        self.store.put_bytes(pending_key, json.dumps({"step": step, "chunks": digests}).encode())
         futures: list[Future[int]] = []
         scheduled: set[str] = set()
         self._pace_next = time.monotonic()
-        with self._known_lock:
-            missing = [
-                (d, s)
-                for d, s in zip(digests, spans, strict=True)
-                if known.get(d) != s.size  # absent, or present with the wrong size
-            ]
-            unchecked = {
-                d: s.size
-                for d, s in zip(digests, spans, strict=True)
-                if known.get(d) == s.size and d not in self.verified
-            }
-        if unchecked:  # reused chunks nobody has verified in this worker yet: read them once
-            checks = {d: self._pool.submit(self._check, d, n) for d, n in unchecked.items()}
-            bad = {d for d, fut in checks.items() if not fut.result()}
-            missing += [(d, s) for d, s in zip(digests, spans, strict=True) if d in bad]
-            if bad:
-                log.warning("%d stored chunk(s) failed verification: uploading them", len(bad))
-        for digest, span in missing:
+
+        def upload(digest: str, span: ChunkSpan) -> None:
             if digest in scheduled:
-                continue
+                return
             scheduled.add(digest)
             view = buffer[span.offset : span.offset + span.size]
             futures.append(self._pool.submit(self._upload, digest, view))
+
+        # The pending record names every chunk the manifest will reference, so a GC elsewhere
+        # (even one with no grace) keeps them: a chunk is uploaded only once a record naming
+        # it is in the store. It is rewritten, growing, after 1, 2, 4, 8... chunks are
+        # hashed, and the new chunks named so far go up while the next ones are hashed.
+        token = f"{step:012d}-{secrets.token_hex(6)}"
+        pending_key = f"{PENDING_PREFIX}{token}.json"
+        waiting: list[tuple[str, ChunkSpan]] = []  # new chunks, not named by the record yet
+        mark = 1
+        th = time.perf_counter()
         try:
+            for i, span in enumerate(spans):
+                view = buffer[span.offset : span.offset + span.size]
+                fx = xxhash.xxh3_128_digest(view)
+                if same_layout and self._prev_fast[i] == fx:
+                    digest = self._prev_digests[i]
+                else:
+                    digest = blake3.blake3(view).hexdigest()
+                fast.append(fx)
+                digests.append(digest)
+                with self._known_lock:
+                    if known.get(digest) != span.size:  # absent, or with the wrong size
+                        waiting.append((digest, span))
+                if i + 1 == mark or i + 1 == len(spans):
+                    mark *= 2
+                    self.store.put_bytes(
+                        pending_key, json.dumps({"step": step, "chunks": digests}).encode()
+                    )
+                    for named, where in waiting:
+                        upload(named, where)
+                    waiting.clear()
+            hash_s = time.perf_counter() - th
+            if not spans:
+                self.store.put_bytes(pending_key, json.dumps({"step": step, "chunks": []}).encode())
+            with self._known_lock:
+                unchecked = {
+                    d: s.size
+                    for d, s in zip(digests, spans, strict=True)
+                    if known.get(d) == s.size and d not in self.verified and d not in scheduled
+                }
+            if unchecked:  # reused chunks nobody has verified in this worker yet: read them once
+                checks = {d: self._pool.submit(self._check, d, n) for d, n in unchecked.items()}
+                bad = {d for d, fut in checks.items() if not fut.result()}
+                for d, span in zip(digests, spans, strict=True):
+                    if d in bad:
+                        upload(d, span)
+                if bad:
+                    log.warning("%d stored chunk(s) failed verification: uploading them", len(bad))
             uploaded = 0
             for fut in futures:
                 uploaded += fut.result()

@@ -110,7 +110,11 @@ AWS_MAX_ATTEMPTS = 3
 
 def aws_client(service: str, region: str | None) -> Any:
     """A boto3 client with bounded connect/read timeouts and retries (credentials and
-    AWS_ENDPOINT_URL from the environment, as boto3 reads them)."""
+    AWS_ENDPOINT_URL from the environment, as boto3 reads them).
+
+    A session of its own, not boto3's process-wide default one: that session keeps the
+    credentials it resolved first, so a later call would act with credentials the
+    environment no longer has (a long-lived process, or in-process test runs)."""
     import boto3
     from botocore.config import Config
 
@@ -119,4 +123,4 @@ def aws_client(service: str, region: str | None) -> Any:
         read_timeout=AWS_READ_TIMEOUT_S,
         retries={"max_attempts": AWS_MAX_ATTEMPTS, "mode": "standard"},
     )
-    return boto3.client(service, region_name=region, config=cfg)
+    return boto3.session.Session().client(service, region_name=region, config=cfg)

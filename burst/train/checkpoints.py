@@ -84,6 +84,11 @@ class RunCheckpoints:
             hand_off()
         return time.perf_counter() - t0
 
+    def warm(self, nbytes: int) -> None:
+        """Ready the host buffer (``nbytes`` of state) and the writer process in the
+        background, so that the first save stalls no longer than the others."""
+        self.mgr.warm(nbytes=nbytes)
+
     def busy(self) -> bool:
         return self.mgr.busy()
 

@@ -101,7 +101,10 @@ class DDPEngine:
         """The newest full checkpoint that restores, every rank reading only its part of it
         (burst.checkpoint.split_restore); rank 0's list decides, all ranks fall back together."""
         try:
-            restored = store.mgr.restore_split(self.ranks.exchange(), tier="full")
+            # into the model's and optimizer's own tensors, in place (DCP's load semantics):
+            # no fresh memory to fault in, no second copy where they fit
+            live = capture_state(self.setup, 0, "full", self.samples)
+            restored = store.mgr.restore_split(self.ranks.exchange(), tier="full", into=live)
         except CheckpointError as exc:
             raise CheckpointError(
                 f"rank {self.ranks.rank}: {exc.message}", where=exc.where
@@ -125,7 +128,7 @@ class DDPEngine:
     def nbytes(self, tier: str) -> int:
         """This rank's part of a checkpoint of ``tier`` (what it stages and uploads)."""
         whole = capture_state(self.setup, 0, tier, self.samples if tier == "full" else None)
-        return state_nbytes(whole) // self.ranks.world
+        return state_nbytes(partition(whole, self.ranks.rank, self.ranks.world))
 
     def weights_sha256(self) -> str:
         return weights_sha256(self.setup.model)

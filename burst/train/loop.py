@@ -332,6 +332,8 @@ class TrainRun:
             t0 = time.monotonic()
             loss = engine.step(step)
             faults.pace_step(t0)
+            if step == start:  # the state has its final shape now (optimizer moments)
+                store.warm(engine.nbytes("full"))
             done = step + 1
             self.record["at_step"] = done
             curve = self.record.setdefault("losses", [])

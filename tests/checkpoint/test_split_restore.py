@@ -16,6 +16,7 @@ import torch
 from burst.checkpoint import CheckpointError, CheckpointManager, list_checkpoints
 from burst.checkpoint.catalog import load_manifest
 from burst.checkpoint.manifest import chunk_key
+from burst.checkpoint.sharded import ShardInfo, assemble, partition
 from burst.checkpoint.split_restore import Exchange, cut, restore_split
 from burst.checkpoint.verify import ChunkAudit
 from burst.storage import ObjectStore
@@ -55,7 +56,10 @@ class ThreadGroup:
 
 
 def run_ranks(
-    store: ObjectStore, world: int, share: bool = False
+    store: ObjectStore,
+    world: int,
+    share: bool = False,
+    into: Callable[[int], Any] | None = None,
 ) -> tuple[list[Any], list[ChunkAudit]]:
     group = ThreadGroup(world)
     results: list[Any] = [None] * world
@@ -65,7 +69,12 @@ def run_ranks(
         refs = list_checkpoints(store, "full") if rank == 0 else []
         try:
             results[rank] = restore_split(
-                store, refs, group.exchange(rank), share=share, audit=audits[rank]
+                store,
+                refs,
+                group.exchange(rank),
+                share=share,
+                into=None if into is None else into(rank),
+                audit=audits[rank],
             )
         except CheckpointError as exc:
             results[rank] = exc
@@ -157,3 +166,71 @@ def test_nothing_restores_is_one_error_on_every_rank(local_store: ObjectStore) -
 def test_no_checkpoint_is_none(local_store: ObjectStore) -> None:
     results, _ = run_ranks(local_store, 2)
     assert results == [None, None]
+
+
+def fresh_targets(world: int) -> list[dict[str, Any]]:
+    """Each rank's own model state to restore into (other values than any checkpoint's)."""
+    return [state(1000 + r) for r in range(world)]
+
+
+@pytest.mark.parametrize(("world", "share"), [(2, False), (3, True)])
+def test_restore_into_the_callers_tensors_in_place(
+    local_store: ObjectStore, world: int, share: bool
+) -> None:
+    with CheckpointManager(local_store, chunk_size=CHUNK) as mgr:
+        mgr.save(4, state(4))
+        mgr.wait(30)
+    targets = fresh_targets(world)
+    ptrs = [{k: t.data_ptr() for k, t in tg["model"].items()} for tg in targets]
+    results, audits = run_ranks(local_store, world, share, into=lambda r: targets[r])
+    want = state(4)
+    for rank, r in enumerate(results):
+        assert not isinstance(r, BaseException), r
+        for k, t in want["model"].items():
+            got = r.state["model"][k]
+            assert got.data_ptr() == ptrs[rank][k]  # the caller's own tensor, written in place
+            assert torch.equal(targets[rank]["model"][k], t)
+        assert torch.equal(r.state["small"], want["small"])
+    assert sum(len(a.sound) for a in audits) == len(
+        {c.digest for c in load_manifest(local_store, list_checkpoints(local_store)[-1]).chunks}
+    )
+
+
+def test_in_place_restore_of_a_sharded_checkpoint_falls_back_over_a_corrupt_chunk(
+    local_store: ObjectStore,
+) -> None:
+    """Saved by 2 ranks (replicated state, each writes a part), restored by 3 into their own
+    tensors: the paths of the whole state are found through the shards; a corrupt chunk of
+    the newest checkpoint overwrites the targets, and the fall-back rewrites every one."""
+    saved = {4: state(4), 8: state(8)}
+    mgrs = [
+        CheckpointManager(
+            local_store, chunk_size=CHUNK, shard=ShardInfo(r, 2, "s1", commit_timeout_s=20.0)
+        )
+        for r in range(2)
+    ]
+    try:
+        for step, whole in saved.items():
+            for r, m in enumerate(mgrs):
+                m.save(step, partition(whole, r, 2))
+            for m in mgrs:
+                m.wait(30)
+    finally:
+        for m in mgrs:
+            m.close()
+    refs = list_checkpoints(local_store)
+    newest = load_manifest(local_store, refs[-1])
+    older = {c.digest for c in load_manifest(local_store, refs[0]).chunks}
+    bad = next(c for c in cut(newest.chunks, 3)[2] if c.digest not in older)
+    local_store.put_bytes(chunk_key(bad.digest), b"\0" * bad.size)
+    targets = fresh_targets(3)
+    ptrs = [{k: t.data_ptr() for k, t in tg["model"].items()} for tg in targets]
+    results, _ = run_ranks(local_store, 3, into=lambda r: targets[r])
+    for rank, r in enumerate(results):
+        assert not isinstance(r, BaseException), r
+        assert r.step == 4
+        whole = assemble(r.state)
+        for k, t in saved[4]["model"].items():
+            assert whole["model"][k].data_ptr() == ptrs[rank][k]
+            assert torch.equal(targets[rank]["model"][k], t)
+        assert whole["step"] == 4
