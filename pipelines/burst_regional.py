@@ -49,7 +49,6 @@ from pipelines.common import (
     PART_OF,
     RESTRICTED_CONTAINER,
     RETRY_ON_PREEMPTION,
-    RUN_AS_USER,
     RUNS_MOUNT,
     RUNS_VOLUME,
     SERVICE_ACCOUNT,
@@ -57,6 +56,7 @@ from pipelines.common import (
     STEP_REQUESTS,
     STEPS_IMAGE,
     TRAINER_IMAGE,
+    pod_settings,
 )
 
 NAME = "burst-regional"
@@ -153,16 +153,7 @@ def build() -> WorkflowTemplate:
             ),
         ],
         pod_metadata=m.Metadata(labels={**PART_OF, "burst.dev/run-id": "{{workflow.name}}"}),
-        pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
-        ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
-        volumes=[m.Volume(name=RUNS_VOLUME, empty_dir=m.EmptyDirVolumeSource())],
-        security_context=m.PodSecurityContext(
-            run_as_non_root=True,
-            run_as_user=RUN_AS_USER,
-            run_as_group=RUN_AS_USER,
-            fs_group=RUN_AS_USER,
-            seccomp_profile=m.SeccompProfile(type="RuntimeDefault"),
-        ),
+        **pod_settings(),
     ) as wt:
         preflight = step_container("preflight", output="decision")
         plan = step_container("plan", inputs=("decision",), output="plan")

@@ -39,7 +39,6 @@ from pipelines.common import (
     PART_OF,
     RESTRICTED_CONTAINER,
     RETRY_ON_PREEMPTION,
-    RUN_AS_USER,
     RUN_SERVICE_ACCOUNT,
     RUNS_MOUNT,
     RUNS_VOLUME,
@@ -49,6 +48,7 @@ from pipelines.common import (
     STEP_REQUESTS,
     STEPS_IMAGE,
     TRAINER_IMAGE,
+    pod_settings,
 )
 from pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
 
@@ -274,20 +274,7 @@ def build() -> WorkflowTemplate:
                 "burst.dev/cost-centre": "{{workflow.parameters.cost-centre}}",
             }
         ),
-        pod_gc=m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
-        ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
-        # Each pod's own scratch run directory: no claim shared across zones (train runs on
-        # the rented nodes, the other steps on stable ones), nothing for volume-claim GC to
-        # delete. What outlives a pod travels as step documents (output parameters), in the
-        # Terraform state backend and in the checkpoint bucket.
-        volumes=[m.Volume(name=RUNS_VOLUME, empty_dir=m.EmptyDirVolumeSource())],
-        security_context=m.PodSecurityContext(
-            run_as_non_root=True,
-            run_as_user=RUN_AS_USER,
-            run_as_group=RUN_AS_USER,
-            fs_group=RUN_AS_USER,
-            seccomp_profile=m.SeccompProfile(type="RuntimeDefault"),
-        ),
+        **pod_settings(),
     ) as wt:
         # the decision record is the `decision` output parameter: kept in the workflow's
         # status (and its archive), no artifact repository needed

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 #: Placeholder digest: a real install passes its own pinned images as parameters.
 _DIGEST: Final = "sha256:" + "0" * 64
@@ -75,3 +75,25 @@ RETRY_ON_PREEMPTION: Final = (
 )
 
 PART_OF: Final = {"app.kubernetes.io/part-of": "burst"}
+
+
+def pod_settings() -> dict[str, Any]:
+    """Workflow-level pod settings burst-train and burst-regional share: pods collected on
+    success after 10 minutes, workflows kept a day (a week when failed), each pod's own
+    scratch run directory (no claim shared across zones: what outlives a pod travels as step
+    documents, in the Terraform state backend and in the checkpoint bucket), and the
+    restricted pod security context."""
+    from hera.workflows import models as m
+
+    return {
+        "pod_gc": m.PodGC(strategy="OnPodSuccess", delete_delay_duration="10m"),
+        "ttl_strategy": m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
+        "volumes": [m.Volume(name=RUNS_VOLUME, empty_dir=m.EmptyDirVolumeSource())],
+        "security_context": m.PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=RUN_AS_USER,
+            run_as_group=RUN_AS_USER,
+            fs_group=RUN_AS_USER,
+            seccomp_profile=m.SeccompProfile(type="RuntimeDefault"),
+        ),
+    }
