@@ -437,9 +437,7 @@ def _call(m: dict[str, Any], template: dict[str, Any]) -> None:
     [
         # withItems and withParam run (test_fanout.py); withSequence is refused
         (
-            lambda m: m["spec"]["templates"][1]["steps"][0][0].update(
-                withSequence={"count": "2"}
-            ),
+            lambda m: m["spec"]["templates"][1]["steps"][0][0].update(withSequence={"count": "2"}),
             "withSequence",
         ),
         (
