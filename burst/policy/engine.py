@@ -3,19 +3,27 @@
 One interpreter per policy set; one query (``data.burst.preflight.decision``) per candidate
 (region, provider). The rules produce the reasons and the verdict; this module only builds the
 input document, checks the shape of what comes back and orders the reasons.
+
+Loading the facts and modules and compiling the bundle is pure: ``Engine.shared`` keeps the
+compiled engines of a process, keyed by the content that goes into the interpreter (the facts
+document, the modules' names and texts, the policy directory), so an edited policy is compiled
+afresh and never served stale.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from burst.policy.loader import PolicyFileError, PolicySet, RegoModule, _display
@@ -84,19 +92,56 @@ def rego_json(value: Any) -> str:
 
 
 def _load_regopy_safely() -> None:
-    """Import torch before regopy when torch is installed. rego-cpp's shared library carries its
-    own C++ allocator and runtime (``operator new``/``delete`` and GNU-unique template
-    symbols); a torch imported after it in the same process aborts the interpreter at import
-    ("double free or corruption", SIGABRT; measured with regopy 1.5.2 and torch 2.13.0:
-    ``import regopy; import torch`` aborts, the reverse order works). A process that evaluates
-    policies and later trains, plans a regional run or runs a test suite must not die of
-    that, so the order is fixed here, once, where regopy is first loaded."""
+    """Load the C++ runtime before regopy. rego-cpp's shared library carries its own C++
+    allocator and runtime (``operator new``/``delete`` and GNU-unique template symbols, which
+    are process-wide: the first library to define one wins); a torch imported after it in the
+    same process aborts the interpreter at import ("double free or corruption", SIGABRT;
+    measured with regopy 1.5.2 and torch 2.13.0: ``import regopy; import torch`` aborts, the
+    reverse order works). What makes the reverse order work is libstdc++ being loaded first,
+    so that is what is loaded here (a few milliseconds), not torch (seconds, and a preflight
+    never trains). Where the system's libstdc++ cannot be loaded by name, torch is imported
+    first when installed, as before. A process that evaluates policies and later trains, plans
+    a regional run or runs a test suite must not die of that, so the order is fixed here, once,
+    where regopy is first loaded (tests/policy/test_engine_load_order.py)."""
     if "regopy" in sys.modules or "torch" in sys.modules:
         return
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL("libstdc++.so.6")
+            return
+        except OSError:
+            log.debug("libstdc++.so.6 does not load; importing torch before regopy instead")
     import importlib.util
 
     if importlib.util.find_spec("torch") is not None:
         import torch  # noqa: F401  (load order only)
+
+
+def _interpreter_inputs(
+    policies: PolicySet, with_tests: bool, data: dict[str, Any] | None
+) -> tuple[str, list[RegoModule]]:
+    """What goes into an interpreter: the base document as JSON, and the modules."""
+    document = data if data is not None else policies.data_document()
+    data_json = rego_json({**document, "index": lookup_index(document)})
+    return data_json, list(policies.modules if with_tests else policies.rule_modules)
+
+
+def _content_key(root: str, data_json: str, modules: Sequence[RegoModule], with_tests: bool) -> str:
+    h = hashlib.sha256()
+    for part in (root, "tests" if with_tests else "rules", data_json):
+        h.update(len(part).to_bytes(8, "big") + part.encode())
+    for module in modules:
+        for part in (module.path.name, module.text):
+            h.update(len(part).to_bytes(8, "big") + part.encode())
+    return h.hexdigest()
+
+
+# Compiled engines of this process, newest last (Engine.shared); a few policy sets at a time.
+SHARED_ENGINES = 16
+_shared: OrderedDict[str, Engine] = OrderedDict()
+_shared_lock = threading.Lock()
 
 
 class Engine:
@@ -105,6 +150,32 @@ class Engine:
     def __init__(
         self, policies: PolicySet, *, with_tests: bool = False, data: dict[str, Any] | None = None
     ) -> None:
+        self._setup(policies, *_interpreter_inputs(policies, with_tests, data))
+
+    @classmethod
+    def shared(
+        cls, policies: PolicySet, *, with_tests: bool = False, data: dict[str, Any] | None = None
+    ) -> Engine:
+        """An engine for this content, compiled once per process: the same facts, modules and
+        directory give the same engine (its bundle already compiled); any change of content
+        gives a new one. Use it read-only (``evaluate``)."""
+        data_json, modules = _interpreter_inputs(policies, with_tests, data)
+        key = _content_key(str(policies.root), data_json, modules, with_tests)
+        with _shared_lock:
+            engine = _shared.get(key)
+            if engine is not None:
+                _shared.move_to_end(key)
+                return engine
+        engine = cls.__new__(cls)
+        engine._setup(policies, data_json, modules)
+        engine._bundle()
+        with _shared_lock:
+            _shared[key] = engine
+            while len(_shared) > SHARED_ENGINES:
+                _shared.popitem(last=False)
+        return engine
+
+    def _setup(self, policies: PolicySet, data_json: str, modules: list[RegoModule]) -> None:
         _load_regopy_safely()
         from regopy import Interpreter
 
@@ -112,10 +183,9 @@ class Engine:
         self._compiled: Any = None
         self._runner: Any = None
         self._input: Any = None
+        self._lock = threading.Lock()
         self.rego = Interpreter()
-        document = data if data is not None else policies.data_document()
-        self.rego.add_data_json(rego_json({**document, "index": lookup_index(document)}))
-        modules = policies.modules if with_tests else policies.rule_modules
+        self.rego.add_data_json(data_json)
         for module in modules:
             lineno = next(
                 (
@@ -204,14 +274,17 @@ class Engine:
             rego_output_string,
         )
 
-        bundle = self._bundle()
-        self._input = Input(doc)  # keep it alive while the interpreter may read it
-        self._runner.set_input(self._input)
-        impl = rego_bundle_query_entrypoint(self._runner._impl, bundle._impl, DECISION_ENTRYPOINT)
-        try:
-            ok, text = rego_output_ok(impl), rego_output_string(impl)
-        finally:
-            rego_free_output(impl)
+        with self._lock:  # one input at a time: a shared engine may be used from threads
+            bundle = self._bundle()
+            self._input = Input(doc)  # keep it alive while the interpreter may read it
+            self._runner.set_input(self._input)
+            impl = rego_bundle_query_entrypoint(
+                self._runner._impl, bundle._impl, DECISION_ENTRYPOINT
+            )
+            try:
+                ok, text = rego_output_ok(impl), rego_output_string(impl)
+            finally:
+                rego_free_output(impl)
         return _check_decision(self._parse(ok, text, DECISION_QUERY), self.policies)
 
 

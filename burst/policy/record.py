@@ -73,7 +73,7 @@ def evaluate(
     now = now or _utcnow()
     today = today or now.date()
     max_age = max_fact_age_days or policies.settings.max_fact_age_days
-    engine = Engine(policies)
+    engine = Engine.shared(policies)
     decisions = []
     may_leave: list[bool] = []
     localisation: list[dict[str, Any]] = []

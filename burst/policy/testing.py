@@ -159,14 +159,14 @@ def run_case_files(policies: PolicySet, match: str | None = None) -> list[TestRe
     results: list[TestResult] = []
     tests_dir = policies.root / TESTS_DIR
     files = sorted(tests_dir.glob("*.yaml")) if tests_dir.is_dir() else []
-    shipped = Engine(policies)
+    shipped = Engine.shared(policies)
     for path in files:
         cf = _load_cases(path)
         for case in cf.cases:
             if match and match not in case.name:
                 continue
             variant = _variant(policies, case)
-            engine = shipped if variant is None else Engine(policies, data=variant)
+            engine = shipped if variant is None else Engine.shared(policies, data=variant)
             decision = engine.evaluate(_input(case, cf.base, policies))
             problem = check_case(decision, case)
             results.append(TestResult(path.name, case.name, not problem, problem))

@@ -1,10 +1,13 @@
 """Execute a compiled Argo WorkflowTemplate on this machine, the way Argo would.
 
-Supported (see :mod:`burst.runner.features`): Steps and DAG templates (run one node at a
-time, in order), container templates run as local processes, workflow and input parameters,
-output parameters (``valueFrom.path``), raw input artifacts, ``when``, ``continueOn``,
-``retryStrategy`` (limit, retryPolicy, expression, backoff), ``activeDeadlineSeconds`` (workflow
-and template), and the exit handler (``onExit``), which runs whatever happened.
+Supported (see :mod:`burst.runner.features`): Steps templates (a step group's steps, and every
+item of a ``withItems`` / ``withParam`` step, run at the same time, bounded by ``parallelism``:
+:mod:`burst.runner.fanout`), DAG templates (one task at a time, in dependency order),
+container templates run as local processes (:mod:`burst.runner.pods`), workflow and input
+parameters, output parameters (``valueFrom.path``), raw input artifacts, ``when``,
+``continueOn``, ``retryStrategy`` (limit, retryPolicy, expression, backoff),
+``activeDeadlineSeconds`` (workflow and template), and the exit handler (``onExit``), which
+runs whatever happened.
 
 Each attempt of a container gets its own directory (its "pod"): the container's ``/tmp`` maps
 there, volume mounts map to local directories (:class:`EngineOptions.volumes`), ``python``
@@ -43,9 +46,10 @@ import yaml
 
 from burst import checkout, faults
 from burst.errors import BadInputError
-from burst.runner import expr
+from burst.runner import expr, fanout
 from burst.runner.features import UnsupportedFeature, check_supported, reachable_templates
 from burst.runner.lint import lint
+from burst.runner.pods import Launcher, Pod, PreparePod, launch_process
 from burst.runner.tags import UnresolvedTag, substitute, substitute_all
 
 log = logging.getLogger(__name__)
@@ -95,6 +99,10 @@ class EngineOptions:
     #: Argo needs an artifact repository for output artifacts; without one it fails the pod.
     artifact_repository: bool = False
     node_loss: tuple[NodeLoss, ...] = ()  # fault point (also BURST_NODE_LOSS): nodes lost
+    #: what the machine adds to a pod before it starts (burst.runner.pods.PreparePod)
+    prepare_pod: PreparePod | None = None
+    #: starts a pod's process (burst.runner.pods.Launcher): a local process by default
+    launch: Launcher = launch_process
 
 
 @dataclass
@@ -117,6 +125,8 @@ class PodNode:
     path: str
     command: list[str]
     exit_handler: bool
+    key: str = ""  # unique in the run (node_key): logs, pod directories, events
+    inputs: dict[str, str] = field(default_factory=dict)  # the template's input parameters
     phase: str = "Pending"
     exit_code: int | None = None
     message: str = ""
@@ -168,11 +178,19 @@ class WorkflowEngine:
         self._seq = 0
         self._deadline: float | None = None
         self._in_exit_handler = False
-        self._stopping = False
+        self._stop_event = threading.Event()  # set by a stop: no step or retry starts
         self.workflow_vars: dict[str, str] = {}
         self._skew = 0.0  # virtual seconds added to the real clock by injected faults
         # fault point node_loss: BURST_NODE_LOSS (settings) on top of the option's
         self.node_losses: tuple[NodeLoss, ...] = (*self.options.node_loss, *faults.node_loss())
+        # branches of a step group run in threads: what they share is changed under this lock
+        self._lock = threading.Lock()
+        self._live: set[subprocess.Popen[bytes]] = set()  # running pods (stopped on a stop)
+        self._pod_slots = _slots(self.spec.get("parallelism"), "spec.parallelism")
+
+    @property
+    def _stopping(self) -> bool:
+        return self._stop_event.is_set()
 
     def now(self) -> float:
         """The engine's clock: monotonic time plus the virtual time injected faults took."""
@@ -280,6 +298,7 @@ class WorkflowEngine:
             exit_phase = None
             on_exit = self.spec.get("onExit")
             self._in_exit_handler = True  # from here on, signals are ignored
+            self._stop_event.clear()  # the exit handler's steps start whatever happened
             if on_exit:
                 self._deadline = None  # the exit handler runs even after the deadline
                 self.workflow_vars["workflow.status"] = outcome.phase
@@ -315,7 +334,7 @@ class WorkflowEngine:
                     "signal %d ignored: the exit handler must run (SIGKILL abandons it)", signum
                 )
                 return
-            self._stopping = True
+            self._stop_event.set()
             raise Stopped(signum)
 
         old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -369,10 +388,13 @@ class WorkflowEngine:
         for k, v in outcome.outputs.items():
             scope[f"{kind}.{name}.outputs.parameters.{k}"] = v
 
-    def _invoke(self, call: dict[str, Any], scope: dict[str, str], where: str) -> Outcome:
+    def _invoke(
+        self, call: dict[str, Any], scope: dict[str, str], where: str, name: str | None = None
+    ) -> Outcome:
         """Run one step or task: its ``when``, its arguments, its template. A tag that cannot
         be resolved at this point (e.g. the output of a step that failed) errors the node,
-        as in Argo, instead of stopping the whole run (the exit handler must still run)."""
+        as in Argo, instead of stopping the whole run (the exit handler must still run).
+        ``name``: the node's name when it is not the call's (an expanded item's)."""
         try:
             if not self._when(call, scope, where):
                 return Outcome(SKIPPED, message=f"when {call['when']!r} was false")
@@ -382,7 +404,7 @@ class WorkflowEngine:
         except BadInputError as exc:
             log.warning("%s: %s", where, exc.one_line())
             return Outcome(ERROR, message=exc.one_line())
-        return self._template(call["template"], args, where, call["name"])
+        return self._template(call["template"], args, where, name or call["name"])
 
     def _requeued_forever(self, where: str, exc: UnresolvedTag) -> Outcome:
         """A step whose ``when`` or arguments name a variable that does not exist (e.g.
@@ -405,25 +427,139 @@ class WorkflowEngine:
         return self._deadline is not None and self.now() >= self._deadline
 
     def _steps(self, t: dict[str, Any], inputs: dict[str, str], path: str) -> Outcome:
+        """Argo's executeSteps / executeStepGroup (workflow/controller/steps.go): the groups
+        in order; a group's steps (and each item of a ``withItems`` / ``withParam`` step) all
+        at once, at most ``parallelism`` of them running; when every child has ended, the
+        first child that failed or errored without ``continueOn`` fails the group and the
+        template (siblings are never cancelled: Argo waits for them)."""
         scope = self._scope(inputs)
+        slots = _slots(t.get("parallelism"), f"{path}: parallelism")
         for group in t.get("steps") or []:
-            results: list[tuple[dict[str, Any], Outcome]] = []
+            if self._deadline_passed():
+                return Outcome(FAILED, message="activeDeadlineSeconds exceeded (workflow)")
+            if self._stopping:
+                return Outcome(FAILED, message="stopped: the run was stopped")
+            children: list[_Child] = []
+            expanded: dict[str, list[_Child]] = {}
+            early: dict[str, Outcome] = {}
             for step in group:
                 where = f"{path}/{step['name']}"
-                if self._deadline_passed():
-                    return Outcome(FAILED, message="activeDeadlineSeconds exceeded (workflow)")
-                results.append((step, self._invoke(step, scope, where)))
-            for step, outcome in results:
-                self._record(scope, "steps", step["name"], outcome)
-            for step, outcome in results:
+                if not fanout.expands(step):
+                    children.append(_Child(step, str(step["name"]), where, {}))
+                    continue
+                try:
+                    with_param = (
+                        substitute(str(step["withParam"]), scope, where)
+                        if "withParam" in step
+                        else None
+                    )
+                    items = fanout.items(step, with_param)
+                except UnresolvedTag as exc:
+                    early[step["name"]] = self._requeued_forever(where, exc)
+                    continue
+                except BadInputError as exc:
+                    log.warning("%s: %s", where, exc.one_line())
+                    early[step["name"]] = Outcome(ERROR, message=exc.one_line())
+                    continue
+                if not items:
+                    early[step["name"]] = Outcome(SKIPPED, message="Skipped, empty params")
+                    continue
+                expanded[step["name"]] = [
+                    _Child(step, it.name, f"{path}/{it.name}", it.variables) for it in items
+                ]
+                children += expanded[step["name"]]
+            outcomes = self._run_children(children, scope, slots)
+            results: list[tuple[dict[str, Any], str, Outcome]] = []
+            for step in group:
+                name = step["name"]
+                if name in early:
+                    results.append((step, name, early[name]))
+                elif name in expanded:
+                    results += [(c.step, c.name, outcomes[id(c)]) for c in expanded[name]]
+                else:
+                    (child,) = [c for c in children if c.step is step]
+                    results.append((step, name, outcomes[id(child)]))
+            for step in group:
+                name = step["name"]
+                if name in expanded:
+                    kids = [outcomes[id(c)] for c in expanded[name]]
+                    self._record_expanded(scope, name, step, kids)
+                else:
+                    (outcome,) = [o for s, n, o in results if n == name]
+                    self._record(scope, "steps", name, outcome)
+            for step, name, outcome in results:
                 if outcome.phase in (FAILED, ERROR) and not _continues(step, outcome):
                     return Outcome(
                         FAILED,
                         outcome.exit_code,
-                        f"child {step['name']!r} {outcome.phase.lower()}: "
-                        f"{outcome.message}".strip(),
+                        f"child {name!r} {outcome.phase.lower()}: {outcome.message}".strip(),
                     )
         return Outcome(SUCCEEDED)
+
+    def _record_expanded(
+        self, scope: dict[str, str], name: str, step: dict[str, Any], kids: list[Outcome]
+    ) -> None:
+        """An expanded step's variables: its aggregate outputs, and its status (the step
+        group's phase as steps.go's buildLocalScope records it)."""
+        failed = any(o.phase in (FAILED, ERROR) and not _continues(step, o) for o in kids)
+        scope[f"steps.{name}.status"] = FAILED if failed else SUCCEEDED
+        scope.update(
+            fanout.aggregate_outputs(name, [o.outputs for o in kids if o.phase == SUCCEEDED])
+        )
+
+    def _run_children(
+        self, children: list[_Child], scope: dict[str, str], slots: threading.Semaphore | None
+    ) -> dict[int, Outcome]:
+        """Every child of a step group at once (one thread each; a lone child runs in this
+        thread). ``slots`` bounds how many run together (the template's ``parallelism``)."""
+        outcomes: dict[int, Outcome] = {}
+
+        def one(child: _Child) -> None:
+            if slots is not None:
+                slots.acquire()
+            try:
+                if self._stopping:
+                    outcomes[id(child)] = Outcome(FAILED, message="stopped: the run was stopped")
+                    return
+                outcomes[id(child)] = self._invoke(
+                    child.step, {**scope, **child.variables}, child.where, child.name
+                )
+            except Exception as exc:  # a bug in a branch must not hang the others
+                log.exception("%s: the engine failed", child.where)
+                outcomes[id(child)] = Outcome(ERROR, message=f"engine error: {exc}")
+            finally:
+                if slots is not None:
+                    slots.release()
+
+        if len(children) == 1 and slots is None:
+            one(children[0])
+            return outcomes
+        threads = [
+            threading.Thread(target=one, args=(c,), name=c.where, daemon=True) for c in children
+        ]
+        for th in threads:
+            th.start()
+        try:
+            for th in threads:
+                while th.is_alive():
+                    th.join(timeout=0.2)
+        except BaseException:  # stopped (SIGTERM/SIGINT in this thread): stop every branch
+            self._stop_event.set()
+            self._stop_live_pods()
+            for th in threads:
+                th.join()
+            raise
+        return outcomes
+
+    def _stop_live_pods(self) -> None:
+        """Stop every running pod at once, as `argo stop` does (SIGTERM, then SIGKILL)."""
+        with self._lock:
+            procs = list(self._live)
+        stoppers = [threading.Thread(target=_stop, args=(p,), daemon=True) for p in procs]
+        for th in stoppers:
+            th.start()
+        for th in stoppers:
+            th.join()
 
     def _dag(self, t: dict[str, Any], inputs: dict[str, str], path: str) -> Outcome:
         scope = self._scope(inputs)
@@ -464,9 +600,16 @@ class WorkflowEngine:
         self, t: dict[str, Any], inputs: dict[str, str], path: str, step: str
     ) -> Outcome:
         node = PodNode(
-            step, t["name"], path, list(t["container"].get("command") or []), self._in_exit_handler
+            step,
+            t["name"],
+            path,
+            list(t["container"].get("command") or []),
+            self._in_exit_handler,
+            key=node_key(path, step),
+            inputs=dict(inputs),
         )
-        self.nodes.append(node)
+        with self._lock:
+            self.nodes.append(node)
         rs = t.get("retryStrategy")
         scope = self._scope(inputs)
         try:
@@ -478,7 +621,7 @@ class WorkflowEngine:
         policy = RETRY_POLICIES[rs.get("retryPolicy", "OnFailure")] if rs else set()
         retry_expr = expr.parse(rs["expression"]) if rs and rs.get("expression") else None
         started = self.now()
-        self.on_event(step, "started", {"template": t["name"], "path": path})
+        self.on_event(node.key, "started", {"template": t["name"], "path": path})
         outcome = Outcome(ERROR, message="not run")
         execution_deadline: float | None = None
         attempt = 0
@@ -486,7 +629,7 @@ class WorkflowEngine:
             outcome = self._attempt(
                 t, {**scope, "retries": str(attempt)}, node, path, execution_deadline
             )
-            if outcome.phase == SUCCEEDED or rs is None:
+            if outcome.phase == SUCCEEDED or rs is None or self._stopping:
                 break
             verdict = self._retry_verdict(rs, node, outcome, (limit, policy, retry_expr), path)
             if isinstance(verdict, str):
@@ -495,7 +638,7 @@ class WorkflowEngine:
             wait, execution_deadline = verdict
             attempt += 1
             self.on_event(
-                step,
+                node.key,
                 "requeued",
                 {
                     "attempt": attempt,
@@ -504,7 +647,8 @@ class WorkflowEngine:
                     "wait_s": wait,
                 },
             )
-            time.sleep(wait * self.options.backoff_scale)
+            if self._stop_event.wait(wait * self.options.backoff_scale):
+                break  # stopped while waiting for the next attempt
             if self._deadline_passed():
                 outcome = Outcome(
                     outcome.phase, outcome.exit_code, "retry exceeded workflow deadline"
@@ -515,7 +659,7 @@ class WorkflowEngine:
         node.seconds = round(self.now() - started, 3)
         status = "succeeded" if outcome.phase == SUCCEEDED else "failed"
         self.on_event(
-            step,
+            node.key,
             status,
             {
                 "exit_code": outcome.exit_code,
@@ -587,8 +731,7 @@ class WorkflowEngine:
             return Outcome(ERROR, message=exc.one_line())
         except yaml.YAMLError as exc:
             return Outcome(ERROR, message=f"resource manifest is not YAML: {exc}")
-        self._seq += 1
-        pod = self.options.pods_dir / f"{self._seq:03d}-{step}"
+        pod = self._pod_dir(step)
         pod.mkdir(parents=True, exist_ok=True)
         (pod / "manifest.yaml").write_text(text, encoding="utf-8")
         name = ((doc or {}).get("metadata") or {}).get("name")
@@ -614,11 +757,13 @@ class WorkflowEngine:
         path: str,
         execution_deadline: float | None = None,
     ) -> Outcome:
-        self._seq += 1
-        pod = self.options.pods_dir / f"{self._seq:03d}-{node.step}"
+        pod = self._pod_dir(node.key)
         (pod / "tmp").mkdir(parents=True, exist_ok=True)
         try:
-            return self._run_pod(t, scope, node, path, pod, execution_deadline)
+            if self._pod_slots is None:
+                return self._run_pod(t, scope, node, path, pod, execution_deadline)
+            with self._pod_slots:  # spec.parallelism: pods running at once in the workflow
+                return self._run_pod(t, scope, node, path, pod, execution_deadline)
         except BadInputError as exc:  # an unresolvable tag: the pod cannot be created
             outcome = Outcome(ERROR, message=exc.one_line())
             node.attempts.append(
@@ -626,11 +771,21 @@ class WorkflowEngine:
             )
             return outcome
 
+    def _pod_dir(self, name: str) -> Path:
+        with self._lock:
+            self._seq += 1
+            return self.options.pods_dir / f"{self._seq:03d}-{name}"
+
     def _node_loss(self, node: PodNode) -> NodeLoss | None:
         # the step's pods counted over the whole run (a requeued step starts a new node)
-        attempt = sum(len(n.attempts) for n in self.nodes if n.step == node.step)
+        with self._lock:
+            attempt = sum(len(n.attempts) for n in self.nodes if n.key == node.key)
         for fault in self.node_losses:
-            if fault.step == node.step and fault.attempt == attempt and not node.exit_handler:
+            if (
+                fault.step in (node.step, node.key)
+                and fault.attempt == attempt
+                and not node.exit_handler
+            ):
                 return fault
         return None
 
@@ -686,24 +841,35 @@ class WorkflowEngine:
             if limit_at is not None:
                 left = max(0.0, limit_at - self.now())
                 timeout = left if timeout is None else min(timeout, left)
+        log_file = self.options.log_path(node.key) if self.options.log_path else pod / "log.txt"
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        spec = Pod(
+            step=node.step,
+            key=node.key,
+            template=str(t["name"]),
+            path=path,
+            argv=argv,
+            env=env,
+            cwd=mapped(c["workingDir"]) if c.get("workingDir") else os.getcwd(),
+            pod_dir=pod,
+            log_file=log_file,
+            inputs=dict(node.inputs),
+            exit_handler=node.exit_handler,
+        )
+        if self.options.prepare_pod is not None:
+            spec = self.options.prepare_pod(spec)
         lost = self._node_loss(node)
         if lost is not None and (timeout is None or lost.after_s < timeout):
-            return self._lose_node(lost, node, pod, argv, env)
-        log_file = self.options.log_path(node.step) if self.options.log_path else pod / "log.txt"
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        cwd = mapped(c["workingDir"]) if c.get("workingDir") else os.getcwd()
+            return self._lose_node(lost, node, spec)
+        if self._stopping:
+            return Outcome(FAILED, message="stopped: the run was stopped")
         started = self.now()
         clock = started
         wall_start = time.time()
-        with open(log_file, "a", encoding="utf-8") as logf:
-            proc = subprocess.Popen(
-                argv,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=cwd,
-                start_new_session=True,
-            )
+        with open(spec.log_file, "ab") as logf:
+            proc = self.options.launch(spec, logf)
+            with self._lock:
+                self._live.add(proc)
             deadline_hit = False
             try:
                 code = proc.wait(timeout=timeout)
@@ -721,14 +887,20 @@ class WorkflowEngine:
                 node.phase, node.exit_code, node.message = FAILED, exit_code, message
                 node.seconds = round(sum(a.seconds for a in node.attempts), 3)
                 self.on_event(
-                    node.step,
+                    node.key,
                     "failed",
                     {"exit_code": exit_code, "seconds": node.seconds, "template": t["name"]},
                 )
                 raise
+            finally:
+                with self._lock:
+                    self._live.discard(proc)
         seconds = round(self.now() - started, 3)
         if deadline_hit:
             phase, exit_code, message = FAILED, code, "activeDeadlineSeconds exceeded"
+        elif self._stopping and code != 0:  # stopped by `argo stop` (another branch's stop)
+            phase, exit_code = FAILED, (128 - code if code < 0 else code)
+            message = "stopped: the run was stopped"
         elif code < 0:  # killed inside its pod (SIGKILL, the OOM killer): the kubelet
             # records 128 + the signal, the pod fails; only a lost node is "pod deleted"
             phase, exit_code = FAILED, 128 - code
@@ -765,21 +937,18 @@ class WorkflowEngine:
         )
         return Outcome(phase, exit_code, message, outputs)
 
-    def _lose_node(
-        self, lost: NodeLoss, node: PodNode, pod: Path, argv: list[str], env: dict[str, str]
-    ) -> Outcome:
+    def _lose_node(self, lost: NodeLoss, node: PodNode, pod: Pod) -> Outcome:
         """Fault point ``node-loss``: the pod starts, then its node goes away ``after_s``
         (virtual) seconds in. Its processes die with it; Argo marks the node Error, "pod
         deleted", with no exit code and no outputs (nothing is collected from a lost node)."""
         clock, wall_start = self.now(), time.time()
-        with open(pod / "log.txt", "a", encoding="utf-8") as logf:
-            proc = subprocess.Popen(
-                argv, stdout=logf, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
+        with open(pod.pod_dir / "log.txt", "ab") as logf:
+            proc = self.options.launch(pod, logf)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-        self._skew += lost.after_s
+        with self._lock:
+            self._skew += lost.after_s
         message = "pod deleted"
         log.warning(
             "%s: node lost %.0f s into attempt %d (fault point)",
@@ -788,7 +957,7 @@ class WorkflowEngine:
             lost.attempt,
         )
         node.attempts.append(
-            Attempt(None, ERROR, message, lost.after_s, str(pod), wall_start, clock)
+            Attempt(None, ERROR, message, lost.after_s, str(pod.pod_dir), wall_start, clock)
         )
         return Outcome(ERROR, None, message)
 
@@ -808,6 +977,40 @@ def _resource_kind(t: dict[str, Any]) -> tuple[str, str]:
         return ("?", "not YAML")
     doc = doc if isinstance(doc, dict) else {}
     return (str(doc.get("apiVersion")), str(doc.get("kind")))
+
+
+@dataclass
+class _Child:
+    """One child of a step group: a step, or one item of an expanded step."""
+
+    step: dict[str, Any]
+    name: str  # the node's name: the step's, or ``name(i:item)``
+    where: str
+    variables: dict[str, str]  # the item's variables (``item``, ``item.<key>``)
+
+
+def _slots(value: Any, where: str) -> threading.Semaphore | None:
+    """A ``parallelism`` bound as a semaphore (None: unbounded)."""
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ManifestError(f"{where} {value!r} is not a number") from None
+    if n < 1:
+        raise ManifestError(f"{where} {value!r} must be at least 1")
+    return threading.Semaphore(n)
+
+
+def node_key(path: str, step: str) -> str:
+    """A pod's name, unique in the run: the step's own name, or, under a fan-out, the path
+    from the first expanded step down (``regions(0:eu).worker``): its log file, its pod
+    directories and its events are named by it."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        if part.endswith(")") and "(" in part:
+            return ".".join(parts[i:])
+    return step
 
 
 def _continues(call: dict[str, Any], outcome: Outcome) -> bool:

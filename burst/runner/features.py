@@ -23,6 +23,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "arguments": "arguments",
         "templates": "[template]",
         "activeDeadlineSeconds": ANY,
+        "parallelism": ANY,  # pods running at once (a semaphore around every pod)
         "volumeClaimTemplates": "[claim]",
         "volumes": ANY,  # emptyDir and the like: the engine maps each by name to a directory
         # cluster-only: no effect on one machine
@@ -65,6 +66,7 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "dag": "dag",
         "retryStrategy": "retryStrategy",
         "activeDeadlineSeconds": ANY,
+        "parallelism": ANY,  # a steps template's children running at once
         # cluster-only
         "nodeSelector": ANY,
         "tolerations": ANY,
@@ -115,6 +117,9 @@ _SCHEMA: dict[str, dict[str, str]] = {
         "arguments": "arguments",
         "when": ANY,
         "continueOn": "continueOn",
+        # one parallel step per item (burst.runner.fanout)
+        "withItems": ANY,
+        "withParam": ANY,
     },
     "continueOn": {"failed": ANY, "error": ANY},
     "dag": {"tasks": "[task]"},

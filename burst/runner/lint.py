@@ -134,7 +134,14 @@ class _Linter:
             target = self.templates.get(siblings[path[1]]) or {}
             if rest[0] == "outputs":
                 outs = {p.get("name") for p in _params(target.get("outputs"))}
-                if len(rest) < 3 or rest[1] != "parameters" or rest[2] not in outs:
+                # an expanded step's outputs.parameters: the JSON list of its items' outputs
+                # (operator.go processAggregateNodeOutputs)
+                aggregate = path[1] in (scope.get("expanded") or set()) and rest[1:] == (
+                    "parameters",
+                )
+                if not aggregate and (
+                    len(rest) < 3 or rest[1] != "parameters" or rest[2] not in outs
+                ):
                     self.add(
                         where,
                         f"{'.'.join(path)!r}: template {siblings[path[1]]!r} "
@@ -232,8 +239,8 @@ class _Linter:
             self._walk_strings(f"{where}.withParam", call["withParam"], scope)
         looped = {**scope, "item": "withParam" in call or "withItems" in call}
         self._walk_strings(f"{where}.arguments", call.get("arguments") or {}, looped)
-        if "when" in call:
-            self._check_when(f"{where}.when", str(call["when"]), scope)
+        if "when" in call:  # evaluated per item (steps.go executeStepGroup)
+            self._check_when(f"{where}.when", str(call["when"]), looped)
 
     def templates_(self) -> None:
         for i, t in enumerate(self.spec.get("templates") or []):
@@ -267,16 +274,24 @@ class _Linter:
             if "steps" in t:
                 seen: dict[str, str] = {}
                 erring: set[str] = set()
+                expanded: set[str] = set()
                 for g, group in enumerate(t.get("steps") or []):
                     for j, step in enumerate(group or []):
                         swhere = f"{where}.steps[{g}][{j}] ({step.get('name')})"
                         self._check_call(
                             swhere,
                             step,
-                            {**scope, "steps": dict(seen), "errors_continue": set(erring)},
+                            {
+                                **scope,
+                                "steps": dict(seen),
+                                "errors_continue": set(erring),
+                                "expanded": set(expanded),
+                            },
                         )
                     for step in group or []:
                         seen[step.get("name")] = step.get("template")
+                        if "withParam" in step or "withItems" in step:
+                            expanded.add(step.get("name"))
                         if (step.get("continueOn") or {}).get("error"):
                             erring.add(step.get("name"))
             if "dag" in t:

@@ -435,7 +435,11 @@ def _call(m: dict[str, Any], template: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("mutate", "feature"),
     [
-        (lambda m: m["spec"]["templates"][1]["steps"][0][0].update(withItems=[1, 2]), "withItems"),
+        # withItems and withParam run (test_fanout.py); withSequence is refused
+        (
+            lambda m: m["spec"]["templates"][1]["steps"][0][0].update(withSequence={"count": "2"}),
+            "withSequence",
+        ),
         (
             lambda m: _call(m, {"name": "s", "script": {"image": "x", "source": "print(1)"}}),
             "script",

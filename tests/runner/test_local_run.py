@@ -230,12 +230,13 @@ def test_unsupported_template_is_refused_before_anything_runs(
 ) -> None:
     manifest = yaml.safe_load(TEMPLATE.read_text())
     main = next(t for t in manifest["spec"]["templates"] if t["name"] == "main")
-    main["steps"][0][0]["withParam"] = "[1, 2]"
+    # withParam and withItems run (tests/runner/test_fanout.py); withSequence does not
+    main["steps"][0][0]["withSequence"] = {"count": "2"}
     broken = tmp_path / "broken.yaml"
     broken.write_text(yaml.safe_dump(manifest))
     proc = _run(burst_cmd, spec, "wf-bad", "--template", str(broken))
     assert proc.returncode == 2
-    assert "'withParam'" in proc.stderr and "not supported by the local runner" in proc.stderr
+    assert "'withSequence'" in proc.stderr and "not supported by the local runner" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (runs_root / "wf-bad").exists()
 

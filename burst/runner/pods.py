@@ -1,0 +1,58 @@
+"""One attempt of a container step, as the engine hands it to whatever starts it.
+
+The engine works out everything a pod needs (argv, environment, working directory, its
+directory and log file) into a :class:`Pod`; then two small hooks take over:
+
+* :data:`PreparePod` (``EngineOptions.prepare_pod``): what the machine the pod lands on adds
+  to it (e.g. a pod of a region gets that region's store keys
+  and link emulator). Identity when unset.
+* :data:`Launcher` (``EngineOptions.launch``): starts the pod's process and returns it. The
+  default, :func:`launch_process`, runs it here as its own process group; a container
+  launcher (the pod's image, user and mounts) is another implementation of the same call.
+
+The engine waits for the returned process, stops it (SIGTERM, then SIGKILL) through its
+process group, and reads its exit status as a kubelet would.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import IO
+
+__all__ = ["Launcher", "Pod", "PreparePod", "launch_process", "replace"]
+
+
+@dataclass(frozen=True)
+class Pod:
+    """One attempt of one container step."""
+
+    step: str  # the step's name as Argo displays it (``worker``, ``teardown(0:eu)``)
+    key: str  # unique in the run: the step, qualified by the fan-out it runs under
+    template: str  # the container template's name
+    path: str  # the node's path from the entrypoint (``main/regions(0:eu)/worker``)
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    pod_dir: Path  # the pod's own directory (its /tmp is pod_dir/tmp)
+    log_file: Path
+    inputs: dict[str, str] = field(default_factory=dict)  # the template's input parameters
+    exit_handler: bool = False
+
+
+PreparePod = Callable[[Pod], Pod]
+Launcher = Callable[[Pod, IO[bytes]], "subprocess.Popen[bytes]"]
+
+
+def launch_process(pod: Pod, log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """The pod as a process of this machine, in a session (process group) of its own."""
+    return subprocess.Popen(
+        pod.argv,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=pod.env,
+        cwd=pod.cwd,
+        start_new_session=True,
+    )
