@@ -23,7 +23,7 @@ from burst.errors import BadInputError
 from burst.plan.assembly import plan_document
 from burst.plan.catalog import Catalog
 from burst.plan.eligibility import DataInputs, Exclusions, check_record_spec, eligible_sites
-from burst.plan.pricing import PricingContext, price_candidate, site_price
+from burst.plan.pricing import PricingContext, no_price_reason, price_candidate, site_price
 from burst.plan.ranking import OBJECTIVES, VERDICT_RANK, rank
 from burst.plan.workload import Workload, estimate
 from burst.spec import BurstJob
@@ -132,11 +132,7 @@ def plan(
             price = site_price(ctx, site, capacity)
             if price is None:
                 excluded.add(
-                    site.provider,
-                    site.region,
-                    capacity,
-                    f"no price known for {job.compute.gpu_type} "
-                    "anywhere in the catalog: add one with --catalog",
+                    site.provider, site.region, capacity, no_price_reason(job.compute.gpu_type)
                 )
                 continue
             cand = price_candidate(ctx, site, capacity, price)

@@ -72,7 +72,7 @@ def instance_price(
         return Price(float(od.value), "catalog", od.source)
     best = cat.highest_known_on_demand(gpu_type)
     if best is None:
-        return None
+        return reference_price(cat, gpu_type, gpus_per_instance, capacity)
     per_gpu, src = best
     return Price(
         per_gpu * gpus_per_instance,
@@ -80,6 +80,44 @@ def instance_price(
         f"price unknown: highest known {gpu_type} on-demand price used "
         f"({src.provider}/{src.region} {src.instance})",
     )
+
+
+#: How to give a price the catalog lacks (the refusal and docs/planning.md#the-catalog say it).
+HOW_TO_PRICE = (
+    "give one with --catalog FILE: an offer's spot_usd_per_hour / on_demand_usd_per_hour, or "
+    "gpus.{gpu}.reference_spot_usd_per_gpu_hour and reference_on_demand_usd_per_gpu_hour "
+    "(docs/planning.md#the-catalog)"
+)
+
+
+def no_price_reason(gpu_type: str) -> str:
+    return f"no price known for {gpu_type} anywhere in the catalog: " + HOW_TO_PRICE.format(
+        gpu=gpu_type
+    )
+
+
+def reference_price(
+    cat: Catalog, gpu_type: str, gpus_per_instance: int, capacity: str
+) -> Price | None:
+    """A GPU no offer prices (Rubin): the catalog's reference price per GPU-hour, spot or on
+    demand (spot falls back to on demand, an upper bound); None when it has none."""
+    names = ["reference_on_demand_usd_per_gpu_hour"]
+    if capacity == "spot":
+        names.insert(0, "reference_spot_usd_per_gpu_hour")
+    for name in names:
+        fact = cat.gpu_fact(gpu_type, name)
+        if fact is not None and fact.value is not None:
+            what = "spot" if "spot" in name else "on-demand"
+            note = (
+                "" if what == "spot" or capacity != "spot" else " (no spot reference: upper bound)"
+            )
+            return Price(
+                float(fact.value) * gpus_per_instance,
+                "reference",
+                f"no offer for {gpu_type} in the catalog: reference {what} price "
+                f"${float(fact.value):g}/GPU-h ({fact.source}, {fact.date}){note}",
+            )
+    return None
 
 
 def floor_price(
@@ -91,7 +129,10 @@ def floor_price(
     if od is None or spot is None:
         return None
     mean = (floor * od.per_instance_hour + (nodes - floor) * spot.per_instance_hour) / nodes
-    basis = next((b for b in ("unknown", "spot-unknown") if b in (od.basis, spot.basis)), "catalog")
+    basis = next(
+        (b for b in ("unknown", "reference", "spot-unknown") if b in (od.basis, spot.basis)),
+        "catalog",
+    )
     return Price(
         mean,
         basis,

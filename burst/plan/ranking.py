@@ -95,5 +95,12 @@ def refusal(job: BurstJob, priced: list[dict[str, Any]], excluded: list[dict[str
             f"{fastest['capacity']}) exceeds the deadline {job.budget.max_hours:g} h "
             "(budget.max_hours)"
         )
-    reasons = "; ".join(f"{e['provider']}/{e['region']}: {e['reason']}" for e in excluded)
+    # one reason once, with every candidate it applies to (not "no price known" four times)
+    by_reason: dict[str, list[str]] = {}
+    for e in excluded:
+        where = f"{e['provider']}/{e['region']}"
+        names = by_reason.setdefault(e["reason"], [])
+        if where not in names:
+            names.append(where)
+    reasons = "; ".join(f"{', '.join(where)}: {reason}" for reason, where in by_reason.items())
     return f"no candidate can run this job: {reasons or 'no regions or providers given'}"
