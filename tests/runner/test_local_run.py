@@ -123,9 +123,11 @@ def test_requeue_in_the_next_candidate_after_preemptions(
         "verify-image",
         "provision",
         "service-account",  # the run's own identity (a resource template: recorded)
+        "role-binding",  # and its binding to burst-executor (recorded)
         "train",
         "provision",
         "service-account",
+        "role-binding",
         "train",
         "teardown",
     ]
