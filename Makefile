@@ -42,11 +42,11 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check burst steps pipelines tests
+	$(BIN)/ruff format --check burst steps pipelines tests devtools benchmarks scripts
 	$(MAKE) typecheck
 
 typecheck: $(STAMP)
-	$(BIN)/mypy burst steps pipelines
+	$(BIN)/mypy burst steps pipelines devtools
 
 # Rewrite every golden (tests fail when one drifts): the compiled Argo manifests, the
 # quickstart's rendered Terraform plan, the Kyverno policy rendered from trust.yaml, and

@@ -27,21 +27,19 @@ import argparse
 import datetime as dt
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import torch
+from harness import REPO, ab_order, goals_text, loopback_s3, meets_goals, write_results
+from harness import median as med
 
-import torch  # noqa: E402
-
-from burst.checkpoint import CheckpointManager, capture_state  # noqa: E402
-from burst.storage import open_store  # noqa: E402
-from burst.storage.loopback import LoopbackS3  # noqa: E402
+from burst.checkpoint import CheckpointManager, capture_state
+from burst.storage import open_store
+from burst.storage.loopback import LoopbackS3
 
 LAYERS = 12
 GOALS = {
@@ -113,10 +111,6 @@ def state_nbytes(state: Any) -> int:
     )
 
 
-def med(xs: list[float]) -> float:
-    return float(statistics.median(xs))
-
-
 def bench_stall_and_upload(
     tr: Trainer, server: LoopbackS3, bucket: str, work: Path, reps: int, log: list[str]
 ) -> dict[str, Any]:
@@ -148,7 +142,7 @@ def bench_stall_and_upload(
     stall_a, stall_b, thr_a, thr_b, durable_a = [], [], [], [], []
     path = work / "baseline.pt"
     for rep in range(reps):
-        for side in "AB" if rep % 2 == 0 else "BA":
+        for side in ab_order(rep):
             tr.step()  # every weight and moment changes: a full upload, no delta
             if side == "A":
                 t0 = time.perf_counter()
@@ -199,7 +193,7 @@ def bench_vs_dcp(tr: Trainer, bucket: str, work: Path, reps: int, log: list[str]
     mgr = CheckpointManager(open_store(f"s3://{bucket}/vsdcp"))
     ours, theirs = [], []
     for rep in range(reps + 1):  # rep 0 warms both up
-        for side in "AB" if rep % 2 == 0 else "BA":
+        for side in ab_order(rep):
             tr.step()
             t0 = time.perf_counter()
             if side == "A":
@@ -233,7 +227,7 @@ def bench_restore(
     target = tr.state()  # restore straight into the live model's and optimizer's tensors
     thr_a, thr_b = [], []
     for rep in range(reps):
-        for side in "AB" if rep % 2 == 0 else "BA":
+        for side in ab_order(rep):
             if side == "A":
                 t0 = time.perf_counter()
                 restored = mgr.restore(into=target)
@@ -285,7 +279,7 @@ def bench_step_slowdown(
     for rep in range(reps):
         quiet: list[float] = []
         busy: list[float] = []
-        for side in "AB" if rep % 2 == 0 else "BA":
+        for side in ab_order(rep):
             if side == "A":
                 quiet += [tr.step() for _ in range(5)]
             else:
@@ -372,12 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="burst-bench-") as tmp:
         work = Path(tmp)
-        server = LoopbackS3(work / "s3").start()
-        saved_env = {k: os.environ.get(k) for k in server.client_env()}
-        os.environ.update(server.client_env())
-        bucket = "bench"
-        server.create_bucket(bucket)
-        try:
+        with loopback_s3(work / "s3") as server:
+            bucket = "bench"
+            server.create_bucket(bucket)
             tr = Trainer(width)
             tr.step()
             state_bytes = state_nbytes(tr.state())
@@ -396,22 +387,13 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 res["paced_upload_rate_mib_s"] = args.paced_rate
             res.update(bench_delta(width, bucket, args.reps, log))
-        finally:
-            server.stop()
-            for k, v in saved_env.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-    checks = {
-        k: (res[k] <= goal if op == "<=" else res[k] >= goal) for k, (op, goal) in GOALS.items()
-    }
+    checks = meets_goals(res, GOALS)
     doc = {
         "benchmark": "checkpoint",
         "size": size,
         "state_bytes": state_bytes,
         **{k: round(res[k], 4) for k in GOALS},
-        "goals": {k: f"{op} {goal}" for k, (op, goal) in GOALS.items()},
+        "goals": goals_text(GOALS),
         "meets_goals": checks,
         "server": "rclone serve s3 on 127.0.0.1 (local directory backend), same host",
         "cores": os.cpu_count(),
@@ -428,8 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "log": log,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    write_results(args.out, doc)
     for line in log:
         print(line, file=sys.stderr)
     print(json.dumps({k: doc[k] for k in ("state_bytes", *GOALS)}, indent=2))

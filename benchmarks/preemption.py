@@ -19,26 +19,23 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import torch
+from harness import REPO, alternate, loopback_s3, median, write_results
+from torch import nn
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-from burst.checkpoint import CheckpointManager  # noqa: E402
-from burst.preempt.emergency import SAFETY, SaveMeter  # noqa: E402
-from burst.storage import open_store  # noqa: E402
-from burst.storage.loopback import LoopbackS3  # noqa: E402
-from burst.train.checkpoints import state_nbytes  # noqa: E402
-from burst.train.example import FEATURES  # noqa: E402
+from burst.checkpoint import CheckpointManager
+from burst.preempt.emergency import SAFETY, SaveMeter
+from burst.storage import open_store
+from burst.train.checkpoints import state_nbytes
+from burst.train.example import FEATURES
 
 GOALS = (
     "estimate_ratio_full",
@@ -111,10 +108,7 @@ def main() -> int:
     width = 1200 if args.quick else 2000
     model, opt = build(width)
     step(model, opt)
-    with tempfile.TemporaryDirectory() as tmp, LoopbackS3(Path(tmp) / "s3").start() as server:
-        import os
-
-        os.environ.update(server.client_env())
+    with tempfile.TemporaryDirectory() as tmp, loopback_s3(Path(tmp) / "s3") as server:
         server.create_bucket("bench")
         mgr = CheckpointManager(open_store("s3://bench/preempt"), keep_full=2, keep_weights=2)
         meter = SaveMeter()
@@ -122,16 +116,17 @@ def main() -> int:
         for tier in ("full", "weights"):  # warm up: the loop has measured a few commits
             n += 1
             timed_save(mgr, meter, model, opt, tier, n)
-        runs: dict[str, list[dict[str, float]]] = {"full": [], "weights": []}
-        for r in range(reps):
-            order = ("full", "weights") if r % 2 == 0 else ("weights", "full")
-            for tier in order:
-                n += 1
-                runs[tier].append(timed_save(mgr, meter, model, opt, tier, n))
+        counter = itertools.count(n + 1)  # each save its own step
+        full, weights = alternate(
+            reps,
+            lambda: timed_save(mgr, meter, model, opt, "full", next(counter)),
+            lambda: timed_save(mgr, meter, model, opt, "weights", next(counter)),
+        )
+        runs: dict[str, list[dict[str, float]]] = {"full": full, "weights": weights}
         mgr.close()
 
     def med(tier: str, key: str) -> float:
-        return statistics.median(r[key] for r in runs[tier])
+        return median(r[key] for r in runs[tier])
 
     doc = {
         "benchmark": "preemption",
@@ -139,10 +134,8 @@ def main() -> int:
         "reps": reps,
         "state_bytes_full": state_nbytes(state(model, opt, "full", 0)),
         "state_bytes_weights": state_nbytes(model.state_dict()),
-        "estimate_ratio_full": statistics.median(r["actual"] / r["estimate"] for r in runs["full"]),
-        "estimate_ratio_weights": statistics.median(
-            r["actual"] / r["estimate"] for r in runs["weights"]
-        ),
+        "estimate_ratio_full": median(r["actual"] / r["estimate"] for r in runs["full"]),
+        "estimate_ratio_weights": median(r["actual"] / r["estimate"] for r in runs["weights"]),
         "estimate_ratio_max": max(r["actual"] / r["estimate"] for t in runs for r in runs[t]),
         "safety_margin": SAFETY,
         "full_over_weights": med("full", "actual") / med("weights", "actual"),
@@ -151,8 +144,7 @@ def main() -> int:
             t: {k: med(t, k) for k in ("estimate", "actual", "blocked")} for t in runs
         },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    write_results(args.out, doc)
     print(json.dumps({k: doc[k] for k in (*GOALS, "estimate_ratio_max")}, indent=2))
     return 0
 

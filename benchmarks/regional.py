@@ -59,7 +59,6 @@ import hashlib
 import json
 import math
 import os
-import socket
 import statistics
 import sys
 import sysconfig
@@ -68,8 +67,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from harness import REPO, machine_note, write_results
+
+from burst.storage.loopback import free_port
 
 SEED = 21
 VOCAB = 256
@@ -425,12 +425,6 @@ def lr_factor(v: dict[str, Any], steps: int) -> Any:
     return factor
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run(
     n: int, steps: int, local_steps: int | None, variant: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -507,7 +501,7 @@ def main() -> int:
     results: dict[str, Any] = {
         "mode": mode,
         "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start",
+        "machine": machine_note(),
         "seed": SEED,
         "steps_per_region": steps,
         "model": {
@@ -588,7 +582,7 @@ def ablate(steps: int, out: str | None) -> int:
     results: dict[str, Any] = {
         "mode": "ablate",
         "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start",
+        "machine": machine_note(),
         "seed": SEED,
         "regions": 2,
         "steps_per_region": steps,
@@ -614,8 +608,7 @@ def ablate(steps: int, out: str | None) -> int:
 def write(out: str, results: dict[str, Any], started: float, *, complete: bool) -> None:
     results["complete"] = complete
     results["elapsed_s"] = round(time.perf_counter() - started, 1)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps(results, indent=2) + "\n")
+    write_results(out, results)
 
 
 if __name__ == "__main__":

@@ -29,18 +29,20 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from harness import (
+    REPO,
+    goals_text,
+    machine_note,
+    meets_goals,
+    torchrun_ranks,
+    write_results,
+)
 
 LAYERS = 12
 WIDTHS = {"full": 1408, "quick": 1408, "smoke": 64}  # 272 MiB of state; tiny
@@ -270,29 +272,18 @@ def main() -> int:
         "mode": mode,
         "reps": reps,
         "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start",
+        "machine": machine_note(),
         "store": "local directory (both); DCP FileSystemWriter, burst file:// chunk store",
-        "goals": {k: f"{op} {v}" for k, (op, v) in GOALS.items()},
+        "goals": goals_text(GOALS),
         "worlds": {},
     }
     for world in (int(w) for w in args.worlds.split(",")):
-        work = Path(tempfile.mkdtemp(prefix=f"sharded-bench-{world}-"))
-        try:
-            result = work / "result.json"
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-            cmd += [f"--nproc-per-node={world}", __file__, "--rank-run", "--reps", str(reps)]
-            cmd += ["--width", str(width), "--work", str(work), "--result", str(result)]
-            env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-            subprocess.run(cmd, check=True, env=env)
-            row = json.loads(result.read_text())
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        row["meets_goals"] = {
-            k: (row[k] <= v if op == "<=" else row[k] >= v) for k, (op, v) in GOALS.items()
-        }
+        rank_args = ["--reps", str(reps), "--width", str(width)]
+        row = torchrun_ranks(__file__, world, rank_args, prefix="sharded-bench-")
+        row["meets_goals"] = meets_goals(row, GOALS)
         results["worlds"][str(world)] = row
         print(json.dumps({k: row[k] for k in (*GOALS, "bytes_per_rank")}), flush=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    write_results(args.out, results)
     print(f"wrote {args.out}")
     return 0
 

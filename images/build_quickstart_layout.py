@@ -30,7 +30,7 @@ from burst.supplychain.compat import LABELS  # noqa: E402
 from burst.supplychain.layout import LayoutStore  # noqa: E402
 from burst.supplychain.sign import sign_image  # noqa: E402
 from burst.supplychain.signature import generate_key, private_pem, public_pem  # noqa: E402
-from burst.supplychain.tinyimage import push_tiny_image  # noqa: E402
+from devtools.tinyimage import push_tiny_image  # noqa: E402
 
 LAYOUT = Path("examples/images/quickstart-oci")
 REPOSITORY = "burst.local/burst/quickstart-trainer"

@@ -70,6 +70,7 @@ from pipelines.common import (
     TRAINER_IMAGE,
     pod_settings,
 )
+from pipelines.train_pod import TRAIN_GRACE_S, train_resources
 
 NAME = "burst-regional"
 #: A region's stack id: provision applies it, the exit handler destroys it from it alone.
@@ -80,8 +81,24 @@ RESTARTS = "3"
 IN_AGGREGATION_REGION = "{{=inputs.parameters.region == workflow.parameters['aggregation-region']}}"
 
 
+#: A worker trains on its region's rented GPUs: every GPU of the node (as train), on the nodes
+#: its region's provision made (their selector and taints, from provision's outputs), never on
+#: the home cluster's (where it would read its shard across the border the legal preflight
+#: drew).
+WORKER_PLACEMENT = {
+    "node-selector": (
+        "{{=toJson(jsonpath(steps.provision.outputs.parameters.infra, '$.outputs.node_selector'))}}"
+    ),
+    "tolerations": (
+        "{{=toJson(jsonpath(steps.provision.outputs.parameters.infra, '$.outputs.tolerations'))}}"
+    ),
+}
+
+
 def _role(role: str, image: str, *, stable: bool) -> Container:
-    """``python -m steps.regional_<role> --config FILE``, restarted on preemption."""
+    """``python -m steps.regional_<role> --config FILE``, restarted on preemption; the worker
+    (``stable=False``) on its region's GPU nodes."""
+    gpu = not stable
     return Container(
         name=f"regional-{role}",
         image=image,
@@ -95,6 +112,7 @@ def _role(role: str, image: str, *, stable: bool) -> Container:
         inputs=[
             Parameter(name="role-config"),
             Parameter(name="region"),
+            *([Parameter(name=n) for n in WORKER_PLACEMENT] if gpu else []),
             spec_artifact(),
             RawArtifact(
                 name="role-config", path=ROLE_CONFIG, data="{{inputs.parameters.role-config}}"
@@ -103,7 +121,16 @@ def _role(role: str, image: str, *, stable: bool) -> Container:
         volume_mounts=[m.VolumeMount(name=RUNS_VOLUME, mount_path=RUNS_MOUNT)],
         affinity=m.Affinity.model_validate(STABLE_AFFINITY) if stable else None,
         security_context=m.SecurityContext.model_validate(RESTRICTED_CONTAINER),
-        resources=m.ResourceRequirements.model_validate({"requests": STEP_REQUESTS}),
+        resources=m.ResourceRequirements.model_validate(
+            train_resources() if gpu else {"requests": STEP_REQUESTS}
+        ),
+        pod_spec_patch=(
+            '{"nodeSelector": {{inputs.parameters.node-selector}}, '
+            '"tolerations": {{inputs.parameters.tolerations}}, '
+            f'"terminationGracePeriodSeconds": {TRAIN_GRACE_S}}}'
+        )
+        if gpu
+        else None,
         active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
         retry_strategy=RetryStrategy(
             limit="{{workflow.parameters.restarts}}",
@@ -154,6 +181,11 @@ def build() -> WorkflowTemplate:
                 name="train-deadline-seconds",
                 value=str(DEFAULT_DEADLINE_S),
                 description="a worker's and the aggregator's deadline",
+            ),
+            Parameter(
+                name="gpus-per-node",
+                value="8",
+                description="GPUs on each worker's node (the spec's compute.gpus_per_node)",
             ),
             Parameter(
                 name="tf-stack",
@@ -230,6 +262,7 @@ def build() -> WorkflowTemplate:
                     arguments={
                         "role-config": "{{steps.provision.outputs.parameters.worker-config}}",
                         "region": "{{inputs.parameters.region}}",
+                        **WORKER_PLACEMENT,
                     },
                 )
                 Step(

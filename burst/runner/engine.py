@@ -57,9 +57,10 @@ log = logging.getLogger(__name__)
 SUCCEEDED, FAILED, ERROR, SKIPPED, OMITTED = "Succeeded", "Failed", "Error", "Skipped", "Omitted"
 RETRY_POLICIES = {"Always": {FAILED, ERROR}, "OnFailure": {FAILED}, "OnError": {ERROR}}
 KILL_GRACE_S = 10.0
-#: Kubernetes objects a ``resource`` template may create in a local run: identities only,
-#: which one machine has no use for (recorded in the pod directory, not created).
-CLUSTER_ONLY_OBJECTS = {("v1", "ServiceAccount")}
+#: Kubernetes objects a ``resource`` template may create in a local run: identities and
+#: their bindings only, which one machine has no use for (recorded in the pod directory, not
+#: created).
+CLUSTER_ONLY_OBJECTS = {("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "RoleBinding")}
 #: The Argo releases whose semantics the engine follows where they changed: a missing
 #: variable in a step's ``when`` or arguments requeues the step from these on.
 ARGO_REQUEUE_MISSING = "v3.7.11 / v4.0.2"

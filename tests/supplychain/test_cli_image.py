@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from burst.supplychain.registry import RegistryStore
-from burst.supplychain.tinyimage import push_tiny_image
+from devtools.tinyimage import push_tiny_image
 
 from .conftest import Keys
 from .registry_server import LocalRegistry

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from burst.supplychain.dockerfile_rules import base_images, check, check_file
+from devtools.dockerfile_rules import base_images, check, check_file
 
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILES = sorted((REPO / "images").glob("*/Dockerfile"))

@@ -18,9 +18,9 @@ from burst.documents import json_schema
 from burst.errors import PolicyRefusal
 from burst.supplychain.layout import LayoutStore
 from burst.supplychain.signature import SIMPLE_SIGNING
-from burst.supplychain.tinyimage import push_tiny_image
 from burst.supplychain.trust import load_trust
 from burst.supplychain.verify import verify_image
+from devtools.tinyimage import push_tiny_image
 
 REPO = Path(__file__).resolve().parents[2]
 LAYOUT = REPO / "examples" / "images" / "quickstart-oci"

@@ -28,8 +28,8 @@ from burst.supplychain.signature import (
     signature_layer,
 )
 from burst.supplychain.store import OCI_INDEX, OCI_MANIFEST, sha256_digest
-from burst.supplychain.tinyimage import push_tiny_image
 from burst.supplychain.verify import verify_image
+from devtools.tinyimage import push_tiny_image
 
 from .conftest import Keys
 from .test_registry_verify import TRAINER_LABELS

@@ -25,8 +25,8 @@ from burst.supplychain.signature import (
     signature_manifest,
 )
 from burst.supplychain.store import OCI_INDEX, OCI_MANIFEST
-from burst.supplychain.tinyimage import push_tiny_image
 from burst.supplychain.verify import verify_image
+from devtools.tinyimage import push_tiny_image
 
 from .conftest import Keys
 from .registry_server import LocalRegistry

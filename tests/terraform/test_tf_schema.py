@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from burst.infra import schemacheck
-from burst.infra.hclcheck import modules_under, parse_module
-from burst.infra.schemacheck import PINNED, check_module, check_paths, load_schema
 from burst.infra.terraform import REPO_ROOT
+from devtools import schemacheck
+from devtools.hclcheck import modules_under, parse_module
+from devtools.schemacheck import PINNED, check_module, check_paths, load_schema
 
 pytestmark = pytest.mark.e2e
 

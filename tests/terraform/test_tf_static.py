@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from burst.infra.hclcheck import check_paths, main
 from burst.infra.terraform import REPO_ROOT as REPO
+from devtools.hclcheck import check_paths, main
 
 TERRAFORM = REPO / "terraform"
 MODULES = TERRAFORM / "modules"
@@ -75,7 +75,7 @@ def test_broken_fixture_fails_naming_file_and_resource() -> None:
 @pytest.mark.e2e
 def test_hclcheck_command_exit_code_and_message() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "burst.infra.hclcheck", str(BROKEN)],
+        [sys.executable, "-m", "devtools.hclcheck", str(BROKEN)],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -89,7 +89,7 @@ def test_hclcheck_command_exit_code_and_message() -> None:
     assert imds and imds[0].startswith(f"{main_tf}:14:")
     assert "Traceback" not in proc.stderr
     clean = subprocess.run(
-        [sys.executable, "-m", "burst.infra.hclcheck", "terraform"],
+        [sys.executable, "-m", "devtools.hclcheck", "terraform"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -1,6 +1,6 @@
 """Static checks of burst's Terraform (HCL), for modules whose provider cannot be downloaded.
 
-    python -m burst.infra.hclcheck [PATH ...]        (default: terraform/)
+    python -m devtools.hclcheck [PATH ...]        (default: terraform/)
 
 Each directory of ``.tf`` files is one module; python-hcl2 parses it and these rules run:
 

@@ -1,6 +1,6 @@
 """Check burst's Terraform against the providers' own schemas, without the provider binaries.
 
-    python -m burst.infra.schemacheck [PATH ...]        (default: terraform/)
+    python -m devtools.schemacheck [PATH ...]        (default: terraform/)
 
 The CDK for Terraform bindings on npm are generated from each provider's schema. Their
 ``.jsii`` manifest lists every resource and data source: the class's docs link names the
@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from burst import checkout
-from burst.infra.hclcheck import (
+from devtools.hclcheck import (
     HclParseError,
     Module,
     Resource,
