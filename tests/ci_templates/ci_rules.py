@@ -412,3 +412,27 @@ def credential_problems(doc: dict[str, Any]) -> list[str]:
                 f"{sessions[-1] if sessions else 0} s"
             )
     return out
+
+
+def run_deadline_problems(doc: dict[str, Any], kind: str, deadline_s: int) -> list[str]:
+    """A job that runs `burst run` must outlast the run's own deadline (the workflow's:
+    train's budget plus the hour provision and teardown get, pipelines.burst_train
+    WORKFLOW_DEADLINE_S with the default 24-hour budget). A job that reaches its limit is
+    cancelled: burst run gets SIGINT, then SIGTERM 7.5 s later and SIGKILL 2.5 s after that
+    (GitHub) or is killed (GitLab), far inside train's 120-second emergency save, and the
+    teardown that follows destroys the checkpoint bucket with the run."""
+    out = []
+    jobs = (doc.get("jobs") or {}) if kind == "github" else resolve_gitlab(doc)
+    for name, job in jobs.items():
+        if not re.search(r"\bburst run\b", _job_text(job)):
+            continue
+        if kind == "github":
+            limit = int(job.get("timeout-minutes", 360)) * 60
+        else:
+            m = re.match(r"(\d+)\s*hours?", str(job.get("timeout", "")))
+            limit = int(m.group(1)) * 3600 if m else 3600
+        if limit < deadline_s + 600:
+            out.append(
+                f"job {name}: its limit ({limit} s) ends before the run's deadline ({deadline_s} s)"
+            )
+    return out

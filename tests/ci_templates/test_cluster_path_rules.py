@@ -7,7 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ci_rules import credential_problems, install_problems, resolve_gitlab, time_limit_problems
+from ci_rules import (
+    credential_problems,
+    install_problems,
+    resolve_gitlab,
+    run_deadline_problems,
+    time_limit_problems,
+)
+
+from pipelines.burst_train import WORKFLOW_DEADLINE_S
 
 REPO = Path(__file__).resolve().parents[2]
 BEFORE = REPO / "tests" / "deploy" / "before"
@@ -29,6 +37,8 @@ def _problems(gh: Path, gl: Path) -> dict[str, list[str]]:
         + install_problems(_gl_jobs(gl), NAMESPACE),
         "time-limits": time_limit_problems(doc),
         "credentials": credential_problems(doc),
+        "run-deadline": run_deadline_problems(doc, "github", WORKFLOW_DEADLINE_S)
+        + run_deadline_problems(yaml.safe_load(gl.read_text()), "gitlab", WORKFLOW_DEADLINE_S),
     }
 
 
@@ -44,4 +54,16 @@ def test_the_shipped_templates_pass() -> None:
     found = _problems(
         REPO / "ci" / "github" / "burst.yml", REPO / "ci" / "gitlab" / "burst.gitlab-ci.yml"
     )
-    assert found == {"installs": [], "time-limits": [], "credentials": []}
+    assert all(v == [] for v in found.values()), found
+
+
+def test_the_roles_session_is_documented_long_enough() -> None:
+    """STS refuses a session longer than the role's MaxSessionDuration: docs/ci.md must ask
+    for at least the longest role-duration-seconds a template requests."""
+    import re
+
+    text = (REPO / "ci" / "github" / "burst.yml").read_text()
+    longest = max(int(x) for x in re.findall(r"role-duration-seconds:\s*(\d+)", text))
+    doc = (REPO / "docs" / "ci.md").read_text()
+    stated = [int(x) for x in re.findall(r"MaxSessionDuration` (\d+)", doc)]
+    assert stated and max(stated) >= longest
