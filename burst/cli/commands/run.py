@@ -197,7 +197,7 @@ def _run_regional(
     from rich.table import Table
 
     from burst.errors import BadInputError
-    from burst.regional.localrun import RegionalOptions, run_regional
+    from burst.runner.regional import RegionalOptions, run_regional
     from burst.runs import check_run_id, new_run_id, run_paths
     from burst.runs import runs_root as default_root
 
