@@ -19,6 +19,12 @@ from pipelines.common import (
 )
 
 NAME = "burst-reaper"
+#: Argo's server as its install names it (service argo-server, namespace argo, port 2746).
+ARGO_SERVER = "https://argo-server.argo.svc:2746"
+#: The pod's projected service-account token (rotated by the kubelet; read when the pod
+#: starts, well inside its hour) is the bearer token for the Argo server.
+TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+REAP_COMMAND = f'ARGO_TOKEN="Bearer $(cat {TOKEN_FILE})" exec burst reap --yes --json'
 
 
 def build() -> CronWorkflow:
@@ -54,6 +60,17 @@ def build() -> CronWorkflow:
                 description="S3 bucket of the runs' Terraform state (BURST_TF_STATE_BUCKET)",
             ),
             Parameter(name="state-region", value="", description="region of the state bucket"),
+            Parameter(
+                name="argo-server",
+                value=ARGO_SERVER,
+                description="the Argo server the reaper asks which workflows are unfinished",
+            ),
+            Parameter(
+                name="argo-insecure-skip-verify",
+                value="false",
+                description="true to accept the server's self-signed certificate (Argo's "
+                "default install)",
+            ),
         ],
         pod_gc=m.PodGC(strategy="OnPodSuccess"),
         ttl_strategy=m.TTLStrategy(seconds_after_success=86400, seconds_after_failure=604800),
@@ -69,9 +86,19 @@ def build() -> CronWorkflow:
             image="{{workflow.parameters.steps-image}}",
             image_pull_policy="IfNotPresent",
             # it acts: expired runs with no live workflow are destroyed (a dry run is
-            # `burst reap` by hand); the JSON of what it found and did is the pod's log
-            command=["burst", "reap", "--yes", "--json"],
+            # `burst reap` by hand); the JSON of what it found and did is the pod's log. It
+            # asks the Argo server which workflows are unfinished, with its own projected
+            # token (the server in client auth mode acts as burst-reaper: list workflows);
+            # when the server cannot answer, no workflow-driven run is destroyed before its
+            # expiry (burst.infra.reaper)
+            command=["sh", "-c", REAP_COMMAND],
             env=[
+                Env(name="ARGO_SERVER", value="{{workflow.parameters.argo-server}}"),
+                Env(name="ARGO_NAMESPACE", value="{{workflow.namespace}}"),
+                Env(
+                    name="ARGO_INSECURE_SKIP_VERIFY",
+                    value="{{workflow.parameters.argo-insecure-skip-verify}}",
+                ),
                 Env(name="BURST_REAP_REGIONS", value="{{workflow.parameters.regions}}"),
                 Env(name="BURST_TF_STATE_BUCKET", value="{{workflow.parameters.state-bucket}}"),
                 Env(name="BURST_TF_STATE_REGION", value="{{workflow.parameters.state-region}}"),

@@ -33,6 +33,7 @@ from hera.workflows import models as m
 
 from pipelines import gang
 from pipelines.common import (
+    EXECUTOR_ROLE,
     GPU_QUOTA_CONFIGMAP,
     HELPER_REQUESTS,
     OUTPUTS_DIR,
@@ -80,6 +81,26 @@ metadata:
     burst.dev/run-id: "{{{{workflow.name}}}}"
   annotations:
     eks.amazonaws.com/role-arn: "{{{{inputs.parameters.role-arn}}}}"
+"""
+#: Argo's wait container in the train pod runs as the run's service account too (there is
+#: one identity a pod): it reports train's outputs as a WorkflowTaskResult, so the run's
+#: account is bound to deploy/rbac.yaml's burst-executor Role (create, patch
+#: workflowtaskresults: Argo docs/workflow-rbac.md), for the workflow's life (owner ref).
+RUN_ROLE_BINDING_MANIFEST = f"""apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {RUN_SERVICE_ACCOUNT}-executor
+  labels:
+    app.kubernetes.io/part-of: burst
+    burst.dev/run-id: "{{{{workflow.name}}}}"
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {EXECUTOR_ROLE}
+subjects:
+  - kind: ServiceAccount
+    name: {RUN_SERVICE_ACCOUNT}
+    namespace: "{{{{workflow.namespace}}}}"
 """
 ROLE_ARN = "{{=jsonpath(steps.provision.outputs.parameters.infra, '$.outputs.pod_role_arn')}}"
 
@@ -307,9 +328,12 @@ def build() -> WorkflowTemplate:
             stable=False,
             resources=train_resources(),
             active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
-            # the run's own identity (its checkpoint role); the executor keeps burst-run's
+            # the run's own identity (its checkpoint role), for main and Argo's wait
+            # container alike: its projected token (no executor.serviceAccountName, which
+            # mounts a legacy token Secret nothing creates on Kubernetes >= 1.24:
+            # workflowpod.go setupServiceAccount); the run's RoleBinding lets its wait
+            # container report outputs (run-role-binding)
             service_account_name=RUN_SERVICE_ACCOUNT,
-            executor=m.ExecutorConfig(service_account_name=SERVICE_ACCOUNT),
             retry_strategy=RetryStrategy(
                 limit="{{workflow.parameters.preemptions-per-region}}",
                 retry_policy="Always",
@@ -352,6 +376,13 @@ def build() -> WorkflowTemplate:
             inputs=[Parameter(name="role-arn")],
         )
 
+        run_binding = Resource(
+            name="run-role-binding",
+            action="apply",
+            set_owner_reference=True,
+            manifest=RUN_ROLE_BINDING_MANIFEST,
+        )
+
         next_index = "{{=asInt(inputs.parameters['candidate-index']) + 1}}"
         # A lost node ("pod deleted"), or a pod that never started, leaves train without an
         # exit code or outputs, and a missing variable requeues a step forever from Argo
@@ -381,11 +412,13 @@ def build() -> WorkflowTemplate:
                     "candidate-index": "{{inputs.parameters.candidate-index}}",
                 },
             )
-            Step(
-                name="service-account",
-                template=run_identity,
-                arguments={"role-arn": ROLE_ARN},
-            )
+            with Parallel():
+                Step(
+                    name="service-account",
+                    template=run_identity,
+                    arguments={"role-arn": ROLE_ARN},
+                )
+                Step(name="role-binding", template=run_binding)
             Step(
                 name="train",
                 template=train,
@@ -433,6 +466,12 @@ def build() -> WorkflowTemplate:
                     "decision": "{{inputs.parameters.decision}}",
                     "candidate-index": "0",
                 },
+            )
+            # the gang's pods run as the run's account too: nothing else creates it
+            Step(
+                name="service-account",
+                template=run_identity,
+                arguments={"role-arn": ROLE_ARN},
             )
             Step(
                 name="train",

@@ -16,6 +16,8 @@ SERVICE_ACCOUNT: Final = "burst-run"  # bound to a cloud role by IRSA / workload
 #: with it); the executor beside train keeps SERVICE_ACCOUNT (its RBAC).
 RUN_SERVICE_ACCOUNT: Final = "burst-{{workflow.name}}"
 REAPER_SERVICE_ACCOUNT: Final = "burst-reaper"
+#: deploy/rbac.yaml's Role for Argo's executor (wait container): workflowtaskresults.
+EXECUTOR_ROLE: Final = "burst-executor"
 GPU_QUOTA_CONFIGMAP: Final = "burst-gpu-quota"  # one key per team: how many runs at once
 
 RUNS_VOLUME: Final = "burst-runs"

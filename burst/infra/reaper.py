@@ -156,7 +156,14 @@ def reap(
     s3_states: list[StateRun] | None = None,
     live_workflows: set[str] | None = None,
 ) -> dict[str, Any]:
-    live = live_run_ids() | (live_workflows or set())
+    """``live_workflows``: the names of the workflows Argo reports unfinished, or None when
+    Argo could not be asked (no server configured, or unreachable). A run id is a workflow's
+    name or ``<workflow>-<region>`` (burst-regional's stacks). A run whose heartbeats live in
+    the S3 state store is driven by a workflow: its lapsed heartbeats are acted on only when
+    Argo says no workflow drives it (a train pod being retried after exit 75, or waiting for
+    its GPUs, renews nothing for minutes); without that answer it waits for its expiry."""
+    workflows = set(live_workflows or ())
+    live = live_run_ids() | workflows
     doc: dict[str, Any] = {
         "now": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "dry_run": not act,
@@ -166,12 +173,13 @@ def reap(
     }
 
     def verdict(expires: dt.datetime | None, run_id: str, location: str = "") -> str:
-        if run_id in live:
+        if run_id in live or any(run_id.startswith(f"{w}-") for w in workflows):
             return "live"
         beats = run_heartbeats(root, run_id, location)
-        if beats:
-            # renewed by a live driver or trainer: live; all lapsed: nobody drives the run
-            return "live" if any(alive(b, now.timestamp()) for b in beats.values()) else "lapsed"
+        if beats and any(alive(b, now.timestamp()) for b in beats.values()):
+            return "live"  # renewed by a live driver or trainer
+        if beats and (live_workflows is not None or not location.startswith("s3://")):
+            return "lapsed"  # all lapsed, and the driver was asked: nobody drives the run
         if expires is None:
             return "unknown-expiry"
         return "expired" if expires <= now else "active"

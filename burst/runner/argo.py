@@ -181,6 +181,7 @@ def regional_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
         "regions": json.dumps(list(rs.regions or [])),
         "aggregation-region": str(rs.aggregation_region),
         "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
+        "gpus-per-node": str(job.compute.gpus_per_node),  # each worker's GPUs
         "trainer-image": _pinned(job.image.reference, "image.reference"),
     }
     steps_image = current().steps_image

@@ -57,9 +57,10 @@ log = logging.getLogger(__name__)
 SUCCEEDED, FAILED, ERROR, SKIPPED, OMITTED = "Succeeded", "Failed", "Error", "Skipped", "Omitted"
 RETRY_POLICIES = {"Always": {FAILED, ERROR}, "OnFailure": {FAILED}, "OnError": {ERROR}}
 KILL_GRACE_S = 10.0
-#: Kubernetes objects a ``resource`` template may create in a local run: identities only,
-#: which one machine has no use for (recorded in the pod directory, not created).
-CLUSTER_ONLY_OBJECTS = {("v1", "ServiceAccount")}
+#: Kubernetes objects a ``resource`` template may create in a local run: identities and
+#: their bindings only, which one machine has no use for (recorded in the pod directory, not
+#: created).
+CLUSTER_ONLY_OBJECTS = {("v1", "ServiceAccount"), ("rbac.authorization.k8s.io/v1", "RoleBinding")}
 #: The Argo releases whose semantics the engine follows where they changed: a missing
 #: variable in a step's ``when`` or arguments requeues the step from these on.
 ARGO_REQUEUE_MISSING = "v3.7.11 / v4.0.2"
@@ -69,6 +70,8 @@ Event = Callable[[str, str, dict[str, Any]], None]
 
 #: The fault point's value (``burst.faults.NodeLoss``), named here for the engine's callers.
 NodeLoss = faults.NodeLoss
+#: A process that loses its node at a fault point leaves this file in its pod directory.
+NODE_LOST_MARK = faults.NODE_LOST_MARK
 
 
 class Stopped(BaseException):
@@ -831,6 +834,7 @@ class WorkflowEngine:
         for e in c.get("env") or []:
             env[e["name"]] = mapped(str(e.get("value", "")))
         env.update(self.options.env)
+        env["BURST_POD_DIR"] = str(pod)  # where a fault point marks its node lost
         timeout = None
         if t.get("activeDeadlineSeconds") is not None:
             timeout = float(substitute(str(t["activeDeadlineSeconds"]), scope, path))
@@ -900,6 +904,8 @@ class WorkflowEngine:
         elif self._stopping and code != 0:  # stopped by `argo stop` (another branch's stop)
             phase, exit_code = FAILED, (128 - code if code < 0 else code)
             message = "stopped: the run was stopped"
+        elif code < 0 and (pod / NODE_LOST_MARK).exists():  # fault point: node lost
+            return self._node_lost_at_fault_point(node, pod, wall_start, clock)
         elif code < 0:  # killed inside its pod (SIGKILL, the OOM killer): the kubelet
             # records 128 + the signal, the pod fails; only a lost node is "pod deleted"
             phase, exit_code = FAILED, 128 - code
@@ -935,6 +941,19 @@ class WorkflowEngine:
             Attempt(exit_code, phase, message, seconds, str(pod), wall_start, clock)
         )
         return Outcome(phase, exit_code, message, outputs)
+
+    def _node_lost_at_fault_point(
+        self, node: PodNode, pod: Path, wall_start: float, clock: float
+    ) -> Outcome:
+        """A process that marked its pod's node lost (``burst.faults.lose_node``: a regional
+        fault point) and died with it: Argo's Error, "pod deleted", no exit code, no
+        outputs, as for :meth:`_lose_node`."""
+        seconds = round(self.now() - clock, 3)
+        log.warning("%s: node lost at a fault point", node.path)
+        node.attempts.append(
+            Attempt(None, ERROR, "pod deleted", seconds, str(pod), wall_start, clock)
+        )
+        return Outcome(ERROR, None, "pod deleted")
 
     def _lose_node(self, lost: NodeLoss, node: PodNode, pod: Pod) -> Outcome:
         """Fault point ``node-loss``: the pod starts, then its node goes away ``after_s``

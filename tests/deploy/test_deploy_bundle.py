@@ -134,7 +134,8 @@ def check_needs(objects: list[dict[str, Any]]) -> None:
             (r, v) for rule in role["rules"] for r in rule["resources"] for v in rule["verbs"]
         }
         for s in rb["subjects"]:
-            assert s["namespace"] == ns["metadata"]["name"]
+            if s["kind"] == "ServiceAccount":
+                assert s["namespace"] == ns["metadata"]["name"]
             bound.setdefault(s["name"], set()).update(grants)
     for sa in sas:
         assert {("workflowtaskresults", "create"), ("workflowtaskresults", "patch")} <= bound[sa]
@@ -148,6 +149,20 @@ def check_needs(objects: list[dict[str, Any]]) -> None:
 
 def test_what_the_pipeline_needs_of_the_cluster_is_there() -> None:
     check_needs(render())
+
+
+def test_the_controller_configuration_validates_and_lives_with_argo() -> None:
+    """deploy/controller is its own kustomization: the controller reads its ConfigMap in its
+    own namespace (Argo's install: ``argo``), never the runs' namespace."""
+    k = yaml.safe_load((DEPLOY / "controller" / "kustomization.yaml").read_text())
+    assert (
+        k["namespace"] != yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["namespace"]
+    )
+    for rel in k["resources"]:
+        for obj in yaml.safe_load_all((DEPLOY / "controller" / rel).read_text()):
+            obj["metadata"]["namespace"] = k["namespace"]
+            assert validation_errors(obj) == []
+            assert obj["metadata"]["name"] == "workflow-controller-configmap"
 
 
 @pytest.mark.parametrize(

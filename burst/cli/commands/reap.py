@@ -175,7 +175,8 @@ def command(
         list(inventories),
         act=yes,
         s3_states=s3_states,
-        live_workflows=live,
+        # None: Argo was not asked, so no workflow-driven run is judged by lapsed heartbeats
+        live_workflows=live if argo.get("checked") else None,
     )
     doc["argo"] = argo
     if as_json:

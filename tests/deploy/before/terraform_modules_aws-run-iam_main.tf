@@ -1,0 +1,122 @@
+################################################################################
+# aws-run-iam: least privilege for one run. The pods' role (IRSA) may read and write
+# the run's prefix in the checkpoint bucket with its key, and nothing else.
+################################################################################
+
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+
+locals {
+  tags            = merge(var.tags, { "burst:run-id" = var.run_id })
+  service_account = coalesce(var.service_account, "burst-${var.run_id}")
+  oidc_host       = trimprefix(var.oidc_provider_url, "https://")
+  policy_arn      = "arn:${data.aws_partition.current.partition}:iam::aws:policy"
+}
+
+################################################################################
+# Pod role (IRSA)
+################################################################################
+
+data "aws_iam_policy_document" "pod_assume" {
+  statement {
+    actions = ["sts:AssumeRoleWithWebIdentity"]
+    principals {
+      type        = "Federated"
+      identifiers = [var.oidc_provider_arn]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "${local.oidc_host}:sub"
+      values   = ["system:serviceaccount:${var.namespace}:${local.service_account}"]
+    }
+    condition {
+      test     = "StringEquals"
+      variable = "${local.oidc_host}:aud"
+      values   = ["sts.amazonaws.com"]
+    }
+  }
+}
+
+data "aws_iam_policy_document" "pod" {
+  statement {
+    sid       = "ListRunPrefix"
+    actions   = ["s3:ListBucket"]
+    resources = [var.bucket_arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = [var.checkpoint_prefix, "${var.checkpoint_prefix}*"]
+    }
+  }
+
+  statement {
+    sid = "ReadWriteRunPrefix"
+    actions = [
+      "s3:GetObject",
+      "s3:PutObject",
+      "s3:DeleteObject",
+      "s3:AbortMultipartUpload",
+      "s3:ListMultipartUploadParts",
+    ]
+    resources = ["${var.bucket_arn}/${var.checkpoint_prefix}*"]
+  }
+
+  statement {
+    sid       = "UseRunKeyThroughS3"
+    actions   = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
+    resources = [var.kms_key_arn]
+    condition {
+      test     = "StringEquals"
+      variable = "kms:ViaService"
+      values   = ["s3.${data.aws_region.current.region}.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "pod" {
+  name_prefix          = "burst-pod-"
+  description          = "burst run ${var.run_id}: pods of the run (IRSA)"
+  assume_role_policy   = data.aws_iam_policy_document.pod_assume.json
+  permissions_boundary = var.permissions_boundary_arn
+  max_session_duration = 3600
+  tags                 = local.tags
+}
+
+resource "aws_iam_role_policy" "pod" {
+  name   = "checkpoints-of-run"
+  role   = aws_iam_role.pod.id
+  policy = data.aws_iam_policy_document.pod.json
+}
+
+################################################################################
+# Node role (EC2 instances of the run's node group)
+################################################################################
+
+data "aws_iam_policy_document" "node_assume" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["ec2.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "node" {
+  count                = var.create_node_role ? 1 : 0
+  name_prefix          = "burst-node-"
+  description          = "burst run ${var.run_id}: EC2 nodes of the GPU node group"
+  assume_role_policy   = data.aws_iam_policy_document.node_assume.json
+  permissions_boundary = var.permissions_boundary_arn
+  tags                 = local.tags
+}
+
+resource "aws_iam_role_policy_attachment" "node" {
+  for_each = var.create_node_role ? toset([
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+  ]) : toset([])
+  role       = aws_iam_role.node[0].name
+  policy_arn = "${local.policy_arn}/${each.value}"
+}
