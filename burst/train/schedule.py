@@ -21,6 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from burst.documents import PlanDocument, ProvisionDocument
+from burst.documents.plan import Candidate
 from burst.errors import BurstError
 from burst.plan.interval import choose_interval, job_mtbf_s, young_daly
 from burst.spec import BurstJob, node_count
@@ -34,20 +36,20 @@ MAX_HISTORY = 20  # interval changes kept for the document
 
 
 def running_candidate(
-    plan: dict[str, Any] | None, infra: dict[str, Any] | None = None
-) -> dict[str, Any] | None:
+    plan: PlanDocument | None, infra: ProvisionDocument | None = None
+) -> Candidate | None:
     """The candidate this run rents: the one provision got (after a failover or a requeue it
     is not the plan's first), else the plan's first. Pricing and the checkpoint interval
     both size themselves to it."""
-    got = (infra or {}).get("candidate")
-    if isinstance(got, dict):
-        return got
-    first = ((plan or {}).get("candidates") or [None])[0]
-    return first if isinstance(first, dict) else None
+    if infra is not None and infra.candidate is not None:
+        return infra.candidate
+    if plan is not None and plan.candidates:
+        return plan.candidates[0]
+    return None
 
 
 def resolve_mtbf(
-    job: BurstJob, plan: dict[str, Any] | None, infra: dict[str, Any] | None = None
+    job: BurstJob, plan: PlanDocument | None, infra: ProvisionDocument | None = None
 ) -> tuple[float, str]:
     """Expected seconds between preemptions of the whole job, and where the figure comes from.
 
@@ -56,14 +58,13 @@ def resolve_mtbf(
     if job.compute.mtbf_hours is not None:
         return job.compute.mtbf_hours * 3600, "spec compute.mtbf_hours (job)"
     cand = running_candidate(plan, infra)
-    if cand and isinstance(cand.get("mtbf_hours"), int | float) and cand["mtbf_hours"] > 0:
-        return float(cand["mtbf_hours"]) * 3600, (
-            f"plan candidate {cand.get('provider')}/{cand.get('region')} "
-            f"({cand.get('mtbf_source') or 'mtbf_hours'})"
+    if cand is not None and cand.mtbf_hours is not None and cand.mtbf_hours > 0:
+        return cand.mtbf_hours * 3600, (
+            f"plan candidate {cand.provider}/{cand.region} ({cand.mtbf_source or 'mtbf_hours'})"
         )
-    provider = str((cand or {}).get("provider") or job.compute.providers[0])
-    capacity = str((cand or {}).get("capacity") or job.compute.capacity)
-    nodes = node_count(job, cand)
+    provider = str((cand.provider if cand is not None else None) or job.compute.providers[0])
+    capacity = str((cand.capacity if cand is not None else None) or job.compute.capacity)
+    nodes = node_count(job, {"nodes": cand.nodes} if cand is not None else None)
     found = _catalog_node_mtbf_hours(provider, capacity)
     if found is not None:
         return job_mtbf_s(found[0], nodes), f"{found[1]} / {nodes} node(s)"
@@ -114,20 +115,19 @@ class CheckpointSchedule:
     def for_job(
         cls,
         job: BurstJob,
-        plan: dict[str, Any] | None,
+        plan: PlanDocument | None,
         measured: dict[str, float] | None = None,
-        infra: dict[str, Any] | None = None,
+        infra: ProvisionDocument | None = None,
     ) -> CheckpointSchedule:
         """The schedule for the candidate the run is in (``infra``'s, else the plan's first)."""
         policy = job.training.checkpoint.interval_steps
         mtbf_s, source = resolve_mtbf(job, plan, infra)
         cand = running_candidate(plan, infra)
-        planned = cand.get("checkpoint_interval_s") if isinstance(cand, dict) else None
         s = cls(
             policy if isinstance(policy, int) else None,
             mtbf_s,
             source,
-            float(planned) if isinstance(planned, int | float) else None,
+            cand.checkpoint_interval_s if cand is not None else None,
         )
         m = measured or {}
         s.step_s, s.blocking_s, s.upload_s = m.get("step_s"), m.get("blocking_s"), m.get("upload_s")
