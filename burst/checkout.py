@@ -11,6 +11,17 @@ from pathlib import Path
 
 #: The directory holding the ``burst`` package (and ``steps``, ``pipelines``, ``policies``).
 ROOT = Path(__file__).resolve().parents[1]
-POLICIES = ROOT / "policies"
-TERRAFORM = ROOT / "terraform"
+#: An installed wheel's copies of policies/ and terraform/ (setup.py puts them there: in
+#: site-packages, a top-level ``policies`` may be another distribution's package).
+SHIPPED = Path(__file__).resolve().parent / "_shipped"
+
+
+def _tree(name: str) -> Path:
+    """The wheel's copy when this burst was installed from one, else the checkout's."""
+    installed = SHIPPED / name
+    return installed if installed.is_dir() else ROOT / name
+
+
+POLICIES = _tree("policies")
+TERRAFORM = _tree("terraform")
 COMPILED = ROOT / "pipelines" / "compiled"

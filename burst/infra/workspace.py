@@ -256,6 +256,9 @@ class Workspace:
             variables["on_demand_floor"] = int(candidate.get("floor_nodes") or 0)
         instance = candidate.get("instance")
         if self.kind == "aws":
+            if self.backend_config.get("bucket"):
+                # the run's pods renew their heartbeat next to the state (aws-run-iam)
+                variables["state_bucket"] = self.backend_config["bucket"]
             if instance:
                 variables["instance_types"] = [instance]
             else:

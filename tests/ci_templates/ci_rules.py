@@ -309,3 +309,130 @@ def check_gitlab(doc: dict[str, Any], text: str) -> list[str]:
         ):
             problems.append(f"job {n}: the report must be kept as an artifact when: always")
     return problems
+
+
+# -- issue 28: installs, namespace, time limits and credential lifetimes -------------------
+#: deploy/kustomization.yaml's namespace: where the templates and the runs live
+ASKS_ARGO = re.compile(r"\bburst (submit|status|finish)\b")
+VALIDATE = re.compile(r"\bburst validate\b(?![^\n]*--offline)")
+
+
+def _job_text(job: dict[str, Any]) -> str:
+    """Every command a job runs (GitHub steps' run:, GitLab's scripts)."""
+    parts = [str(s.get("run", "")) for s in _steps(job)]
+    for key in ("before_script", "script", "after_script"):
+        parts += flat(job.get(key))
+    return "\n".join(parts)
+
+
+def _installs_torch(text: str) -> bool:
+    return bool(re.search(r"pip install[^\n]*(torch|TORCH_SPEC)", text))
+
+
+def install_problems(jobs: dict[str, dict[str, Any]], namespace: str) -> list[str]:
+    """What each job runs, it installs: ``burst validate`` without ``--offline`` builds the
+    entrypoint (imports torch) and probes the stores (needs the cloud role); the training
+    extras need torch installed first (DeepSpeed builds against it; pyproject.toml lists torch
+    nowhere); a job that asks Argo names the namespace deploy/ installs into (burst's default
+    is ``argo``: burst.runner.argo.DEFAULT_NAMESPACE) and, when it renews its token with
+    ``aws eks get-token``, installs the AWS CLI."""
+    out = []
+    for name, job in jobs.items():
+        text = _job_text(job)
+        env = {**(job.get("env") or {}), **(job.get("variables") or {})}
+        if VALIDATE.search(text) and not _installs_torch(text):
+            out.append(f"job {name}: burst validate (not --offline) needs torch, not installed")
+        if ".[train]" in text + str(env) and not _installs_torch(text):
+            out.append(f"job {name}: installs .[train] without torch first")
+        if ASKS_ARGO.search(text):
+            ns = str(env.get("ARGO_NAMESPACE", ""))
+            if namespace not in ns:
+                out.append(f"job {name}: asks Argo without ARGO_NAMESPACE {namespace}")
+            if "ARGO_SERVER" not in env:
+                out.append(f"job {name}: asks Argo without ARGO_SERVER")
+            uses_cli = "--token-command" in text and "get-token" in str(env) + text
+            has_cli = re.search(r"pip install[^\n]*awscli", text) or any(
+                "configure-aws-credentials" in str(s.get("uses", "")) for s in _steps(job)
+            )
+            if uses_cli and not has_cli and not str(job.get("runs-on", "")).startswith("ubuntu"):
+                out.append(f"job {name}: renews its token with the AWS CLI it never installs")
+    return out
+
+
+def time_limit_problems(doc: dict[str, Any]) -> list[str]:
+    """GitHub: a job that reaches its own timeout-minutes ends *cancelled* (conclusion
+    cancelled, "The job has exceeded the maximum execution time"), so its cancelled()-gated
+    steps run: a submit job whose follow step can last until the job's limit would stop the
+    live workflow (`burst finish --cancelled`). The follow step needs a shorter limit of its
+    own, and continue-on-error (a step's timeout fails that step only)."""
+    out = []
+    for name, job in (doc.get("jobs") or {}).items():
+        steps = _steps(job)
+        stops = [s for s in steps if "--cancelled" in str(s.get("run", ""))]
+        if not stops:
+            continue
+        limit = int(job.get("timeout-minutes", 360))
+        for s in steps:
+            if FOLLOW.search(str(s.get("run", ""))):
+                own = s.get("timeout-minutes")
+                if not isinstance(own, int) or own > limit - 15:
+                    out.append(
+                        f"job {name}: the follow step may run into the job's {limit}-minute "
+                        "limit, which cancels the job and stops the live run"
+                    )
+                if s.get("continue-on-error") is not True:
+                    out.append(f"job {name}: the follow step's timeout must not fail the job")
+    return out
+
+
+def credential_problems(doc: dict[str, Any]) -> list[str]:
+    """GitHub: credentials live as long as the steps that use them. A role session lasts
+    role-duration-seconds (configure-aws-credentials' default 3600; STS allows at most the
+    role's MaxSessionDuration, 12 h); `burst run` may last the job's timeout-minutes. It needs
+    a session that long, or a web identity token file the SDKs re-assume from."""
+    out = []
+    for name, job in (doc.get("jobs") or {}).items():
+        steps = _steps(job)
+        runs = [
+            i for i, s in enumerate(steps) if re.search(r"\bburst run\b", str(s.get("run", "")))
+        ]
+        if not runs:
+            continue
+        limit_s = int(job.get("timeout-minutes", 360)) * 60
+        before = steps[: runs[0]]
+        renewable = any("AWS_WEB_IDENTITY_TOKEN_FILE" in str(s.get("run", "")) for s in before)
+        sessions = [
+            int((s.get("with") or {}).get("role-duration-seconds", 3600))
+            for s in before
+            if "configure-aws-credentials" in str(s.get("uses", ""))
+        ]
+        if not renewable and (not sessions or sessions[-1] < limit_s):
+            out.append(
+                f"job {name}: `burst run` may last {limit_s} s; its credentials last "
+                f"{sessions[-1] if sessions else 0} s"
+            )
+    return out
+
+
+def run_deadline_problems(doc: dict[str, Any], kind: str, deadline_s: int) -> list[str]:
+    """A job that runs `burst run` must outlast the run's own deadline (the workflow's:
+    train's budget plus the hour provision and teardown get, pipelines.burst_train
+    WORKFLOW_DEADLINE_S with the default 24-hour budget). A job that reaches its limit is
+    cancelled: burst run gets SIGINT, then SIGTERM 7.5 s later and SIGKILL 2.5 s after that
+    (GitHub) or is killed (GitLab), far inside train's 120-second emergency save, and the
+    teardown that follows destroys the checkpoint bucket with the run."""
+    out = []
+    jobs = (doc.get("jobs") or {}) if kind == "github" else resolve_gitlab(doc)
+    for name, job in jobs.items():
+        if not re.search(r"\bburst run\b", _job_text(job)):
+            continue
+        if kind == "github":
+            limit = int(job.get("timeout-minutes", 360)) * 60
+        else:
+            m = re.match(r"(\d+)\s*hours?", str(job.get("timeout", "")))
+            limit = int(m.group(1)) * 3600 if m else 3600
+        if limit < deadline_s + 600:
+            out.append(
+                f"job {name}: its limit ({limit} s) ends before the run's deadline ({deadline_s} s)"
+            )
+    return out

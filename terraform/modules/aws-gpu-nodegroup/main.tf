@@ -57,6 +57,21 @@ resource "aws_vpc_security_group_egress_rule" "https" {
   tags              = local.tags
 }
 
+# DNS: the pods resolve through CoreDNS, whose pods run on other nodes of the cluster (not
+# in this group): a security group managed by Terraform has no default egress, so without
+# these every lookup from the train pod times out. (The VPC resolver at VPC+2 and Amazon
+# Time Sync at 169.254.169.123 are never filtered by security groups.)
+resource "aws_vpc_security_group_egress_rule" "dns" {
+  for_each          = toset(["udp", "tcp"])
+  security_group_id = aws_security_group.nodes.id
+  description       = "DNS (${each.value}) to CoreDNS"
+  ip_protocol       = each.value
+  from_port         = 53
+  to_port           = 53
+  cidr_ipv4         = "0.0.0.0/0"
+  tags              = local.tags
+}
+
 resource "aws_vpc_security_group_egress_rule" "self" {
   security_group_id            = aws_security_group.nodes.id
   description                  = "Node to node (collectives, rendezvous)"

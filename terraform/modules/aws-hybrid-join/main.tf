@@ -165,10 +165,14 @@ resource "aws_iam_role_policy_attachment" "node" {
 ################################################################################
 
 resource "aws_ssm_activation" "nodes" {
-  name               = "burst-${var.run_id}"
-  description        = "burst run ${var.run_id}: hybrid nodes of ${var.cluster_name}"
-  iam_role           = aws_iam_role.node.id
-  registration_limit = var.node_count
+  name        = "burst-${var.run_id}"
+  description = "burst run ${var.run_id}: hybrid nodes of ${var.cluster_name}"
+  iam_role    = aws_iam_role.node.id
+  # Every VM that boots with the user data registers anew: a preempted node that its scale
+  # set or instance group recreates is a new managed instance, and SSM refuses registrations
+  # past the limit (the replacement would never join while it bills). A budget of
+  # registrations per node, capped at SSM's 1000.
+  registration_limit = min(1000, var.node_count * var.registrations_per_node)
   expiration_date    = var.expires_at
   # the role's DeregisterManagedInstance condition reads this tag
   tags = merge(local.tags, { EKSClusterARN = local.cluster_arn })

@@ -33,6 +33,17 @@ variable "node_count" {
   }
 }
 
+variable "registrations_per_node" {
+  type        = number
+  description = "Registrations the activation allows per node: the first boot, and every VM that replaces a preempted one (each registers as a new managed instance)."
+  default     = 8
+
+  validation {
+    condition     = var.registrations_per_node >= 1 && var.registrations_per_node <= 100 && floor(var.registrations_per_node) == var.registrations_per_node
+    error_message = "registrations_per_node must be a whole number from 1 to 100."
+  }
+}
+
 variable "remote_node_cidrs" {
   type        = list(string)
   description = "The site network the run's nodes have addresses in (RFC 1918, covered by the cluster's remote node networks)."

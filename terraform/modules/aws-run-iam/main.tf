@@ -11,6 +11,8 @@ locals {
   service_account = coalesce(var.service_account, "burst-${var.run_id}")
   oidc_host       = trimprefix(var.oidc_provider_url, "https://")
   policy_arn      = "arn:${data.aws_partition.current.partition}:iam::aws:policy"
+  # burst.lease.heartbeat_store: burst/runs/<run id>/heartbeat/<role>.json
+  heartbeat_prefix = "burst/runs/${var.run_id}/heartbeat/"
 }
 
 ################################################################################
@@ -59,6 +61,33 @@ data "aws_iam_policy_document" "pod" {
       "s3:ListMultipartUploadParts",
     ]
     resources = ["${var.bucket_arn}/${var.checkpoint_prefix}*"]
+  }
+
+  # The train pods renew the run's heartbeat next to its Terraform state, where the reaper
+  # reads it (burst.lease.heartbeat_store): without this the heartbeat is never written, and
+  # the reaper judges the run by its expiry alone. Reading a missing key without ListBucket is
+  # a 403, not a 404 (S3), so the lease's first read needs the listing too.
+  dynamic "statement" {
+    for_each = var.state_bucket_arn == null ? [] : [1]
+    content {
+      sid       = "ListRunHeartbeat"
+      actions   = ["s3:ListBucket"]
+      resources = [var.state_bucket_arn]
+      condition {
+        test     = "StringLike"
+        variable = "s3:prefix"
+        values   = ["${local.heartbeat_prefix}", "${local.heartbeat_prefix}*"]
+      }
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.state_bucket_arn == null ? [] : [1]
+    content {
+      sid       = "RenewRunHeartbeat"
+      actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+      resources = ["${var.state_bucket_arn}/${local.heartbeat_prefix}*"]
+    }
   }
 
   statement {

@@ -60,6 +60,17 @@ variable "checkpoint_prefix" {
   }
 }
 
+variable "state_bucket_arn" {
+  type        = string
+  description = "ARN of the runs' Terraform state bucket: the train pods renew the run's heartbeat there (burst/runs/<run id>/heartbeat/, read by the reaper). Null: no heartbeat access (a local state store)."
+  default     = null
+
+  validation {
+    condition     = var.state_bucket_arn == null || can(regex("^arn:[a-z-]+:s3:::[a-z0-9.-]+$", var.state_bucket_arn))
+    error_message = "state_bucket_arn must be an S3 bucket ARN or null."
+  }
+}
+
 variable "kms_key_arn" {
   type        = string
   description = "ARN of the key that encrypts the checkpoints."

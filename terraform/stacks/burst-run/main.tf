@@ -38,6 +38,8 @@ module "checkpoints" {
   tags              = local.tags
 }
 
+data "aws_partition" "current" {}
+
 module "iam" {
   source            = "../../modules/aws-run-iam"
   run_id            = var.run_id
@@ -46,6 +48,7 @@ module "iam" {
   bucket_arn        = module.checkpoints.bucket_arn
   checkpoint_prefix = module.checkpoints.checkpoint_prefix
   kms_key_arn       = module.checkpoints.kms_key_arn
+  state_bucket_arn  = var.state_bucket == null ? null : "arn:${data.aws_partition.current.partition}:s3:::${var.state_bucket}"
   tags              = local.tags
 }
 

@@ -180,3 +180,9 @@ variable "access_log_bucket" {
   description = "Bucket receiving S3 access logs of the checkpoint bucket. Null: none."
   default     = null
 }
+
+variable "state_bucket" {
+  type        = string
+  description = "The runs' Terraform state bucket (burst passes its backend's): the run's pods renew their heartbeat there. Null: none."
+  default     = null
+}

@@ -213,6 +213,36 @@ resource "nebius_vpc_v1_security_rule" "within_run_out" {
   }
 }
 
+# What a node needs besides HTTPS before and while it joins: DNS (its resolver, and the home
+# cluster's CoreDNS over the VPN), time (NTP: a clock that drifts breaks TLS and SigV4
+# signatures) and the distribution's package mirrors (`nodeadm install` installs containerd
+# from them, over HTTP on Ubuntu). The group denies what no rule allows.
+resource "nebius_vpc_v1_security_rule" "dns_ntp_out" {
+  parent_id = nebius_vpc_v1_security_group.nodes.id
+  name      = "dns-ntp-out"
+  access    = "ALLOW"
+  protocol  = "UDP"
+  priority  = 120
+  labels    = local.labels
+
+  egress = {
+    destination_ports = [53, 123]
+  }
+}
+
+resource "nebius_vpc_v1_security_rule" "dns_mirrors_out" {
+  parent_id = nebius_vpc_v1_security_group.nodes.id
+  name      = "dns-mirrors-out"
+  access    = "ALLOW"
+  protocol  = "TCP"
+  priority  = 120
+  labels    = local.labels
+
+  egress = {
+    destination_ports = [53, 80]
+  }
+}
+
 resource "nebius_vpc_v1_security_rule" "https_out" {
   parent_id = nebius_vpc_v1_security_group.nodes.id
   name      = "https-out"
