@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from burst.documents import PlanDocument, ProvisionDocument
 from burst.preempt.emergency import SaveCosts, SaveMeter, choose_emergency_save
 from burst.spec import BurstJob, load_spec
-from burst.documents import PlanDocument, ProvisionDocument
 from burst.train.schedule import PROBE_STEPS, CheckpointSchedule, resolve_mtbf
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
