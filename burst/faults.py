@@ -22,9 +22,10 @@ Points and what arms them:
   seconds, so a demo can exhaust a budget in seconds.
 * ``regional(armed, point)``: a regional run's process (``burst.regional``) at a named point
   (``worker-mid-round@<region>@<round>``, ``aggregator-after-commit@<round>``, ...) does what
-  its role config's ``faults`` says: ``kill`` (SIGKILL itself, once: a marker file in the
-  config's state directory) or ``sleep:<s>`` (a late worker). Armed only by the config the
-  local runner writes for a test (``burst.regional.localrun``).
+  its role config's ``faults`` says: ``kill`` (its node is lost there, once: a marker file
+  in the config's state directory; ``lose_node`` marks the pod so that the local runner
+  reports Argo's "pod deleted") or ``sleep:<s>`` (a late worker). Armed only by the site the
+  local runner gives a region's pods for a test (``burst.runner.regions``).
 * ``kill_runner(step, wanted)``: ``burst run --kill-runner-at STEP`` SIGKILLs the runner.
 * ``node_loss()``: ``BURST_NODE_LOSS=STEP[@N][+SECONDS],...`` makes the local runner lose
   the node under STEP's N-th pod SECONDS (virtual) in (``NodeLoss``): Argo's "pod deleted".
@@ -33,6 +34,7 @@ Points and what arms them:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -64,6 +66,8 @@ POINTS = (
     "pace_step",
     "kill_runner",
     "node_loss",
+    "lose_node",
+    "NODE_LOST_MARK",
     "NodeLoss",
     "regional",
 )
@@ -325,5 +329,21 @@ def regional(armed: dict[str, str], point: str, once_dir: Path) -> None:
     except FileExistsError:
         return
     os.close(fd)
-    log.warning("fault point %s: SIGKILL", point)
+    log.warning("fault point %s: node lost (SIGKILL)", point)
+    lose_node()
+
+
+#: The file a process leaves in its pod directory (``BURST_POD_DIR``, set by the local runner)
+#: when it loses its node at a fault point: the runner then reports the pod as Argo reports a
+#: lost node (Error, "pod deleted", no exit code), not as a SIGKILL inside the pod (137).
+NODE_LOST_MARK = "node-lost"
+
+
+def lose_node() -> None:
+    """This process's node goes away now: mark the pod (when the local runner runs it) and die
+    by SIGKILL, as every process on a lost node does."""
+    pod = current().pod_dir
+    if pod is not None:
+        with contextlib.suppress(OSError):
+            (pod / NODE_LOST_MARK).touch()
     os.kill(os.getpid(), signal.SIGKILL)

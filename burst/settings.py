@@ -418,6 +418,16 @@ class Settings:
         "the region a regional-sync step provisions (set by the burst-regional template)",
         shown="none", audience=INTERNAL,
     )  # fmt: skip
+    region_site = Var(
+        "BURST_REGION_SITE", _path, None,
+        "what the local runner gives a pod of a region: its store, keys, link emulator "
+        "(burst.regional.site)", shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    pod_dir = Var(
+        "BURST_POD_DIR", _path, None,
+        "the local runner's directory of this pod: a fault point that loses the node marks "
+        "it there", shown="none", audience=INTERNAL,
+    )  # fmt: skip
     candidate_index = Var(
         "BURST_CANDIDATE_INDEX", _count, 0,
         "the requeue's placement: skip the first N allowed candidates", shown="`0`",

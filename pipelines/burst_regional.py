@@ -1,10 +1,21 @@
 """The ``burst-regional`` WorkflowTemplate: one run of a ``strategy: regional-sync`` spec.
 
-    main:    preflight -> plan -> verify-image -> region(r) for every r in regions (parallel)
-    region:  regional-provision(r) -> [regional-worker(r) || regional-aggregator (only in the
-             aggregation region)]
+    main:    preflight -> plan -> verify-image -> stacks: regional-provision(r) for every r
+             in regions (parallel) -> region(r) for every r in regions (parallel)
+    region:  regional-provision(r) (the stack is applied already: its outputs and the role
+             configs) -> [regional-worker(r) || regional-aggregator (only in the aggregation
+             region)]
     onExit exit-handler: teardown(r) for every r in regions (parallel), each found from its
              stack id alone (``<workflow>-<region>``), retried
+
+``stacks`` is the barrier: Argo starts the next step group only once every child of this one
+has ended, and fails the template when one of them failed (workflow/controller/steps.go,
+executeStepGroup), so a region that cannot be provisioned stops the run before any worker
+trains anywhere (without it, the other regions' branches would train on, paid, until their
+rounds end). Inside a branch, ``regional-provision`` runs again on the applied stack (a
+Terraform apply with nothing to change) to hand its outputs to the roles: a fan-out's outputs
+reach the next group only as one list of every item's outputs (operator.go
+processAggregateNodeOutputs), which a branch could not pick its own from.
 
 Argo semantics followed (docs/regional.md "The Argo graph" cites them): ``withParam`` over the
 ``regions`` parameter (a JSON list) expands a step into one parallel step per item, ``{{item}}``
@@ -17,7 +28,8 @@ handler runs whatever the outcome of ``main`` ("Exit handlers").
 
 A worker or the aggregator runs ``python -m steps.regional_<role> --config FILE``; the file is
 the role config ``regional-provision`` wrote for its region (an output parameter, handed over as
-a raw input artifact).
+a raw input artifact). Every pod of a region takes the region as its ``region`` input (and
+``BURST_REGION``): where it belongs (the local runner gives it that region's store and keys).
 """
 
 from __future__ import annotations
@@ -93,9 +105,13 @@ def _role(role: str, image: str, *, stable: bool) -> Container:
         image_pull_policy="IfNotPresent",
         command=["python", "-m", f"steps.regional_{role}"],
         args=["--config", ROLE_CONFIG],
-        env=[Env(name="BURST_LOG_JSON", value="1")],
+        env=[
+            Env(name="BURST_LOG_JSON", value="1"),
+            Env(name="BURST_REGION", value="{{inputs.parameters.region}}"),
+        ],
         inputs=[
             Parameter(name="role-config"),
+            Parameter(name="region"),
             *([Parameter(name=n) for n in WORKER_PLACEMENT] if gpu else []),
             spec_artifact(),
             RawArtifact(
@@ -245,6 +261,7 @@ def build() -> WorkflowTemplate:
                     template=worker,
                     arguments={
                         "role-config": "{{steps.provision.outputs.parameters.worker-config}}",
+                        "region": "{{inputs.parameters.region}}",
                         **WORKER_PLACEMENT,
                     },
                 )
@@ -253,7 +270,8 @@ def build() -> WorkflowTemplate:
                     template=aggregator,
                     when=IN_AGGREGATION_REGION,
                     arguments={
-                        "role-config": "{{steps.provision.outputs.parameters.aggregator-config}}"
+                        "role-config": "{{steps.provision.outputs.parameters.aggregator-config}}",
+                        "region": "{{inputs.parameters.region}}",
                     },
                 )
 
@@ -265,6 +283,16 @@ def build() -> WorkflowTemplate:
                 arguments={"decision": "{{steps.preflight.outputs.parameters.decision}}"},
             )
             Step(name="verify-image", template=verify)
+            Step(
+                name="stacks",
+                template=provision,
+                with_param="{{workflow.parameters.regions}}",
+                arguments={
+                    "region": "{{item}}",
+                    "plan": "{{steps.plan.outputs.parameters.plan}}",
+                    "decision": "{{steps.preflight.outputs.parameters.decision}}",
+                },
+            )
             Step(
                 name="regions",
                 template=region,

@@ -4,7 +4,9 @@ The document this step writes IS the decision record (``burst.documents.Decision
 see burst/policy/record.py): spec and policy hashes, time, and per candidate a verdict with
 reasons. Policies come from $BURST_POLICIES, else the repository's policies/. When no
 candidate is allowed the record is still written (the run report shows why) and the step
-exits 3.
+exits 3; so it does for a ``regional-sync`` spec unless every one of its regions is allowed
+(each trains on its own shard there, and its model updates cross to the aggregation region),
+before any region is provisioned.
 
 Before the legal checks, what can be checked before renting is (``ready_before_renting``).
 """
@@ -40,7 +42,29 @@ def run(ctx: StepContext) -> DecisionRecord:
         )
         refusal.doc = record  # type: ignore[attr-defined]  # stepio writes it
         raise refusal
+    if ctx.spec.training.strategy == "regional-sync":
+        every_region_allowed(ctx, record)
     return record
+
+
+def every_region_allowed(ctx: StepContext, record: DecisionRecord) -> None:
+    """A regional-sync run needs each of its regions: refuse (exit 3, the record written)
+    naming the first one the record does not allow for this spec."""
+    from burst.infra.provision import gate_candidates
+    from burst.regional.runtime import regional
+
+    job = ctx.spec
+    provider = job.compute.providers[0] if job.compute.providers else "aws"
+    wanted = [{"provider": provider, "region": r} for r in regional(job).regions or []]
+    _, refused = gate_candidates(record, job, wanted)
+    if refused:
+        first = refused[0]
+        refusal = PolicyRefusal(
+            f"region {first['region']} is not allowed for this spec: {first['reason']} "
+            "(the decision record lists every reason); nothing was provisioned"
+        )
+        refusal.doc = record  # type: ignore[attr-defined]  # stepio writes it
+        raise refusal
 
 
 def ready_before_renting(ctx: StepContext) -> None:

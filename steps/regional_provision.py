@@ -9,20 +9,25 @@ read (``worker-config.json``; in the aggregation region also ``aggregator-config
 the region's store (the stack's ``checkpoint_uri``, in that region), the exchange store (the spec's
 ``storage.checkpoint_uri`` under the workflow's run id, ``exchange/``), H from the plan's
 regional section, the links of the run. On a cluster the links are real: bytes are logged,
-nothing is slept (``time_scale`` 0). The local run (``burst run``) provisions its regions in
-process instead (``burst.regional.localregions``, docs/regional.md "Local fidelity").
+nothing is slept (``time_scale`` 0). On one machine (``burst run``: the local runner executes
+this template) the runner gives every pod of a region ``BURST_REGION_SITE``
+(``burst.regional.site``): that region's store and the exchange store (S3 servers on
+loopback with keys of their own), the link emulator's log and time scale, where the roles
+keep their state; they go into the role configs instead (docs/regional.md "Local fidelity").
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument, produce
 from burst.errors import BadInputError, InfraError
 from burst.infra.provision import gate_candidates, provision
-from burst.regional.localrun import local_steps_for, run_links
+from burst.regional.runplan import local_steps_for, run_links
 from burst.regional.runtime import RoleConfig, regional, rounds_for
+from burst.regional.site import given_site
 from burst.settings import current
 from burst.stepio import StepContext, main
 from burst.storage import open_store
@@ -54,10 +59,16 @@ def run(ctx: StepContext) -> ProvisionDocument:
     uri = doc.get("outputs", {}).get("checkpoint_uri")
     if not isinstance(uri, str) or not uri:
         raise InfraError(f"the {region} stack gave no checkpoint_uri output", where=ctx.run_id)
-    workflow = ctx.run_id.removesuffix(f"-{region}")
-    exchange = open_store(run_url(job.storage.checkpoint_uri, workflow) + "/exchange").spec()
-    # the stack's bucket is the region's own (its stack id is this region's): as it is
-    own = open_store(uri, **({"region": region} if uri.startswith("s3://") else {})).spec()
+    site = given_site()
+    if site is not None and site.region != region:
+        raise BadInputError(f"BURST_REGION_SITE is region {site.region}'s, not {region}'s")
+    if site is None:
+        workflow = ctx.run_id.removesuffix(f"-{region}")
+        exchange = open_store(run_url(job.storage.checkpoint_uri, workflow) + "/exchange").spec()
+        # the stack's bucket is the region's own (its stack id is this region's): as it is
+        own = open_store(uri, **({"region": region} if uri.startswith("s3://") else {})).spec()
+    else:  # one machine: the stores the runner stands up for this region
+        exchange, own = site.exchange_store, site.region_store
     links = tuple(run_links(job, regions))
     agg = str(rs.aggregation_region)
     out_dir = ctx.out.parent if ctx.out is not None else ctx.paths.dir
@@ -78,6 +89,17 @@ def run(ctx: StepContext) -> ProvisionDocument:
             state_dir=f"{POD_SCRATCH}/{role}",
             out=f"{POD_SCRATCH}/{role}-result.json",
         )
+        if site is not None:
+            name = f"{role}-{region}"
+            cfg = replace(
+                cfg,
+                link_log=site.link_log,
+                time_scale=site.time_scale,
+                state_dir=str(Path(site.state_root) / name),
+                out=str(Path(site.results_dir) / f"{name}.json"),
+                faults=site.faults.get(role),
+                wait_limit_s=site.wait_limit_s,
+            )
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / f"{role}-config.json").write_text(cfg.to_json())
     return produce(ProvisionDocument, doc)

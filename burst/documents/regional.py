@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from burst.documents.base import Detail, Document
+from burst.documents.report import WorkflowResult
 
 
 class RegionalRound(Detail):
@@ -66,3 +67,5 @@ class RegionalReport(Document):
     final_weights_sha256: str | None = None
     failure: str | None = None
     seconds: float
+    # the template the local runner executed and how the workflow ended (as burst-train's)
+    workflow: WorkflowResult | None = None

@@ -83,7 +83,13 @@ ASSUMPTIONS: FactSchema = {
     "on_demand_node_mtbf_hours": (POSITIVE, False, True),
     "sync_bytes_per_param": (POSITIVE, False, True),
 }
-GPU: FactSchema = {"peak_tflops": (POSITIVE, True, True)}
+GPU: FactSchema = {
+    "peak_tflops": (POSITIVE, True, True),
+    # a GPU no offer lists (Rubin): the price the seeds quote, per GPU-hour, used only when
+    # no offer anywhere in the catalog prices this GPU type (price_basis "reference")
+    "reference_spot_usd_per_gpu_hour": (NONNEG, True, False),
+    "reference_on_demand_usd_per_gpu_hour": (NONNEG, True, False),
+}
 PROVIDER: FactSchema = {
     "notice_s": (NONNEG, True, True),
     "spot_node_mtbf_hours": (POSITIVE, True, True),
@@ -171,6 +177,9 @@ class Catalog:
 
     def link(self, cls: str) -> dict[str, float]:
         return {k: float(f.value) for k, f in self.links[cls].items()}
+
+    def gpu_fact(self, gpu_type: str, name: str) -> Fact | None:
+        return self.gpus.get(gpu_type, {}).get(name)
 
     def highest_known_on_demand(self, gpu_type: str) -> tuple[float, Offer] | None:
         """The highest on-demand price per GPU-hour known for a GPU type, and its offer."""

@@ -367,7 +367,7 @@ def young_daly_report(
     if math.isinf(mtbf):
         raise BadInputError("give --mtbf SECONDS or --trace FILE")
     choice = choose_interval(p.checkpoint_cost_s, mtbf, p.resolved_upload_s(), p.step_s)
-    yd = choice.interval_s
+    yd = choice.interval_s  # Young/Daly clamped to the upload and the step time
     main = simulate(p, interval_s or yd, seed=seed, replicas=replicas, trace=trace)
     comparison = []
     for f in COMPARE_FACTORS:
@@ -389,8 +389,9 @@ def young_daly_report(
     params["mtbf_s"] = mtbf
     return {
         **main.as_dict(),
-        "young_daly_interval_s": yd,
-        "young_daly_raw_s": choice.young_daly_s,
+        # one name, one quantity (as in the plan and the train document): the raw sqrt(2 C M)
+        "young_daly_interval_s": choice.young_daly_s,
+        "default_interval_s": yd,
         "interval_reason": choice.reason,
         "comparison": comparison,
         "peak_near_young_daly": by_factor[1.0] > by_factor[0.25]

@@ -70,6 +70,8 @@ Event = Callable[[str, str, dict[str, Any]], None]
 
 #: The fault point's value (``burst.faults.NodeLoss``), named here for the engine's callers.
 NodeLoss = faults.NodeLoss
+#: A process that loses its node at a fault point leaves this file in its pod directory.
+NODE_LOST_MARK = faults.NODE_LOST_MARK
 
 
 class Stopped(BaseException):
@@ -832,6 +834,7 @@ class WorkflowEngine:
         for e in c.get("env") or []:
             env[e["name"]] = mapped(str(e.get("value", "")))
         env.update(self.options.env)
+        env["BURST_POD_DIR"] = str(pod)  # where a fault point marks its node lost
         timeout = None
         if t.get("activeDeadlineSeconds") is not None:
             timeout = float(substitute(str(t["activeDeadlineSeconds"]), scope, path))
@@ -901,6 +904,8 @@ class WorkflowEngine:
         elif self._stopping and code != 0:  # stopped by `argo stop` (another branch's stop)
             phase, exit_code = FAILED, (128 - code if code < 0 else code)
             message = "stopped: the run was stopped"
+        elif code < 0 and (pod / NODE_LOST_MARK).exists():  # fault point: node lost
+            return self._node_lost_at_fault_point(node, pod, wall_start, clock)
         elif code < 0:  # killed inside its pod (SIGKILL, the OOM killer): the kubelet
             # records 128 + the signal, the pod fails; only a lost node is "pod deleted"
             phase, exit_code = FAILED, 128 - code
@@ -936,6 +941,19 @@ class WorkflowEngine:
             Attempt(exit_code, phase, message, seconds, str(pod), wall_start, clock)
         )
         return Outcome(phase, exit_code, message, outputs)
+
+    def _node_lost_at_fault_point(
+        self, node: PodNode, pod: Path, wall_start: float, clock: float
+    ) -> Outcome:
+        """A process that marked its pod's node lost (``burst.faults.lose_node``: a regional
+        fault point) and died with it: Argo's Error, "pod deleted", no exit code, no
+        outputs, as for :meth:`_lose_node`."""
+        seconds = round(self.now() - clock, 3)
+        log.warning("%s: node lost at a fault point", node.path)
+        node.attempts.append(
+            Attempt(None, ERROR, "pod deleted", seconds, str(pod), wall_start, clock)
+        )
+        return Outcome(ERROR, None, "pod deleted")
 
     def _lose_node(self, lost: NodeLoss, node: PodNode, pod: Pod) -> Outcome:
         """Fault point ``node-loss``: the pod starts, then its node goes away ``after_s``

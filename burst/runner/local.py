@@ -1,10 +1,12 @@
-"""``burst run``: execute the compiled ``burst-train`` WorkflowTemplate on this machine.
+"""``burst run``: execute the compiled WorkflowTemplate on this machine.
 
 The graph, the parameters, the retry policy (exit 75 and node loss), the deadlines and the
-exit handler (teardown, always) come from ``pipelines/compiled/burst-train.yaml``, the very
-file Argo runs; :mod:`burst.runner.engine` executes it, each step as its own process
-(``python -m steps.<name>``). The run directory keeps the step documents, logs, Terraform
-state, one directory per step attempt (``pods/``) and ``report.json``.
+exit handler (teardown, always) come from ``pipelines/compiled/burst-train.yaml`` (or, for a
+``strategy: regional-sync`` spec, ``burst-regional.yaml``: :mod:`burst.runner.regional`),
+the very file Argo runs; :mod:`burst.runner.engine` executes it, each step as its own process
+(``python -m steps.<name>``) started in the user's working directory. The run directory keeps
+the step documents, logs, Terraform state, one directory per step attempt (``pods/``) and
+``report.json``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from burst import checkout, faults
 from burst.documents.report import WorkflowResult
@@ -24,7 +26,15 @@ from burst.errors import BadInputError
 from burst.lease import Lease, Renewer, heartbeat_store
 from burst.obs.report import build_report
 from burst.runner.argo import spec_parameters, terraform_parameters
-from burst.runner.engine import SUCCEEDED, EngineOptions, NodeLoss, PodNode, WorkflowEngine
+from burst.runner.engine import (
+    SUCCEEDED,
+    EngineOptions,
+    NodeLoss,
+    PodNode,
+    WorkflowEngine,
+)
+from burst.runner.engine import WorkflowResult as EngineResult
+from burst.runner.pods import PreparePod
 from burst.runs import RunPaths, write_json_atomic
 from burst.settings import current
 from burst.spec import load_spec
@@ -34,6 +44,7 @@ log = logging.getLogger(__name__)
 
 COMPILED_DIR = checkout.COMPILED
 TEMPLATE = COMPILED_DIR / "burst-train.yaml"
+REGIONAL_TEMPLATE = COMPILED_DIR / "burst-regional.yaml"
 RUNS_VOLUME = "burst-runs"
 #: Locally a backoff of "10s" waits 1 s: same shape, less idle time on a laptop.
 LOCAL_BACKOFF_SCALE = 0.1
@@ -47,9 +58,11 @@ class RunOptions:
     parameters: dict[str, str] = field(default_factory=dict)  # overrides of workflow params
     backoff_scale: float = LOCAL_BACKOFF_SCALE
     node_loss: tuple[NodeLoss, ...] = ()  # fault point node-loss (see NodeLoss)
+    prepare_pod: PreparePod | None = None  # what this machine adds to a pod (regions.py)
 
 
 Event = Callable[[str, str, dict[str, Any]], None]
+T = TypeVar("T")
 
 
 def load_manifest(path: Path) -> dict[str, Any]:
@@ -184,6 +197,25 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
     return steps
 
 
+def _regional(job: Any) -> bool:
+    return bool(job.training.strategy == "regional-sync")
+
+
+def local_regional_parameters(job: Any, spec_text: str) -> dict[str, str]:
+    """burst-regional's parameters for a local run: what `burst submit` passes, less the
+    images (a local run verifies the spec's own image reference, which need not be pinned in
+    a registry)."""
+    import json
+
+    rs = job.training.regional_sync
+    return {
+        "spec": spec_text,
+        "regions": json.dumps(list(rs.regions or [])),
+        "aggregation-region": str(rs.aggregation_region),
+        "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
+    }
+
+
 class LocalRunner:
     def __init__(
         self,
@@ -200,8 +232,13 @@ class LocalRunner:
     def parameters(self) -> dict[str, str]:
         """Workflow parameters from the spec, as `burst submit` passes them to Argo."""
         job = load_spec(self.spec_file)
+        text = self.spec_file.read_text(encoding="utf-8")
         return {
-            **spec_parameters(job, self.spec_file.read_text(encoding="utf-8")),
+            **(
+                local_regional_parameters(job, text)
+                if _regional(job)
+                else spec_parameters(job, text)
+            ),
             "tf-stack": "local",  # one machine: the embedded stack, unless the environment
             **terraform_parameters(),  # names another
             **self.options.parameters,
@@ -230,6 +267,7 @@ class LocalRunner:
             log_path=self.paths.log,
             backoff_scale=self.options.backoff_scale,
             node_loss=self.options.node_loss,
+            prepare_pod=self.options.prepare_pod,
         )
         helpers = {
             t["name"]
@@ -284,21 +322,25 @@ class LocalRunner:
         """Refuse the template (kind, features, parameters) before anything is created."""
         self.engine().check()
 
-    def run(self) -> dict[str, Any]:
+    def execute(self, finish: Callable[[WorkflowEngine, EngineResult], T]) -> T:
+        """The workflow, run once under the run's driver lease, then ``finish`` (the report)
+        with the engine and its result, still under the lease."""
         engine = self.engine()
         engine.check()  # refuse an unsupported manifest before anything is created
         driver, renewer = self._take_driver_lease()
         try:
-            return self._run(engine)
+            self.paths.create()
+            if self.spec_file.resolve() != self.paths.spec.resolve():
+                shutil.copyfile(self.spec_file, self.paths.spec)
+            return finish(engine, engine.run())
         finally:
             renewer.stop()
             driver.release()
 
-    def _run(self, engine: WorkflowEngine) -> dict[str, Any]:
-        self.paths.create()
-        if self.spec_file.resolve() != self.paths.spec.resolve():
-            shutil.copyfile(self.spec_file, self.paths.spec)
-        result = engine.run()
+    def run(self) -> dict[str, Any]:
+        return self.execute(self._report)
+
+    def _report(self, engine: WorkflowEngine, result: EngineResult) -> dict[str, Any]:
         steps = report_steps(engine.manifest, result.nodes)
         report = build_report(self.paths, steps)
         report["workflow"] = WorkflowResult(

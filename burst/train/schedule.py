@@ -8,10 +8,11 @@ the job on the chosen capacity. It is never shorter than the measured background
 taken after ``PROBE_STEPS`` steps to measure C, the step time and the upload time, unless an
 earlier attempt measured them; every commit updates the measurements and the interval.
 
-MTBF of the job, first that is known: spec ``compute.mtbf_hours``; the plan's first candidate
-(``mtbf_hours``, the train step's ``--input plan=``); the catalog (spot: the provider's
-``spot_node_mtbf_hours``; on demand: ``on_demand_node_mtbf_hours``) divided by the nodes; else
-``ASSUMED_MTBF_HOURS`` a node (the catalog's shortest, spot).
+MTBF of the job (``burst.plan.reliability``, the planner's formula), first that is known:
+spec ``compute.mtbf_hours`` (spot; scaled to the pre-emptible nodes under an on-demand floor);
+the running candidate's (``mtbf_hours``, the train step's ``--input plan=``); the catalog (spot:
+the provider's ``spot_node_mtbf_hours``; on demand: ``on_demand_node_mtbf_hours``) divided by
+the pre-emptible nodes; else ``ASSUMED_MTBF_HOURS`` a node (the catalog's shortest, spot).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Any
 from burst.documents import PlanDocument, ProvisionDocument
 from burst.documents.plan import Candidate
 from burst.errors import BurstError
-from burst.plan.interval import choose_interval, job_mtbf_s, young_daly
+from burst.plan.interval import choose_interval, young_daly
+from burst.plan.reliability import job_mtbf, node_mtbf_hours, preemption_kind
 from burst.spec import BurstJob, node_count
 
 log = logging.getLogger(__name__)
@@ -51,27 +53,31 @@ def running_candidate(
 def resolve_mtbf(
     job: BurstJob, plan: PlanDocument | None, infra: ProvisionDocument | None = None
 ) -> tuple[float, str]:
-    """Expected seconds between preemptions of the whole job, and where the figure comes from.
-
-    Nodes are preempted independently: a job of N nodes stops N times as often as one node.
-    """
-    if job.compute.mtbf_hours is not None:
-        return job.compute.mtbf_hours * 3600, "spec compute.mtbf_hours (job)"
+    """Expected seconds between preemptions of the whole job, and where the figure comes from:
+    ``burst.plan.reliability.job_mtbf``, the planner's own formula (the spec's job MTBF,
+    else the plan candidate's, else the catalog's node MTBF over the pre-emptible nodes)."""
     cand = running_candidate(plan, infra)
+    provider = str((cand.provider if cand is not None else None) or job.compute.providers[0])
+    capacity = str((cand.capacity if cand is not None else None) or job.compute.capacity)
+    nodes = node_count(job, {"nodes": cand.nodes} if cand is not None else None)
+    floor = cand.floor_nodes if cand is not None and capacity == "spot_with_floor" else None
+    floor_nodes = floor or 0
+    if preemption_kind(capacity) == "spot" and job.compute.mtbf_hours is not None:
+        m = job_mtbf(job, capacity, nodes, floor_nodes)
+        return m.seconds, m.source
     if cand is not None and cand.mtbf_hours is not None and cand.mtbf_hours > 0:
         return cand.mtbf_hours * 3600, (
             f"plan candidate {cand.provider}/{cand.region} ({cand.mtbf_source or 'mtbf_hours'})"
         )
-    provider = str((cand.provider if cand is not None else None) or job.compute.providers[0])
-    capacity = str((cand.capacity if cand is not None else None) or job.compute.capacity)
-    nodes = node_count(job, {"nodes": cand.nodes} if cand is not None else None)
     found = _catalog_node_mtbf_hours(provider, capacity)
-    if found is not None:
-        return job_mtbf_s(found[0], nodes), f"{found[1]} / {nodes} node(s)"
-    return job_mtbf_s(ASSUMED_MTBF_HOURS, nodes), (
-        f"assumed {ASSUMED_MTBF_HOURS:g} h a node (no catalog figure for {provider} "
-        f"{capacity}) / {nodes} node(s)"
-    )
+    if found is None:
+        found = (
+            ASSUMED_MTBF_HOURS,
+            f"assumed {ASSUMED_MTBF_HOURS:g} h a node (no catalog figure for {provider} "
+            f"{capacity})",
+        )
+    m = job_mtbf(job, capacity, nodes, floor_nodes, found)
+    return m.seconds, m.source
 
 
 def _catalog_node_mtbf_hours(provider: str, capacity: str) -> tuple[float, str] | None:
@@ -82,15 +88,10 @@ def _catalog_node_mtbf_hours(provider: str, capacity: str) -> tuple[float, str] 
     except BurstError as exc:  # a broken catalog file: fall back to the assumption, loudly
         log.warning("no MTBF from the catalog: %s", exc.one_line())
         return None
-    if capacity == "on_demand":
-        return (
-            float(cat.assumption("on_demand_node_mtbf_hours")),
-            "catalog assumptions.on_demand_node_mtbf_hours",
-        )
-    fact = cat.provider_fact(provider, "spot_node_mtbf_hours")
-    if fact is not None and fact.value is not None:
-        return float(fact.value), f"catalog providers.{provider}.spot_node_mtbf_hours"
-    return None
+    try:
+        return node_mtbf_hours(cat, None, provider, capacity)
+    except BurstError:
+        return None
 
 
 def _ewma(old: float | None, new: float) -> float:

@@ -60,7 +60,8 @@ def test_defaults_come_from_the_fact_sheet_and_seeds() -> None:
     sg = cat.offer("aws", "ap-southeast-1", "h100")
     assert sg.facts["on_demand_usd_per_hour"].value is None
     assert sg.facts["availability"].value == "unknown"
-    assert cat.gpus["rubin"]["peak_tflops"].value is None
+    # Rubin: no offer anywhere; the seeds' reference prices, labelled (tests/plan/test_rubin_catalog.py)
+    assert cat.gpus["rubin"]["reference_spot_usd_per_gpu_hour"].value == 6.0
     assert not any(k[2] == "rubin" for k in cat.offers)
     assert cat.provider_fact("aws", "notice_s").value == 120
     assert cat.provider_fact("gcp", "notice_s").value == 30

@@ -108,9 +108,9 @@ def test_goodput_peaks_near_young_daly(params: SimParams, clamped: bool) -> None
     by = {c["factor"]: c["goodput"] for c in doc["comparison"]}
     assert by[1.0] > by[0.25] and by[1.0] > by[4.0]
     assert doc["peak_near_young_daly"] is True
-    assert (doc["young_daly_raw_s"] < doc["young_daly_interval_s"]) == clamped
+    assert (doc["young_daly_interval_s"] < doc["default_interval_s"]) == clamped
     # a finer sweep: nothing is much better than the Young/Daly interval
-    yd = doc["young_daly_interval_s"]
+    yd = doc["default_interval_s"]
     sweep = [simulate(params, yd * f, replicas=20).goodput for f in (0.5, 0.7, 1.4, 2.0)]
     assert max(sweep) < by[1.0] + 0.01
 
@@ -191,3 +191,15 @@ def test_bad_trace_files(tmp_path: Path) -> None:
     empty.write_text("# nothing\n")
     with pytest.raises(BadInputError, match="no pre-emption"):
         read_trace(empty)
+
+
+def test_cli_simulate_mtbf_inf_names_the_option(
+    burst_cli: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    """``--mtbf inf`` was given: the answer names it (issue 25 bug 8; it said "give --mtbf
+    SECONDS or --trace FILE", as if no --mtbf had been given)."""
+    proc = burst_cli(["simulate", "--mtbf", "inf"])
+    assert proc.returncode == 2
+    assert "--mtbf must be a finite number of seconds" in proc.stderr
+    assert "give --mtbf" not in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -174,7 +174,11 @@ def test_known_spot_price_ranks_spot_first_and_charges_preemptions(tmp_path: Pat
         first["price_per_hour"] * (first["expected_hours"] - first["data_transfer_hours"]), rel=1e-4
     )
     # auto interval: Young/Daly from the job MTBF, never shorter than the upload
-    assert first["checkpoint_interval_s"] == first["young_daly_interval_s"]
+    # (young_daly_interval_s is the raw sqrt(2 C M); the interval used is it clamped)
+    w = doc["workload"]
+    assert first["checkpoint_interval_s"] == max(
+        first["young_daly_interval_s"], w["upload_s"], w["step_s"]
+    )
     assert first["checkpoint_interval_s"] >= 7e9 * 16 / 1e9 / 0.5
     # ranking by time puts the on-demand capacity first
     fast = plan(spec, cat, opts=PlanOptions(objective="time", replicas=16))
@@ -197,12 +201,24 @@ def test_over_budget_candidates_drop_out_of_the_failover_list(tmp_path: Path) ->
     assert any("exceeds the budget" in e["reason"] for e in doc["excluded"])
 
 
-def test_rubin_has_no_price_anywhere(cat) -> None:  # type: ignore[no-untyped-def]
+def test_a_gpu_with_no_price_anywhere_fails_closed(tmp_path: Path) -> None:
+    """Issue 29 made Rubin plannable out of the box (tests/plan/test_rubin_catalog.py); a GPU
+    with no price at all still refuses, once per reason, saying how to give one."""
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text(
+        "gpus:\n  rubin:\n"
+        "    peak_tflops: {value: null, source: 'not known', date: 2026-11}\n"
+        "    reference_spot_usd_per_gpu_hour: {value: null, source: 'not known', date: 2026-11}\n"
+        "    reference_on_demand_usd_per_gpu_hour: {value: null, source: 'x', date: 2026-11}\n"
+    )
+    cat = load_catalog([unknown], use_env=False)
     with pytest.raises(BadInputError, match=r"training\.step_seconds"):
         plan(make_spec(**{"compute.gpu_type": "rubin"}), cat)
     spec = make_spec(**{"compute.gpu_type": "rubin", "training.step_seconds": 1.0})
-    with pytest.raises(PolicyRefusal, match="no price known for rubin"):
+    with pytest.raises(PolicyRefusal, match="no price known for rubin") as exc:
         plan(spec, cat)
+    assert str(exc.value).count("no price known") == 1
+    assert "--catalog FILE" in str(exc.value) and "docs/planning.md#the-catalog" in str(exc.value)
 
 
 def test_region_of_another_provider_is_excluded(cat) -> None:  # type: ignore[no-untyped-def]

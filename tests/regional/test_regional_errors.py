@@ -13,7 +13,7 @@ import pytest
 from burst.plan.catalog import load_catalog
 from burst.plan.regional import plan_regional_sync
 from burst.plan.workload import estimate
-from burst.regional.localrun import local_steps_for, run_links
+from burst.regional.runplan import local_steps_for, run_links
 from burst.regional.runtime import RoleConfig
 from burst.spec import load_spec
 from burst.storage.local import LocalStore
@@ -141,6 +141,7 @@ def test_burst_run_refuses_a_region_the_preflight_does_not_allow(
     assert report["failure"].startswith("preflight: region me-central-1 is not allowed")
     assert "XFER-MODEL-UPDATE" in (root / "refused" / "preflight.json").read_text()
     assert report["provisioned"] == [] and report["rounds_completed"] == 0
-    assert not (root / "refused" / "regions").exists()  # no stack
+    # no stack: a region's workspace is <run>-<region> (burst-regional's stack id)
+    assert not list(root.glob("refused-*/terraform/terraform.tfstate"))
     assert not [p for p in (root / "refused" / "stores").iterdir()]  # no store
     assert "Traceback" not in proc.stderr

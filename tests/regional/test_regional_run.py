@@ -1,11 +1,12 @@
-"""The regional runtime end to end: real processes (aggregator and one worker per region),
-one store per region, every cross-region byte through the link emulator.
+"""The regional runtime end to end: the compiled burst-regional template executed by the
+local runner (burst.runner), real processes (aggregator and one worker per region), one store
+per region, every cross-region byte through the link emulator.
 
-Each run trains the quickstart's small MLP for 3 rounds of 4 local steps. ``burst run`` (the
-two- and three-region tests) provisions each region for real: its own Terraform stack (the
-embedded local stack) and its own S3 server on loopback with keys of its own. The fault tests
-exercise the runtime's protocol on directory stores without stacks (``stores="dir"``,
-``terraform=False``) to keep the suite short. Fault runs use the named fault points of the role
+Each run trains the quickstart's small MLP for 3 rounds of 4 local steps; each region is
+provisioned for real: its own Terraform stack (the embedded local stack, run id
+``<run>-<region>``). ``burst run`` (the two- and three-region tests) gives each region its own
+S3 server on loopback with keys of its own; the fault tests use directory stores
+(``stores="dir"``) to keep the suite short. Fault runs use the named fault points of the role
 configs (``burst.faults.regional``), never a timer.
 """
 
@@ -23,10 +24,12 @@ import pytest
 
 from burst.documents import ProvisionDocument, TeardownDocument
 from burst.documents.regional import RegionalReport
-from burst.regional.localregions import LocalRegions, StoreMode, objects_dir
-from burst.regional.localrun import RegionalOptions, run_regional
 from burst.regional.runtime import RoleConfig
 from burst.regional.stores import SHARD_KEY, open_spec, read_link_log
+from burst.runner.local import REGIONAL_TEMPLATE
+from burst.runner.pods import Pod
+from burst.runner.regional import RegionalOptions, run_regional
+from burst.runner.regions import RegionSites, StoreMode, objects_dir
 from burst.spec import load_spec
 from burst.storage.base import ObjectMissing, StoreError
 from burst.storage.local import LocalStore
@@ -105,9 +108,14 @@ def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
     _check_complete(doc, regions)
     assert doc["local_steps"] == 4 and doc["local_steps_basis"].startswith("planner:")
     _check_shards_stay_home(tmp_path / "runs" / "two", regions, "ap-southeast-1", "s3")
-    _check_regions_provisioned_alone(tmp_path / "runs" / "two", regions)
+    _check_regions_provisioned_alone(tmp_path / "runs", "two", regions)
+    # one executor: the local runner ran the compiled burst-regional template
+    assert doc["workflow"]["template"] == str(REGIONAL_TEMPLATE)
+    assert doc["workflow"]["phase"] == doc["workflow"]["exit_handler_phase"] == "Succeeded"
+    _check_branches_overlap(tmp_path / "runs" / "two", regions)
     cfg = RoleConfig.load(tmp_path / "runs" / "two" / "worker-me-central-1.config.json")
-    assert Path(cfg.spec) == tmp_path / "runs" / "two" / "spec.yaml"  # the run's own copy
+    run_dir = (tmp_path / "runs" / "two").resolve()
+    assert Path(cfg.spec).resolve().is_relative_to(run_dir)  # the run's own copy
     assert Path(cfg.spec).read_text() == spec.read_text()
     links = doc["links"]
     # me-central-1 <-> ap-southeast-1 is a cross-continent link: priced, and time was spent
@@ -144,7 +152,7 @@ def test_burst_run_three_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
         assert sorted(r["accepted"]) == sorted(regions)
     run_dir = tmp_path / "runs" / "three"
     _check_shards_stay_home(run_dir, regions, "ap-southeast-1", "s3")
-    _check_regions_provisioned_alone(run_dir, regions)
+    _check_regions_provisioned_alone(tmp_path / "runs", "three", regions)
     for region in regions:
         prov = json.loads((run_dir / f"provision-{region}.json").read_text())
         assert prov["attempts"][0]["site_vars"] == f"{region}.tfvars"
@@ -154,19 +162,18 @@ def test_burst_run_three_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
 def _run(
     tmp_path: Path, spec: Path, name: str, faults: dict[str, dict[str, str]]
 ) -> RegionalReport:
-    opts = RegionalOptions(
-        time_scale=0.0, faults=faults, wait_limit_s=120, stores="dir", terraform=False
-    )
+    opts = RegionalOptions(time_scale=0.0, faults=faults, wait_limit_s=120, stores="dir")
     return run_regional(load_spec(spec), spec, tmp_path / name, name, opts)
 
 
 def test_preempted_worker_and_killed_aggregator_end_as_an_undisturbed_run(
     tmp_path: Path,
 ) -> None:
-    """A worker SIGKILLed mid-round rejoins from the newest global checkpoint and its own
-    state; the aggregator SIGKILLed between rounds, and once between its state commit and the
-    global commit, restarts from its last committed round. The batches are a function of
-    (seed, region, round), so the final weights equal those of a run without faults."""
+    """A worker whose node is lost mid-round (SIGKILL, Argo's "pod deleted") is retried by the
+    template's retryStrategy and rejoins from the newest global checkpoint and its own state;
+    the aggregator lost between rounds, and once between its state commit and the global
+    commit, restarts from its last committed round. The batches are a function of (seed,
+    region, round), so the final weights equal those of a run without faults."""
     spec = regional_spec(tmp_path, TWO)
     clean = _run(tmp_path, spec, "clean", {})
     faulty = _run(
@@ -184,8 +191,9 @@ def test_preempted_worker_and_killed_aggregator_end_as_an_undisturbed_run(
     for report in (clean, faulty):
         _check_complete(report.to_json(), list(TWO))
     attempts = {(a.role, a.region): a.exit_codes for a in faulty.attempts}
-    assert attempts[("worker", "me-central-1")] == [-9, 0]
-    assert attempts[("aggregator", "ap-southeast-1")] == [-9, -9, 0]
+    # a lost node leaves no exit code: Argo's -1 (lastRetry.exitCode), "pod deleted"
+    assert attempts[("worker", "me-central-1")] == [-1, 0]
+    assert attempts[("aggregator", "ap-southeast-1")] == [-1, -1, 0]
     assert attempts[("worker", "ap-southeast-1")] == [0]
     assert faulty.final_weights_sha256 == clean.final_weights_sha256
     assert [r.accepted for r in faulty.rounds] == [r.accepted for r in clean.rounds]
@@ -219,10 +227,12 @@ def test_late_worker_round_completes_without_it(tmp_path: Path) -> None:
     assert worker["rounds"][1]["next_from"] == "global checkpoint"  # it skipped a round
 
 
-def _check_regions_provisioned_alone(run_dir: Path, regions: list[str]) -> None:
-    """Each region: its own stack applied and destroyed (provision and teardown documents,
-    state empty, no leak), its own S3 server; a worker's config names its own region's store
-    and the exchange store only, and its credentials file is gone with its region."""
+def _check_regions_provisioned_alone(runs: Path, run_id: str, regions: list[str]) -> None:
+    """Each region: its own stack applied and destroyed under its own run id
+    ``<run>-<region>`` (provision and teardown documents, state empty, no leak), its own S3
+    server; a worker's config names its own region's store and the exchange store only, and
+    no credentials file is left once the run is over."""
+    run_dir = runs / run_id
     endpoints = {}
     for region in regions:
         prov = ProvisionDocument.model_validate_json(
@@ -230,20 +240,19 @@ def _check_regions_provisioned_alone(run_dir: Path, regions: list[str]) -> None:
         )
         assert prov.status == "provisioned" and prov.candidate is not None
         assert prov.candidate.region == region and prov.outputs["region"] == region
-        assert prov.terraform_dir == str(run_dir / "regions" / region / "terraform")
+        stack = runs / f"{run_id}-{region}" / "terraform"
+        assert Path(prov.terraform_dir).resolve() == stack.resolve()
         down = TeardownDocument.model_validate_json(
             (run_dir / f"teardown-{region}.json").read_text()
         )
         assert down.destroyed and down.resources_remaining == 0 and not down.leaks
-        state = json.loads(
-            (run_dir / "regions" / region / "terraform" / "terraform.tfstate").read_text()
-        )
+        state = json.loads((stack / "terraform.tfstate").read_text())
         assert state["resources"] == []  # the stack was applied, then destroyed
         cfg = RoleConfig.load(run_dir / f"worker-{region}.config.json")
         assert cfg.region_store is not None and cfg.region_store["profile"] == "region"
         assert cfg.exchange_store["profile"] == "exchange"
         endpoints[region] = cfg.region_store["endpoint_url"]
-        assert not (Path(cfg.state_dir) / "credentials").exists()  # removed at teardown
+    assert not list(run_dir.rglob("credentials"))  # every pod's keys removed at the end
     assert len(set(endpoints.values())) == len(regions)  # a server a region
     for region in regions:
         text = (run_dir / f"worker-{region}.config.json").read_text()
@@ -251,23 +260,56 @@ def _check_regions_provisioned_alone(run_dir: Path, regions: list[str]) -> None:
             assert (url in text) == (other == region)  # no address of another region's store
 
 
+def _check_branches_overlap(run_dir: Path, regions: list[str]) -> None:
+    """The regions' workers ran at the same time, read from the run's recorded events (each
+    worker started before every other one ended), never from a duration."""
+    events = [json.loads(ln) for ln in (run_dir / "events.jsonl").read_text().splitlines()]
+    order = [(e["step"], e["status"]) for e in events]
+    spans = {}
+    for region in regions:
+        (key,) = {s for s, _ in order if s.endswith(f":{region}).worker")}
+        spans[region] = (order.index((key, "started")), order.index((key, "succeeded")))
+    for a in regions:
+        for b in regions:
+            assert spans[a][0] < spans[b][1], (a, b, spans)
+
+
 def test_a_workers_credentials_are_refused_by_another_regions_store(tmp_path: Path) -> None:
-    """The credentials the run hands region A's worker open A's store and the exchange store;
-    region B's server refuses them (its keys are its own), and A's config has no B profile."""
+    """What the runner gives a pod of region A (``RegionSites.prepare_pod``): none of the
+    runner's AWS variables, a credentials file with A's keys and the exchange store's, A's
+    site. They open A's store and the exchange store; region B's server refuses them (its
+    keys are its own). A pod of no region is left as it is; the keys go when the run ends."""
     job = load_spec(regional_spec(tmp_path, TWO))
-    sites = LocalRegions(job, "creds", tmp_path / "run", "ap-southeast-1", terraform=False)
     a, b = "me-central-1", "ap-southeast-1"
+    sites = RegionSites(job, tmp_path / "run", list(TWO), b)
+    pod_a = tmp_path / "pods" / "001-worker"
+
+    def pod(region: str | None) -> Pod:
+        return Pod(
+            step="worker",
+            key="worker",
+            template="regional-worker",
+            path="main/worker",
+            argv=["python"],
+            env={"AWS_ACCESS_KEY_ID": "the-runner's", "PATH": "/usr/bin"},
+            cwd=str(tmp_path),
+            pod_dir=pod_a,
+            log_file=pod_a / "log.txt",
+            inputs={"region": region} if region else {},
+        )
+
     try:
-        for region in TWO:
-            sites.provision(region)
-        sites.launcher_store(b).put_bytes(SHARD_KEY, b"b's shard")
-        sites.launcher_store(a).put_bytes(SHARD_KEY, b"a's shard")
-        env = sites.role_env(a, tmp_path / "scratch-a")
+        sites.start()
+        sites.stand_up(b)  # B's store and shard, as its first pod would
+        assert sites.prepare_pod(pod(None)) == pod(None)
+        env = sites.prepare_pod(pod(a)).env
+        assert "AWS_ACCESS_KEY_ID" not in env and env["PATH"] == "/usr/bin"
+        assert Path(env["BURST_REGION_SITE"]) == tmp_path / "run" / "sites" / f"{a}.json"
         creds = Path(env["AWS_SHARED_CREDENTIALS_FILE"])
-        assert creds.stat().st_mode & 0o777 == 0o600
+        assert creds.parent == pod_a and creds.stat().st_mode & 0o777 == 0o600
         assert sorted(configparser_sections(creds)) == ["exchange", "region"]
-        with _environment(env):
-            assert open_spec(sites.region_spec(a)).get_bytes(SHARD_KEY) == b"a's shard"
+        with _environment({k: v for k, v in env.items() if k.startswith("AWS_")}):
+            assert open_spec(sites.region_spec(a)).get_bytes(SHARD_KEY)  # a's shard, at home
             open_spec(sites.exchange_spec()).put_bytes("probe", b"x")
             # B's store, opened with what A's worker holds: refused by B's server
             with pytest.raises(StoreError) as refused:
@@ -275,9 +317,8 @@ def test_a_workers_credentials_are_refused_by_another_regions_store(tmp_path: Pa
             assert "403" in str(refused.value) or "Access" in str(refused.value), refused.value
             assert not isinstance(refused.value, ObjectMissing)
     finally:
-        for region in list(sites.provisioned):
-            sites.teardown(region, [tmp_path / "scratch-a"])
-    assert sites.torn_down == list(TWO) and not (tmp_path / "scratch-a").exists()
+        sites.close()
+    assert not creds.exists()
 
 
 def configparser_sections(path: Path) -> list[str]:
@@ -306,13 +347,15 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
 def test_a_region_that_cannot_be_provisioned_stops_the_run_and_every_region_goes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """me-central-1 has no capacity (the local stack's named fault point): no role starts,
-    the run fails as an infrastructure fault (exit 4), and both regions' stacks, the one that
-    was applied and the one that failed half-way, are destroyed and proven empty."""
+    """me-central-1 has no capacity (the local stack's named fault point): no role starts
+    anywhere (the template's ``stacks`` group ends before any branch begins), the run fails as
+    an infrastructure fault (exit 4), and both regions' stacks, the one that was applied and
+    the one that failed half-way, are destroyed and proven empty."""
     monkeypatch.setenv("BURST_SIMULATE_NO_CAPACITY", "me-central-1")
     spec = regional_spec(tmp_path, TWO)
     opts = RegionalOptions(time_scale=0.0, stores="dir", wait_limit_s=30)
     report = run_regional(load_spec(spec), spec, tmp_path / "nocap", "nocap", opts)
+    # the template's barrier: every region's stack before any branch (pipelines/burst_regional)
     assert report.status == "failed" and report.exit_code == 4, report.failure
     assert report.failure is not None and report.failure.startswith("provision: ")
     assert "me-central-1" in report.failure and "capacity" in report.failure
@@ -327,3 +370,32 @@ def test_a_region_that_cannot_be_provisioned_stops_the_run_and_every_region_goes
         (tmp_path / "nocap" / "provision-ap-southeast-1.json").read_text()
     )
     assert applied.status == "provisioned"
+
+
+def test_roles_import_the_users_module_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug 3 (issue 25): a spec whose ``training.entrypoint`` is the user's own module, run
+    from the user's directory. burst-train's steps import it from there; a regional worker
+    and the aggregator ran from the checkout and could not (``cannot import 'mymodel'``,
+    exit 2). Both roles now run, as every step, in the user's working directory."""
+    user = tmp_path / "project"
+    user.mkdir()
+    (user / "mymodel.py").write_text(
+        '"""The user\'s model."""\nfrom burst.train.example import build  # noqa: F401\n'
+    )
+    spec = regional_spec(tmp_path, TWO, steps=4, local_steps=2)
+    text = spec.read_text().replace("burst.train.example:build", "mymodel:build")
+    text = text.replace("oci-layout://examples/", f"oci-layout://{REPO}/examples/")
+    assert "mymodel:build" in text and f"oci-layout://{REPO}" in text
+    spec.write_text(text)
+    monkeypatch.chdir(user)
+    opts = RegionalOptions(time_scale=0.0, stores="dir", wait_limit_s=120)
+    report = run_regional(load_spec(spec), spec, tmp_path / "runs" / "user", "user", opts)
+    assert report.status == "succeeded", report.failure
+    assert report.rounds_completed == report.rounds_planned == 2
+    assert {(a.role, a.region) for a in report.attempts} == {
+        ("worker", "ap-southeast-1"),
+        ("worker", "me-central-1"),
+        ("aggregator", "ap-southeast-1"),
+    }

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from burst.regional.localrun import retryable, template_restarts
 from burst.regional.runtime import RoleConfig
+from burst.runner import expr
 from burst.runner.lint import lint
 from pipelines.common import RETRY_ON_PREEMPTION
 
@@ -41,8 +41,13 @@ def test_main_fans_out_one_branch_per_region() -> None:
     doc = _manifest()
     t = _templates(doc)
     main = [[s["name"] for s in group] for group in t["main"]["steps"]]
-    assert main == [["preflight"], ["plan"], ["verify-image"], ["regions"]]
-    (regions,) = t["main"]["steps"][3]
+    assert main == [["preflight"], ["plan"], ["verify-image"], ["stacks"], ["regions"]]
+    # the barrier: every region's stack in one group, before any branch starts
+    (stacks,) = t["main"]["steps"][3]
+    assert stacks["template"] == "regional-provision"
+    assert stacks["withParam"] == "{{workflow.parameters.regions}}"
+    assert _args(stacks)["region"] == "{{item}}"
+    (regions,) = t["main"]["steps"][4]
     assert regions["template"] == "region"
     assert regions["withParam"] == "{{workflow.parameters.regions}}"
     assert _args(regions)["region"] == "{{item}}"
@@ -55,6 +60,9 @@ def test_main_fans_out_one_branch_per_region() -> None:
     assert "aggregation-region" in aggregator["when"]
     assert _args(worker)["role-config"].endswith("outputs.parameters.worker-config}}")
     assert _args(aggregator)["role-config"].endswith("outputs.parameters.aggregator-config}}")
+    # every pod of a branch names its region (the local runner gives it that region's keys)
+    for role in (worker, aggregator):
+        assert _args(role)["region"] == "{{inputs.parameters.region}}"
 
 
 def test_exit_handler_tears_every_region_down_from_its_stack_id() -> None:
@@ -75,7 +83,14 @@ def test_exit_handler_tears_every_region_down_from_its_stack_id() -> None:
     assert env["BURST_REGION"] == "{{inputs.parameters.region}}"
 
 
+def _retried(expression: str, exit_code: str, message: str = "") -> bool:
+    last = {"exitCode": exit_code, "status": "Failed", "message": message, "duration": "1"}
+    return bool(expr.evaluate(expr.parse(expression), {"lastRetry": last}))
+
+
 def test_roles_are_restarted_as_the_local_run_restarts_them() -> None:
+    """The local run executes this very retryStrategy (burst.runner.engine), so what the
+    template retries is what the local run retries."""
     doc = _manifest()
     t = _templates(doc)
     for name in ("regional-worker", "regional-aggregator"):
@@ -87,10 +102,12 @@ def test_roles_are_restarted_as_the_local_run_restarts_them() -> None:
             "-m",
             f"steps.{name.replace('-', '_')}",
         ]
-    assert template_restarts(GOLDEN) == 3
-    # the expression's exit codes, and a signal for a lost node, are what the local run retries
-    assert all(retryable(rc) for rc in (75, 4, -9, -15))
-    assert not any(retryable(rc) for rc in (1, 2, 3))
+    params = {p["name"]: p.get("value") for p in doc["spec"]["arguments"]["parameters"]}
+    assert params["restarts"] == "3"
+    # preempted (75), infrastructure (4), a lost node (-1, pod deleted) are retried
+    assert all(_retried(RETRY_ON_PREEMPTION, rc) for rc in ("75", "4"))
+    assert _retried(RETRY_ON_PREEMPTION, "-1", "pod deleted")
+    assert not any(_retried(RETRY_ON_PREEMPTION, rc) for rc in ("1", "2", "3"))
 
 
 def test_item_outside_a_loop_fails_the_lint() -> None:

@@ -216,11 +216,20 @@ def _print_table(doc: dict) -> None:
         f"upload {w['upload_s']:.3g} s",
         highlight=False,
     )
-    console.print(
-        "* price not in the catalog for this capacity: conservative estimate "
-        "(see price_source in --json)",
-        highlight=False,
-    )
+    bases = {c["price_basis"] for c in doc["candidates"]}
+    if bases & {"unknown", "spot-unknown"}:
+        console.print(
+            "* price not in the catalog for this capacity: conservative estimate "
+            "(see price_source in --json)",
+            highlight=False,
+        )
+    if "reference" in bases:
+        first = next(c for c in doc["candidates"] if c["price_basis"] == "reference")
+        console.print(
+            f"* no offer prices {doc['gpu_type']}: {first['price_source']}; give your quote "
+            "with --catalog FILE (docs/planning.md#the-catalog)",
+            highlight=False,
+        )
     for e in doc["excluded"]:
         cap = f" {e['capacity']}" if e.get("capacity") else ""
         console.print(

@@ -44,6 +44,15 @@ from burst.runs import FAULT_POINTS, STEPS
     "in-process can clean up (teardown never runs; `burst reap` must catch it).",
 )
 @click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Catalog file overriding the defaults, as `burst plan --catalog` (repeatable; after "
+    "$BURST_CATALOG, later files win): the run's plan step prices with it.",
+)
+@click.option(
     "--template",
     "template",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -57,6 +66,7 @@ def command(
     fail_at: tuple[str, ...],
     preempt_at: tuple[int, ...],
     kill_at: str | None,
+    catalogs: tuple[Path, ...],
     template: Path | None,
 ) -> None:
     """Run preflight, plan, verify-image, provision, train and teardown (always) here.
@@ -88,8 +98,12 @@ def command(
                 f"--fail-at {point!r}: not a fault point ({', '.join(FAULT_POINTS)})"
             )
     job = load_spec(spec)
+    catalog_env = _catalog_env(catalogs)
     if job.training.strategy == "regional-sync":
-        _run_regional(job, spec, run_id, runs_root, fail_at, preempt_at, kill_at, template)
+        from burst.settings import current, use
+
+        with use(current().replace(BURST_CATALOG=catalog_env)):
+            _run_regional(job, spec, run_id, runs_root, fail_at, preempt_at, kill_at, template)
     late = sorted(n for n in set(preempt_at) if n >= job.training.steps)
     if late:
         raise BadInputError(
@@ -99,6 +113,8 @@ def command(
     rid = check_run_id(run_id) if run_id else new_run_id(job.name)
     paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
     options = RunOptions(fail_at=fail_at, env=faults.arm(preempt_at_steps=preempt_at))
+    if catalog_env is not None:
+        options.env["BURST_CATALOG"] = catalog_env
     if template is not None:
         options.template = template
     # the template is read and checked (kind, features, parameters) before anything is created
@@ -150,6 +166,22 @@ def command(
     raise SystemExit(code if 0 <= code <= 255 else 1)  # -1: a step lost to a signal
 
 
+def _catalog_env(catalogs: tuple[Path, ...]) -> str | None:
+    """``$BURST_CATALOG`` for the run's steps: the user's files and each ``--catalog``, as
+    absolute paths (steps run in their own directories), after checking them here (one line,
+    exit 2, before anything is created). None: nothing given, the environment stands."""
+    import os
+
+    from burst.plan.catalog import load_catalog
+    from burst.settings import current
+
+    if not catalogs:
+        return None
+    load_catalog(catalogs)  # every file checked now, not in the plan step
+    files = [*current().catalog, *catalogs]
+    return os.pathsep.join(str(Path(p).resolve()) for p in files)
+
+
 def _run_regional(
     job: Any,
     spec: Path,
@@ -165,7 +197,7 @@ def _run_regional(
     from rich.table import Table
 
     from burst.errors import BadInputError
-    from burst.regional.localrun import RegionalOptions, run_regional
+    from burst.runner.regional import RegionalOptions, run_regional
     from burst.runs import check_run_id, new_run_id, run_paths
     from burst.runs import runs_root as default_root
 

@@ -113,6 +113,12 @@ def command(
 
     if not 0 <= seed <= MAX_INT:
         raise BadInputError(f"--seed must be from 0 to {MAX_INT} (got {seed})")
+    if mtbf is not None and not math.isfinite(mtbf):
+        # inf would read as "no --mtbf" below (the trace's sentinel): name the option given
+        raise BadInputError(
+            f"--mtbf must be a finite number of seconds (got {mtbf!r}); "
+            "for a run that is never pre-empted no interval is needed"
+        )
     times = read_trace(trace) if trace else None
     if mtbf is None and times is None:
         raise BadInputError("give --mtbf SECONDS or --trace FILE")
@@ -143,9 +149,7 @@ def command(
         f"{doc['checkpoint_blocking_s']:.4g} s; upload waits {doc['upload_wait_s']:.4g} s;"
         f" restarts {doc['restart_s']:.4g} s; emergency saves {doc['emergency_saves']:.3g}"
     )
-    click.echo(
-        f"Young/Daly interval {doc['young_daly_interval_s']:.4g} s ({doc['interval_reason']})"
-    )
+    click.echo(f"Young/Daly interval {doc['default_interval_s']:.4g} s ({doc['interval_reason']})")
     for c in doc["comparison"]:
         click.echo(
             f"  x{c['factor']:<5g} interval {c['interval_s']:>10.4g} s  goodput "
