@@ -60,6 +60,7 @@ from burst.regional.stores import (
     delta_series,
     open_spec,
 )
+from burst.settings import current
 from burst.storage.base import ObjectMissing, ObjectStore
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
 from burst.train.engine import TorchEngine, TrainEngine, apply_state, capture_state
@@ -321,7 +322,7 @@ def run_worker(cfg: RoleConfig) -> dict[str, Any]:
     run_dir = Path(cfg.state_dir)
     run = TrainRun(
         role.job,
-        cfg.run_id or role.job.name,
+        cfg.run_id or current().run_id or role.job.name,
         run_dir,
         store=own_store(cfg),
         hook=worker,
