@@ -232,6 +232,87 @@ def cost_svg(view: RunView, width: int = 960) -> str:
     return "".join(out)
 
 
+def loss_svg(points: list[tuple[float, float]], x_label: str, width: int = 480) -> str:
+    """A loss curve: ``(x, loss)`` points as a polyline with dots, axes labelled."""
+    height, left, right, top, bottom = 200, 56, 16, 14, 36
+    pts = [(float(a), float(b)) for a, b in points if math.isfinite(b)]
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="loss" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="loss by {_e(x_label)}">'
+    ]
+    if not pts:
+        out.append(
+            f'<text x="{left}" y="{height / 2:.0f}" font-size="12" fill="#5b6472">'
+            "no loss recorded</text></svg>"
+        )
+        return "".join(out)
+    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+    y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
+    if x1 == x0:
+        x1 = x0 + 1
+    if y1 == y0:
+        y1 = y0 + 1e-9 + abs(y0) * 0.1
+    pw, ph = width - left - right, height - top - bottom
+
+    def sx(v: float) -> float:
+        return left + pw * (v - x0) / (x1 - x0)
+
+    def sy(v: float) -> float:
+        return top + ph * (1 - (v - y0) / (y1 - y0))
+
+    out.append(
+        f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#9aa3ae"/>'
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#9aa3ae"/>'
+        f'<text x="{left - 6}" y="{top + 4}" font-size="11" text-anchor="end">{y1:.3g}</text>'
+        f'<text x="{left - 6}" y="{top + ph}" font-size="11" text-anchor="end">{y0:.3g}</text>'
+        f'<text x="{left}" y="{height - 18}" font-size="11">{x0:g}</text>'
+        f'<text x="{left + pw}" y="{height - 18}" font-size="11" text-anchor="end">{x1:g}</text>'
+        f'<text x="{left + pw / 2:.0f}" y="{height - 4}" font-size="11" text-anchor="middle" '
+        f'fill="#5b6472">{_e(x_label)}</text>'
+    )
+    path = " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in pts)
+    out.append(f'<polyline points="{path}" fill="none" stroke="{CHECKPOINT}" stroke-width="2"/>')
+    out += [
+        f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="3" fill="{CHECKPOINT}">'
+        f"<title>{_e(x_label)} {a:g}: loss {b:.4g}</title></circle>"
+        for a, b in pts
+    ]
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _loss(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def regional_html(r: dict[str, Any] | None) -> str:
+    """A regional-sync run's section: regions, rounds, loss by round, bytes crossing."""
+    if not r:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(x['round'])}</td><td>{_e(', '.join(x['accepted']) or '-')}</td>"
+        f"<td>{_e(', '.join(x['dropped']) or '-')}</td><td>{_e(', '.join(x['late']) or '-')}</td>"
+        f"<td>{_e(_loss(x['loss']))}</td>"
+        f"<td>{_e('-' if x['bytes_crossing'] is None else human_bytes(x['bytes_crossing']))}</td>"
+        "</tr>"
+        for x in r["rounds"]
+    )
+    curve = loss_svg(
+        [(x["round"], x["loss"]) for x in r["rounds"] if x["loss"] is not None], "round"
+    )
+    return (
+        '<h2 id="regional">Regional sync</h2>'
+        f'<p class="muted">{_e(len(r["regions"]))} regions ({_e(", ".join(r["regions"]))}), '
+        f"aggregation in {_e(r['aggregation_region'])}, H = {_e(r['local_steps'])} local "
+        f"steps, codec {_e(r['codec'])}; rounds {_e(r['rounds_completed'])}/"
+        f"{_e(r['rounds_planned'])}; cross-region {_e(human_bytes(r['bytes_crossing']))}, "
+        f"egress {_e(usd(r['egress_usd']))}; torn down: {_e(', '.join(r['torn_down']) or 'none')}"
+        f"</p>{curve}<table><tr><th>round</th><th>accepted</th><th>dropped</th><th>late</th>"
+        f"<th>loss</th><th>bytes crossing</th></tr>{rows}</table>"
+    )
+
+
 def _card(k: str, v: str, cls: str = "") -> str:
     return f'<div class="card"><div class="k">{_e(k)}</div><div class="v {cls}">{_e(v)}</div></div>'
 
@@ -314,6 +395,7 @@ def render_html(view: RunView) -> str:
         f'<div class="grid">{"".join(cards)}</div>'
         f"<h2>Timeline</h2>{timeline_svg(view)}<div class='muted'>{legend}</div>"
         + "".join(f"<div class='muted'>{_e(n)}</div>" for n in notes)
+        + regional_html(s.get("regional"))
         + f"<h2>Cost</h2>{cost_svg(view)}"
         + "<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>time</th><th>exit</th>"
         f"<th>attempts</th></tr>{step_rows}</table>"
