@@ -17,6 +17,7 @@ STATUS_COLOURS = {
     "skipped": "#b8bec6",
     "preempted": "#f0a030",
     "running": "#3f7fd1",
+    "reaped": "#7f6a93",
     "unknown": "#8a8f98",
 }
 COST_COLOURS = {

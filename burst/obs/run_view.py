@@ -36,6 +36,7 @@ from burst.obs.metrics import MetricTotals, metrics_dir, read_metric_files
 from burst.runs import RUN_ID_RE, runs_root
 
 LOG_MAX_BYTES = 64 << 20  # a step log read for its JSON-line records
+REAPED_FILE = "reaped.json"  # written by `burst reap --yes` in a run directory it destroyed
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +187,10 @@ class RunView:
             values.append(len(unproven) + found)
         if self.metrics.has("burst_resources_leaked"):
             values.append(int(self.metrics.total("burst_resources_leaked")))
+        if self.status == "reaped":
+            left = _read_json(self.dir / REAPED_FILE, []).get("resources_remaining")
+            if isinstance(left, int):
+                values.append(left)
         return max(values) if values else None
 
     @property
@@ -380,6 +385,13 @@ def load_run(run_dir: Path) -> RunView:
         status = report.status
     elif regional is not None:
         status = regional.status
+    elif (run_dir / REAPED_FILE).exists():  # `burst reap` destroyed what it had left
+        status = "reaped"
+        reaped = _read_json(run_dir / REAPED_FILE, warnings)
+        warnings.append(
+            f"reaped at {reaped.get('reaped_at')} by `burst reap` (its runner had died): "
+            f"{reaped.get('resources_remaining')} resource(s) left after it"
+        )
     else:
         status = "running" if steps or log_records else "unknown"
         if not (run_dir / "report.json").exists():
