@@ -9,10 +9,11 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# Tests run in parallel (pytest-xdist): one worker per core by default; TEST_WORKERS=0 runs
-# them in this process. A file's tests that share a module-scoped fixture stay on one worker
+# Tests run in parallel (pytest-xdist): one worker per core and one more (many tests wait on
+# a server, a timeout or a child process, and the spare worker keeps the cores busy);
+# TEST_WORKERS=0 runs them in this process. A file's tests that share a module-scoped fixture stay on one worker
 # (tests/conftest.py groups them for --dist loadgroup).
-TEST_WORKERS ?= auto
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 # Compiled bytecode is cached (__pycache__, ignored by git): every test worker and every step
 # process the tests start would otherwise compile burst from source again.
