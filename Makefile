@@ -9,6 +9,18 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Tests run in parallel (pytest-xdist): one worker per core and one more (many tests wait on
+# a server, a timeout or a child process, and the spare worker keeps the cores busy);
+# TEST_WORKERS=0 runs them in this process. A file's tests that share a module-scoped fixture stay on one worker
+# (tests/conftest.py groups them for --dist loadgroup).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+# Compiled bytecode is cached (__pycache__, ignored by git): every test worker and every step
+# process the tests start would otherwise compile burst from source again.
+unexport PYTHONDONTWRITEBYTECODE
+# When make started (setup included): test and test-fast print their time from here.
+STARTED := $(shell date +%s)
+ELAPSED = echo "make $@: $$(( $$(date +%s) - $(STARTED) )) s"
 
 .PHONY: demo test test-fast lint typecheck goldens checkov clean setup system-deps
 
@@ -32,13 +44,15 @@ system-deps:
 # servers, Terraform, torchrun ranks: tests marked e2e). The one command CI runs.
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
-	$(MAKE) typecheck
-	$(BIN)/python -m pytest -q --durations=25
+	$(MAKE) --no-print-directory typecheck
+	$(PYTEST) --durations=25 || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
+	@$(ELAPSED)
 
 # Everything but the end-to-end tier: what to run while editing.
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -m "not e2e"
+	$(PYTEST) -m "not e2e" || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
+	@$(ELAPSED)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -260,7 +260,10 @@ class Compute(Strict):
     gpus_per_node: Int = Field(default=8, ge=1, le=16, description="GPUs per node.")
     capacity: Capacity = Field(default=Capacity.spot_with_fallback, description="Capacity type.")
     regions: list[str] = Field(
-        min_length=1, max_length=64, description="Candidate regions, in preference order."
+        min_length=1,
+        max_length=64,
+        description="Candidate regions: the plan ranks them by its objective (cost by "
+        "default); the listed order breaks ties (docs/planning.md).",
     )
     providers: list[str] = Field(
         min_length=1, max_length=16, description="Candidate providers (aws, gcp, ...)."

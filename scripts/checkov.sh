@@ -13,9 +13,20 @@ VENV="${BURST_CHECKOV_VENV:-$ROOT/.venv-checkov}"
 VERSION="3.3.30"
 PYTHON="${PYTHON:-python3}"
 
+# Created under a lock: two runs at once (parallel test workers) would otherwise both create
+# the environment, and one would run a half-made pip.
+install() {
+  if ! "$VENV/bin/checkov" --version 2>/dev/null | grep -qx "$VERSION"; then
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$VERSION"
+  fi
+}
 if ! "$VENV/bin/checkov" --version 2>/dev/null | grep -qx "$VERSION"; then
-  "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$VERSION"
+  mkdir -p "$(dirname "$VENV")"
+  exec 9>"$VENV.lock"
+  flock 9
+  install
+  flock -u 9
 fi
 
 export BC_SKIP_MAPPING=TRUE

@@ -89,6 +89,7 @@ def run(ctx: StepContext) -> ProvisionDocument:
             time_scale=0.0,
             state_dir=f"{POD_SCRATCH}/{role}",
             out=f"{POD_SCRATCH}/{role}-result.json",
+            run_id=ctx.run_id.removesuffix(f"-{region}"),  # the run's (a worker's leases, metrics)
         )
         if site is not None:
             name = f"{role}-{region}"

@@ -40,14 +40,7 @@ def run(ctx: StepContext) -> TrainDocument:
         return produce(TrainDocument, launch(ctx, ctx.spec))
     from burst.train.loop import train
 
-    doc = train(
-        ctx.spec,
-        ctx.run_id,
-        ctx.paths.dir,
-        plan.to_json() if plan is not None else None,
-        infra.to_json() if infra is not None else None,
-    )
-    return produce(TrainDocument, doc)
+    return train(ctx.spec, ctx.run_id, ctx.paths.dir, plan, infra)
 
 
 if __name__ == "__main__":

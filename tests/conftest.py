@@ -14,6 +14,24 @@ from s3server import s3_bucket, s3_server  # noqa: F401  (shared fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
+SHARED_SCOPES = ("module", "class", "package")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`make test` runs the tests in parallel (pytest-xdist, ``--dist loadgroup``): each test
+    goes to whichever worker is free, except the tests of a file that share a module-, class-
+    or package-scoped fixture (a pipeline run, a server, a compiled policy set): those stay
+    together on one worker, so the fixture is set up once. A test may name its own group
+    (``@pytest.mark.xdist_group("name")``) for anything else that must not run beside itself.
+    Session-scoped fixtures exist once per worker."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info is not None else ()
+        if any(d.scope in SHARED_SCOPES for fixturedefs in defs for d in fixturedefs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 @pytest.fixture

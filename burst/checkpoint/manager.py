@@ -415,6 +415,11 @@ class CheckpointManager:
             proc.stdin.write('{"op":"hurry"}\n')
             proc.stdin.flush()
 
+    def idle(self, timeout: float | None = None) -> bool:
+        """Wait until no request is in flight, at most ``timeout`` seconds; False if one
+        still is then (whether it succeeded is ``wait``'s to say)."""
+        return self._wait_idle(timeout)
+
     def _wait_idle(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         if self.busy():
@@ -614,21 +619,25 @@ class CheckpointManager:
         return replicate(self.store, target, steps, concurrency=self.concurrency)
 
     def close(self, timeout: float | None = None) -> None:
-        """Wait for the save in flight, stop the worker, free the buffer."""
+        """Wait for the save in flight (at most ``timeout`` seconds), stop the worker, free
+        the buffer. A save still in flight after ``timeout`` is left to the worker, which
+        finishes it and exits (its manifest is the commit: it commits whole or not at all)."""
         if self._closed:
             return
         self._closed = True
         self._warmed()
+        idle = False
         try:
-            self._wait_idle(timeout)
+            idle = self._wait_idle(timeout)
         finally:
-            self._stop_worker()
+            self._stop_worker(wait=idle)
             if self._buffer is not None:
                 self._buffer.close()
                 self._buffer = None
 
-    def _stop_worker(self) -> None:
-        """Ask an idle worker to exit (kill it if it does not within 30 s)."""
+    def _stop_worker(self, wait: bool = True) -> None:
+        """Ask the worker to exit once the request in hand is done; ``wait``: for it to (kill
+        it if it does not within 30 s), else leave it to finish on its own."""
         proc = self._proc
         if proc is None or proc.poll() is not None:
             return
@@ -636,7 +645,8 @@ class CheckpointManager:
             assert proc.stdin is not None
             proc.stdin.write('{"op":"exit"}\n')
             proc.stdin.close()
-            proc.wait(timeout=30)
+            if wait:
+                proc.wait(timeout=30)
         except (OSError, subprocess.TimeoutExpired):
             proc.kill()
             proc.wait()

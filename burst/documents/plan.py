@@ -43,6 +43,9 @@ class Candidate(Document):
     compute_usd: float | None = None
     egress_usd: float | None = None
     storage_usd: float | None = None
+    storage_gb: float | None = Field(
+        default=None, ge=0, description="Checkpoints kept plus a moved copy of the data."
+    )
     orchestration_usd: float | None = None
     labour_usd: float | None = None
     paid_gpu_hours: float | None = None

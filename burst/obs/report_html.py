@@ -17,6 +17,7 @@ STATUS_COLOURS = {
     "skipped": "#b8bec6",
     "preempted": "#f0a030",
     "running": "#3f7fd1",
+    "reaped": "#7f6a93",
     "unknown": "#8a8f98",
 }
 COST_COLOURS = {
@@ -62,7 +63,8 @@ def _nice_step(span: float, target: int = 6) -> float:
 
 def timeline_svg(view: RunView, width: int = 960) -> str:
     steps = view.steps
-    left, right, top, row = 120, 20, 30, 30
+    longest = max((len(s.name) + (5 if s.attempts > 1 else 0) for s in steps), default=10)
+    left, right, top, row = min(max(120, 16 + 7 * longest), 340), 20, 30, 30
     height = top + row * max(len(steps), 1) + 50
     span = max(view.wall_seconds, max((e.at or 0.0 for e in view.events), default=0.0), 1e-3)
     plot_w = width - left - right
@@ -232,6 +234,160 @@ def cost_svg(view: RunView, width: int = 960) -> str:
     return "".join(out)
 
 
+def loss_svg(points: list[tuple[float, float]], x_label: str, width: int = 480) -> str:
+    """A loss curve: ``(x, loss)`` points as a polyline with dots, axes labelled."""
+    height, left, right, top, bottom = 200, 56, 16, 14, 36
+    pts = [(float(a), float(b)) for a, b in points if math.isfinite(b)]
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="loss" width="{width}" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="loss by {_e(x_label)}">'
+    ]
+    if not pts:
+        out.append(
+            f'<text x="{left}" y="{height / 2:.0f}" font-size="12" fill="#5b6472">'
+            "no loss recorded</text></svg>"
+        )
+        return "".join(out)
+    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
+    y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
+    if x1 == x0:
+        x1 = x0 + 1
+    if y1 == y0:
+        y1 = y0 + 1e-9 + abs(y0) * 0.1
+    pw, ph = width - left - right, height - top - bottom
+
+    def sx(v: float) -> float:
+        return left + pw * (v - x0) / (x1 - x0)
+
+    def sy(v: float) -> float:
+        return top + ph * (1 - (v - y0) / (y1 - y0))
+
+    out.append(
+        f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#9aa3ae"/>'
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#9aa3ae"/>'
+        f'<text x="{left - 6}" y="{top + 4}" font-size="11" text-anchor="end">{y1:.3g}</text>'
+        f'<text x="{left - 6}" y="{top + ph}" font-size="11" text-anchor="end">{y0:.3g}</text>'
+        f'<text x="{left}" y="{height - 18}" font-size="11">{x0:g}</text>'
+        f'<text x="{left + pw}" y="{height - 18}" font-size="11" text-anchor="end">{x1:g}</text>'
+        f'<text x="{left + pw / 2:.0f}" y="{height - 4}" font-size="11" text-anchor="middle" '
+        f'fill="#5b6472">{_e(x_label)}</text>'
+    )
+    path = " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in pts)
+    out.append(f'<polyline points="{path}" fill="none" stroke="{CHECKPOINT}" stroke-width="2"/>')
+    out += [
+        f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="3" fill="{CHECKPOINT}">'
+        f"<title>{_e(x_label)} {a:g}: loss {b:.4g}</title></circle>"
+        for a, b in pts
+    ]
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _loss(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def regional_html(r: dict[str, Any] | None) -> str:
+    """A regional-sync run's section: regions, rounds, loss by round, bytes crossing."""
+    if not r:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(x['round'])}</td><td>{_e(', '.join(x['accepted']) or '-')}</td>"
+        f"<td>{_e(', '.join(x['dropped']) or '-')}</td><td>{_e(', '.join(x['late']) or '-')}</td>"
+        f"<td>{_e(_loss(x['loss']))}</td>"
+        f"<td>{_e('-' if x['bytes_crossing'] is None else human_bytes(x['bytes_crossing']))}</td>"
+        "</tr>"
+        for x in r["rounds"]
+    )
+    curve = loss_svg(
+        [(x["round"], x["loss"]) for x in r["rounds"] if x["loss"] is not None], "round"
+    )
+    return (
+        '<h2 id="regional">Regional sync</h2>'
+        f'<p class="muted">{_e(len(r["regions"]))} regions ({_e(", ".join(r["regions"]))}), '
+        f"aggregation in {_e(r['aggregation_region'])}, H = {_e(r['local_steps'])} local "
+        f"steps, codec {_e(r['codec'])}; rounds {_e(r['rounds_completed'])}/"
+        f"{_e(r['rounds_planned'])}; cross-region {_e(human_bytes(r['bytes_crossing']))}, "
+        f"egress {_e(usd(r['egress_usd']))}; torn down: {_e(', '.join(r['torn_down']) or 'none')}"
+        f"</p>{curve}<table><tr><th>round</th><th>accepted</th><th>dropped</th><th>late</th>"
+        f"<th>loss</th><th>bytes crossing</th></tr>{rows}</table>"
+    )
+
+
+def _secs(v: float | None) -> str:
+    return "" if v is None else f"{v:.3g} s"
+
+
+def first_screen_html(o: dict[str, Any]) -> str:
+    """Where, why there, law, from what, loss, preemptions and cost: the first screen."""
+    rows: list[tuple[str, str]] = []
+    w = o.get("where")
+    if w:
+        rows.append(
+            (
+                "where",
+                f"{w['provider']}/{w['region']} {w['capacity']}, {w['nodes']} x {w['instance']} "
+                f"({w['gpus']} x {w['gpu_type']}), {w['ranks']} rank(s)"
+                + (" [emulated on this machine]" if w["emulated"] else ""),
+            )
+        )
+    why = o.get("why")
+    if why and why.get("note"):
+        rows.append(("why there", why["note"]))
+    elif why:
+        text = f"rank {why['rank']} of {why['candidates']} by {why['objective']}"
+        if why["runner_up"]:
+            text += f"; next: {why['runner_up']}"
+        text += "".join(f"; left out: {e}" for e in why["excluded"][:2])
+        rows.append(("why there", text))
+    law = o.get("law")
+    if law:
+        rows.append(
+            (
+                "law",
+                f"{law['verdict']}; rules {', '.join(law['rules']) or 'none'}; sign-offs "
+                f"{', '.join(law['sign_offs']) or 'none'}",
+            )
+        )
+    src = o["source"]
+    rows.append(
+        (
+            "from",
+            f"image {src.get('image_digest') or '?'} (signed with {src.get('signed_with') or '?'})"
+            f"; spec {str(src.get('spec_sha256') or '?')[:12]}; {src['code_version']}",
+        )
+    )
+    c = o["cost"]
+    if c["planned_usd"] is not None or c["actual_usd"] is not None:
+        planned = "?" if c["planned_usd"] is None else usd(c["planned_usd"])
+        actual = "?" if c["actual_usd"] is None else usd(c["actual_usd"])
+        rows.append(("cost", f"planned {planned}, actual {actual}. {c['note'] or ''}".strip()))
+    if o["throughput_steps_per_s"]:
+        rows.append(("throughput", f"{o['throughput_steps_per_s']:.4g} steps/s"))
+    table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    attempts = "".join(
+        f"<tr><td>{_e(a['attempt'])}</td><td>{_e(a['outcome'])}</td>"
+        f"<td>{_e('' if a['ended_at_step'] is None else a['ended_at_step'])}</td>"
+        f"<td>{_e(_secs(a['notice_to_exit_s']))}</td>"
+        f"<td>{_e('' if a['restart_s'] is None else human_seconds(a['restart_s']))}</td>"
+        f"<td>{_e('' if a['lost_steps'] is None else a['lost_steps'])}</td></tr>"
+        for a in o["attempts"]
+    )
+    curve = loss_svg([(p["step"], p["loss"]) for p in o["loss"]], o.get("loss_by", "step"))
+    attempts_html = (
+        "<div><h2>Train attempts</h2><table><tr><th>#</th><th>outcome</th><th>last step</th>"
+        f"<th>notice to exit</th><th>restart</th><th>lost steps</th></tr>{attempts}</table></div>"
+        if attempts
+        else ""
+    )
+    return (
+        f'<table id="first-screen">{table}</table>'
+        f'<div style="display:flex;gap:24px;align-items:flex-start"><div><h2>Loss</h2>{curve}'
+        f"</div>{attempts_html}</div>"
+    )
+
+
 def _card(k: str, v: str, cls: str = "") -> str:
     return f'<div class="card"><div class="k">{_e(k)}</div><div class="v {cls}">{_e(v)}</div></div>'
 
@@ -311,9 +467,11 @@ def render_html(view: RunView) -> str:
         f'<h1>burst run {_e(s["run_id"])} <span class="badge" id="status" '
         f'style="background:{colour}">{_e(s["status"])}</span></h1>'
         f'<div class="muted">{_e(s["name"] or "")}</div>{fail_html}'
-        f'<div class="grid">{"".join(cards)}</div>'
+        + first_screen_html(s["overview"])
+        + f'<div class="grid">{"".join(cards)}</div>'
         f"<h2>Timeline</h2>{timeline_svg(view)}<div class='muted'>{legend}</div>"
         + "".join(f"<div class='muted'>{_e(n)}</div>" for n in notes)
+        + regional_html(s.get("regional"))
         + f"<h2>Cost</h2>{cost_svg(view)}"
         + "<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>time</th><th>exit</th>"
         f"<th>attempts</th></tr>{step_rows}</table>"

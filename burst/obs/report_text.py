@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from burst.obs.run_view import RunView
 
 
@@ -27,6 +29,25 @@ def usd(v: float) -> str:
     return f"${v:,.2f}" if v < 1000 else f"${v:,.0f}"
 
 
+def _regional_lines(r: dict[str, Any] | None) -> list[str]:
+    """A regional-sync run: its regions, rounds, loss per round and what crossed regions."""
+    if not r:
+        return []
+    losses = [x["loss"] for x in r["rounds"]]
+    shown = ", ".join("-" if v is None else f"{v:.4g}" for v in losses)
+    return [
+        f"regional-sync: {len(r['regions'])} regions ({', '.join(r['regions'])}), "
+        f"aggregation in {r['aggregation_region']}, H = {r['local_steps']} local steps, "
+        f"codec {r['codec']}",
+        f"rounds {r['rounds_completed']}/{r['rounds_planned']}; loss by round: {shown or '-'}",
+        f"cross-region bytes {human_bytes(r['bytes_crossing'])} "
+        f"({human_bytes(r['bytes_per_round'])} a round), shard bytes crossing "
+        f"{r['shard_bytes_crossing']}, egress {usd(r['egress_usd'])}",
+        f"regions torn down: {', '.join(r['torn_down']) or 'none'} "
+        f"(of {', '.join(r['provisioned']) or 'none'} provisioned)",
+    ]
+
+
 def render_text(view: RunView) -> str:
     s = view.summary()
     lines: list[str] = []
@@ -37,6 +58,9 @@ def render_text(view: RunView) -> str:
         kind = f"{s['gpu_count']} x {s['gpu_type']}" if s["gpu_type"] else f"{s['gpu_count']} GPU"
         gpu = f", GPU hours {s['gpu_hours']:.3f} ({kind})"
     lines.append(f"wall time {human_seconds(s['wall_seconds'])}{gpu}")
+    from burst.obs.overview import overview_lines
+
+    lines += overview_lines(s["overview"])
 
     cost = s["cost_usd"]
     budget = s["budget_usd"]
@@ -85,6 +109,7 @@ def render_text(view: RunView) -> str:
         lines.append("leaks: none (0 resources remaining)")
     else:
         lines.append(f"LEAKS: {leaks} resource(s) remaining: run `burst reap` and check the state")
+    lines += _regional_lines(s.get("regional"))
     failure = s["failure"]
     if isinstance(failure, dict) and failure.get("step"):
         msg = f": {failure['message']}" if failure.get("message") else ""

@@ -15,9 +15,20 @@ log = logging.getLogger(__name__)
 NOT_RUNS = {"checkpoints"}
 
 
+def is_region_workspace(d: Path) -> bool:
+    """A region's workspace of a regional run (``<run-id>-<region>/``: its Terraform state and
+    provision/teardown documents): part of that run, not a run of its own."""
+    return (
+        not (d / "report.json").exists()
+        and not (d / "spec.yaml").exists()
+        and (d / "docs" / "regional-provision.json").exists()
+    )
+
+
 def list_runs(root: Path) -> list[dict[str, Any]]:
     """Newest first (by the run directory's modification time). A directory is a run when it
-    has a report.json, a spec.yaml or a docs/ folder."""
+    has a report.json, a spec.yaml or a docs/ folder (a regional run's region workspaces are
+    part of their run and not listed)."""
     if not root.is_dir():
         return []
     dirs = [
@@ -27,6 +38,7 @@ def list_runs(root: Path) -> list[dict[str, Any]]:
         and d.name not in NOT_RUNS
         and RUN_ID_RE.match(d.name)
         and ((d / "report.json").exists() or (d / "spec.yaml").exists() or (d / "docs").is_dir())
+        and not is_region_workspace(d)
     ]
     dirs.sort(key=lambda d: (d.stat().st_mtime, d.name), reverse=True)
     rows = []
@@ -37,6 +49,7 @@ def list_runs(root: Path) -> list[dict[str, Any]]:
                 k: s[k]
                 for k in (
                     "run_id",
+                    "kind",
                     "name",
                     "team",
                     "status",

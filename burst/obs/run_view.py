@@ -3,8 +3,10 @@ the metric files and the JSON-line logs, and tolerates any of them missing or pa
 that crashed, or one still running, must still show what is known).
 
 Sources, in order of trust: ``report.json`` (written by ``burst run`` at the end, read with
-its model ``burst.documents.RunReport``: a report of another shape is set aside with a warning
-naming the field, and the view is built as for a run without one), the metric files
+its model: ``burst.documents.RunReport``, or ``burst.documents.regional.RegionalReport`` for a
+regional-sync run, told apart by shape; a report of another shape is set aside with a warning
+naming the field, and the view is built as for a run without one), the run's timeline
+``events.jsonl`` (a regional run's steps, as its runner recorded them), the metric files
 ``metrics/*.prom``, events in ``logs/*.log``, the train step's attempt records
 (``burst.documents.TrainAttempt``), ``spec.yaml``.
 """
@@ -18,7 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from burst.documents import ATTEMPTS_FILE, DocumentError, RunReport, TrainAttempt, parse_document
+from burst.documents import (
+    ATTEMPTS_FILE,
+    DocumentError,
+    RunReport,
+    TeardownDocument,
+    TrainAttempt,
+    parse_document,
+)
+from burst.documents.regional import RegionalReport
 from burst.errors import EXIT_PREEMPTED, BadInputError
 from burst.inputs import load_yaml_file, parse_json, read_bytes, read_text
 from burst.obs import events as ev
@@ -26,6 +36,7 @@ from burst.obs.metrics import MetricTotals, metrics_dir, read_metric_files
 from burst.runs import RUN_ID_RE, runs_root
 
 LOG_MAX_BYTES = 64 << 20  # a step log read for its JSON-line records
+REAPED_FILE = "reaped.json"  # written by `burst reap --yes` in a run directory it destroyed
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +84,14 @@ class RunView:
     started_at: float | None = None  # epoch seconds
     attempts: list[Attempt] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # a regional-sync run's report (``report`` is then None): rounds, links, regions
+    regional: RegionalReport | None = None
+    # each region's teardown document (``teardown-<region>.json``) of a regional run
+    region_teardowns: dict[str, TeardownDocument] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return "regional-sync" if self.regional is not None else "train"
 
     # -- derived figures -------------------------------------------------------------------
 
@@ -81,6 +100,8 @@ class RunView:
         ends = [s.end for s in self.steps if s.end is not None]
         if ends:
             return max(ends)
+        if self.regional is not None:
+            return self.regional.seconds
         return sum(s.seconds for s in self.steps)
 
     @property
@@ -115,6 +136,8 @@ class RunView:
     def preemptions(self) -> int:
         if self.report is not None:
             return self.report.preemptions
+        if self.regional is not None:  # a role's attempt that exited 75
+            return sum(a.exit_codes.count(EXIT_PREEMPTED) for a in self.regional.attempts)
         if self.metrics.has("burst_preemptions_total"):
             return int(self.metrics.total("burst_preemptions_total"))
         timed = [e for e in self.events if e.kind == "preemption"]
@@ -154,8 +177,20 @@ class RunView:
             values.append(self.report.resources_remaining)
             if self.report.teardown is not None and self.report.teardown.leaks is not None:
                 values.append(len(self.report.teardown.leaks))
+        if self.regional is not None:
+            # a region provisioned and not proven empty counts as one left, whatever it holds
+            unproven = set(self.regional.provisioned) - set(self.regional.torn_down)
+            found = sum(
+                max(len(t.leaks or []), t.resources_remaining or 0)
+                for t in self.region_teardowns.values()
+            )
+            values.append(len(unproven) + found)
         if self.metrics.has("burst_resources_leaked"):
             values.append(int(self.metrics.total("burst_resources_leaked")))
+        if self.status == "reaped":
+            left = _read_json(self.dir / REAPED_FILE, []).get("resources_remaining")
+            if isinstance(left, int):
+                values.append(left)
         return max(values) if values else None
 
     @property
@@ -194,6 +229,8 @@ class RunView:
     def _cost(self) -> tuple[dict[str, float], str | None]:
         if self.report is not None and self.report.cost:
             return dict(self.report.cost), "report"
+        if self.regional is not None:  # what the link emulator priced; GPUs are emulated here
+            return {"egress": self.regional.links.egress_usd}, "link emulator (GPU time emulated)"
         by = self.metrics.by_label("burst_cost_usd", "component")
         if by:
             return dict(by), "metrics"
@@ -224,11 +261,63 @@ class RunView:
             return {"total": cand.expected_cost_usd}
         return {}
 
+    def overview(self) -> dict[str, Any]:
+        """The first screen: where, why there, law, from what, how it went, cost."""
+        from burst.obs.overview import overview
+
+        return overview(self)
+
+    def regional_summary(self) -> dict[str, Any] | None:
+        r = self.regional
+        if r is None:
+            return None
+        return {
+            "regions": r.regions,
+            "aggregation_region": r.aggregation_region,
+            "local_steps": r.local_steps,
+            "local_steps_basis": r.local_steps_basis,
+            "rounds_planned": r.rounds_planned,
+            "rounds_completed": r.rounds_completed,
+            "codec": r.codec,
+            "bytes_crossing": r.links.bytes_crossing,
+            "bytes_per_round": r.bytes_per_round,
+            "shard_bytes_crossing": r.links.shard_bytes_crossing,
+            "egress_usd": r.links.egress_usd,
+            "provisioned": r.provisioned,
+            "torn_down": r.torn_down,
+            "rounds": [
+                {
+                    "round": x.round,
+                    "loss": x.loss,
+                    "accepted": x.accepted,
+                    "dropped": x.dropped,
+                    "late": x.late,
+                    "bytes_crossing": x.bytes_crossing,
+                }
+                for x in r.rounds
+            ],
+            "attempts": [a.model_dump() for a in r.attempts],
+            "workflow": r.workflow.to_json() if r.workflow else None,
+        }
+
+    def _failure(self) -> dict[str, Any] | None:
+        if self.report is not None and self.report.failure:
+            return self.report.failure.to_json()
+        if self.regional is not None and self.regional.failure:
+            failed = next((s.name for s in self.steps if s.status == "failed"), "regional")
+            return {
+                "step": failed,
+                "exit_code": self.regional.exit_code,
+                "message": self.regional.failure,
+            }
+        return None
+
     def summary(self) -> dict[str, Any]:
         """Everything the text and HTML reports show, as plain JSON."""
         cost = self.cost
         return {
             "run_id": self.run_id,
+            "kind": self.kind,
             "name": self.name,
             "team": self.team,
             "status": self.status,
@@ -258,11 +347,13 @@ class RunView:
             "provision_attempts": self.provision_attempts,
             "resources_remaining": self.leaks,
             "final_step": self.report.final_step if self.report else None,
-            "final_weights_sha256": self.report.final_weights_sha256 if self.report else None,
+            "final_weights_sha256": self.report.final_weights_sha256
+            if self.report
+            else (self.regional.final_weights_sha256 if self.regional else None),
             "terraform_state": self.report.terraform_state if self.report else None,
-            "failure": self.report.failure.to_json()
-            if self.report and self.report.failure
-            else None,
+            "failure": self._failure(),
+            "regional": self.regional_summary(),
+            "overview": self.overview(),
             "timeline_source": self.timeline_source,
             "events": [
                 {"kind": e.kind, "at": e.at, "step": e.step, "detail": e.detail}
@@ -291,7 +382,7 @@ def resolve_run_dir(run: str, root: Path | None = None) -> Path:
 
 def load_run(run_dir: Path) -> RunView:
     warnings: list[str] = []
-    report = _read_report(run_dir / "report.json", warnings)
+    report, regional = _read_report(run_dir / "report.json", warnings)
     spec = _read_yaml(run_dir / "spec.yaml", warnings)
     metrics = read_metric_files(metrics_dir(run_dir).glob("*.prom"))
     log_records = _read_log_events(run_dir / "logs")
@@ -299,6 +390,15 @@ def load_run(run_dir: Path) -> RunView:
     status: str
     if report is not None:
         status = report.status
+    elif regional is not None:
+        status = regional.status
+    elif (run_dir / REAPED_FILE).exists():  # `burst reap` destroyed what it had left
+        status = "reaped"
+        reaped = _read_json(run_dir / REAPED_FILE, warnings)
+        warnings.append(
+            f"reaped at {reaped.get('reaped_at')} by `burst reap` (its runner had died): "
+            f"{reaped.get('resources_remaining')} resource(s) left after it"
+        )
     else:
         status = "running" if steps or log_records else "unknown"
         if not (run_dir / "report.json").exists():
@@ -306,8 +406,11 @@ def load_run(run_dir: Path) -> RunView:
 
     source, started = _place_steps(steps, log_records)
     events, attempts = _events(log_records, started, steps, _read_attempts(run_dir / ATTEMPTS_FILE))
+    run_id = report.run_id if report is not None else run_dir.name
+    if regional is not None:
+        run_id = regional.run_id
     return RunView(
-        run_id=report.run_id if report is not None else run_dir.name,
+        run_id=run_id,
         dir=run_dir,
         status=status,
         report=report,
@@ -319,22 +422,82 @@ def load_run(run_dir: Path) -> RunView:
         started_at=started,
         attempts=attempts,
         warnings=warnings,
+        regional=regional,
+        region_teardowns=_region_teardowns(run_dir, regional, warnings),
     )
 
 
-def _read_report(path: Path, warnings: list[str]) -> RunReport | None:
-    """report.json as its model; None (with a warning naming the field) when it is missing
-    or of another shape: the view then shows what the other sources know."""
+def is_regional_report(raw: dict[str, Any]) -> bool:
+    """A regional-sync run's report (``RegionalReport``): regions and rounds, no steps."""
+    return "rounds" in raw and "regions" in raw and "steps" not in raw
+
+
+def _read_report(path: Path, warnings: list[str]) -> tuple[RunReport | None, RegionalReport | None]:
+    """report.json as its model (a burst-train run's or a regional run's); None (with a
+    warning naming the field) when it is missing or of another shape: the view then shows
+    what the other sources know."""
     if not path.exists():
-        return None
+        return None, None
     raw = _read_json(path, warnings)
     if not raw:
-        return None
+        return None, None
     try:
-        return parse_document(RunReport, raw, path.name)
+        if is_regional_report(raw):
+            return None, parse_document(RegionalReport, raw, path.name)
+        return parse_document(RunReport, raw, path.name), None
     except DocumentError as exc:
         warnings.append(f"{exc.one_line()}: shown as if there were no report")
-        return None
+        return None, None
+
+
+def _region_teardowns(
+    run_dir: Path, regional: RegionalReport | None, warnings: list[str]
+) -> dict[str, TeardownDocument]:
+    out: dict[str, TeardownDocument] = {}
+    for region in regional.regions if regional is not None else []:
+        raw = _read_json(run_dir / f"teardown-{region}.json", warnings)
+        if not raw:
+            continue
+        try:
+            out[region] = parse_document(TeardownDocument, raw, f"teardown-{region}.json")
+        except DocumentError as exc:
+            warnings.append(exc.one_line())
+    return out
+
+
+def _steps_from_events(path: Path) -> list[StepView]:
+    """The steps of ``events.jsonl`` (a regional run's runner records each step's start and
+    end, epoch seconds), in the order they started."""
+    out: dict[str, StepView] = {}
+    try:
+        text = read_bytes(path, what="run events", max_bytes=LOG_MAX_BYTES).decode(
+            "utf-8", errors="replace"
+        )
+    except BadInputError:
+        return []
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(rec, dict) or not isinstance(rec.get("step"), str):
+            continue
+        t, status = _num(rec.get("t")), str(rec.get("status"))
+        if t is None:
+            continue
+        view = out.get(rec["step"])
+        if view is None:
+            view = out[rec["step"]] = StepView(rec["step"], "running", 0.0, start=t)
+        if status == "started":
+            continue
+        if status == "requeued":
+            view.attempts += 1
+            continue
+        view.status = status if status in ("succeeded", "failed", "skipped") else "unknown"
+        view.end = t
+        view.seconds = max(t - (view.start or t), 0.0)
+        view.exit_code = 0 if status == "succeeded" else None
+    return list(out.values())
 
 
 def _steps(report: RunReport | None, run_dir: Path) -> list[StepView]:
@@ -353,6 +516,8 @@ def _steps(report: RunReport | None, run_dir: Path) -> list[StepView]:
                 )
             )
         return out
+    if (run_dir / "events.jsonl").exists():  # the runner's own timeline (a regional run)
+        return _steps_from_events(run_dir / "events.jsonl")
     # No report: what the step documents say (a doc exists only for a step that finished).
     docs = run_dir / "docs"
     for path in (

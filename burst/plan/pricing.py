@@ -266,6 +266,7 @@ def price_candidate(
         "compute_usd": round(breakdown.gpu_usd, 4),
         "egress_usd": round(breakdown.egress_usd, 4),
         "storage_usd": round(breakdown.storage_usd, 6),
+        "storage_gb": round(storage_gb, 6),
         "orchestration_usd": breakdown.orchestration_usd,
         "labour_usd": breakdown.labour_usd,
         "paid_gpu_hours": round(paid_hours * nodes * per_instance, 6),

@@ -5,7 +5,9 @@ Lexicographic (``objective="cost"``, the default):
 1. preflight verdict: ``allow`` before ``review`` / ``unchecked`` (no decision record given);
 2. candidates whose price is in the catalog before those priced by the conservative rule;
 3. known availability before unknown;
-4. expected cost, then expected hours (``objective="time"`` swaps these two).
+4. expected cost, then expected hours (``objective="time"`` swaps these two);
+5. the spec's order: ``compute.regions`` is the candidate set, and among candidates equal on
+   all of the above the region listed first (then the provider listed first) ranks first.
 
 Candidates over the budget or past the deadline are dropped (provision must never fail over
 into them) and listed under ``excluded``; if nothing is left, ``PolicyRefusal`` (exit 3) with
@@ -24,7 +26,13 @@ VERDICT_RANK = {"allow": 0, "review": 1, "unchecked": 1}
 OBJECTIVES = ("cost", "time")
 
 
-def rank_key(objective: str) -> Any:
+def rank_key(objective: str, job: BurstJob | None = None) -> Any:
+    regions = list(job.compute.regions) if job is not None else []
+    providers = list(job.compute.providers) if job is not None else []
+
+    def order(items: list[str], name: str) -> int:
+        return items.index(name) if name in items else len(items)
+
     def key(c: dict[str, Any]) -> tuple[Any, ...]:
         main = (
             (c["expected_cost_usd"], c["expected_hours"])
@@ -36,6 +44,8 @@ def rank_key(objective: str) -> Any:
             c["price_basis"] == "unknown",
             c["availability"] != "available",
             *main,
+            order(regions, c["region"]),
+            order(providers, c["provider"]),
         )
 
     return key
@@ -46,7 +56,7 @@ def rank(
 ) -> list[dict[str, Any]]:
     """The candidates within budget and deadline, best first, numbered from 1; the rest go to
     ``excluded``. ``PolicyRefusal`` when none is left."""
-    ordered = sorted(priced, key=rank_key(objective))
+    ordered = sorted(priced, key=rank_key(objective, job))
     candidates = []
     for c in ordered:
         if not c["within_budget"]:

@@ -65,6 +65,7 @@ class RoleConfig:
     faults: dict[str, str] | None = None  # named fault points (tests): burst.faults.regional
     poll_s: float = 0.05
     wait_limit_s: float = 600.0  # a worker waiting for the next global round gives up then
+    run_id: str = ""  # the run's id (metrics, leases); empty: the spec's name
 
     def to_json(self) -> str:
         d = dict(self.__dict__)
@@ -164,6 +165,20 @@ def regional(job: BurstJob) -> RegionalSync:
     return rs
 
 
+def subdir_spec(spec: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The spec of the store ``spec`` seen under ``prefix`` (``worker/``), opened by spec
+    again in another process (the checkpoint engine's background writer)."""
+    out = dict(spec)
+    name = prefix.strip("/")
+    if out.get("kind") == "file":
+        out["root"] = str(Path(str(out["root"])) / name)
+    elif out.get("kind") == "s3":
+        out["prefix"] = "/".join(p for p in (str(out.get("prefix") or "").strip("/"), name) if p)
+    else:
+        raise BadInputError(f"store spec of kind {out.get('kind')!r}: no sub-store {prefix}")
+    return out
+
+
 def rounds_for(steps: int, local_steps: int) -> int:
     """Rounds of a run: every worker runs ``steps`` inner steps, H of them a round (the last
     round takes what is left)."""
@@ -218,6 +233,7 @@ def role_main(role: str, argv: list[str] | None, fn: Any) -> int:
     import sys
 
     from burst.errors import BurstError
+    from burst.settings import Settings, use
 
     parser = argparse.ArgumentParser(prog=f"steps.regional_{role}")
     parser.add_argument("--config", required=True, type=Path)
@@ -227,7 +243,8 @@ def role_main(role: str, argv: list[str] | None, fn: Any) -> int:
     )
     try:
         cfg = RoleConfig.load(args.config)
-        fn(cfg)
+        with use(Settings.from_env()):  # the environment, read once for the process
+            fn(cfg)
     except BurstError as exc:
         print(f"burst regional {role}: {exc.one_line()}", file=sys.stderr)
         return exc.exit_code

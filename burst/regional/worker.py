@@ -1,35 +1,43 @@
-"""The regional worker: H local steps on its own region's shard, then its compressed
-pseudo-gradient to the aggregator, then the next global weights.
+"""The regional worker: a hook of the one train loop (``burst.train.loop``), not a loop of its
+own. The loop runs the inner steps, the notice watchers and the emergency save, SIGTERM and
+exit 75, the budget guard, the attempt records and metrics; this module adds the outer step:
 
-Reads only its own region's store (the shard, its own state) and the exchange store in the
-aggregation region, each through a ``LinkedStore`` so every byte is measured. A round:
+1. the batches: inner step ``s`` of round ``r = s // H`` draws from the region's shard with a
+   generator seeded by (seed, region, round), and the round reseeds torch: a rerun of a round
+   reads the same batches;
+2. at the end of each round (``boundary``), ``make_message`` (global - local, compressed)
+   committed through the checkpoint engine as checkpoint ``round`` of ``deltas/<region>/`` in
+   the exchange store; the loop then commits the worker's own state (model, inner optimizer,
+   scheduler, RNG, compression residual) as a full checkpoint of its own store (``worker/``
+   of the region's store, step = inner steps done);
+3. ``advance``: wait for the global round after its own: if it is exactly the next one and
+   this worker holds the previous global weights, fetch only the compressed update
+   (``updates/``) and apply it (bit-identical to the aggregator's copy); otherwise (late, or
+   resumed) restore the newest global checkpoint, fetching only the chunks its cache lacks.
 
-1. train ``H`` inner steps (the entrypoint's model, inner optimizer and loss) on batches drawn
-   from the shard with a generator seeded by (seed, region, round): a rerun of a round reads
-   the same batches;
-2. ``make_message`` (global - local, compressed) committed through the checkpoint engine as
-   checkpoint ``round`` of ``deltas/<region>/`` in the exchange store; the inner optimizer's
-   state committed to its own store (``worker/``);
-3. wait for the global round after its own: if it is exactly the next one and this worker
-   holds the previous global weights, fetch only the compressed update (``updates/``) and
-   apply it (bit-identical to the aggregator's copy); otherwise (late, or resumed) restore
-   the newest global checkpoint, fetching only the chunks its cache does not hold.
+Resuming (``restore``): from the newest global checkpoint and the newest own state. Own state
+at the end of a round the aggregator has not moved past means its delta is delivered (the
+delta goes first): wait for the next global round. Own state saved mid-round (an emergency
+save on a notice) resumes mid-round when that round is still the newest global one, exactly
+(RNG included); otherwise the worker rejoins the round the aggregator is collecting, with its
+own optimizer state. A round whose delta it did not deliver is the aggregator's to complete.
 
-A preempted worker (killed anywhere) starts again from the newest global checkpoint and its
-newest own state and rejoins the round the aggregator is collecting; a round whose delta it
-did not deliver is the aggregator's to complete without it.
+Any wait for the aggregator ends on a stop notice (``Interrupted``): the loop then stops with
+exit 75, its state saved.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from burst.checkpoint.writer import CheckpointWriter
+from burst.documents import TrainDocument
 from burst.errors import BadInputError
 from burst.regional.aggregate import apply_update, make_message
 from burst.regional.runtime import (
@@ -41,6 +49,7 @@ from burst.regional.runtime import (
     payload_bytes,
     read,
     steps_in_round,
+    subdir_spec,
 )
 from burst.regional.stores import (
     GLOBAL,
@@ -50,10 +59,13 @@ from burst.regional.stores import (
     LinkedStore,
     delta_series,
     open_spec,
-    series,
 )
-from burst.storage.base import ObjectMissing
-from burst.train.setup import build_setup
+from burst.settings import current
+from burst.storage.base import ObjectMissing, ObjectStore
+from burst.train.checkpoints import RunCheckpoints, state_nbytes
+from burst.train.engine import TorchEngine, TrainEngine, apply_state, capture_state
+from burst.train.hooks import Interrupted
+from burst.train.loop import TrainRun
 
 log = logging.getLogger(__name__)
 
@@ -68,131 +80,267 @@ def _load(model: torch.nn.Module, params: dict[str, torch.Tensor]) -> None:
             v.copy_(params[k])
 
 
-def _next_global(role: Role, global_store: Any, after: int) -> int:
-    def newer() -> int | None:
-        s = newest_step(global_store)
-        return s if s is not None and s > after else None
+class RegionalWorker:
+    """The regional-sync hook (``burst.train.hooks.LoopHook``) and the engine it wraps the
+    loop's torch engine in (``TrainEngine``: one tier, full)."""
 
-    return int(role.wait_for(newer, f"global round after {after}"))
+    name = "regional-worker"
+    tiers: tuple[str, ...] = ("full",)
+
+    def __init__(self, role: Role) -> None:
+        cfg = role.cfg
+        if cfg.region_store is None:
+            raise BadInputError(f"worker {role.region}: its config names no region store")
+        self.role = role
+        self.cfg = cfg
+        self.job = role.job
+        self.region = role.region
+        self.links = role.links
+        self.H = cfg.local_steps
+        self.total = self.job.training.steps
+        own = LinkedStore(open_spec(cfg.region_store), self.region, self.region, self.links)
+        self.global_store = role.series(GLOBAL)
+        self.updates = role.series(UPDATES)
+        self.deltas = role.writer(delta_series(self.region))
+        try:  # first: a worker without its shard is bad input, whatever else is missing
+            shard = np.load(io.BytesIO(own.get_bytes(SHARD_KEY)))
+            self.x_all, self.y_all = torch.from_numpy(shard["x"]), torch.from_numpy(shard["y"])
+        except ObjectMissing:
+            raise BadInputError(
+                f"worker {self.region}: no shard at {SHARD_KEY} in {own.url}"
+            ) from None
+        self.rows = int(self.x_all.shape[0])
+        if self.rows == 0:
+            raise BadInputError(f"worker {self.region}: the shard at {own.url} is empty")
+        self.codec = role.codec()
+        self.region_index = cfg.regions.index(self.region)
+        self.inner: TorchEngine | None = None
+        self.stopping: Callable[[], bool] = lambda: False
+        self.global_params: dict[str, torch.Tensor] = {}
+        self.gen: torch.Generator | None = None
+        self.pos: tuple[int, int] | None = None  # (round, inner step) the generator is at
+        self.losses: list[float] = []
+        self.rounds: list[dict[str, Any]] = []
+        self.round = 0
+
+    # ------------------------------------------------------------------ the hook
+
+    def wrap(self, engine: TrainEngine, stopping: Callable[[], bool]) -> TrainEngine:
+        if not isinstance(engine, TorchEngine):
+            raise BadInputError(
+                f"worker {self.region}: regional sync trains with training.engine torch on "
+                f"one rank a region (not {engine.name})"
+            )
+        self.inner = engine
+        self.stopping = stopping
+        return self
+
+    def _round_of_end(self, done: int) -> int | None:
+        """The round that inner step count ``done`` ends, or None mid-round."""
+        if done <= 0:
+            return None
+        r = (done - 1) // self.H
+        return r if done == min((r + 1) * self.H, self.total) else None
+
+    def boundary(self, done: int) -> bool:
+        r = self._round_of_end(done)
+        if r is None:
+            return False
+        self.role.fault(f"worker-before-delta@{self.region}@{r}")
+        n = steps_in_round(r, self.total, self.H)
+        job = self.job
+        tokens = n * job.training.batch_size * job.training.tokens_per_sample
+        msg = make_message(
+            self.region, r, tokens, self.global_params, _params(self._setup.model), self.codec
+        )
+        loss = float(np.mean(self.losses)) if self.losses else float("nan")
+        commit(
+            self.deltas,
+            {
+                "region": self.region,
+                "round": r,
+                "tokens": tokens,
+                "loss": loss,
+                "payload": payload_array(msg.payload),
+            },
+            r,
+        )
+        log.info("worker %s: round %d delta committed (%d bytes)", self.region, r, len(msg.payload))
+        self.rounds.append({"round": r, "steps": n, "loss": loss, "delta_bytes": len(msg.payload)})
+        return True
+
+    def advance(self, done: int) -> int:
+        r = self._round_of_end(done)
+        assert r is not None
+        newest = self._next_global(r)
+        if newest == r + 1 and self.updates.exists(f"manifests/{newest:012d}.weights.json"):
+            upd = payload_bytes(read(self.updates, newest).state["payload"])
+            self.global_params = apply_update(self.global_params, upd)
+            how = "update"
+        else:
+            self.global_params = dict(read(self.global_store, newest).state["weights"])
+            how = "global checkpoint"
+        log.info("worker %s: now at global round %d (from the %s)", self.region, newest, how)
+        self.rounds[-1]["next_from"] = how
+        _load(self._setup.model, self.global_params)
+        self.round = newest
+        return newest * self.H
+
+    def result(self) -> dict[str, Any]:
+        return {"region": self.region, "rounds": self.rounds, "final_round": self.round}
+
+    # ------------------------------------------------------------------ waiting
+
+    def _wait_global(self, after: int | None) -> int:
+        """The newest global round (after ``after``): polls until there is one, gives up
+        after the config's wait limit (exit 4), stops on a notice (``Interrupted``)."""
+
+        def newer() -> int | None:
+            if self.stopping():
+                raise Interrupted(
+                    f"worker {self.region}: a stop notice while waiting for the global round "
+                    f"after {after}"
+                    if after is not None
+                    else f"worker {self.region}: a stop notice while waiting for a global round"
+                )
+            s = newest_step(self.global_store)
+            return s if s is not None and (after is None or s > after) else None
+
+        what = "global checkpoint" if after is None else f"global round after {after}"
+        return int(self.role.wait_for(newer, what))
+
+    def _next_global(self, after: int) -> int:
+        return self._wait_global(after)
+
+    # ------------------------------------------------------------------ the engine
+
+    @property
+    def _setup(self) -> Any:
+        assert self.inner is not None, "wrap() first"
+        return self.inner.setup
+
+    def _start_round(self, r: int, i: int) -> None:
+        """Ready inner step ``i`` of round ``r``: the round's generator drawn up to it; at
+        the round's start, torch reseeded (mid-round, the restored RNG state stands)."""
+        job = self.job
+        self.links.round = r  # the fetch of the next global round counts to this round
+        self.gen = torch.Generator().manual_seed(
+            job.training.seed * 1_000_003 + self.region_index * 7919 + r
+        )
+        for _ in range(i):
+            torch.randint(0, self.rows, (job.training.batch_size,), generator=self.gen)
+        if i == 0:
+            torch.manual_seed(job.training.seed + 31 * r + self.region_index)
+            self.losses = []
+        self._setup.model.train()
+        self.pos = (r, i)
+
+    def step(self, step: int) -> float:
+        setup, job = self._setup, self.job
+        r, i = divmod(step, self.H)
+        if self.pos != (r, i):
+            self._start_round(r, i)
+        assert self.gen is not None
+        idx = torch.randint(0, self.rows, (job.training.batch_size,), generator=self.gen)
+        setup.optimizer.zero_grad(set_to_none=True)
+        loss = setup.loss_fn(setup.model(self.x_all[idx]), self.y_all[idx])
+        loss.backward()
+        setup.optimizer.step()
+        if setup.scheduler is not None:
+            setup.scheduler.step()
+        value = float(loss.detach())
+        self.losses.append(value)
+        self.pos = (r, i + 1)
+        if i == steps_in_round(r, self.total, self.H) // 2:
+            self.role.fault(f"worker-mid-round@{self.region}@{r}")
+        return value
+
+    def _state(self, step: int) -> dict[str, Any]:
+        state = capture_state(self._setup, step, "full")
+        state["residual"] = dict(self.codec.residual)
+        return state
+
+    def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
+        return store.save(step, self._state(step), "full")
+
+    def restore(self, store: RunCheckpoints) -> int | None:
+        g = self._wait_global(None)
+        self.round = g
+        self.links.round = g
+        self.global_params = dict(read(self.global_store, g).state["weights"])
+        restored = store.restore_full()
+        setup = self._setup
+        if restored is None:
+            _load(setup.model, self.global_params)
+            return g * self.H if g > 0 else None
+        s, state = restored
+        self.codec.residual = dict(state.get("residual") or {})
+        ended = self._round_of_end(s)
+        if ended is None and s // self.H == g:  # mid-round, and the round is still open
+            apply_state(setup, state, f"worker {self.region}'s own state at step {s}")
+            log.info("worker %s: resumed mid-round %d at inner step %d", self.region, g, s)
+            return s
+        setup.optimizer.load_state_dict(state["optimizer"])
+        if setup.scheduler is not None and state.get("scheduler") is not None:
+            setup.scheduler.load_state_dict(state["scheduler"])
+        if ended is not None and ended >= g:
+            # its delta of round g is committed (the delta goes first): only the next
+            # global round is left to wait for
+            g = self._next_global(g)
+            self.round = g
+            self.global_params = dict(read(self.global_store, g).state["weights"])
+        _load(setup.model, self.global_params)
+        log.info("worker %s: resumed at global round %d (own state of step %d)", self.region, g, s)
+        return g * self.H
+
+    def nbytes(self, tier: str) -> int:
+        return state_nbytes(self._state(0))
+
+    def weights_sha256(self) -> str:
+        assert self.inner is not None
+        return self.inner.weights_sha256()
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
+
+
+def own_store(cfg: RoleConfig) -> ObjectStore:
+    """The worker's own state: ``worker/`` of its region's store (the loop's run store)."""
+    from burst.storage import store_from_spec
+
+    assert cfg.region_store is not None
+    return store_from_spec(subdir_spec(cfg.region_store, WORKER))
 
 
 def run_worker(cfg: RoleConfig) -> dict[str, Any]:
+    """One attempt of a region's worker: the train loop with the regional hook. Returns
+    (and writes to ``cfg.out``) the rounds it took part in; its train document is
+    ``train.json`` in its state directory."""
     role = Role.open(cfg, chunk_cache=True)
-    job, region = role.job, role.region
-    if cfg.region_store is None:
-        raise BadInputError(f"worker {region}: its config names no region store")
-    links = role.links
-    own = LinkedStore(open_spec(cfg.region_store), region, region, links)
-    global_store = role.series(GLOBAL)
-    updates = role.series(UPDATES)
-    deltas = role.writer(delta_series(region))
-    local = series(own, WORKER)
-    local_writer = CheckpointWriter(local, concurrency=2)
-
+    worker = RegionalWorker(role)
+    run_dir = Path(cfg.state_dir)
+    run = TrainRun(
+        role.job,
+        cfg.run_id or current().run_id or role.job.name,
+        run_dir,
+        store=own_store(cfg),
+        hook=worker,
+        heartbeat_role=f"worker-{role.region}",
+    )
     try:
-        shard = np.load(io.BytesIO(own.get_bytes(SHARD_KEY)))
-        x_all, y_all = torch.from_numpy(shard["x"]), torch.from_numpy(shard["y"])
-    except ObjectMissing:
-        raise BadInputError(f"worker {region}: no shard at {SHARD_KEY} in {own.url}") from None
-    rows = int(x_all.shape[0])
-    if rows == 0:
-        raise BadInputError(f"worker {region}: the shard at {own.url} is empty")
-
-    setup = build_setup(job)
-    model, optimizer, scheduler = setup.model, setup.optimizer, setup.scheduler
-    codec = role.codec()
-    region_index = cfg.regions.index(region)
-
-    round_ = role.wait_for(lambda: newest_step(global_store), "global checkpoint")
-    links.round = round_
-    global_params = {k: v for k, v in read(global_store, round_).state["weights"].items()}
-    _load(model, global_params)
-    mine = newest_step(local)
-    if mine is not None:
-        st = read(local, mine).state
-        optimizer.load_state_dict(st["optimizer"])
-        if scheduler is not None and st.get("scheduler") is not None:
-            scheduler.load_state_dict(st["scheduler"])
-        codec.residual = dict(st.get("residual") or {})
-        log.info(
-            "worker %s: resumed at global round %d (own state of round %d)", region, round_, mine
-        )
-    # own state of this round or later: its delta is committed (the delta goes first), so a
-    # worker killed after that only waits for the next global round
-    delivered = mine is not None and mine >= round_
-    rounds: list[dict[str, Any]] = []
-    while round_ < cfg.rounds:
-        if delivered:
-            delivered = False
-            round_ = _next_global(role, global_store, round_)
-            global_params = dict(read(global_store, round_).state["weights"])
-            _load(model, global_params)
-            continue
-        links.round = round_  # the fetch of the next global round counts to this round
-        n = steps_in_round(round_, job.training.steps, cfg.local_steps)
-        gen = torch.Generator().manual_seed(
-            job.training.seed * 1_000_003 + region_index * 7919 + round_
-        )
-        torch.manual_seed(job.training.seed + 31 * round_ + region_index)
-        model.train()
-        losses: list[float] = []
-        for i in range(n):
-            idx = torch.randint(0, rows, (job.training.batch_size,), generator=gen)
-            optimizer.zero_grad(set_to_none=True)
-            loss = setup.loss_fn(model(x_all[idx]), y_all[idx])
-            loss.backward()
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
-            losses.append(float(loss.detach()))
-            if i == n // 2:
-                role.fault(f"worker-mid-round@{region}@{round_}")
-        role.fault(f"worker-before-delta@{region}@{round_}")
-        tokens = n * job.training.batch_size * job.training.tokens_per_sample
-        msg = make_message(region, round_, tokens, global_params, _params(model), codec)
-        commit(
-            deltas,
-            {
-                "region": region,
-                "round": round_,
-                "tokens": tokens,
-                "loss": float(np.mean(losses)),
-                "payload": payload_array(msg.payload),
-            },
-            round_,
-        )
-        commit(
-            local_writer,
-            {
-                "round": round_,
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                "residual": dict(codec.residual),
-            },
-            round_,
-            tier="full",
-        )
-        log.info("worker %s: round %d delta committed (%d bytes)", region, round_, len(msg.payload))
-        rounds.append(
-            {
-                "round": round_,
-                "steps": n,
-                "loss": float(np.mean(losses)),
-                "delta_bytes": len(msg.payload),
-            }
-        )
-        newest = _next_global(role, global_store, round_)
-        if newest == round_ + 1 and updates.exists(f"manifests/{newest:012d}.weights.json"):
-            upd = payload_bytes(read(updates, newest).state["payload"])
-            global_params = apply_update(global_params, upd)
-            how = "update"
-        else:
-            global_params = dict(read(global_store, newest).state["weights"])
-            how = "global checkpoint"
-        log.info("worker %s: now at global round %d (from the %s)", region, newest, how)
-        rounds[-1]["next_from"] = how
-        _load(model, global_params)
-        round_ = newest
-    result = {"region": region, "rounds": rounds, "final_round": round_}
+        doc = run.run()
+    except BaseException as exc:
+        _write_doc(run_dir, getattr(exc, "doc", None))
+        raise
+    _write_doc(run_dir, doc)
+    result = worker.result()
     role.write_result(result)
     return result
+
+
+def _write_doc(run_dir: Path, doc: object) -> None:
+    if isinstance(doc, TrainDocument):
+        from burst.runs import write_json_atomic
+
+        write_json_atomic(run_dir / "train.json", doc.to_json())

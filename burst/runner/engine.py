@@ -45,7 +45,7 @@ from typing import Any
 import yaml
 
 from burst import checkout, faults
-from burst.errors import BadInputError
+from burst.errors import BadInputError, BurstError
 from burst.runner import expr, fanout
 from burst.runner.features import UnsupportedFeature, check_supported, reachable_templates
 from burst.runner.lint import lint
@@ -449,6 +449,21 @@ class WorkflowEngine:
                 if not fanout.expands(step):
                     children.append(_Child(step, str(step["name"]), where, {}))
                     continue
+                if "when" in step and not fanout.mentions_item(str(step["when"])):
+                    # steps.go resolveReferences: a `when` without {{item}} is decided first;
+                    # false skips the whole step, its withParam never read
+                    try:
+                        if not self._when(step, scope, where):
+                            early[step["name"]] = Outcome(
+                                SKIPPED, message=f"when {step['when']!r} was false"
+                            )
+                            continue
+                    except UnresolvedTag as exc:
+                        early[step["name"]] = self._requeued_forever(where, exc)
+                        continue
+                    except BadInputError as exc:
+                        early[step["name"]] = Outcome(ERROR, message=exc.one_line())
+                        continue
                 try:
                     with_param = (
                         substitute(str(step["withParam"]), scope, where)
@@ -860,7 +875,12 @@ class WorkflowEngine:
             exit_handler=node.exit_handler,
         )
         if self.options.prepare_pod is not None:
-            spec = self.options.prepare_pod(spec)
+            try:
+                spec = self.options.prepare_pod(spec)
+            except BurstError as exc:  # the machine could not give the pod what it needs
+                message = f"the pod could not be prepared: {exc.one_line()}"
+                node.attempts.append(Attempt(None, ERROR, message, 0.0, str(pod), clock=self.now()))
+                return Outcome(ERROR, message=message)
         lost = self._node_loss(node)
         if lost is not None and (timeout is None or lost.after_s < timeout):
             return self._lose_node(lost, node, spec)

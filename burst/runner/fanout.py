@@ -13,7 +13,10 @@ Follows Argo's controller (argoproj/argo-workflows, workflow/controller/steps.go
   sorted, compact); ``{{item.key}}`` is a map item's value (a string as is, anything else its
   JSON text). Any other item (null) is refused ("expected string, number, list, or map").
 * The expanded steps' ``when`` is evaluated per item, after substitution (steps.go
-  ``executeStepGroup`` calls ``shouldExecute`` on each expanded step).
+  ``executeStepGroup`` calls ``shouldExecute`` on each expanded step); a ``when`` that does
+  not read ``item`` is decided before the expansion, and false skips the whole step without
+  reading its ``withParam`` (``resolveReferences`` returns early, ``expandStep`` finds no
+  items).
 * After the group, ``steps.<name>.outputs.parameters`` is the JSON list of the succeeded
   children's output maps, and ``steps.<name>.outputs.parameters.<p>`` the JSON list of that
   parameter's values (operator.go ``processAggregateNodeOutputs``,
@@ -24,6 +27,7 @@ Follows Argo's controller (argoproj/argo-workflows, workflow/controller/steps.go
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +48,14 @@ class Item:
 
 def expands(step: dict[str, Any]) -> bool:
     return "withItems" in step or "withParam" in step
+
+
+_ITEM = re.compile(r"\{\{[^}]*\bitem\b")
+
+
+def mentions_item(text: str) -> bool:
+    """Whether a tag of ``text`` reads ``item`` (then ``when`` is decided per item)."""
+    return bool(_ITEM.search(text))
 
 
 def _text(value: Any) -> str:

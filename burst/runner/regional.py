@@ -160,9 +160,10 @@ def _copy_documents(nodes: list[PodNode], run_dir: Path) -> None:
         region = _region(n)
         if not region:
             continue
-        if n.template == PROVISION and "infra" in n.outputs and n.path.count("/") == 1:
+        in_branch = n.key.endswith(".provision")  # regions(i:r).provision, not stacks(i:r)
+        if n.template == PROVISION and "infra" in n.outputs and not in_branch:
             (run_dir / f"provision-{region}.json").write_text(n.outputs["infra"])
-        if n.template == PROVISION and n.path.count("/") == 2:
+        if n.template == PROVISION and in_branch:
             for role in ("worker", "aggregator"):
                 cfg = n.outputs.get(f"{role}-config")
                 if cfg:

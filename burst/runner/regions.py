@@ -147,15 +147,23 @@ class RegionSites:
         long as the run (a server dies with the thread that started it: ``PR_SET_PDEATHSIG``,
         so a killed ``burst run`` leaves none behind), never by a branch's thread."""
         (self.run_dir / "stores").mkdir(parents=True, exist_ok=True)
-        self._shards = split_shards(self.job, self.regions)
         self._keeper = threading.Thread(target=self._keep, name="region-sites", daemon=True)
         self._keeper.start()
         return self
 
     def _keep(self) -> None:
+        # the shards first (torch's import and the dataset: seconds), while the first steps
+        # (preflight, plan, verify-image) run; a region's first pod waits for them
+        failed: BaseException | None = None
+        try:
+            self._shards = split_shards(self.job, self.regions)
+        except BaseException as exc:
+            failed = exc
         while (request := self._requests.get()) is not None:
             region, done = request
             try:
+                if failed is not None:
+                    raise failed
                 self._stand_up(region)
                 done.set_result(None)
             except BaseException as exc:  # the pod that asked fails with it

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from burst.documents import PlanDocument, ProvisionDocument
+from burst.documents.plan import Candidate
 from burst.errors import BurstError
 from burst.plan.interval import choose_interval, young_daly
 from burst.plan.reliability import job_mtbf, node_mtbf_hours, preemption_kind
@@ -36,37 +38,36 @@ MAX_HISTORY = 20  # interval changes kept for the document
 
 
 def running_candidate(
-    plan: dict[str, Any] | None, infra: dict[str, Any] | None = None
-) -> dict[str, Any] | None:
+    plan: PlanDocument | None, infra: ProvisionDocument | None = None
+) -> Candidate | None:
     """The candidate this run rents: the one provision got (after a failover or a requeue it
     is not the plan's first), else the plan's first. Pricing and the checkpoint interval
     both size themselves to it."""
-    got = (infra or {}).get("candidate")
-    if isinstance(got, dict):
-        return got
-    first = ((plan or {}).get("candidates") or [None])[0]
-    return first if isinstance(first, dict) else None
+    if infra is not None and infra.candidate is not None:
+        return infra.candidate
+    if plan is not None and plan.candidates:
+        return plan.candidates[0]
+    return None
 
 
 def resolve_mtbf(
-    job: BurstJob, plan: dict[str, Any] | None, infra: dict[str, Any] | None = None
+    job: BurstJob, plan: PlanDocument | None, infra: ProvisionDocument | None = None
 ) -> tuple[float, str]:
     """Expected seconds between preemptions of the whole job, and where the figure comes from:
     ``burst.plan.reliability.job_mtbf``, the planner's own formula (the spec's job MTBF,
     else the plan candidate's, else the catalog's node MTBF over the pre-emptible nodes)."""
     cand = running_candidate(plan, infra)
-    provider = str((cand or {}).get("provider") or job.compute.providers[0])
-    capacity = str((cand or {}).get("capacity") or job.compute.capacity)
-    nodes = node_count(job, cand)
-    floor = (cand or {}).get("floor_nodes") if capacity == "spot_with_floor" else 0
-    floor_nodes = floor if isinstance(floor, int) and not isinstance(floor, bool) else 0
+    provider = str((cand.provider if cand is not None else None) or job.compute.providers[0])
+    capacity = str((cand.capacity if cand is not None else None) or job.compute.capacity)
+    nodes = node_count(job, {"nodes": cand.nodes} if cand is not None else None)
+    floor = cand.floor_nodes if cand is not None and capacity == "spot_with_floor" else None
+    floor_nodes = floor or 0
     if preemption_kind(capacity) == "spot" and job.compute.mtbf_hours is not None:
         m = job_mtbf(job, capacity, nodes, floor_nodes)
         return m.seconds, m.source
-    if cand and isinstance(cand.get("mtbf_hours"), int | float) and cand["mtbf_hours"] > 0:
-        return float(cand["mtbf_hours"]) * 3600, (
-            f"plan candidate {cand.get('provider')}/{cand.get('region')} "
-            f"({cand.get('mtbf_source') or 'mtbf_hours'})"
+    if cand is not None and cand.mtbf_hours is not None and cand.mtbf_hours > 0:
+        return cand.mtbf_hours * 3600, (
+            f"plan candidate {cand.provider}/{cand.region} ({cand.mtbf_source or 'mtbf_hours'})"
         )
     found = _catalog_node_mtbf_hours(provider, capacity)
     if found is None:
@@ -115,20 +116,19 @@ class CheckpointSchedule:
     def for_job(
         cls,
         job: BurstJob,
-        plan: dict[str, Any] | None,
+        plan: PlanDocument | None,
         measured: dict[str, float] | None = None,
-        infra: dict[str, Any] | None = None,
+        infra: ProvisionDocument | None = None,
     ) -> CheckpointSchedule:
         """The schedule for the candidate the run is in (``infra``'s, else the plan's first)."""
         policy = job.training.checkpoint.interval_steps
         mtbf_s, source = resolve_mtbf(job, plan, infra)
         cand = running_candidate(plan, infra)
-        planned = cand.get("checkpoint_interval_s") if isinstance(cand, dict) else None
         s = cls(
             policy if isinstance(policy, int) else None,
             mtbf_s,
             source,
-            float(planned) if isinstance(planned, int | float) else None,
+            cand.checkpoint_interval_s if cand is not None else None,
         )
         m = measured or {}
         s.step_s, s.blocking_s, s.upload_s = m.get("step_s"), m.get("blocking_s"), m.get("upload_s")

@@ -104,7 +104,7 @@ def test_follow_renews_an_expired_token_and_follows_to_the_end(
     serve(argo, fake)
     proc = burst(
         burst_cmd,
-        "status", NAME, "--interval", "0.1", "--token-command", TOKEN_COMMAND,
+        "status", NAME, "--follow", "--interval", "0.1", "--token-command", TOKEN_COMMAND,
         cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -123,7 +123,7 @@ def test_follow_that_cannot_renew_says_so_and_the_end_of_the_job_leaves_the_run_
     workflow Running, tears nothing down and stops nothing."""
     fake = FakeArgo(running_polls=10_000, old_valid=2)
     serve(argo, fake)
-    proc = burst(burst_cmd, "status", NAME, "--interval", "0.1", cwd=tmp_path)
+    proc = burst(burst_cmd, "status", NAME, "--follow", "--interval", "0.1", cwd=tmp_path)
     assert proc.returncode == 4, proc.stderr
     assert "may still be running" in proc.stderr or "refused" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -194,3 +194,28 @@ def test_before_issue_28_regional_workers_ran_on_the_home_cluster_without_gpus()
     problems = gpu_pod_problems(old)
     assert any("asks for no GPU" in p for p in problems)
     assert any("not steered" in p for p in problems)
+
+
+def queue_problems(quota: Path, queues: Path | None) -> list[str]:
+    """The gang's Volcano Job names its team's queue (pipelines/gang.py: ``queue:
+    '{{workflow.parameters.team}}'``); Volcano's admission refuses a Job whose queue does not
+    exist or is not Open: every team with a GPU quota needs an Open Queue."""
+    gang = yaml.safe_load((COMPILED / "burst-train.yaml").read_text())
+    (t,) = [t for t in gang["spec"]["templates"] if t["name"] == "train-gang"]
+    assert "queue: '{{workflow.parameters.team}}'" in t["resource"]["manifest"]
+    teams = set(yaml.safe_load(quota.read_text())["data"])
+    have = set()
+    if queues is not None and queues.exists():
+        for d in yaml.safe_load_all(queues.read_text()):
+            if d and d["kind"] == "Queue" and (d.get("spec") or {}).get("state", "Open") == "Open":
+                have.add(d["metadata"]["name"])
+    return [f"team {team}: no Volcano queue" for team in sorted(teams - have)]
+
+
+def test_before_issue_28_teams_had_no_volcano_queue() -> None:
+    assert queue_problems(REPO / "deploy" / "gpu-quota.yaml", None)
+
+
+def test_every_team_with_a_quota_has_a_queue() -> None:
+    volcano = REPO / "deploy" / "volcano"
+    assert queue_problems(REPO / "deploy" / "gpu-quota.yaml", volcano / "queues.yaml") == []

@@ -1,4 +1,4 @@
-"""Classes of bad input found by the hostile re-test (issue 15 re-test, scripts/hostile_inputs.py).
+"""Classes of bad input found by the hostile re-test (issue 15 re-test, now the data-driven battery tests/hardening/test_hostile_inputs.py).
 
 Each row failed before its fix: exit 1 "unexpected error", a hang, a silent fallback, or a
 meaningless value accepted. Now: exit 2 (or 0 where the file is only reported on), one line

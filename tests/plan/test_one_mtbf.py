@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from burst.documents import PlanDocument, ProvisionDocument
 from burst.plan.catalog import load_catalog
 from burst.plan.goodput import SimParams, young_daly_report
 from burst.plan.interval import young_daly
@@ -52,8 +53,8 @@ def test_trainer_and_planner_agree_on_the_mtbf_of_a_floor_candidate(tmp_path: Pa
     floor = next(c for c in doc["candidates"] if c["capacity"] == "spot_with_floor")
     # the spec's job MTBF is for all 4 nodes pre-emptible; 3 of them are: 2 h x 4 / 3
     assert floor["mtbf_hours"] == pytest.approx(2.0 * 4 / 3)
-    infra = {"candidate": floor}  # provision got the floor candidate
-    mtbf_s, _ = resolve_mtbf(spec, doc, infra)
+    infra = ProvisionDocument.model_validate({"candidate": floor})  # provision got the floor
+    mtbf_s, _ = resolve_mtbf(spec, PlanDocument.model_validate(doc), infra)
     assert mtbf_s == pytest.approx(floor["mtbf_hours"] * 3600)
 
 
@@ -67,7 +68,7 @@ def test_trainer_divides_the_catalog_mtbf_by_the_preemptible_nodes() -> None:
         "nodes": 4,
         "floor_nodes": 1,
     }
-    mtbf_s, source = resolve_mtbf(spec, {"candidates": [cand]})
+    mtbf_s, source = resolve_mtbf(spec, PlanDocument.model_validate({"candidates": [cand]}))
     assert mtbf_s == pytest.approx(8 * 3600 / 3)  # aws spot_node_mtbf_hours 8, 3 spot nodes
     assert "3" in source
 

@@ -92,7 +92,9 @@ def _committed_s3(spec: Path, server: LoopbackS3) -> list:  # type: ignore[type-
     saved = {k: os.environ.get(k) for k in server.client_env()}
     os.environ.update(server.client_env())
     try:
-        return committed(spec, "o" if "outage" in spec.read_text() else "dead")
+        text = spec.read_text()
+        run = "o" if "outage" in text else "gone" if "s3://gone" in text else "dead"
+        return committed(spec, run)
     finally:
         for k, v in saved.items():
             if v is None:
@@ -129,5 +131,48 @@ def test_permanently_dead_store_is_exit_4_and_retried(tmp_path: Path) -> None:
         assert a.wait(300) == EXIT_INFRA
         assert retried_by_the_pipeline(EXIT_INFRA)
         assert not retried_by_the_pipeline(2)  # bad input is not retried
+    finally:
+        server.stop()
+
+
+def test_a_store_that_stays_down_stops_training_within_the_retry_window(tmp_path: Path) -> None:
+    """Issue 25 bug 7: with the store down for good, training ran on to its last step and
+    only then gave up after the save retry window (paid GPU time for work that could not be
+    saved). Now it stops once saves have failed for the retry window, the committed work
+    intact and the reason in the train document. (Fails on the code before: the attempt ran
+    to its last step and wrote no document.)"""
+    server = LoopbackS3(tmp_path / "s3data").start()
+    steps = 5000  # paced: far longer than the store's failure and the window together
+    try:
+        server.create_bucket("gone")
+        local = write_spec(tmp_path, steps=steps, interval=5, full_every=1, name="local.yaml")
+        spec = tmp_path / "s3.yaml"
+        spec.write_text(
+            local.read_text().replace(
+                f"checkpoint_uri: file://{tmp_path}/store", "checkpoint_uri: s3://gone/ckpt"
+            )
+        )
+        env = {
+            **server.client_env(),
+            **_fault(tmp_path, "before-manifest@10"),
+            faults.ACTION_ENV: f"pause:{tmp_path}",
+            RETRY_ENV: "2",
+            "BURST_STEP_PACE_S": "0.01",
+        }
+        a = start_attempt(spec, "gone", tmp_path / "runs", env)
+        _wait_for(tmp_path / "paused")  # step 5 committed; the save of step 10 under way
+        port = server.port
+        server.stop()  # for good (while training)
+        (tmp_path / "resume").touch()
+        assert a.wait(600) == EXIT_INFRA
+        assert retried_by_the_pipeline(EXIT_INFRA)
+        doc = a.doc()
+        last = doc["attempts"][-1]
+        assert last["outcome"] == "store-down", last
+        assert 10 <= doc["final_step"] < steps, doc["final_step"]
+        assert "retry window" in doc["error"] and "step 5 (full)" in doc["error"], doc["error"]
+        server.start(port=port)  # back: what was committed is intact
+        refs = [r.step for r in _committed_s3(spec, server)]
+        assert refs == [5]
     finally:
         server.stop()

@@ -231,6 +231,29 @@ def test_with_param_that_is_empty_or_not_a_list(
     assert ("after" in order(tmp_path)) == (phase == "Succeeded")
 
 
+def test_a_false_when_without_item_skips_the_step_before_its_with_param_is_read(
+    tmp_path: Path,
+) -> None:
+    say = container("say", step_code(""), "say")
+    after = container("after", step_code(""), "after")
+    main = steps(
+        "main",
+        [
+            {
+                "name": "fan",
+                "template": "say",
+                "withParam": "{{workflow.parameters.items}}",
+                "when": "'{{workflow.parameters.on}}' == 'yes'",
+            }
+        ],
+        [{"name": "after", "template": "after"}],
+    )
+    m = workflow([say, after, main], params=[{"name": "items"}, {"name": "on"}])
+    result = run(m, tmp_path, items="not a list", on="no")
+    assert result.phase == "Succeeded", result.message
+    assert order(tmp_path) == ["after", "bye"]
+
+
 def test_sigterm_stops_every_parallel_branch_and_the_exit_handler_runs(tmp_path: Path) -> None:
     hold = container(
         "hold",

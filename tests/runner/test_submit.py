@@ -165,7 +165,7 @@ def test_status_follows_until_finished(argo_env: HTTPServer, burst_cmd: list[str
             method="GET",
             headers={"Authorization": "Bearer t0k3n"},
         ).respond_with_json(state)
-    proc = _burst(burst_cmd, "status", "quickstart-x7k2p", "--interval", "0.1")
+    proc = _burst(burst_cmd, "status", "quickstart-x7k2p", "--follow", "--interval", "0.1")
     assert proc.returncode == 1, proc.stderr  # the workflow failed
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("quickstart-x7k2p: Running")

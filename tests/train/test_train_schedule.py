@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from burst.documents import PlanDocument, ProvisionDocument
 from burst.preempt.emergency import SaveCosts, SaveMeter, choose_emergency_save
 from burst.spec import BurstJob, load_spec
 from burst.train.schedule import PROBE_STEPS, CheckpointSchedule, resolve_mtbf
@@ -77,16 +78,18 @@ def test_measurements_of_an_earlier_attempt_skip_the_probe() -> None:
 
 
 def test_mtbf_spec_then_plan_then_catalog() -> None:
-    plan = {
-        "candidates": [
-            {
-                "provider": "aws",
-                "region": "ap-southeast-1",
-                "mtbf_hours": 4.0,
-                "mtbf_source": "catalog providers.aws.spot_node_mtbf_hours",
-            }
-        ]
-    }
+    plan = PlanDocument.model_validate(
+        {
+            "candidates": [
+                {
+                    "provider": "aws",
+                    "region": "ap-southeast-1",
+                    "mtbf_hours": 4.0,
+                    "mtbf_source": "catalog providers.aws.spot_node_mtbf_hours",
+                }
+            ]
+        }
+    )
     assert resolve_mtbf(job(compute__mtbf_hours=3.0), plan)[0] == 3 * 3600
     m, src = resolve_mtbf(job(), plan)
     assert m == 4 * 3600 and "plan candidate aws/ap-southeast-1" in src
@@ -167,7 +170,7 @@ def test_after_a_failover_the_interval_and_the_price_follow_the_provisioned_cand
     """Issue 14 bug: the interval was sized from plan.candidates[0] while the price came
     from the candidate provision got; after a failover or a requeue the run planned for a
     region it was not in. Both now follow the provisioned candidate."""
-    from burst.train.loop import hourly_rate
+    from burst.train.spending import hourly_rate
 
     first = {
         "provider": "aws", "region": "ap-southeast-1", "capacity": "spot",
@@ -177,8 +180,9 @@ def test_after_a_failover_the_interval_and_the_price_follow_the_provisioned_cand
         "provider": "aws", "region": "me-central-1", "capacity": "spot",
         "mtbf_hours": 20.0, "checkpoint_interval_s": 600.0, "price_per_hour": 30.0,
     }  # fmt: skip
-    plan = {"candidates": [first, second]}
-    infra = {"candidate": second}  # the first had no capacity: provision failed over
+    plan = PlanDocument.model_validate({"candidates": [first, second]})
+    # the first had no capacity: provision failed over
+    infra = ProvisionDocument.model_validate({"candidate": second})
     j = job(training__checkpoint__interval_steps="auto")
     s = CheckpointSchedule.for_job(j, plan, None, infra)
     assert s.mtbf_s == 20.0 * 3600 and "me-central-1" in s.mtbf_source

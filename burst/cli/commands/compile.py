@@ -22,8 +22,9 @@ import click
     help="Write nothing; exit 1 when a file in --out differs from the definitions.",
 )
 def command(out_dir: Path, check: bool) -> None:
-    """Compile pipelines/*.py (Hera) into one YAML manifest each: burst-train (the
-    WorkflowTemplate) and burst-reaper (the CronWorkflow).
+    """Compile pipelines/*.py (Hera) into one YAML manifest each: burst-train and
+    burst-regional (the WorkflowTemplates of a run and of a regional-sync run) and
+    burst-reaper (the CronWorkflow).
 
     The files in pipelines/compiled/ are committed goldens; `make goldens` rewrites them and
     the tests fail when they drift. Every manifest is linted before it is written.

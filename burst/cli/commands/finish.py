@@ -29,7 +29,13 @@ from burst.errors import EXIT_INFRA
     "tears down).",
 )
 @click.option("--token-command", help=TOKEN_COMMAND_HELP)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default="teardown.json")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default="teardown.json",
+    show_default=True,
+    help="Where the teardown document goes when this job tears down.",
+)
 def command(
     name: str,
     spec: Path,

@@ -80,6 +80,13 @@ def _seconds(s: float) -> str:
     default=None,
     help="Model syncs of regional-shard training (default: one per checkpoint interval).",
 )
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Also evaluate the seeds' simple cost models on this run (data gravity, spot vs "
+    "on-demand, total cost) beside burst's figures, and name each difference "
+    "(with --json: under 'explain').",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the plan document as JSON.")
 @click.option(
     "--chart",
@@ -97,6 +104,7 @@ def command(
     floor_nodes: int,
     shards: tuple[str, ...],
     sync_rounds: int | None,
+    explain: bool,
     as_json: bool,
     chart: Path | None,
 ) -> None:
@@ -132,10 +140,24 @@ def command(
         from burst.plan.chart import write_chart
 
         write_chart(doc, chart)
+    checks = None
+    if explain:
+        from burst.plan.explain import explain as explain_plan
+
+        checks = explain_plan(job, cat, doc)
     if as_json:
-        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        if checks is not None:  # the plan document, and the explanation beside it
+            out = {"plan": doc, "explain": [c.as_dict() for c in checks]}
+            click.echo(json.dumps(out, indent=2, sort_keys=True))
+        else:
+            click.echo(json.dumps(doc, indent=2, sort_keys=True))
         return
     _print_table(doc)
+    if checks is not None:
+        from burst.plan.explain import render
+
+        for line in render(checks):
+            click.echo(line)
     if chart is not None:
         click.echo(f"chart written to {chart}")
 

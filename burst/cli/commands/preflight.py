@@ -17,6 +17,27 @@ TODAY_MIN = dt.date(1970, 1, 1)
 TODAY_MAX = dt.date(2999, 12, 31)
 
 
+SIGN_OFF_DOC = "docs/policy.md#how-a-compliance-officer-writes-one"
+RULES_DOC = "docs/policy.md#the-rules"
+
+
+def next_step(counts: dict[str, int]) -> str:
+    """What would change a review or a deny, named (issue 29: refusals say the way on)."""
+    steps = []
+    if counts.get("review"):
+        steps.append(
+            "a review becomes allow only through a signed-off exception in "
+            f"policies/exceptions/<id>.yaml bound to your organisation ({SIGN_OFF_DOC}; "
+            "`burst policy explain RULE` shows a rule and its sources)"
+        )
+    if counts.get("deny"):
+        steps.append(
+            "a deny is never waived: choose other compute.regions / compute.providers, or "
+            f"change the data that triggers it ({RULES_DOC})"
+        )
+    return "; ".join(steps) or "see `burst preflight SPEC --json`"
+
+
 @click.command("preflight")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the decision record as JSON.")
@@ -102,8 +123,12 @@ def command(
             f"{c['allow']} allowed, {c['review']} to review, {c['deny']} denied; "
             f"`burst preflight {spec} --json` shows every reason"
         )
+        if c["review"] or c["deny"]:
+            click.echo(f"next: {next_step(c)}")
     if not record["allowed"]:
         click.echo(
-            f"burst preflight: no candidate of {spec} is allowed (exit {EXIT_REFUSED})", err=True
+            f"burst preflight: no candidate of {spec} is allowed (exit {EXIT_REFUSED}): "
+            + next_step(record["counts"]),
+            err=True,
         )
         raise SystemExit(EXIT_REFUSED)

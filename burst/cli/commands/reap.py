@@ -76,6 +76,28 @@ def _cloud_inventory(spec: str) -> Any:
     return CloudInventory(provider, region, site, source=f"--cloud {provider}={path}")
 
 
+REAPED_FILE = "reaped.json"  # burst.obs.run_view reads it: `burst runs` shows "reaped"
+
+
+def _mark_reaped(root: Path, doc: dict[str, Any]) -> None:
+    """Each local run destroyed from its state gets ``reaped.json`` in its run directory (when
+    and what was left), so `burst runs` and `burst status` show it as reaped."""
+    from burst.runs import write_json_atomic
+
+    for act in doc["actions"]:
+        run_dir = root / str(act["run_id"])
+        if act["action"] != "destroy-from-state" or not run_dir.is_dir():
+            continue
+        write_json_atomic(
+            run_dir / REAPED_FILE,
+            {
+                "reaped_at": doc["now"],
+                "action": act["action"],
+                "resources_remaining": act.get("resources_remaining"),
+            },
+        )
+
+
 @click.command("reap")
 @click.option("--yes", is_flag=True, help="Act: destroy and delete. Without it, only report.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was found and done as JSON.")
@@ -179,6 +201,7 @@ def command(
         live_workflows=live if argo.get("checked") else None,
     )
     doc["argo"] = argo
+    _mark_reaped((runs_root or default_root()).resolve(), doc)
     if as_json:
         click.echo(json.dumps(doc, indent=2, default=str))
     else:

@@ -53,6 +53,13 @@ from burst.runs import FAULT_POINTS, STEPS
     "$BURST_CATALOG, later files win): the run's plan step prices with it.",
 )
 @click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the run's report (report.json) on stdout instead of the run id; progress "
+    "stays on stderr.",
+)
+@click.option(
     "--template",
     "template",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -67,6 +74,7 @@ def command(
     preempt_at: tuple[int, ...],
     kill_at: str | None,
     catalogs: tuple[Path, ...],
+    as_json: bool,
     template: Path | None,
 ) -> None:
     """Run preflight, plan, verify-image, provision, train and teardown (always) here.
@@ -76,13 +84,14 @@ def command(
     (python -m steps.<name>); the run directory runs/<run-id>/ keeps the step documents,
     logs, one directory per step attempt (pods/), Terraform state and report.json.
     Exits with the failing step's code (see `burst --help`), 0 when the run succeeded.
+    The run id is the only thing on stdout (RUN=$(burst run SPEC) works; --json: the report
+    instead); progress and the summary go to stderr.
     A spec with training.strategy regional-sync runs the regional graph instead (the
     burst-regional template's, by its own process manager): the preflight; per region a
     Terraform stack, an S3 server with keys of its own and a worker; the aggregator; the link
     emulator; teardown of every region (docs/regional.md); local_steps: null takes the
     planner's H; the fault options and --template are refused for it.
     """
-    from rich.console import Console
     from rich.table import Table
 
     from burst import faults
@@ -103,7 +112,9 @@ def command(
         from burst.settings import current, use
 
         with use(current().replace(BURST_CATALOG=catalog_env)):
-            _run_regional(job, spec, run_id, runs_root, fail_at, preempt_at, kill_at, template)
+            _run_regional(
+                job, spec, run_id, runs_root, fail_at, preempt_at, kill_at, template, as_json
+            )
     late = sorted(n for n in set(preempt_at) if n >= job.training.steps)
     if late:
         raise BadInputError(
@@ -123,7 +134,7 @@ def command(
         paths.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInputError(f"runs root {paths.root}: cannot create it ({exc.strerror})") from None
-    console = Console(stderr=True)
+    console = _stderr_console()
     console.print(f"[bold]burst run[/bold] {job.name}  run id [cyan]{rid}[/cyan]  ({paths.dir})")
 
     def on_event(step: str, status: str, info: dict[str, Any]) -> None:
@@ -162,8 +173,44 @@ def command(
         f = report["failure"]
         console.print(f"[red]failed at {f['step']}[/red]: {f.get('message') or ''}")
     console.print(f"report: {paths.report}")
+    _print_result(rid, paths.report, as_json)
+    if _interrupted(report):  # Ctrl-C: the runner stopped like `argo stop`, teardown ran
+        console.print(
+            f"interrupted (Ctrl-C): teardown ran; carry on from the newest committed checkpoint "
+            f"with: burst resume {rid} --runs-root {paths.root}",
+            highlight=False,
+        )
+        raise SystemExit(EXIT_INTERRUPTED)
     code = int(report["exit_code"])
     raise SystemExit(code if 0 <= code <= 255 else 1)  # -1: a step lost to a signal
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+
+
+def _interrupted(report: dict[str, Any]) -> bool:
+    """The runner was stopped by SIGINT (its workflow message says which signal)."""
+    import signal
+
+    message = str((report.get("workflow") or {}).get("message") or "")
+    return message.startswith(f"stopped by signal {int(signal.SIGINT)} ")
+
+
+def _stderr_console() -> Any:
+    """Progress and the summary on stderr; outside a terminal (CI logs, pipes) lines are not
+    wrapped at 80 columns."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    return console if console.is_terminal else Console(stderr=True, width=240)
+
+
+def _print_result(run_id: str, report: Path, as_json: bool) -> None:
+    """stdout: the run id (for RUN=$(burst run SPEC)), or with --json the report."""
+    if as_json and report.exists():
+        click.echo(report.read_text().rstrip("\n"))
+    else:
+        click.echo(run_id)
 
 
 def _catalog_env(catalogs: tuple[Path, ...]) -> str | None:
@@ -191,9 +238,9 @@ def _run_regional(
     preempt_at: tuple[int, ...],
     kill_at: str | None,
     template: Path | None,
+    as_json: bool = False,
 ) -> None:
     """``strategy: regional-sync``: the regional graph on this machine (docs/regional.md)."""
-    from rich.console import Console
     from rich.table import Table
 
     from burst.errors import BadInputError
@@ -212,7 +259,7 @@ def _run_regional(
         paths.dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInputError(f"runs root {paths.root}: cannot create it ({exc.strerror})") from None
-    console = Console(stderr=True)
+    console = _stderr_console()
     console.print(
         f"[bold]burst run[/bold] {job.name} (regional-sync)  run id [cyan]{rid}[/cyan]  "
         f"({paths.dir})"
@@ -250,4 +297,5 @@ def _run_regional(
     if report.failure:
         console.print(f"[red]failed[/red]: {report.failure}")
     console.print(f"report: {paths.dir / 'report.json'}")
+    _print_result(rid, paths.dir / "report.json", as_json)
     raise SystemExit(report.exit_code if report.status == "succeeded" else (report.exit_code or 1))

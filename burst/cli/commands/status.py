@@ -1,6 +1,9 @@
-"""burst status NAME: follow a run submitted to Argo."""
+"""burst status RUN: one run's state, local (``burst run``) or on Argo (``burst submit``)."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import click
 
@@ -13,20 +16,20 @@ TOKEN_COMMAND_HELP = (
 
 
 @click.command("status")
-@click.argument("name")
-@click.option("--namespace", help="Namespace (default $ARGO_NAMESPACE or argo).")
+@click.argument("run")
+@click.option("--namespace", help="Argo namespace (default $ARGO_NAMESPACE or argo).")
 @click.option(
     "--follow/--no-follow",
-    default=True,
+    default=False,
     show_default=True,
-    help="Poll until the workflow finishes.",
+    help="Watch until the run finishes (default: look once).",
 )
 @click.option(
     "--interval",
     type=click.FloatRange(min=0.1),
     default=10.0,
     show_default=True,
-    help="Seconds between polls.",
+    help="Seconds between polls with --follow.",
 )
 @click.option("--token-command", help=TOKEN_COMMAND_HELP)
 @click.option(
@@ -34,53 +37,100 @@ TOKEN_COMMAND_HELP = (
     type=click.FloatRange(min=0),
     default=DEFAULT_MAX_OUTAGE_S,
     show_default=True,
-    help="Seconds an unreachable Argo server is ridden out before giving up following.",
+    help="With --follow: seconds an unreachable Argo server is ridden out before giving up "
+    "(without --follow: one try, each call bounded by a 10 s connect / 30 s read timeout).",
 )
+@click.option(
+    "--runs-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where local run directories live (default $BURST_RUNS_ROOT or ./runs).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the state as JSON (one object).")
 def command(
-    name: str,
+    run: str,
     namespace: str | None,
     follow: bool,
     interval: float,
     token_command: str | None,
     max_outage: float,
+    runs_root: Path | None,
+    as_json: bool,
 ) -> None:
-    """Show the phase of workflow NAME and its steps; with --follow, until it finishes.
+    """Show the state of RUN and its steps: a local run (a run id under the runs root, or a
+    run directory) or, when there is none, the Argo workflow of that name (ARGO_SERVER,
+    ARGO_TOKEN from the environment; --token-command renews an expired token).
 
-    Exits 0 when the workflow succeeded (or is still running with --no-follow), 1 when it
-    failed or errored, 4 when it could not be followed to its end (the server stayed
-    unreachable, or refused every token): the workflow may still be running. Server and
-    token from ARGO_SERVER / ARGO_TOKEN; an expired token is renewed with --token-command.
+    Looks once by default; --follow watches until the run finishes. Exits 0 when the run
+    succeeded or is still running, 1 when it failed, 2 when there is no such run, 4 when Argo
+    could not be asked (unreachable, or refused every token): the run may still be running.
     """
-    from burst.runner.argo import WorkflowState, settings_from_env
-    from burst.runner.follow import Follower, TokenSource
+    import time
 
-    follower = Follower(
-        name,
-        settings_from_env(namespace),
-        TokenSource(token_command),
-        max_outage_s=max_outage if follow else 0.0,  # one look: no retries
-        interval_s=interval,
+    from burst.obs.run_status import (
+        RunStatus,
+        argo_status,
+        local_run_dir,
+        local_status,
+        not_found,
     )
+    from burst.runs import runs_root as default_root
+    from burst.settings import current
+
+    root = runs_root.resolve() if runs_root else default_root()
     seen: dict[str, str] = {}
-    shown = {"phase": ""}
+    shown = {"status": ""}
 
-    def show(state: WorkflowState) -> None:
-        if state.phase != shown["phase"]:
-            shown["phase"] = state.phase
-            click.echo(f"{state.name}: {state.phase} {state.progress}".rstrip())
-        for node in state.nodes:
-            key = f"{node['name']}:{node['type']}"
-            if seen.get(key) != node["phase"]:
-                seen[key] = node["phase"]
-                code = "" if node["exit_code"] is None else f" exit {node['exit_code']}"
-                msg = f" ({node['message']})" if node["message"] else ""
-                click.echo(f"  {node['name']}: {node['phase']}{code}{msg}")
+    def show(st: RunStatus) -> None:
+        if as_json:
+            return
+        head = st.phase or st.status
+        if head != shown["status"]:
+            shown["status"] = head
+            click.echo(f"{st.run_id}: {head} {st.progress or ''}".rstrip())
+        for step in st.steps:
+            key = step["name"]
+            if seen.get(key) != step["status"]:
+                seen[key] = step["status"]
+                code = "" if step["exit_code"] is None else f" exit {step['exit_code']}"
+                msg = f" ({step['message']})" if step["message"] else ""
+                phase = step["status"] if st.mode == "local" else _argo_word(step["status"])
+                click.echo(f"  {step['name']}: {phase}{code}{msg}")
 
-    if follow:
-        state = follower.follow(show)
+    run_dir = local_run_dir(run, root)
+    if run_dir is not None:
+        st = local_status(run_dir)
+        show(st)
+        while follow and not st.finished:
+            time.sleep(interval)
+            st = local_status(run_dir)
+            show(st)
     else:
-        state = follower.state()
-        show(state)
-    if state.message and state.finished:
-        click.echo(f"message: {state.message}")
-    raise SystemExit(0 if state.phase in ("Succeeded", "Running", "Pending") else 1)
+        if not current().argo_server:
+            raise not_found(run, root)
+        from burst.runner.argo import settings_from_env
+        from burst.runner.follow import Follower, TokenSource
+
+        follower = Follower(
+            run,
+            settings_from_env(namespace),
+            TokenSource(token_command),
+            max_outage_s=max_outage if follow else 0.0,  # one look: no retries
+            interval_s=interval,
+        )
+        if follow:
+            st = argo_status(follower.follow(lambda s: show(argo_status(s))))
+        else:
+            st = argo_status(follower.state())
+            show(st)
+    if as_json:
+        click.echo(json.dumps(st.as_dict(), indent=2, sort_keys=True))
+    elif st.message and st.finished:
+        click.echo(f"message: {st.message}")
+    raise SystemExit(1 if st.status == "failed" else 0)
+
+
+def _argo_word(status: str) -> str:
+    """Argo's own phase words for its nodes (Succeeded, Failed, Running)."""
+    return {"succeeded": "Succeeded", "failed": "Failed", "running": "Running"}.get(
+        status, status.capitalize()
+    )

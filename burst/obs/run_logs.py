@@ -1,0 +1,89 @@
+"""A run's step logs for ``burst logs``: the local run directory's ``logs/<step>.log`` (one
+file a step, every attempt appended), or an Argo workflow's pod logs (the server's log API,
+one JSON object a line: ``{"result": {"content": ..., "podName": ...}}``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from burst.errors import BadInputError, InfraError
+
+MAX_LINE = 1 << 20
+
+
+def local_log_files(run_dir: Path, step: str | None) -> list[tuple[str, Path]]:
+    """(step, file) in the order the steps ran; one step when ``step`` is given."""
+    from burst.obs.run_view import load_run
+
+    logs = run_dir / "logs"
+    names = [s.name for s in load_run(run_dir).steps]
+    files = {p.stem: p for p in sorted(logs.glob("*.log"))} if logs.is_dir() else {}
+    order = [n for n in names if n in files] + [n for n in files if n not in names]
+    if step is not None:
+        if step not in files:
+            known = ", ".join(order) or "none yet"
+            raise BadInputError(f"--step {step!r}: no log of that step in {logs} ({known})")
+        return [(step, files[step])]
+    return [(n, files[n]) for n in order]
+
+
+def read_new(path: Path, offset: int) -> tuple[list[str], int]:
+    """Whole lines written after ``offset``, and the offset after them."""
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
+    end = data.rfind(b"\n") + 1
+    lines = data[:end].decode("utf-8", errors="replace").splitlines()
+    return lines, offset + end
+
+
+def argo_log_lines(
+    settings: Any, name: str, step: str | None, follow: bool, get: Callable[..., Any] | None = None
+) -> Iterator[tuple[str, str]]:
+    """(pod, line) from the Argo server's workflow log API (the main containers)."""
+    from burst.runner.argo import _timed_session
+
+    token = settings.token if settings.token.startswith("Bearer ") else f"Bearer {settings.token}"
+    url = f"{settings.server}api/v1/workflows/{settings.namespace}/{name}/log"
+    params = {"logOptions.container": "main", "logOptions.follow": str(follow).lower()}
+    at = f"the Argo server {settings.server.rstrip('/')} (ARGO_SERVER)"
+    session = _timed_session()
+    import requests
+
+    try:
+        resp = (get or session.get)(
+            url,
+            params=params,
+            headers={"Authorization": token},
+            stream=True,
+            verify=settings.verify_ssl,
+        )
+    except requests.RequestException as exc:
+        raise InfraError(f"cannot reach {at}: {exc.__class__.__name__}") from None
+    if resp.status_code == 404:
+        raise BadInputError(f"workflow {name} not found on {at}")
+    if resp.status_code in (401, 403):
+        raise BadInputError(f"{at} refused ARGO_TOKEN ({resp.status_code})")
+    if resp.status_code >= 400:
+        raise InfraError(f"{at} answered {resp.status_code} to the log request")
+    try:
+        for raw in resp.iter_lines():
+            if not raw or len(raw) > MAX_LINE:
+                continue
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                continue
+            result = doc.get("result") if isinstance(doc, dict) else None
+            if not isinstance(result, dict):
+                continue
+            pod = str(result.get("podName") or "")
+            if step is not None and step not in pod:
+                continue
+            for line in str(result.get("content") or "").splitlines():
+                yield pod, line
+    except requests.RequestException as exc:
+        raise InfraError(f"lost {at} while reading logs: {exc.__class__.__name__}") from None

@@ -1,0 +1,139 @@
+"""What the train loop does on a stop notice: save what fits before the deadline, record the
+attempt, and raise ``Preempted`` (exit 75, requeue).
+
+Every wait from here on is bounded by the notice's deadline less ``RESERVE_S`` (the time to
+record the attempt and exit): the emergency save waits for a save still in flight only that
+long (``RunCheckpoints.bound``), so a slow upload during a reclaim ends as "the last committed
+checkpoint stands", never as a process killed at the end of its grace period.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from burst.errors import CheckpointError, Preempted
+from burst.obs.events import PREEMPTION, emit
+from burst.preempt.emergency import RESERVE_S, choose_emergency_save
+from burst.preempt.notice import Notice
+from burst.storage.base import StoreError
+from burst.train.checkpoints import RunCheckpoints
+from burst.train.engine import TrainEngine
+from burst.train.ranks import Ranks
+from burst.train.records import AttemptRecords
+
+log = logging.getLogger(__name__)
+
+
+def exit_by(notice: Notice) -> float | None:
+    """time.time() by which the attempt stops waiting: the deadline less the reserve."""
+    return None if notice.deadline is None else notice.deadline - RESERVE_S
+
+
+def preempt(
+    notice: Notice,
+    step: int,
+    engine: TrainEngine,
+    store: RunCheckpoints,
+    last_full: int | None,
+    records: AttemptRecords,
+    ranks: Ranks,
+    save: Callable[[int, str], float],
+) -> None:
+    """Save what fits before the deadline (``save(step, tier)``), record the attempt, raise
+    Preempted (its ``doc`` the step document)."""
+    left = notice.seconds_left()
+    records.metrics.record_preemption()
+    emit(log, PREEMPTION, train_step=step, source=notice.source, seconds_left=left)
+    log.warning(
+        "preemption notice from %s at step %d: %s s left",
+        notice.source,
+        step,
+        "unknown" if left is None else f"{left:.2f}",
+    )
+
+    def choose() -> dict[str, Any]:
+        if last_full == step:
+            return {
+                "tier": "none",
+                "seconds_left": left,
+                "reason": f"the full checkpoint at step {step} is already saved",
+            }
+        full_bytes = engine.nbytes("full")
+        costs = records.meter.costs(
+            full_bytes=full_bytes,
+            # an engine without a weights tier: weights-only costs a full save, so the
+            # choice is full if it fits, else the last committed checkpoint
+            weights_bytes=engine.nbytes("weights") if "weights" in engine.tiers else full_bytes,
+            pending_s=records.meter.last_upload_s if store.busy() else 0.0,
+        )
+        return choose_emergency_save(left, costs).as_dict()
+
+    with store.bound(exit_by(notice)):
+        # several ranks: rank 0's measurements decide, every rank saves its part of that tier
+        emergency: dict[str, Any] = ranks.decide(choose)
+        if emergency["tier"] != "none":
+            emergency.update(_emergency_save(store, step, emergency["tier"], notice, save))
+        try:  # a save still in flight commits, or not, before the deadline too
+            store.commit()  # capped by the bound
+        except (CheckpointError, StoreError) as exc:
+            emergency.setdefault("error", exc.one_line())
+    records.learn(store)
+    if ranks.many:  # rank 0's worker committed the global manifest, or did not
+        emergency.update(
+            ranks.decide(
+                lambda: {k: emergency[k] for k in ("committed", "error") if k in emergency}
+            )
+        )
+    latest = store.latest()
+    # a save still under way may yet commit while the process exits (the writer finishes
+    # it), or be lost with the node: say which step it was
+    emergency["in_flight_step"] = store.mgr.status().in_flight
+    emergency["last_committed"] = (
+        None if latest is None else {"step": latest.step, "tier": latest.tier}
+    )
+    outcome = emergency["tier"]
+    if emergency.get("committed") is False:
+        outcome += f" (not committed: {emergency.get('error')}; the last committed stands)"
+    log.warning("emergency save: %s (%s)", outcome, emergency["reason"])
+    records.record.update(
+        outcome="preempted",
+        preempted=True,
+        ended_at_step=step,
+        notice=notice.as_dict(),
+        emergency_save=emergency,
+        notice_to_exit_s=round(time.time() - notice.received_at, 3),
+    )
+    records.finish(store)
+    stop = Preempted(
+        f"preempted at step {step} by {notice.source}; emergency save: "
+        f"{outcome}; exit 75 to requeue"
+    )
+    stop.doc = records.doc(store, step)  # type: ignore[attr-defined]
+    raise stop
+
+
+def _emergency_save(
+    store: RunCheckpoints,
+    step: int,
+    tier: str,
+    notice: Notice,
+    save: Callable[[int, str], float],
+) -> dict[str, Any]:
+    """The save the choice asked for, committed before the bound, or why not."""
+    started = time.monotonic()
+    try:
+        save(step, tier)
+        store.commit()  # capped by the bound (none without a deadline)
+    except (CheckpointError, StoreError) as exc:
+        return {"committed": False, "error": exc.one_line()}
+    committed_at = time.time()
+    return {
+        "committed": True,
+        "committed_step": step,
+        "seconds": round(time.monotonic() - started, 6),
+        "committed_at": committed_at,
+        "before_deadline": notice.deadline is None or committed_at <= notice.deadline,
+    }

@@ -1,0 +1,42 @@
+"""What the run spends: the hourly rate of what it rents and the budget guard of an attempt
+(``budget.max_usd`` / ``budget.max_hours``, counting what earlier attempts spent)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from burst.budget import BudgetExceeded, BudgetGuard
+from burst.documents import PlanDocument, ProvisionDocument
+from burst.spec import BurstJob
+from burst.train.schedule import running_candidate
+
+
+def hourly_rate(infra: ProvisionDocument | None, plan: PlanDocument | None) -> float | None:
+    """USD per hour of what the run rents: the candidate provision got, else the plan's first."""
+    cand = running_candidate(plan, infra)
+    return cand.price_per_hour if cand is not None else None
+
+
+def open_budget(job: BurstJob, rate: float | None, past: list[dict[str, Any]]) -> BudgetGuard:
+    """The guard of this attempt, started with what the earlier ``past`` attempts spent."""
+    return BudgetGuard.start(
+        job.budget.max_usd,
+        job.budget.max_hours,
+        rate or 0.0,
+        spent_usd=sum(float(a.get("cost_usd") or 0) for a in past),
+        spent_hours=sum(float(a.get("hours") or 0) for a in past),
+    )
+
+
+def over(budget: BudgetGuard) -> BudgetExceeded | None:
+    """This rank's budget check."""
+    try:
+        budget.check()
+    except BudgetExceeded as exc:
+        return exc
+    return None
+
+
+def over_sure(budget: BudgetGuard, step: int) -> BudgetExceeded:
+    """The ranks agreed the budget is exceeded: this rank's reason, or its peer's."""
+    return over(budget) or BudgetExceeded(f"budget exceeded (found by another rank at step {step})")

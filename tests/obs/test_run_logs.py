@@ -1,0 +1,73 @@
+"""`burst logs RUN` (issue 29): a local run's step logs and an Argo workflow's pod logs, one
+command, `--step`, `--json` (before: no logs command). The Argo server is the loopback fake
+(pytest-httpserver)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from obs_run import RUN_ID, make_run
+from pytest_httpserver import HTTPServer
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def test_logs_of_a_local_run(burst_cli: Cli, tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    d = make_run(root)
+    proc = burst_cli(["logs", RUN_ID, "--runs-root", str(root)])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    steps = [line.split("]", 1)[0].lstrip("[") for line in lines]
+    assert "train" in steps and steps.index("preflight") < steps.index("train")
+    train = (d / "logs" / "train.log").read_text().splitlines()
+    one = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--step", "train"])
+    assert one.stdout.splitlines() == train  # one step: unprefixed, every line
+    js = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--step", "train", "--json"])
+    first = json.loads(js.stdout.splitlines()[0])
+    assert first == {"step": "train", "line": train[0]}
+    bad = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--step", "nope"])
+    assert bad.returncode == 2 and "--step 'nope'" in bad.stderr
+
+
+def test_follow_stops_at_a_run_nobody_drives(burst_cli: Cli, tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    d = make_run(root)
+    (d / "report.json").unlink()  # as if still running, but no runner renews a heartbeat
+    proc = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--follow", "--interval", "0.05"])
+    assert proc.returncode == 0 and proc.stdout
+
+
+@pytest.fixture
+def argo(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> HTTPServer:
+    monkeypatch.setenv("ARGO_SERVER", httpserver.url_for("/"))
+    monkeypatch.setenv("ARGO_TOKEN", "t0k3n")
+    monkeypatch.setenv("ARGO_NAMESPACE", "ml")
+    return httpserver
+
+
+def test_logs_of_an_argo_run(argo: HTTPServer, burst_cli: Cli, tmp_path: Path) -> None:
+    entries = [
+        {"result": {"content": "preflight: allow", "podName": "wf-1-preflight-1"}},
+        {"result": {"content": "step 1 loss 0.9\nstep 2 loss 0.8", "podName": "wf-1-train-2"}},
+    ]
+    argo.expect_request(
+        "/api/v1/workflows/ml/wf-1/log",
+        headers={"Authorization": "Bearer t0k3n"},
+        query_string={"logOptions.container": "main", "logOptions.follow": "false"},
+    ).respond_with_data("\n".join(json.dumps(e) for e in entries) + "\n")
+    proc = burst_cli(["logs", "wf-1", "--runs-root", str(tmp_path), "--step", "train", "--json"])
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(x)["line"] for x in proc.stdout.splitlines()] == [
+        "step 1 loss 0.9",
+        "step 2 loss 0.8",
+    ]
+    argo.expect_request("/api/v1/workflows/ml/nope-1/log").respond_with_json(
+        {"code": 5, "message": 'workflows.argoproj.io "nope-1" not found'}, status=404
+    )
+    missing = burst_cli(["logs", "nope-1", "--runs-root", str(tmp_path)])
+    assert missing.returncode == 2 and "not found" in missing.stderr
