@@ -63,7 +63,8 @@ def _nice_step(span: float, target: int = 6) -> float:
 
 def timeline_svg(view: RunView, width: int = 960) -> str:
     steps = view.steps
-    left, right, top, row = 120, 20, 30, 30
+    longest = max((len(s.name) + (5 if s.attempts > 1 else 0) for s in steps), default=10)
+    left, right, top, row = min(max(120, 16 + 7 * longest), 340), 20, 30, 30
     height = top + row * max(len(steps), 1) + 50
     span = max(view.wall_seconds, max((e.at or 0.0 for e in view.events), default=0.0), 1e-3)
     plot_w = width - left - right
@@ -314,6 +315,79 @@ def regional_html(r: dict[str, Any] | None) -> str:
     )
 
 
+def _secs(v: float | None) -> str:
+    return "" if v is None else f"{v:.3g} s"
+
+
+def first_screen_html(o: dict[str, Any]) -> str:
+    """Where, why there, law, from what, loss, preemptions and cost: the first screen."""
+    rows: list[tuple[str, str]] = []
+    w = o.get("where")
+    if w:
+        rows.append(
+            (
+                "where",
+                f"{w['provider']}/{w['region']} {w['capacity']}, {w['nodes']} x {w['instance']} "
+                f"({w['gpus']} x {w['gpu_type']}), {w['ranks']} rank(s)"
+                + (" [emulated on this machine]" if w["emulated"] else ""),
+            )
+        )
+    why = o.get("why")
+    if why and why.get("note"):
+        rows.append(("why there", why["note"]))
+    elif why:
+        text = f"rank {why['rank']} of {why['candidates']} by {why['objective']}"
+        if why["runner_up"]:
+            text += f"; next: {why['runner_up']}"
+        text += "".join(f"; left out: {e}" for e in why["excluded"][:2])
+        rows.append(("why there", text))
+    law = o.get("law")
+    if law:
+        rows.append(
+            (
+                "law",
+                f"{law['verdict']}; rules {', '.join(law['rules']) or 'none'}; sign-offs "
+                f"{', '.join(law['sign_offs']) or 'none'}",
+            )
+        )
+    src = o["source"]
+    rows.append(
+        (
+            "from",
+            f"image {src.get('image_digest') or '?'} (signed with {src.get('signed_with') or '?'})"
+            f"; spec {str(src.get('spec_sha256') or '?')[:12]}; {src['code_version']}",
+        )
+    )
+    c = o["cost"]
+    if c["planned_usd"] is not None or c["actual_usd"] is not None:
+        planned = "?" if c["planned_usd"] is None else usd(c["planned_usd"])
+        actual = "?" if c["actual_usd"] is None else usd(c["actual_usd"])
+        rows.append(("cost", f"planned {planned}, actual {actual}. {c['note'] or ''}".strip()))
+    if o["throughput_steps_per_s"]:
+        rows.append(("throughput", f"{o['throughput_steps_per_s']:.4g} steps/s"))
+    table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    attempts = "".join(
+        f"<tr><td>{_e(a['attempt'])}</td><td>{_e(a['outcome'])}</td>"
+        f"<td>{_e('' if a['ended_at_step'] is None else a['ended_at_step'])}</td>"
+        f"<td>{_e(_secs(a['notice_to_exit_s']))}</td>"
+        f"<td>{_e('' if a['restart_s'] is None else human_seconds(a['restart_s']))}</td>"
+        f"<td>{_e('' if a['lost_steps'] is None else a['lost_steps'])}</td></tr>"
+        for a in o["attempts"]
+    )
+    curve = loss_svg([(p["step"], p["loss"]) for p in o["loss"]], o.get("loss_by", "step"))
+    attempts_html = (
+        "<div><h2>Train attempts</h2><table><tr><th>#</th><th>outcome</th><th>last step</th>"
+        f"<th>notice to exit</th><th>restart</th><th>lost steps</th></tr>{attempts}</table></div>"
+        if attempts
+        else ""
+    )
+    return (
+        f'<table id="first-screen">{table}</table>'
+        f'<div style="display:flex;gap:24px;align-items:flex-start"><div><h2>Loss</h2>{curve}'
+        f"</div>{attempts_html}</div>"
+    )
+
+
 def _card(k: str, v: str, cls: str = "") -> str:
     return f'<div class="card"><div class="k">{_e(k)}</div><div class="v {cls}">{_e(v)}</div></div>'
 
@@ -393,7 +467,8 @@ def render_html(view: RunView) -> str:
         f'<h1>burst run {_e(s["run_id"])} <span class="badge" id="status" '
         f'style="background:{colour}">{_e(s["status"])}</span></h1>'
         f'<div class="muted">{_e(s["name"] or "")}</div>{fail_html}'
-        f'<div class="grid">{"".join(cards)}</div>'
+        + first_screen_html(s["overview"])
+        + f'<div class="grid">{"".join(cards)}</div>'
         f"<h2>Timeline</h2>{timeline_svg(view)}<div class='muted'>{legend}</div>"
         + "".join(f"<div class='muted'>{_e(n)}</div>" for n in notes)
         + regional_html(s.get("regional"))

@@ -58,6 +58,9 @@ def render_text(view: RunView) -> str:
         kind = f"{s['gpu_count']} x {s['gpu_type']}" if s["gpu_type"] else f"{s['gpu_count']} GPU"
         gpu = f", GPU hours {s['gpu_hours']:.3f} ({kind})"
     lines.append(f"wall time {human_seconds(s['wall_seconds'])}{gpu}")
+    from burst.obs.overview import overview_lines
+
+    lines += overview_lines(s["overview"])
 
     cost = s["cost_usd"]
     budget = s["budget_usd"]

@@ -261,6 +261,12 @@ class RunView:
             return {"total": cand.expected_cost_usd}
         return {}
 
+    def overview(self) -> dict[str, Any]:
+        """The first screen: where, why there, law, from what, how it went, cost."""
+        from burst.obs.overview import overview
+
+        return overview(self)
+
     def regional_summary(self) -> dict[str, Any] | None:
         r = self.regional
         if r is None:
@@ -347,6 +353,7 @@ class RunView:
             "terraform_state": self.report.terraform_state if self.report else None,
             "failure": self._failure(),
             "regional": self.regional_summary(),
+            "overview": self.overview(),
             "timeline_source": self.timeline_source,
             "events": [
                 {"kind": e.kind, "at": e.at, "step": e.step, "detail": e.detail}
