@@ -14,7 +14,9 @@ STAMP := $(VENV)/.installed
 # TEST_WORKERS=0 runs them in this process. A file's tests that share a module-scoped fixture stay on one worker
 # (tests/conftest.py groups them for --dist loadgroup).
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
-PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+# make test-fast: one worker per core (its tests are short and busy the CPU).
+FAST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -q --dist loadgroup
 # Compiled bytecode is cached (__pycache__, ignored by git): every test worker and every step
 # process the tests start would otherwise compile burst from source again.
 unexport PYTHONDONTWRITEBYTECODE
@@ -45,13 +47,13 @@ system-deps:
 test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
-	$(PYTEST) --durations=25 || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
+	$(PYTEST) -n $(TEST_WORKERS) --durations=25 || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
 	@$(ELAPSED)
 
 # Everything but the end-to-end tier: what to run while editing.
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
-	$(PYTEST) -m "not e2e" || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
+	$(PYTEST) -n $(FAST_WORKERS) -m "not e2e" || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
 	@$(ELAPSED)
 
 lint: $(STAMP)

@@ -63,7 +63,7 @@ def test_unknown_price_fails_closed_in_one_line(burst_cli: Cli, tmp_path: Path) 
     assert "--catalog FILE" in lines[0]
 
 
-@pytest.mark.parametrize("command", ["run", "plan"])
+@pytest.mark.parametrize("command", ["run", "plan", "resume"])
 def test_every_pricing_command_takes_catalog(burst_cli: Cli, command: str) -> None:
     proc = burst_cli([command, "--help"])
     assert proc.returncode == 0 and "--catalog FILE" in proc.stdout

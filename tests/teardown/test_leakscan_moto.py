@@ -17,6 +17,8 @@ from moto import mock_aws
 from burst.infra.leakscan import DELETE_ORDER, AwsInventory
 from burst.infra.reaper import reap
 
+pytestmark = pytest.mark.e2e  # AWS emulated in process, 4-20 s a test: not in make test-fast
+
 REGION = "me-central-1"
 PAST = "2026-01-01T00:00:00Z"
 FUTURE = "2099-01-01T00:00:00Z"

@@ -58,6 +58,7 @@ def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+@pytest.mark.e2e  # a moto server process and a real teardown: not in make test-fast
 def test_tagged_leftover_is_a_loud_exit_4(
     moto_endpoint: str, runs_root: Path, quickstart_in: Path
 ) -> None:

@@ -108,7 +108,8 @@ def command(
         for d in record["decisions"]:
             v = d["verdict"]
             table.add_row(d["region"], d["provider"], f"[{colour[v]}]{v}[/]", first_reason(d))
-        Console(width=max(100, Console().width)).print(table)
+        console = Console()  # outside a terminal (CI logs, pipes): no wrap at 80 columns
+        Console(width=max(100, console.width) if console.is_terminal else 200).print(table)
         # a sign-off about a review reason that is bound to something else: say which and why
         notes = dict.fromkeys(
             f"{d['provider']}/{d['region']}: {r['message']}"

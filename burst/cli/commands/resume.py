@@ -15,8 +15,23 @@ import click
     type=click.Path(file_okay=False, path_type=Path),
     help="Where run directories are (default $BURST_RUNS_ROOT or ./runs).",
 )
+@click.option(
+    "--catalog",
+    "catalogs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Catalog file overriding the defaults, as `burst run --catalog` (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report on stdout (as burst run).")
 @click.pass_context
-def command(ctx: click.Context, run_id: str, runs_root: Path | None) -> None:
+def command(
+    ctx: click.Context,
+    run_id: str,
+    runs_root: Path | None,
+    catalogs: tuple[Path, ...],
+    as_json: bool,
+) -> None:
     """Resume run RUN with the spec it started with (runs/RUN/spec.yaml).
 
     The same as `burst run runs/RUN/spec.yaml --run-id RUN --runs-root ROOT`: provision
@@ -40,4 +55,11 @@ def command(ctx: click.Context, run_id: str, runs_root: Path | None) -> None:
         )
     if rid in live_run_ids():
         raise LeaseHeld(f"run {rid} is live: a process of it still runs on this machine")
-    ctx.invoke(run_command, spec=paths.spec, run_id=rid, runs_root=paths.root)
+    ctx.invoke(
+        run_command,
+        spec=paths.spec,
+        run_id=rid,
+        runs_root=paths.root,
+        catalogs=catalogs,
+        as_json=as_json,
+    )
