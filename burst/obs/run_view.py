@@ -123,6 +123,8 @@ class RunView:
 
     @property
     def train_seconds(self) -> float:
+        if self.regional is not None:  # each region's worker trains on GPUs of its own
+            return sum(s.seconds for s in self.steps if s.name.endswith(".worker"))
         return sum(s.seconds for s in self.steps if s.name == "train")
 
     @property
