@@ -189,3 +189,73 @@ def test_kills_past_the_restart_count_fail_the_run_cleanly(
     assert r["resources_remaining"] == 0
     doc = _docs(paths, "provision")
     assert doc["recovery"]["restarts"] == 1 and doc["recovery"]["may_restart"] is False
+
+
+def _pids_of_run(run_id: str) -> dict[str, list[int]]:
+    """This run's train processes: ``step`` (the step's main process, a child of this
+    runner), ``rank1`` (the rank with RANK=1)."""
+    found: dict[str, list[int]] = {"step": [], "rank1": []}
+    for pid in _train_pids(run_id):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(") ", 1)[1].split()[1]) == os.getpid():
+            found["step"].append(pid)
+        elif b"RANK=1" in environ and b"LOCAL_RANK=1" in environ:
+            found["rank1"].append(pid)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("target", "codes"),
+    [
+        ("step", [137, 0]),  # the step (torchrun's parent) killed: restarted, bounded
+        ("rank1", [75, 0]),  # a rank killed: the step exits 75, retried in place
+    ],
+)
+def test_a_kill_in_a_two_rank_train_step_ends_succeeded(
+    runs_root: Path, spec: Path, tmp_path: Path, target: str, codes: list[int]
+) -> None:
+    """Two ranks under torchrun; rank 0's checkpoint writer is held before it commits the
+    fourth checkpoint (step 20; step 10 is the last full one committed), then the test
+    SIGKILLs the train step's main process or rank 1. The run ends succeeded, resuming from
+    step 10; nothing of the killed attempt outlives it (the local pod ends like a
+    container)."""
+    doc = yaml.safe_load(spec.read_text())
+    doc["training"]["processes_per_node"] = 2
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+    where = tmp_path / "pause"
+    where.mkdir()
+    env = {
+        "BURST_CHECKPOINT_FAULT": "before-global:4",
+        "BURST_CHECKPOINT_FAULT_RANK": "0",
+        "BURST_CHECKPOINT_FAULT_ACTION": f"pause:{where}",
+        "BURST_CHECKPOINT_FAULT_ONCE": str(where / "fired"),
+    }
+    run_id = f"wf-ranks-{target}"
+    kills: list[int] = []
+    done = threading.Event()
+
+    def kill() -> None:
+        deadline = time.monotonic() + 540
+        while not kills and time.monotonic() < deadline and not done.wait(0.05):
+            if (where / "paused").exists() and (pids := _pids_of_run(run_id)[target]):
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                kills.extend(pids)
+
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    paths = run_paths(run_id, runs_root)
+    try:
+        r = LocalRunner(paths, spec, RunOptions(env=env)).run()
+    finally:
+        done.set()
+    assert kills, "the train step's processes were not found"
+    assert r["status"] == "succeeded", r["failure"]
+    train = {s["name"]: s for s in r["steps"]}["train"]
+    assert [a["exit_code"] for a in train["attempt_details"]] == codes
+    assert _docs(paths, "train")["resumed_from"] == 10
+    assert r["resources_remaining"] == 0
