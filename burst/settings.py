@@ -99,7 +99,7 @@ def _choice(*allowed: str) -> Callable[[str, str], str]:
     def parse(name: str, raw: str) -> str:
         value = raw.strip()
         if value not in allowed:
-            raise BadInputError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+            raise BadInputError(f"{name}={short(value)} is not one of {', '.join(allowed)}")
         return value
 
     return parse
@@ -428,9 +428,10 @@ class Settings:
         "the local runner's directory of this pod: a fault point that loses the node marks "
         "it there", shown="none", audience=INTERNAL,
     )  # fmt: skip
-    candidate_index = Var(
-        "BURST_CANDIDATE_INDEX", _count, 0,
-        "the requeue's placement: skip the first N allowed candidates", shown="`0`",
+    recovery_event = Var(
+        "BURST_RECOVERY_EVENT", _choice("start", "requeue", "restart"), "start",
+        "what a placement starts on (burst.recovery): the run's first, a requeue after "
+        "losses, a restart after a kill", shown="`start`",
         audience=INTERNAL,
     )  # fmt: skip
     gang = Var(

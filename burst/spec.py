@@ -213,6 +213,47 @@ class ModelInfo(Strict):
     )
 
 
+class RecoveryStrategyName(StrEnum):
+    failover = "failover"
+    eager_next_region = "eager_next_region"
+
+
+class Recovery(Strict):
+    """How a run recovers from lost capacity, lost nodes and killed train processes
+    (``burst.recovery``; docs/preemption.md "Recovery")."""
+
+    strategy: RecoveryStrategyName = Field(
+        default=RecoveryStrategyName.failover,
+        description="failover: retry train in its placement preemptions_per_region times, "
+        "then requeue; eager_next_region: requeue at the first loss. A requeue goes to the "
+        "plan's next candidate after the one train ran in, another region first.",
+    )
+    preemptions_per_region: Int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="failover: train retries in one placement after a preemption, a lost "
+        "node or a checkpoint store down, before it is requeued (eager_next_region: 0).",
+    )
+    max_placements: Int = Field(
+        default=3, ge=1, le=64, description="How many of the plan's candidates train may run in."
+    )
+    on_demand_after: Int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000,
+        description="After this many spot nodes lost, requeue on-demand candidates first.",
+    )
+    max_restarts_on_kill: Int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="Train killed by a signal (exit 137: the OOM killer, a kubelet after the "
+        "grace period, an operator) restarts in its placement from the last committed "
+        "checkpoint at most this many times per run; then the run fails (0: at once).",
+    )
+
+
 class Compute(Strict):
     gpu_type: str = Field(min_length=1, description="GPU type from the catalog (e.g. rubin, h100).")
     gpu_count: Int = Field(ge=1, le=4096, description="GPUs in all.")
@@ -232,6 +273,10 @@ class Compute(Strict):
         ge=1e-4,
         le=1e5,
         description="Override the catalog's mean time between preemptions.",
+    )
+    recovery: Recovery = Field(
+        default_factory=Recovery,
+        description="Recovery after lost capacity, preemption, node loss or a killed train.",
     )
 
     @field_validator("regions", "providers")

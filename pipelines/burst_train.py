@@ -2,8 +2,10 @@
 
     main:  preflight -> plan -> verify-image -> place(candidate 0)   (nodes == 1)
                                              or place-gang           (nodes > 1)
-    place: provision -> train (retried on preemption) -> requeue in the next candidate
-           (place(candidate+1)) when train was still preempted, else propagate its failure
+    place: provision -> train (retried on preemption) -> requeue elsewhere
+           (place(previous, requeue)) when train was still lost, restart in the same
+           placement (place(previous, restart)) when it was killed, else propagate its
+           failure: the run's recovery strategy decides (burst/recovery.py)
     place-gang: provision -> train as a gang-scheduled Volcano Job (pipelines/gang.py)
     onExit exit-handler: teardown, found from the run id alone ({{workflow.name}})
 
@@ -31,6 +33,7 @@ from hera.workflows import (
 )
 from hera.workflows import models as m
 
+from burst import recovery
 from pipelines import gang
 from pipelines.common import (
     EXECUTOR_ROLE,
@@ -39,7 +42,6 @@ from pipelines.common import (
     OUTPUTS_DIR,
     PART_OF,
     RESTRICTED_CONTAINER,
-    RETRY_ON_PREEMPTION,
     RUN_SERVICE_ACCOUNT,
     RUNS_MOUNT,
     RUNS_VOLUME,
@@ -236,12 +238,8 @@ def build() -> WorkflowTemplate:
             Parameter(
                 name="preemptions-per-region",
                 value="3",
-                description="train retries in one region before requeueing elsewhere",
-            ),
-            Parameter(
-                name="max-placements",
-                value="3",
-                description="how many of the plan's candidates train may be placed in",
+                description="train retries in one placement before it is requeued (the "
+                "spec's compute.recovery: burst submit passes it)",
             ),
             Parameter(
                 name="nodes",
@@ -304,12 +302,10 @@ def build() -> WorkflowTemplate:
         verify = _step_container("verify-image", output="image")
         provision = _step_container(
             "provision",
-            inputs=("plan", "decision"),
+            inputs=("plan", "decision", "previous"),
             output="infra",
-            extra_env=(
-                Env(name="BURST_CANDIDATE_INDEX", value="{{inputs.parameters.candidate-index}}"),
-            ),
-            extra_inputs=("candidate-index",),
+            extra_env=(Env(name="BURST_RECOVERY_EVENT", value="{{inputs.parameters.event}}"),),
+            extra_inputs=("event",),
             site_vars=True,
         )
         train = _step_container(
@@ -337,7 +333,7 @@ def build() -> WorkflowTemplate:
             retry_strategy=RetryStrategy(
                 limit="{{workflow.parameters.preemptions-per-region}}",
                 retry_policy="Always",
-                expression=RETRY_ON_PREEMPTION,
+                expression=recovery.RETRY_IN_PLACE,
                 backoff=BACKOFF,
             ),
             # the node group provision made: its selector and taints come from its outputs
@@ -383,24 +379,22 @@ def build() -> WorkflowTemplate:
             manifest=RUN_ROLE_BINDING_MANIFEST,
         )
 
-        next_index = "{{=asInt(inputs.parameters['candidate-index']) + 1}}"
-        # A lost node ("pod deleted"), or a pod that never started, leaves train without an
-        # exit code or outputs, and a missing variable requeues a step forever from Argo
-        # v3.7.11 / v4.0.2 (steps.go, resolveReferences). So: its status, and its exit code
-        # only through get(...) ?? default, which never names a missing variable.
-        code = "(get(steps.train, 'exitCode') ?? '')"
-        lost_or_preempted = f"(steps.train.status == 'Error' || {code} == '75')"
-        can_requeue = (
-            "asInt(inputs.parameters['candidate-index']) + 1 "
-            "< asInt(workflow.parameters['max-placements'])"
-        )
-        not_done = "steps.train.status != 'Succeeded'"
+        # The recovery decisions (burst/recovery.py): train's status, its exit code only
+        # through get(...) ?? '' (a lost node leaves none), and what provision's recovery
+        # record allows. Each later placement gets the one before's provision document.
+        code = recovery.exit_code_expression()
+        after = {
+            "decision": "{{inputs.parameters.decision}}",
+            "plan": "{{inputs.parameters.plan}}",
+            "previous": "{{steps.provision.outputs.parameters.infra}}",
+        }
         with Steps(
             name="place",
             inputs=[
                 Parameter(name="decision"),
                 Parameter(name="plan"),
-                Parameter(name="candidate-index"),
+                Parameter(name="previous"),
+                Parameter(name="event"),
             ],
         ) as place:
             Step(
@@ -409,7 +403,8 @@ def build() -> WorkflowTemplate:
                 arguments={
                     "plan": "{{inputs.parameters.plan}}",
                     "decision": "{{inputs.parameters.decision}}",
-                    "candidate-index": "{{inputs.parameters.candidate-index}}",
+                    "previous": "{{inputs.parameters.previous}}",
+                    "event": "{{inputs.parameters.event}}",
                 },
             )
             with Parallel():
@@ -428,17 +423,19 @@ def build() -> WorkflowTemplate:
             Step(
                 name="requeue",
                 template="place",
-                when=f"{{{{={not_done} && {lost_or_preempted} && {can_requeue}}}}}",
-                arguments={
-                    "decision": "{{inputs.parameters.decision}}",
-                    "plan": "{{inputs.parameters.plan}}",
-                    "candidate-index": next_index,
-                },
+                when=f"{{{{={recovery.requeue_when()}}}}}",
+                arguments={**after, "event": recovery.REQUEUE},
+            )
+            Step(
+                name="restart",
+                template="place",
+                when=f"{{{{={recovery.restart_when()}}}}}",
+                arguments={**after, "event": recovery.RESTART},
             )
             Step(
                 name="give-up",
                 template=give_up,
-                when=f"{{{{={not_done} && !({lost_or_preempted} && {can_requeue})}}}}",
+                when=f"{{{{={recovery.give_up_when()}}}}}",
                 arguments={
                     "train-status": "{{steps.train.status}}",
                     "exit-code": f"{{{{={code}}}}}",
@@ -464,7 +461,8 @@ def build() -> WorkflowTemplate:
                 arguments={
                     "plan": "{{inputs.parameters.plan}}",
                     "decision": "{{inputs.parameters.decision}}",
-                    "candidate-index": "0",
+                    "previous": "{}",
+                    "event": recovery.START,
                 },
             )
             # the gang's pods run as the run's account too: nothing else creates it
@@ -495,7 +493,8 @@ def build() -> WorkflowTemplate:
                     arguments={
                         "decision": "{{steps.preflight.outputs.parameters.decision}}",
                         "plan": "{{steps.plan.outputs.parameters.plan}}",
-                        "candidate-index": "0",
+                        "previous": "{}",
+                        "event": recovery.START,
                     },
                 )
                 Step(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from burst.recovery import RETRY_IN_PLACE
+
 #: Placeholder digest: a real install passes its own pinned images as parameters.
 _DIGEST: Final = "sha256:" + "0" * 64
 STEPS_IMAGE: Final = f"ghcr.io/burst-train/burst-steps@{_DIGEST}"
@@ -65,16 +67,9 @@ RUN_AS_USER: Final = 1000
 STEP_REQUESTS: Final = {"cpu": "250m", "memory": "512Mi"}
 HELPER_REQUESTS: Final = {"cpu": "50m", "memory": "64Mi"}
 
-#: Preemption (exit 75), an infrastructure failure of the step (exit 4: the checkpoint store
-#: stayed down past the train step's retry budget; the next attempt resumes from what it
-#: holds) or node loss (exit -1 "pod deleted" / "imminent node shutdown").
-#: Argo gives lastRetry.exitCode "-1" when the pod left none (operator.go,
-#: buildRetryStrategyLocalScope), so this expression is safe after node loss.
-RETRY_ON_PREEMPTION: Final = (
-    "lastRetry.exitCode == '75' || lastRetry.exitCode == '4' || (lastRetry.exitCode == '-1' && "
-    "(lastRetry.message contains 'pod deleted' || "
-    "lastRetry.message contains 'imminent node shutdown'))"
-)
+#: Retried in place: preemption (75), the checkpoint store down (4), node loss (-1 "pod
+#: deleted"): written once with the recovery strategies (burst/recovery.py).
+RETRY_ON_PREEMPTION: Final = RETRY_IN_PLACE
 
 PART_OF: Final = {"app.kubernetes.io/part-of": "burst"}
 

@@ -50,17 +50,18 @@ def run(ctx: StepContext) -> DecisionRecord:
 def every_region_allowed(ctx: StepContext, record: DecisionRecord) -> None:
     """A regional-sync run needs each of its regions: refuse (exit 3, the record written)
     naming the first one the record does not allow for this spec."""
+    from burst.documents.plan import Candidate
     from burst.infra.provision import gate_candidates
     from burst.regional.runtime import regional
 
     job = ctx.spec
     provider = job.compute.providers[0] if job.compute.providers else "aws"
-    wanted = [{"provider": provider, "region": r} for r in regional(job).regions or []]
+    wanted = [Candidate(provider=provider, region=r) for r in regional(job).regions or []]
     _, refused = gate_candidates(record, job, wanted)
     if refused:
         first = refused[0]
         refusal = PolicyRefusal(
-            f"region {first['region']} is not allowed for this spec: {first['reason']} "
+            f"region {first.region} is not allowed for this spec: {first.reason} "
             "(the decision record lists every reason); nothing was provisioned"
         )
         refusal.doc = record  # type: ignore[attr-defined]  # stepio writes it

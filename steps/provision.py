@@ -8,48 +8,43 @@ Fault injection: ``BURST_FAIL_AT=provision`` fails before anything is applied;
 ``provision:midway`` fails at apply time after part of the stack exists (teardown destroys
 it); ``BURST_SIMULATE_NO_CAPACITY=region,...`` makes those regions report no capacity.
 
-Requeue: the pipeline places train again in the plan's next candidate after too many
-preemptions in one region; ``BURST_CANDIDATE_INDEX=N`` (the placement) skips the first N
-allowed candidates, and what an earlier placement left in another region is destroyed first.
+Recovery (``burst.recovery``, spec ``compute.recovery``): the pipeline places train again
+after it was lost (``BURST_RECOVERY_EVENT=requeue``) or killed (``restart``), giving the
+previous placement's document as ``--input previous=...``; the run's strategy orders the
+candidates, and this document's ``recovery`` section says what the next loss may do. What an
+earlier placement left in another region is destroyed first.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
 
-from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument, produce
-from burst.errors import BurstError, CapacityError
+from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument
+from burst.documents.provision import DecisionHashes, ProvisionAttempt
+from burst.errors import BurstError, InfraError
 from burst.infra.provision import gate_candidates, provision
 from burst.obs.metrics import RunMetrics, exported
+from burst.recovery import strategy_for
 from burst.settings import current
 from burst.stepio import StepContext, main
 
 OUTCOMES = {"ok": "ok", "capacity": "no_capacity", "error": "error", "injected": "error"}
 
 
-def _record(metrics: RunMetrics, attempts: list[dict[str, Any]]) -> None:
+def _record(metrics: RunMetrics, attempts: list[ProvisionAttempt]) -> None:
     for a in attempts:
-        metrics.record_provision_attempt(a["region"], OUTCOMES[a["result"]])
-
-
-def candidate_index() -> int:
-    return current().candidate_index
+        metrics.record_provision_attempt(a.region, OUTCOMES[a.result])
 
 
 def run(ctx: StepContext) -> ProvisionDocument:
     plan = ctx.input("plan", PlanDocument)
     decision = ctx.optional_input("decision", DecisionRecord)
-    candidates = [c.model_dump(mode="json", exclude_unset=True) for c in plan.candidates]
-    allowed, refused = gate_candidates(decision, ctx.spec, candidates)
-    index = candidate_index()
-    if index:
-        if index >= len(allowed):
-            raise CapacityError(
-                f"requeue: no candidate left after {index} placement(s) "
-                f"({len(allowed)} allowed candidate(s) in the plan)"
-            )
-        allowed = allowed[index:]
+    previous = ctx.optional_input("previous", ProvisionDocument)
+    allowed, refused = gate_candidates(decision, ctx.spec, plan.candidates)
+    strategy = strategy_for(ctx.spec)
+    placement = strategy.place(
+        allowed, previous.recovery if previous else None, current().recovery_event
+    )
     ctx.fail_point("before")
     with exported(RunMetrics.for_job(ctx.run_id, ctx.spec), ctx.paths.dir, "provision") as m:
         try:
@@ -57,22 +52,31 @@ def run(ctx: StepContext) -> ProvisionDocument:
                 ctx.spec,
                 ctx.run_id,
                 ctx.paths.terraform,
-                allowed,
+                placement.candidates,
+                policy=strategy,
             )
         except BurstError as exc:
             failed = getattr(exc, "doc", None)
-            if isinstance(failed, dict):
-                _record(m, failed.get("attempts", []))
-                failed["refused"] = refused
+            if isinstance(failed, ProvisionDocument):
+                _record(m, failed.attempts)
+                exc.doc = failed.model_copy(  # type: ignore[attr-defined]
+                    update={"refused": refused, "recovery": placement.record}
+                )
             raise
-        _record(m, doc["attempts"])
-    doc["refused"] = refused
-    doc["placement"] = index
-    doc["decision"] = {
-        "spec_sha256": decision.spec_sha256 if decision else None,
-        "policy_sha256": decision.policy_sha256 if decision else None,
-    }
-    return produce(ProvisionDocument, doc)
+        _record(m, doc.attempts)
+    if doc.candidate is None:  # provision() returns only once a candidate is applied
+        raise InfraError("provision returned no candidate", where=ctx.run_id)
+    return doc.model_copy(
+        update={
+            "refused": refused,
+            "placement": len(placement.record.history),
+            "recovery": strategy.placed(placement, doc.candidate, allowed),
+            "decision": DecisionHashes(
+                spec_sha256=decision.spec_sha256 if decision else None,
+                policy_sha256=decision.policy_sha256 if decision else None,
+            ),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument, produce
+from burst.documents.plan import Candidate
 from burst.errors import BadInputError, InfraError
 from burst.infra.provision import gate_candidates, provision
 from burst.regional.runplan import local_steps_for, run_links
@@ -49,14 +50,14 @@ def run(ctx: StepContext) -> ProvisionDocument:
         )
     provider = job.compute.providers[0] if job.compute.providers else "aws"
     decision = ctx.optional_input("decision", DecisionRecord)
-    allowed, refused = gate_candidates(decision, job, [{"provider": provider, "region": region}])
+    allowed, refused = gate_candidates(decision, job, [Candidate(provider=provider, region=region)])
     plan = ctx.input("plan", PlanDocument)
     local_steps = plan.regional.local_steps if plan.regional else local_steps_for(job)[0]
     local_steps = min(local_steps, job.training.steps)
     ctx.fail_point("before")
     doc = provision(job, ctx.run_id, ctx.paths.terraform, allowed)
-    doc.update(refused=refused, placement=0)
-    uri = doc.get("outputs", {}).get("checkpoint_uri")
+    doc = doc.model_copy(update={"refused": refused, "placement": 0})
+    uri = doc.outputs.get("checkpoint_uri")
     if not isinstance(uri, str) or not uri:
         raise InfraError(f"the {region} stack gave no checkpoint_uri output", where=ctx.run_id)
     site = given_site()

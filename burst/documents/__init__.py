@@ -90,6 +90,7 @@ INPUTS: dict[str, type[StepDocument]] = {
     "decision": DecisionRecord,
     "plan": PlanDocument,
     "infra": ProvisionDocument,
+    "previous": ProvisionDocument,  # provision: the placement a requeue or restart follows
 }
 _ALIASES = {"preflight": "decision-record", "verify-image": "verified-image"}
 

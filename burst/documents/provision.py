@@ -69,6 +69,42 @@ class DecisionHashes(Document):
     policy_sha256: str | None = None
 
 
+class PlacedCandidate(Document):
+    """A candidate train was placed in, and how that placement ended (``ended``: requeue
+    after losses, restart after a kill; absent while it runs)."""
+
+    region: str
+    provider: str
+    capacity: str | None = None
+    ended: Literal["requeue", "restart"] | None = None
+
+
+class RecoveryRecord(Document):
+    """What recovery (``burst.recovery``, spec ``compute.recovery``) did to reach this
+    placement, and what it may do after it: the template's requeue and restart steps read
+    ``may_requeue`` and ``may_restart``."""
+
+    strategy: str
+    event: Literal["start", "requeue", "restart"]
+    candidate: PlacedCandidate | None = Field(
+        default=None, description="Where this placement landed."
+    )
+    history: list[PlacedCandidate] = Field(
+        default_factory=list, description="The run's earlier placements, oldest first."
+    )
+    requeues: int = Field(default=0, ge=0)
+    restarts: int = Field(default=0, ge=0, description="Restarts after a kill, in the run.")
+    spot_losses: int = Field(
+        default=0,
+        ge=0,
+        description="Spot nodes lost before this placement (each requeue from spot counts "
+        "its retries in place + 1).",
+    )
+    retries_in_place: int | None = Field(default=None, ge=0)
+    may_requeue: bool = False
+    may_restart: bool = False
+
+
 class ProvisionDocument(StepDocument):
     """The provision step's document (``status`` failed: written with the error, exit != 0)."""
 
@@ -89,5 +125,8 @@ class ProvisionDocument(StepDocument):
         default_factory=list,
         description="Allowed candidates the selected Terraform stack cannot provision.",
     )
-    placement: int | None = Field(default=None, ge=0)
+    placement: int | None = Field(
+        default=None, ge=0, description="The run's placements before this one."
+    )
+    recovery: RecoveryRecord | None = None
     decision: DecisionHashes | None = None

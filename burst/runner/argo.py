@@ -23,6 +23,7 @@ from typing import Any
 from burst.errors import BadInputError, InfraError
 from burst.infra.remote_errors import check_url
 from burst.inputs import clip
+from burst.recovery import template_parameters
 from burst.settings import current
 from burst.spec import BurstJob, load_spec, node_count
 
@@ -128,6 +129,7 @@ def spec_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
         "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
         "nodes": str(node_count(job)),
         "gpus-per-node": str(job.compute.gpus_per_node),
+        **template_parameters(job),  # the spec's recovery (burst/recovery.py)
     }
 
 

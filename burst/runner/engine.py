@@ -49,7 +49,7 @@ from burst.errors import BadInputError, BurstError
 from burst.runner import expr, fanout
 from burst.runner.features import UnsupportedFeature, check_supported, reachable_templates
 from burst.runner.lint import lint
-from burst.runner.pods import Launcher, Pod, PreparePod, launch_process
+from burst.runner.pods import POD_MARK, Launcher, Pod, PreparePod, end_pod, launch_process
 from burst.runner.tags import UnresolvedTag, substitute, substitute_all
 
 log = logging.getLogger(__name__)
@@ -849,7 +849,7 @@ class WorkflowEngine:
         for e in c.get("env") or []:
             env[e["name"]] = mapped(str(e.get("value", "")))
         env.update(self.options.env)
-        env["BURST_POD_DIR"] = str(pod)  # where a fault point marks its node lost
+        env[POD_MARK] = str(pod)  # where a fault point marks its node lost; end_pod's mark
         timeout = None
         if t.get("activeDeadlineSeconds") is not None:
             timeout = float(substitute(str(t["activeDeadlineSeconds"]), scope, path))
@@ -918,6 +918,7 @@ class WorkflowEngine:
             finally:
                 with self._lock:
                     self._live.discard(proc)
+                end_pod(pod)  # the container ends: nothing of it outlives its main process
         seconds = round(self.now() - started, 3)
         if deadline_hit:
             phase, exit_code, message = FAILED, code, "activeDeadlineSeconds exceeded"
@@ -985,6 +986,7 @@ class WorkflowEngine:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            end_pod(pod.pod_dir)  # every process on the node dies with it
         with self._lock:
             self._skew += lost.after_s
         message = "pod deleted"

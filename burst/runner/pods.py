@@ -11,18 +11,27 @@ directory and log file) into a :class:`Pod`; then two small hooks take over:
   launcher (the pod's image, user and mounts) is another implementation of the same call.
 
 The engine waits for the returned process, stops it (SIGTERM, then SIGKILL) through its
-process group, and reads its exit status as a kubelet would.
+process group, and reads its exit status as a kubelet would. When the pod's main process has
+ended, :func:`end_pod` ends what it left behind, as a container's end does.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
-__all__ = ["Launcher", "Pod", "PreparePod", "launch_process", "replace"]
+__all__ = ["Launcher", "Pod", "PreparePod", "end_pod", "launch_process", "replace"]
+
+log = logging.getLogger(__name__)
+#: Every process of a local pod inherits it (the engine sets it): the pod's "cgroup".
+POD_MARK = "BURST_POD_DIR"
 
 
 @dataclass(frozen=True)
@@ -56,3 +65,28 @@ def launch_process(pod: Pod, log: IO[bytes]) -> subprocess.Popen[bytes]:
         cwd=pod.cwd,
         start_new_session=True,
     )
+
+
+def end_pod(pod_dir: Path, proc_root: Path = Path("/proc")) -> int:
+    """The pod's main process has ended: SIGKILL every process still in the pod, as the
+    container runtime does when a container's main process exits (a process that started a
+    session of its own, such as the background checkpoint writer, is still in the
+    container's cgroup). Locally a pod's processes are those whose environment names its
+    directory (``BURST_POD_DIR``). Returns how many were killed; without ``/proc``, none."""
+    mark = f"{POD_MARK}={pod_dir}".encode()
+    killed = 0
+    with contextlib.suppress(OSError):
+        for entry in proc_root.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:  # gone, or another user's
+                continue
+            if mark in environ.split(b"\0"):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    killed += 1
+    if killed:
+        log.info("pod %s ended: %d process(es) left in it killed", pod_dir.name, killed)
+    return killed

@@ -229,8 +229,10 @@ def test_status_against_a_silent_argo_server_fails_in_one_line_and_does_not_hang
         ("BURST_SYNC_WAIT_S", "inf"),
         ("BURST_LEASE_TTL_S", "inf"),
         ("BURST_DIST_TIMEOUT_S", "Infinity"),
-        ("BURST_CANDIDATE_INDEX", "9" * 5000),  # int() refused it with a ValueError before
-        ("BURST_CANDIDATE_INDEX", "\u0663"),  # an Arabic-Indic digit is not a number here
+        # (BURST_CANDIDATE_INDEX, where these two were found, became BURST_RECOVERY_EVENT)
+        ("BURST_NPROC_PER_NODE", "9" * 5000),  # int() refused it with a ValueError before
+        ("BURST_NPROC_PER_NODE", "\u0663"),  # an Arabic-Indic digit is not a number here
+        ("BURST_RECOVERY_EVENT", "9" * 5000),
     ],
 )
 def test_settings_refuse_infinite_and_huge_values(name: str, raw: str) -> None:

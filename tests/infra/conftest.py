@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from burst.documents.plan import Candidate
 from burst.spec import BurstJob, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,5 +32,5 @@ def decision(job: BurstJob) -> dict[str, Any]:
 
 
 @pytest.fixture
-def candidates() -> list[dict[str, Any]]:
-    return [{"region": r, "provider": "aws", "capacity": "spot"} for r in REGIONS]
+def candidates() -> list[Candidate]:
+    return [Candidate(region=r, provider="aws", capacity="spot") for r in REGIONS]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from burst.documents.plan import Candidate
 from burst.errors import BadInputError
 from burst.infra.provision import Provisioner, provision
 from burst.infra.teardown import destroy_run
@@ -163,16 +164,16 @@ def test_a_stack_never_applies_another_providers_candidate(job: BurstJob, tmp_pa
     prov = Provisioner(job, "r1", tmp_path / "r1", env=env)
     keep, refused = prov.runnable(
         [
-            {"provider": "gcp", "region": "asia-southeast1"},
-            {"provider": "aws", "region": "me-central-1"},
-            {"provider": "oci", "region": "me-dubai-1"},
+            Candidate(provider="gcp", region="asia-southeast1"),
+            Candidate(provider="aws", region="me-central-1"),
+            Candidate(provider="oci", region="me-dubai-1"),
         ]
     )
-    assert keep == [{"provider": "aws", "region": "me-central-1"}]
-    assert [r["provider"] for r in refused] == ["gcp", "oci"]
-    assert "needs BURST_TF_STACK=gcp or cloud" in refused[0]["reason"]
+    assert keep == [Candidate(provider="aws", region="me-central-1")]
+    assert [r.provider for r in refused] == ["gcp", "oci"]
+    assert "needs BURST_TF_STACK=gcp or cloud" in refused[0].reason
     with pytest.raises(BadInputError, match="no candidate of the plan can be provisioned"):
-        prov.run([{"provider": "gcp", "region": "asia-southeast1", "capacity": "spot"}])
+        prov.run([Candidate(provider="gcp", region="asia-southeast1", capacity="spot")])
     assert not (tmp_path / "r1").exists()  # nothing prepared, nothing applied
 
 
@@ -197,13 +198,13 @@ def test_failover_crosses_providers_on_the_local_stack(job: BurstJob, tmp_path: 
     """GCP has no capacity (in GCP's words), then Azure has none (in Azure's), Nebius gets
     the run: each failed attempt is destroyed, the outputs are shaped as Nebius's stack."""
     candidates = [
-        {"provider": "gcp", "region": "asia-southeast1", "capacity": "spot"},
-        {"provider": "azure", "region": "uaenorth", "capacity": "spot"},
-        {"provider": "nebius", "region": "eu-north1", "capacity": "spot"},
+        Candidate(provider="gcp", region="asia-southeast1", capacity="spot"),
+        Candidate(provider="azure", region="uaenorth", capacity="spot"),
+        Candidate(provider="nebius", region="eu-north1", capacity="spot"),
     ]
     workdir = tmp_path / "xp" / "terraform"
     env = {"BURST_SIMULATE_NO_CAPACITY": "asia-southeast1,uaenorth"}
-    doc = provision(job, "xp", workdir, candidates, env=env)
+    doc = provision(job, "xp", workdir, candidates, env=env).to_json()
     assert doc["status"] == "provisioned"
     got = [(a["provider"], a["result"]) for a in doc["attempts"]]
     assert got == [("gcp", "capacity"), ("azure", "capacity"), ("nebius", "ok")]
@@ -218,7 +219,7 @@ def test_failover_crosses_providers_on_the_local_stack(job: BurstJob, tmp_path: 
 
     # the same run on Azure: its VMs join the home cluster as hybrid nodes (the run's taint,
     # whatever the capacity) and its pods get Azure's pod identity annotation
-    az = provision(job, "az", tmp_path / "az" / "terraform", candidates[1:2], env={})
+    az = provision(job, "az", tmp_path / "az" / "terraform", candidates[1:2], env={}).to_json()
     tol = {(t["key"], t["value"]) for t in az["outputs"]["tolerations"]}
     assert tol == {("nvidia.com/gpu", "present"), ("burst/run-id", "az")}
     assert az["outputs"]["node_selector"]["eks.amazonaws.com/compute-type"] == "hybrid"

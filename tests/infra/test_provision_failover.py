@@ -8,12 +8,20 @@ from typing import Any
 
 import pytest
 
+from burst.documents.plan import Candidate
 from burst.errors import CapacityError, InfraError, InjectedFailure
-from burst.infra.provision import RECORD_FILE, FailoverPolicy, provision
+from burst.infra import provision as provisioning
+from burst.infra.provision import RECORD_FILE
 from burst.infra.teardown import destroy_run
+from burst.recovery import strategy_for
 from burst.spec import BurstJob
 
 pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
+
+
+def provision(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The provision document as JSON (what the step writes)."""
+    return provisioning.provision(*args, **kwargs).to_json()
 
 
 def state_resources(workdir: Path) -> list[dict[str, Any]]:
@@ -33,7 +41,7 @@ def state_resources(workdir: Path) -> list[dict[str, Any]]:
 
 
 def test_capacity_errors_in_first_two_fail_over_to_third(
-    job: BurstJob, candidates: list[dict[str, Any]], tmp_path: Path
+    job: BurstJob, candidates: list[Candidate], tmp_path: Path
 ) -> None:
     workdir = tmp_path / "run-a" / "terraform"
     env = {"BURST_SIMULATE_NO_CAPACITY": "ap-southeast-1,ap-southeast-3"}
@@ -66,7 +74,7 @@ def test_capacity_errors_in_first_two_fail_over_to_third(
 
 
 def test_second_provision_for_the_same_run_changes_nothing(
-    job: BurstJob, candidates: list[dict[str, Any]], tmp_path: Path
+    job: BurstJob, candidates: list[Candidate], tmp_path: Path
 ) -> None:
     workdir = tmp_path / "run-b" / "terraform"
     env = {"BURST_SIMULATE_NO_CAPACITY": "ap-southeast-1"}
@@ -85,14 +93,14 @@ def test_second_provision_for_the_same_run_changes_nothing(
 
 
 def test_no_capacity_anywhere_is_capacity_error_and_leaves_nothing(
-    job: BurstJob, candidates: list[dict[str, Any]], tmp_path: Path
+    job: BurstJob, candidates: list[Candidate], tmp_path: Path
 ) -> None:
     workdir = tmp_path / "run-c" / "terraform"
-    env = {"BURST_SIMULATE_NO_CAPACITY": ",".join(c["region"] for c in candidates)}
+    env = {"BURST_SIMULATE_NO_CAPACITY": ",".join(c.region for c in candidates)}
     with pytest.raises(CapacityError) as info:
         provision(job, "run-c", workdir, candidates, env=env)
     assert info.value.exit_code == 4
-    doc = info.value.doc  # type: ignore[attr-defined]
+    doc = info.value.doc.to_json()  # type: ignore[attr-defined]
     assert doc["status"] == "failed"
     assert [a["result"] for a in doc["attempts"]] == ["capacity"] * 3
     assert state_resources(workdir) == []
@@ -100,25 +108,25 @@ def test_no_capacity_anywhere_is_capacity_error_and_leaves_nothing(
 
 
 def test_non_capacity_error_stops_without_failing_over(
-    job: BurstJob, candidates: list[dict[str, Any]], tmp_path: Path
+    job: BurstJob, candidates: list[Candidate], tmp_path: Path
 ) -> None:
     """A run id the module's validation rejects is a plain error: no second candidate."""
     workdir = tmp_path / "bad" / "terraform"
     with pytest.raises(InfraError) as info:
         provision(job, "Bad_Run", workdir, candidates)
     assert not isinstance(info.value, CapacityError)
-    doc = info.value.doc  # type: ignore[attr-defined]
+    doc = info.value.doc.to_json()  # type: ignore[attr-defined]
     assert [a["result"] for a in doc["attempts"]] == ["error"]
     assert "run_id must be lowercase" in doc["attempts"][0]["error"]
 
 
 def test_midway_failure_leaves_partial_state_that_teardown_destroys(
-    job: BurstJob, candidates: list[dict[str, Any]], tmp_path: Path
+    job: BurstJob, candidates: list[Candidate], tmp_path: Path
 ) -> None:
     workdir = tmp_path / "run-d" / "terraform"
     with pytest.raises(InjectedFailure) as info:
         provision(job, "run-d", workdir, candidates, fail_midway=True)
-    doc = info.value.doc  # type: ignore[attr-defined]
+    doc = info.value.doc.to_json()  # type: ignore[attr-defined]
     assert [a["result"] for a in doc["attempts"]] == ["injected"]
     partial = {r["address"].rsplit(".", 1)[-1] for r in state_resources(workdir)}
     assert partial == {"vpn", "node_group"}  # created before the failure, no nodes
@@ -127,7 +135,7 @@ def test_midway_failure_leaves_partial_state_that_teardown_destroys(
 
 
 def test_leftover_state_in_another_region_is_destroyed_first(
-    job: BurstJob, candidates: list[dict[str, Any]], tmp_path: Path
+    job: BurstJob, candidates: list[Candidate], tmp_path: Path
 ) -> None:
     workdir = tmp_path / "run-e" / "terraform"
     with pytest.raises(InjectedFailure):
@@ -140,33 +148,33 @@ def test_leftover_state_in_another_region_is_destroyed_first(
 
 
 def test_failover_policy_caps_attempts(
-    job: BurstJob, candidates: list[dict[str, Any]], tmp_path: Path
+    job: BurstJob, candidates: list[Candidate], tmp_path: Path
 ) -> None:
     workdir = tmp_path / "run-f" / "terraform"
     env = {"BURST_SIMULATE_NO_CAPACITY": "ap-southeast-1,ap-southeast-3"}
     with pytest.raises(CapacityError):
-        provision(job, "run-f", workdir, candidates, env=env, policy=FailoverPolicy(max_attempts=2))
+        provision(
+            job, "run-f", workdir, candidates, env=env, policy=strategy_for(job, max_attempts=2)
+        )
     assert state_resources(workdir) == []
 
 
 def test_bad_plan_is_one_line_bad_input(job: BurstJob, tmp_path: Path) -> None:
+    from burst.documents import PlanDocument, parse_document
     from burst.errors import BadInputError
 
+    # a bad candidate is refused where the plan document is read (the JSON boundary)
     with pytest.raises(BadInputError, match=r"candidates\[1\]\.region"):
-        provision(
-            job,
-            "run-g",
-            tmp_path / "t",
-            [{"region": "ap-southeast-1", "provider": "aws"}, {"provider": "aws"}],
+        parse_document(
+            PlanDocument,
+            {"candidates": [{"region": "ap-southeast-1", "provider": "aws"}, {"provider": "aws"}]},
         )
     with pytest.raises(InfraError, match="plan is empty"):
         provision(job, "run-g", tmp_path / "t", [])
     assert not (tmp_path / "t" / "terraform.tfstate").exists()
 
 
-def test_apply_timeout_setting(
-    job: BurstJob, candidates: list[dict[str, Any]], tmp_path: Path
-) -> None:
+def test_apply_timeout_setting(job: BurstJob, candidates: list[Candidate], tmp_path: Path) -> None:
     from burst.errors import BadInputError
     from burst.infra.provision import DEFAULT_TIMEOUT_S, apply_timeout
 
@@ -191,7 +199,7 @@ def test_a_candidate_without_capacity_takes_the_specs_first_kind(
 
     assert isinstance(job.compute.capacity, str)  # what made .value an AttributeError
     workdir = tmp_path / "run-nc" / "terraform"
-    doc = provision(job, "run-nc", workdir, [{"region": "me-central-1", "provider": "aws"}])
+    doc = provision(job, "run-nc", workdir, [Candidate(region="me-central-1", provider="aws")])
     assert doc["status"] == "provisioned"
     expected = default_capacity(job.compute.capacity)
     assert doc["attempts"][0]["capacity"] == expected == "spot"

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from burst.documents.plan import Candidate
 from burst.infra.terraform import count_state_resources
 from burst.spec import BurstJob
 
@@ -49,12 +50,12 @@ def _step(
     return proc.returncode, json.loads(out.read_text()) if out.exists() else None, proc.stderr
 
 
-def _plan(candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"candidates": candidates}
+def _plan(candidates: list[Candidate]) -> dict[str, Any]:
+    return {"candidates": [c.to_json() for c in candidates]}
 
 
 def test_refuses_without_a_decision_record(
-    runs_root: Path, quickstart_in: Path, candidates: list[dict[str, Any]]
+    runs_root: Path, quickstart_in: Path, candidates: list[Candidate]
 ) -> None:
     code, _, err = _step(runs_root, quickstart_in, "nodec", {"plan": _plan(candidates)})
     assert code == 3, err
@@ -64,7 +65,7 @@ def test_refuses_without_a_decision_record(
 
 
 def test_refuses_a_record_for_another_spec(
-    runs_root: Path, quickstart_in: Path, candidates: list[dict[str, Any]], decision: dict[str, Any]
+    runs_root: Path, quickstart_in: Path, candidates: list[Candidate], decision: dict[str, Any]
 ) -> None:
     stale = {**decision, "spec_sha256": "0" * 64}
     code, _, err = _step(
@@ -76,7 +77,7 @@ def test_refuses_a_record_for_another_spec(
 
 
 def test_only_allowed_candidates_are_attempted(
-    runs_root: Path, quickstart_in: Path, candidates: list[dict[str, Any]], decision: dict[str, Any]
+    runs_root: Path, quickstart_in: Path, candidates: list[Candidate], decision: dict[str, Any]
 ) -> None:
     edited = json.loads(json.dumps(decision))
     for d in edited["decisions"]:
@@ -113,7 +114,7 @@ def test_only_allowed_candidates_are_attempted(
 def test_failover_document_and_idempotent_rerun(
     runs_root: Path,
     quickstart_in: Path,
-    candidates: list[dict[str, Any]],
+    candidates: list[Candidate],
     decision: dict[str, Any],
     job: BurstJob,
 ) -> None:

@@ -10,6 +10,7 @@ scheduling (extended resources, node affinity), as cited in docs/pipelines.md.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -153,8 +154,12 @@ def give_up_problems(m: dict[str, Any]) -> list[str]:
     ):
         scope = {
             **scope,
-            "inputs.parameters.candidate-index": "2",
+            "inputs.parameters.candidate-index": "2",  # (the template before issue 25)
             "workflow.parameters.max-placements": "3",
+            # since issue 25: provision's recovery record says no requeue, no restart left
+            "steps.provision.outputs.parameters.infra": json.dumps(
+                {"recovery": {"may_requeue": False, "may_restart": False}}
+            ),
         }
         give_up = calls["give-up"]
         when = substitute(give_up["when"], scope)

@@ -55,14 +55,18 @@ def test_requeue_in_next_candidate_after_preemptions(train: dict[str, Any]) -> N
     steps = {s["name"]: s for group in place["steps"] for s in group}
     assert steps["train"]["continueOn"] == {"failed": True, "error": True}
     requeue = steps["requeue"]
-    assert requeue["template"] == "place"  # the same placement, one candidate further
+    assert requeue["template"] == "place"  # placed again, where the strategy says
     # exitCode is missing after node loss (requeued forever by Argo): the status, and the
     # exit code only through get(...) ?? default; node loss (Error) is requeued too
     assert "steps.train.status == 'Error'" in requeue["when"]
     assert "{{steps.train.exitCode}}" not in json.dumps(place)
     assert "get(steps.train, 'exitCode') ?? ''" in requeue["when"]
     args = {p["name"]: p["value"] for p in requeue["arguments"]["parameters"]}
-    assert args["candidate-index"] == "{{=asInt(inputs.parameters['candidate-index']) + 1}}"
+    # since issue 25 the requeue gets the placement it follows (not an index): the recovery
+    # strategy places it after the candidate it ran in (burst/recovery.py)
+    assert args["previous"] == "{{steps.provision.outputs.parameters.infra}}"
+    assert args["event"] == "requeue"
+    assert "$.recovery.may_requeue" in requeue["when"]
     # a failure that is not requeued still fails the run
     give_up = {p["name"]: p["value"] for p in steps["give-up"]["arguments"]["parameters"]}
     assert give_up["train-status"] == "{{steps.train.status}}"

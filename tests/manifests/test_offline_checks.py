@@ -102,12 +102,10 @@ def test_undeclared_workflow_parameter_fails_lint(train: dict[str, Any]) -> None
 def test_undeclared_input_parameter_fails_lint(train: dict[str, Any]) -> None:
     broken = copy.deepcopy(train)
     t = _template(broken, "provision")
-    t["inputs"]["parameters"] = [
-        p for p in t["inputs"]["parameters"] if p["name"] != "candidate-index"
-    ]
+    t["inputs"]["parameters"] = [p for p in t["inputs"]["parameters"] if p["name"] != "event"]
     problems = lint(broken)
-    assert any("input parameter 'candidate-index' is not declared" in p for p in problems)
-    assert any("passes parameter 'candidate-index'" in p for p in problems)
+    assert any("input parameter 'event' is not declared" in p for p in problems)
+    assert any("passes parameter 'event'" in p for p in problems)
 
 
 def test_reference_to_an_undeclared_output_fails_lint(train: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from burst.documents.plan import Candidate
 from burst.infra import cloudscan
 from burst.infra.cloudscan import UNVERIFIED, ScanQuery, ScanUnverified
 from burst.infra.provision import provision
@@ -163,9 +164,9 @@ def test_teardown_of_an_unscannable_cloud_is_exit_4_unverified(
     region = REGIONS[provider]
     run_id = f"scan-{provider}"
     job = load_spec(quickstart_in)
-    cand = {"region": region, "provider": provider, "capacity": "spot"}
+    cand = Candidate(region=region, provider=provider, capacity="spot")
     doc = provision(job, run_id, runs_root / run_id / "terraform", [cand], env={})
-    assert doc["status"] == "provisioned"
+    assert doc.status == "provisioned"
 
     monkeypatch.setenv("BURST_TARGET", provider)
     proc = step("teardown", quickstart_in, run_id, runs_root)

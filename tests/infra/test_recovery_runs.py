@@ -1,0 +1,191 @@
+"""Recovery through the compiled burst-train template, executed by the local runner: real
+step processes, real Terraform, real training, real signals (slow: whole quickstart runs).
+
+* bug 2 of issue 25: a requeue after a capacity failover went back to the region train was
+  lost in; it must go to a third region;
+* bug 6: a train step killed by SIGKILL ended the run failed (137); it restarts from the last
+  committed checkpoint, a bounded number of times, then the run fails cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from burst.runner.local import LocalRunner, RunOptions
+from burst.runs import run_paths
+
+REPO = Path(__file__).resolve().parents[2]
+LAYOUT = REPO / "examples" / "images" / "quickstart-oci"
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+
+@pytest.fixture
+def spec(quickstart_in: Path) -> Path:
+    """The quickstart (store in tmp) with the committed, signed demo image (an OCI layout)."""
+    index = json.loads((LAYOUT / "index.json").read_text())
+    digest = next(
+        m["digest"]
+        for m in index["manifests"]
+        if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == "quickstart"
+    )
+    doc = yaml.safe_load(quickstart_in.read_text())
+    doc["image"]["reference"] = f"oci-layout://examples/images/quickstart-oci@{digest}"
+    quickstart_in.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return quickstart_in
+
+
+def _with_recovery(spec: Path, **recovery: Any) -> None:
+    doc = yaml.safe_load(spec.read_text())
+    doc["compute"]["recovery"] = recovery
+    spec.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _docs(paths: Any, name: str) -> dict[str, Any]:
+    return json.loads((paths.dir / "docs" / f"{name}.json").read_text())
+
+
+def test_a_requeue_after_a_capacity_failover_lands_in_a_third_region(
+    runs_root: Path, spec: Path
+) -> None:
+    """The plan's first region has no capacity (provision fails over to the second); train
+    is preempted there with no retry in place, and is requeued: in a third region, not back
+    in the second (failed before the fix: the requeue skipped one candidate of the plan and
+    the provisioner put the region that had succeeded first)."""
+    probe = run_paths("probe-plan", runs_root)
+    LocalRunner(probe, spec, RunOptions(fail_at=("verify-image",))).run()
+    plan = _docs(probe, "plan")["candidates"]
+    first = plan[0]["region"]
+    second = next(c["region"] for c in plan if c["region"] != first)
+
+    paths = run_paths("wf-third", runs_root)
+    options = RunOptions(
+        env={"BURST_SIMULATE_NO_CAPACITY": first, "BURST_PREEMPT_AT_STEPS": "12"},
+        parameters={"preemptions-per-region": "0"},
+    )
+    r = LocalRunner(paths, spec, options).run()
+    assert r["status"] == "succeeded", r["failure"]
+    assert r["resources_remaining"] == 0
+    doc = _docs(paths, "provision")  # the last placement's
+    assert doc["placement"] == 1
+    assert doc["candidate"]["region"] not in (first, second)
+    assert doc["recovery"]["event"] == "requeue"
+    assert [p["region"] for p in doc["recovery"]["history"]] == [second]
+
+
+def _train_pids(run_id: str) -> list[int]:
+    """The train step's main process of this run (``python -m steps.train ... --run-id``)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"steps.train" in argv and run_id.encode() in argv and b"-m" in argv:
+            pids.append(int(entry.name))
+    return pids
+
+
+class Killer(threading.Thread):
+    """SIGKILLs the train step each time its checkpoint writer holds before committing the
+    armed step (``BURST_CHECKPOINT_FAULT_ACTION=pause:DIR``): the last committed checkpoint
+    is then known, and the kill is a real signal from outside, as the OOM killer's."""
+
+    def __init__(self, where: Path, run_id: str, times: int) -> None:
+        super().__init__(daemon=True)
+        self.where, self.run_id, self.times = where, run_id, times
+        self.kills: list[int] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        paused = self.where / "paused"
+        deadline = time.monotonic() + 540
+        while len(self.kills) < self.times and time.monotonic() < deadline:
+            if self.done.wait(0.05) or not paused.exists():
+                continue
+            pids = _train_pids(self.run_id)
+            if not pids:
+                continue
+            paused.unlink()
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            self.kills.append(pids[0])
+
+
+def _armed(tmp_path: Path, step: int, *, once: bool) -> tuple[Path, dict[str, str]]:
+    """Hold the checkpoint writer before it commits ``step`` (in every attempt, or in the
+    first only)."""
+    where = tmp_path / "pause"
+    where.mkdir()
+    env = {
+        "BURST_CHECKPOINT_FAULT": f"before-manifest@{step}",
+        "BURST_CHECKPOINT_FAULT_ACTION": f"pause:{where}",
+    }
+    if once:
+        env["BURST_CHECKPOINT_FAULT_ONCE"] = str(where / "fired")
+    return where, env
+
+
+def test_a_killed_train_restarts_from_the_last_commit_and_the_run_succeeds(
+    runs_root: Path, spec: Path, tmp_path: Path
+) -> None:
+    """SIGKILL of the train step while its step-15 checkpoint is not committed yet (step 10
+    is): the place template restarts it in the same placement (default recovery), it
+    resumes from step 10 and the run succeeds (failed before the fix: status failed, 137)."""
+    where, env = _armed(tmp_path, 15, once=True)
+    killer = Killer(where, "wf-kill", times=1)
+    killer.start()
+    paths = run_paths("wf-kill", runs_root)
+    try:
+        r = LocalRunner(paths, spec, RunOptions(env=env)).run()
+    finally:
+        killer.done.set()
+    assert len(killer.kills) == 1
+    assert r["status"] == "succeeded", r["failure"]
+    assert r["final_step"] == 30
+    train = {s["name"]: s for s in r["steps"]}["train"]
+    assert [a["exit_code"] for a in train["attempt_details"]] == [137, 0]
+    assert train["placements"] == 2  # the restart is a placement in the same candidate
+    doc = _docs(paths, "provision")
+    assert doc["recovery"]["event"] == "restart" and doc["recovery"]["restarts"] == 1
+    assert doc["recovery"]["history"][0]["region"] == doc["candidate"]["region"]
+    assert _docs(paths, "train")["resumed_from"] == 10  # the last committed checkpoint
+    assert r["resources_remaining"] == 0
+
+
+def test_kills_past_the_restart_count_fail_the_run_cleanly(
+    runs_root: Path, spec: Path, tmp_path: Path
+) -> None:
+    """``max_restarts_on_kill: 1``: killed twice, train is restarted once; the second kill
+    ends the run failed with train's 137, teardown leaves nothing, no traceback."""
+    _with_recovery(spec, max_restarts_on_kill=1)
+    where, env = _armed(tmp_path, 15, once=False)
+    killer = Killer(where, "wf-kill2", times=2)
+    killer.start()
+    paths = run_paths("wf-kill2", runs_root)
+    try:
+        r = LocalRunner(paths, spec, RunOptions(env=env)).run()
+    finally:
+        killer.done.set()
+    assert len(killer.kills) == 2
+    assert r["status"] == "failed"
+    assert r["failure"]["step"] == "train"
+    train = {s["name"]: s for s in r["steps"]}["train"]
+    assert [a["exit_code"] for a in train["attempt_details"]] == [137, 137]
+    assert r["workflow"]["phase"] == "Failed"
+    statuses = {s["name"]: s["status"] for s in r["steps"]}
+    assert statuses["teardown"] == "succeeded"
+    assert r["resources_remaining"] == 0
+    doc = _docs(paths, "provision")
+    assert doc["recovery"]["restarts"] == 1 and doc["recovery"]["may_restart"] is False
