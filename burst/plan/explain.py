@@ -79,7 +79,7 @@ def seed_000(job: BurstJob, cat: Catalog, doc: dict[str, Any]) -> SeedCheck:
     if moved is not None:
         rate, source = moved["egress_usd"] / moved["egress_gb"], moved.get("price_source", "")
     else:
-        src = providers_of(cat, data["region"])[0] if data.get("region") else None
+        src = (providers_of(cat, data["region"]) or [None])[0] if data.get("region") else None
         rate, source = inter_region_price(cat, src)
     first = doc["candidates"][0]
     check = SeedCheck(
