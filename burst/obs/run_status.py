@@ -116,3 +116,31 @@ def not_found(run: str, root: Path) -> BadInputError:
         f"run {run!r} is not a local run under {root} and ARGO_SERVER is not set to ask "
         "Argo: give --runs-root, or export ARGO_SERVER and ARGO_TOKEN for a submitted run"
     )
+
+
+def argo_runs(settings: Any) -> list[dict[str, Any]]:
+    """The namespace's workflows as ``burst runs`` rows (mode argo): name, burst's status word,
+    Argo's phase, wall seconds when finished."""
+    import datetime as dt
+
+    from burst.runner.argo import _call, _service
+
+    with _service(settings) as svc:
+        wl = _call(svc.list_workflows, settings=settings, namespace=settings.namespace)
+    rows = []
+    for w in wl.items or []:
+        st = w.status
+        phase = (st.phase if st else None) or "Pending"
+        started = st.started_at.root if st and st.started_at else None
+        finished = st.finished_at.root if st and st.finished_at else None
+        end = finished or dt.datetime.now(dt.UTC)
+        rows.append(
+            {
+                "run_id": str(w.metadata.name) if w.metadata and w.metadata.name else "?",
+                "mode": ARGO,
+                "status": ARGO_STATUS.get(phase, "unknown"),
+                "phase": phase,
+                "wall_seconds": round((end - started).total_seconds(), 3) if started else 0.0,
+            }
+        )
+    return rows

@@ -79,7 +79,8 @@ def seed_000(job: BurstJob, cat: Catalog, doc: dict[str, Any]) -> SeedCheck:
     if moved is not None:
         rate, source = moved["egress_usd"] / moved["egress_gb"], moved.get("price_source", "")
     else:
-        src = providers_of(cat, data["region"])[0] if data.get("region") else None
+        found = providers_of(cat, data["region"]) if data.get("region") else []
+        src = found[0] if found else None
         rate, source = inter_region_price(cat, src)
     first = doc["candidates"][0]
     check = SeedCheck(

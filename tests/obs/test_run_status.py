@@ -116,3 +116,34 @@ def test_status_of_no_such_run_without_argo(burst_cli: Cli, tmp_path: Path) -> N
     assert proc.returncode == 2
     assert "not a local run under" in proc.stderr and "ARGO_SERVER" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_runs_lists_local_runs_and_argo_workflows(
+    argo: HTTPServer, burst_cli: Cli, tmp_path: Path
+) -> None:
+    root = tmp_path / "runs"
+    make_run(root)
+    argo.expect_request("/api/v1/workflows/ml", method="GET").respond_with_json(
+        {
+            "metadata": {},
+            "items": [
+                {
+                    "metadata": {"name": "wf-1"},
+                    "spec": {},
+                    "status": {
+                        "phase": "Succeeded",
+                        "startedAt": "2026-01-01T00:00:00Z",
+                        "finishedAt": "2026-01-01T00:10:00Z",
+                    },
+                }
+            ],
+        }
+    )
+    proc = burst_cli(["runs", "--runs-root", str(root), "--argo", "--json"])
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["run_id"]: r for r in json.loads(proc.stdout)}
+    assert rows[RUN_ID]["mode"] == "local" and rows[RUN_ID]["status"] == "succeeded"
+    assert rows["wf-1"]["mode"] == "argo" and rows["wf-1"]["status"] == "succeeded"
+    assert rows["wf-1"]["wall_seconds"] == 600.0
+    text = burst_cli(["runs", "--runs-root", str(root), "--argo"])
+    assert any(line.startswith("wf-1 ") and "(argo)" in line for line in text.stdout.splitlines())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,6 +17,11 @@ import click
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @click.option(
+    "--argo",
+    is_flag=True,
+    help="Also list the Argo namespace's workflows (ARGO_SERVER, ARGO_TOKEN, ARGO_NAMESPACE).",
+)
+@click.option(
     "-n",
     "--limit",
     type=click.IntRange(min=1),
@@ -23,14 +29,20 @@ import click
     show_default=True,
     help="Show at most this many runs.",
 )
-def command(runs_root: Path | None, as_json: bool, limit: int) -> None:
-    """List past runs: id, status, wall time, cost estimate, preemptions, checkpoints, leaks."""
+def command(runs_root: Path | None, as_json: bool, argo: bool, limit: int) -> None:
+    """List past runs: id, status, wall time, cost estimate, preemptions, checkpoints, leaks;
+    with --argo also the workflows submitted to Argo (exit 4 when it cannot be asked)."""
     from burst.obs.report_text import human_seconds, usd
     from burst.obs.run_list import list_runs
     from burst.runs import runs_root as default_root
 
     root = runs_root.resolve() if runs_root else default_root()
-    rows = list_runs(root)[:limit]
+    rows: list[dict[str, Any]] = [{**r, "mode": "local"} for r in list_runs(root)[:limit]]
+    if argo:
+        from burst.obs.run_status import argo_runs
+        from burst.runner.argo import settings_from_env
+
+        rows += argo_runs(settings_from_env())[:limit]
     if as_json:
         click.echo(json.dumps(rows, indent=2, sort_keys=True, default=str))
         return
@@ -40,11 +52,12 @@ def command(runs_root: Path | None, as_json: bool, limit: int) -> None:
     width = max(len(r["run_id"]) for r in rows)
     click.echo(f"{'RUN':<{width}}  {'STATUS':<9}  {'WALL':>8}  {'COST':>10}  PREEMPT  CKPT  LEFT")
     for r in rows:
-        cost = "-" if r["cost_total_usd"] is None else usd(r["cost_total_usd"])
-        ck = "-" if r["checkpoints"] is None else str(r["checkpoints"])
-        left = "-" if r["resources_remaining"] is None else str(r["resources_remaining"])
+        cost = "-" if r.get("cost_total_usd") is None else usd(r["cost_total_usd"])
+        ck = "-" if r.get("checkpoints") is None else str(r["checkpoints"])
+        left = "-" if r.get("resources_remaining") is None else str(r["resources_remaining"])
         click.echo(
             f"{r['run_id']:<{width}}  {r['status']:<9}  "
             f"{human_seconds(r['wall_seconds']):>8}  {cost:>10}  "
-            f"{r['preemptions']:>7}  {ck:>4}  {left:>4}"
+            f"{r.get('preemptions', '-'):>7}  {ck:>4}  {left:>4}"
+            + ("  (argo)" if r["mode"] == "argo" else "")
         )
