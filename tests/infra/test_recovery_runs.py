@@ -123,13 +123,13 @@ class Killer(threading.Thread):
             self.kills.append(pids[0])
 
 
-def _armed(tmp_path: Path, step: int, *, once: bool) -> tuple[Path, dict[str, str]]:
-    """Hold the checkpoint writer before it commits ``step`` (in every attempt, or in the
-    first only)."""
+def _armed(tmp_path: Path, point: str, *, once: bool) -> tuple[Path, dict[str, str]]:
+    """Hold the checkpoint writer at ``point`` (burst.faults.checkpoint), in every attempt
+    or in the first only."""
     where = tmp_path / "pause"
     where.mkdir()
     env = {
-        "BURST_CHECKPOINT_FAULT": f"before-manifest@{step}",
+        "BURST_CHECKPOINT_FAULT": point,
         "BURST_CHECKPOINT_FAULT_ACTION": f"pause:{where}",
     }
     if once:
@@ -137,13 +137,21 @@ def _armed(tmp_path: Path, step: int, *, once: bool) -> tuple[Path, dict[str, st
     return where, env
 
 
+@pytest.mark.parametrize(
+    ("point", "resumed"),
+    [
+        ("before-manifest@15", 10),  # mid-run: step 15 not committed, 10 (full) is
+        ("after-latest@30", 30),  # the last step committed, the step not yet exited
+    ],
+)
 def test_a_killed_train_restarts_from_the_last_commit_and_the_run_succeeds(
-    runs_root: Path, spec: Path, tmp_path: Path
+    runs_root: Path, spec: Path, tmp_path: Path, point: str, resumed: int
 ) -> None:
-    """SIGKILL of the train step while its step-15 checkpoint is not committed yet (step 10
-    is): the place template restarts it in the same placement (default recovery), it
-    resumes from step 10 and the run succeeds (failed before the fix: status failed, 137)."""
-    where, env = _armed(tmp_path, 15, once=True)
+    """SIGKILL of the train step while its checkpoint writer holds at ``point``: the place
+    template restarts it in the same placement (default recovery), it resumes from the
+    last committed full checkpoint and the run succeeds (failed before the fix: status
+    failed, 137)."""
+    where, env = _armed(tmp_path, point, once=True)
     killer = Killer(where, "wf-kill", times=1)
     killer.start()
     paths = run_paths("wf-kill", runs_root)
@@ -160,7 +168,7 @@ def test_a_killed_train_restarts_from_the_last_commit_and_the_run_succeeds(
     doc = _docs(paths, "provision")
     assert doc["recovery"]["event"] == "restart" and doc["recovery"]["restarts"] == 1
     assert doc["recovery"]["history"][0]["region"] == doc["candidate"]["region"]
-    assert _docs(paths, "train")["resumed_from"] == 10  # the last committed checkpoint
+    assert _docs(paths, "train")["resumed_from"] == resumed  # the last committed checkpoint
     assert r["resources_remaining"] == 0
 
 
@@ -170,7 +178,7 @@ def test_kills_past_the_restart_count_fail_the_run_cleanly(
     """``max_restarts_on_kill: 1``: killed twice, train is restarted once; the second kill
     ends the run failed with train's 137, teardown leaves nothing, no traceback."""
     _with_recovery(spec, max_restarts_on_kill=1)
-    where, env = _armed(tmp_path, 15, once=False)
+    where, env = _armed(tmp_path, "before-manifest@15", once=False)
     killer = Killer(where, "wf-kill2", times=2)
     killer.start()
     paths = run_paths("wf-kill2", runs_root)
