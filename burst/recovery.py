@@ -118,8 +118,6 @@ def give_up_when() -> str:
 
 
 # --------------------------------------------------------------------------- strategies
-def _key(c: Candidate | PlacedCandidate) -> tuple[str, str, str | None]:
-    return (c.region, c.provider, c.capacity)
 
 
 @dataclass(frozen=True)
@@ -140,6 +138,12 @@ class RecoveryStrategy:
     name: str = RecoveryStrategyName.failover.value
     #: provisioning stops after this many candidates (None: all of them)
     max_attempts: int | None = None
+    #: what a plan candidate without a capacity is provisioned as (the spec's first kind)
+    default_capacity: str | None = None
+
+    def _key(self, c: Candidate | PlacedCandidate) -> tuple[str, str, str | None]:
+        """A candidate's identity: a plan candidate without a capacity is the spec's."""
+        return (c.region, c.provider, c.capacity or self.default_capacity)
 
     # -- provisioning: capacity failover
     def fails_over(self, exc: InfraError) -> bool:
@@ -154,8 +158,8 @@ class RecoveryStrategy:
     def _order(self, allowed: list[Candidate], lost: Candidate) -> list[Candidate]:
         """Plan order after the candidate just lost, wrapping around; the lost one's
         region last."""
-        keys = [_key(c) for c in allowed]
-        at = keys.index(_key(lost)) + 1 if _key(lost) in keys else 0
+        keys = [self._key(c) for c in allowed]
+        at = keys.index(self._key(lost)) + 1 if self._key(lost) in keys else 0
         order = allowed[at:] + allowed[:at]
         return [c for c in order if c.region != lost.region] + [
             c for c in order if c.region == lost.region
@@ -166,8 +170,8 @@ class RecoveryStrategy:
     ) -> list[Candidate]:
         """Where a requeue may go, best first: the strategy's order, on-demand first once
         ``on_demand_after`` spot nodes were lost; never a candidate train already ran in."""
-        used = {_key(p) for p in record.history} | {_key(lost)}
-        order = [c for c in self._order(allowed, lost) if _key(c) not in used]
+        used = {self._key(p) for p in record.history} | {self._key(lost)}
+        order = [c for c in self._order(allowed, lost) if self._key(c) not in used]
         limit = self.settings.on_demand_after
         if limit is not None and record.spot_losses >= limit:
             on_demand = [c for c in order if c.capacity == "on_demand"]
@@ -205,7 +209,7 @@ class RecoveryStrategy:
             record = previous.model_copy(
                 update={"event": RESTART, "history": history, "restarts": previous.restarts + 1}
             )
-            same = [c for c in allowed if _key(c) == _key(lost)]
+            same = [c for c in allowed if self._key(c) == self._key(lost)]
             if not same:
                 raise CapacityError(
                     f"restart: {lost.provider}/{lost.region} ({lost.capacity}) is no longer "
@@ -271,8 +275,14 @@ STRATEGIES: Final[dict[str, type[RecoveryStrategy]]] = {
 
 def strategy_for(job: BurstJob, *, max_attempts: int | None = None) -> RecoveryStrategy:
     """The spec's recovery strategy (``compute.recovery``)."""
+    from burst.plan.placement import default_capacity
+
     settings = job.compute.recovery
-    return STRATEGIES[str(settings.strategy)](settings, max_attempts=max_attempts)
+    return STRATEGIES[str(settings.strategy)](
+        settings,
+        max_attempts=max_attempts,
+        default_capacity=default_capacity(job.compute.capacity),
+    )
 
 
 def template_parameters(job: BurstJob) -> dict[str, str]:

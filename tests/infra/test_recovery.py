@@ -169,3 +169,16 @@ def test_place_decisions(
         if expr.evaluate(expr.parse(when), scope)
     ]
     assert chosen == ([decision] if decision else [])
+
+
+def test_a_plan_candidate_without_a_capacity_is_the_specs_kind(quickstart_in: Path) -> None:
+    """Provision records the capacity it applied (the spec's first kind when the plan gave
+    none): a restart still finds that candidate, and a requeue never goes back to it."""
+    job = _job(quickstart_in)
+    s = strategy_for(job)
+    plan = [Candidate(region=A, provider="aws"), Candidate(region=B, provider="aws")]
+    first = s.place(plan, None, "start")
+    applied = plan[0].model_copy(update={"capacity": "spot"})  # what provision records
+    record = s.placed(first, applied, plan)
+    assert [c.region for c in s.place(plan, record, "restart").candidates] == [A]
+    assert [c.region for c in s.place(plan, record, "requeue").candidates] == [B]
