@@ -69,8 +69,6 @@ from typing import Any
 
 from harness import REPO, machine_note, write_results
 
-from burst.storage.loopback import free_port
-
 SEED = 21
 VOCAB = 256
 WIDTH, LAYERS, HEADS, CONTEXT, BATCH = 64, 2, 4, 64, 16
@@ -265,8 +263,10 @@ def worker(rank: int, cfg: dict[str, Any]) -> None:
 
     die_with_parent(cfg["parent"])
     torch.set_num_threads(1)
+    # A file rendezvous, not a TCP port picked in advance: another process (a parallel test)
+    # can take a free port between the pick and the bind, and gloo then aborts the rank.
     dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{cfg['port']}", rank=rank, world_size=cfg["n"]
+        "gloo", init_method=f"file://{cfg['rendezvous']}", rank=rank, world_size=cfg["n"]
     )
     try:
         result = run_arm(rank, cfg)
@@ -435,7 +435,7 @@ def run(
         cfg: dict[str, Any] = {"n": n, "steps": steps, "local_steps": local_steps}
         cfg["variant"] = variant or {}
         cfg["parent"] = os.getpid()
-        cfg |= {"port": free_port(), "result": str(result)}
+        cfg |= {"rendezvous": str(Path(tmp) / "rendezvous"), "result": str(result)}
         mp.spawn(worker, args=(cfg,), nprocs=n, join=True)
         return dict(json.loads(result.read_text()))
 

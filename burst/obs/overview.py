@@ -17,6 +17,7 @@ what, how it went and what it cost, each from the run directory's documents:
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ from burst import __version__
 
 if TYPE_CHECKING:
     from burst.obs.run_view import RunView
+
+log = logging.getLogger(__name__)
 
 LOSS_LINE = re.compile(r"\bstep (\d+) loss ([0-9.eE+-]+)")
 MAX_EXCLUDED = 4
@@ -33,9 +36,32 @@ WHERE_KEYS = (
 
 
 def _doc(view: RunView, step: str) -> dict[str, Any]:
+    """A step's document as JSON, only when it is what that step writes: a document of the wrong
+    shape (hand-edited, another version's, truncated) leaves its part of the first screen empty
+    with a warning, never a crash of ``burst report`` / ``burst runs``."""
+    from pydantic import ValidationError
+
+    from burst.documents.base import StepDocument
+    from burst.documents.image import VerifiedImage
+    from burst.documents.plan import PlanDocument
+    from burst.documents.provision import ProvisionDocument
     from burst.obs.run_view import _read_json
 
-    return _read_json(view.dir / "docs" / f"{step}.json", [])
+    models: dict[str, type[StepDocument]] = {
+        "plan": PlanDocument,
+        "provision": ProvisionDocument,
+        "verify-image": VerifiedImage,
+    }
+    path = view.dir / "docs" / f"{step}.json"
+    doc = _read_json(path, [])
+    if not doc:
+        return {}
+    try:
+        models[step].model_validate(doc)
+    except ValidationError as exc:
+        log.warning("%s: not a %s document (%d problems); left out", path, step, exc.error_count())
+        return {}
+    return doc
 
 
 def losses(view: RunView) -> list[tuple[int, float]]:
