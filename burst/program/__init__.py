@@ -1,0 +1,1 @@
+"""Your own training program (``training.command``): any command, with burst's guarantees."""
