@@ -126,8 +126,10 @@ def podman_store(store: Path) -> tuple[tuple[str, ...], dict[str, str]]:
 def store_dir() -> Path | None:
     """``$BURST_CONTAINER_STORE``, else ``make images``' store when it exists, else None
     (podman's own storage)."""
-    if os.environ.get(STORE_ENV):
-        return Path(os.environ[STORE_ENV])
+    from burst.settings import current
+
+    if current().container_store is not None:
+        return Path(current().container_store)
     return DEFAULT_STORE if (DEFAULT_STORE / "storage").is_dir() else None
 
 
@@ -146,8 +148,10 @@ def images_for(steps_image: str | None, trainer_image: str | None) -> dict[str, 
     given, else ``$BURST_STEPS_IMAGE`` / ``$BURST_TRAINER_IMAGE``, else what ``make images``
     built; BadInputError naming what is missing."""
     built = built_images()
-    steps = steps_image or os.environ.get("BURST_STEPS_IMAGE") or built.get("steps")
-    trainer = trainer_image or os.environ.get("BURST_TRAINER_IMAGE") or built.get("trainer")
+    from burst.settings import current
+
+    steps = steps_image or current().steps_image or built.get("steps")
+    trainer = trainer_image or current().trainer_image or built.get("trainer")
     missing = [n for n, v in (("--steps-image", steps), ("--trainer-image", trainer)) if not v]
     if missing:
         raise BadInputError(
