@@ -19,7 +19,6 @@ import pytest
 
 from burst import checkout
 from burst.errors import EXIT_REFUSED, PolicyRefusal
-from burst.supplychain.sign import sign_image
 from burst.supplychain.signature import generate_key, private_pem, public_pem
 from burst.supplychain.trust import load_trust
 from burst.supplychain.verify import verify_image
@@ -81,7 +80,9 @@ def test_a_preempted_train_resumes_in_its_container(tmp_path: Path, images: Imag
     ran_in(report, images)
 
 
-def container(images: Images, image: str, script: str, *opts: str) -> subprocess.CompletedProcess[str]:
+def container(
+    images: Images, image: str, script: str, *opts: str
+) -> subprocess.CompletedProcess[str]:
     return images.engine.run(
         "run", "--rm", "--network=none", *opts, "--entrypoint", "sh", image, "-c", script,
         timeout=120, check=False,
@@ -93,7 +94,9 @@ def test_the_three_defects_fail_as_they_were(tmp_path: Path, images: Images) -> 
     as_pod = ("--user", "1000:1000", "--cap-drop", "ALL")
     # 1. regopy needs libatomic.so.1: the image without it (as it was built) fails
     probe = "python -c 'import regopy; regopy.Interpreter(); print(\"rego ok\")'"
-    old = container(images, images.steps, f"rm -f /usr/lib/*/libatomic.so.1* && {probe}", "--user", "0")
+    old = container(
+        images, images.steps, f"rm -f /usr/lib/*/libatomic.so.1* && {probe}", "--user", "0"
+    )
     assert old.returncode != 0 and "libatomic.so.1" in old.stderr, old.stderr[-500:]
     assert "rego ok" in container(images, images.steps, probe, *as_pod).stdout
     # 2. a relative file:// store resolved against the working directory (the image's
@@ -103,10 +106,22 @@ def test_the_three_defects_fail_as_they_were(tmp_path: Path, images: Images) -> 
     os.chmod(runs, 0o777)
     write = "from burst.storage import open_store; open_store({!r}).put_bytes('k', b'x'); print('wrote')"
     vol = ("-v", f"{runs}:/var/lib/burst/runs", "-e", "BURST_RUNS_ROOT=/var/lib/burst/runs")
-    old = container(images, images.steps, f'python -c "{write.format("file://runs/checkpoints")}"', *as_pod, *vol)
+    old = container(
+        images,
+        images.steps,
+        f'python -c "{write.format("file://runs/checkpoints")}"',
+        *as_pod,
+        *vol,
+    )
     assert old.returncode != 0 and "Permission denied" in old.stderr, old.stderr[-500:]
     new_uri = "from burst.storage.location import store_url; u = store_url('file://checkpoints'); "
-    new = container(images, images.steps, f'python -c "{new_uri}{write.format("x").replace(repr("x"), "u")}"', *as_pod, *vol)
+    new = container(
+        images,
+        images.steps,
+        f'python -c "{new_uri}{write.format("x").replace(repr("x"), "u")}"',
+        *as_pod,
+        *vol,
+    )
     assert "wrote" in new.stdout, new.stderr[-500:]
     assert (runs / "checkpoints" / "k").is_file()
     # 3. the regional aggregator imports torch: on the steps image (where the template put
@@ -137,7 +152,11 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry
 def push(images: Images, image: str, target: str, tmp_path: Path) -> str:
     digest_file = tmp_path / "digest"
     tls = ("--tls-verify=false",) if images.engine.name == "podman" else ()
-    fmt = ("--format", "oci", "--digestfile", str(digest_file)) if images.engine.name == "podman" else ()
+    fmt = (
+        ("--format", "oci", "--digestfile", str(digest_file))
+        if images.engine.name == "podman"
+        else ()
+    )
     images.engine.run("tag", image, target) if images.engine.name == "docker" else None
     images.engine.run("push", *tls, *fmt, image if images.engine.name == "podman" else target,
                       *((target,) if images.engine.name == "podman" else ()), timeout=600)  # fmt: skip
@@ -204,6 +223,8 @@ def test_push_pin_sign_verify_and_refuse(
     store = RegistryStore(registry.host, "team/steps")
     good_sig = store.get_manifest(f"sha256-{pinned.split('@sha256:')[1]}.sig")
     assert good_sig is not None
-    store.put_manifest(good_sig.data, good_sig.media_type, f"sha256-{tampered.split('@sha256:')[1]}.sig")
+    store.put_manifest(
+        good_sig.data, good_sig.media_type, f"sha256-{tampered.split('@sha256:')[1]}.sig"
+    )
     assert "digest" in refused(tampered).lower()
     assert verify_image(pinned, "team", trust).ref.digest == pinned.split("@")[1]
