@@ -128,8 +128,9 @@ def store_dir() -> Path | None:
     (podman's own storage)."""
     from burst.settings import current
 
-    if current().container_store is not None:
-        return Path(current().container_store)
+    store = current().container_store
+    if store is not None:
+        return Path(store)
     return DEFAULT_STORE if (DEFAULT_STORE / "storage").is_dir() else None
 
 
@@ -197,6 +198,14 @@ def find_engine() -> ContainerEngine:
     else:
         missing.append("podman (not installed: scripts/container-deps.sh)")
     raise EngineMissing("no container engine can start containers here: " + "; ".join(missing))
+
+
+def bind(source: Path | str, target: str) -> list[str]:
+    """A bind mount (``--mount``, not ``-v``: a pod directory's name may hold a colon, as
+    ``teardown(0:eu)`` does; a comma it may not)."""
+    if "," in str(source) or "," in target:
+        raise BadInputError(f"cannot mount {source} at {target}: a comma in the path")
+    return ["--mount", f"type=bind,source={source},destination={target}"]
 
 
 def apply_fs_group(root: Path, gid: int) -> int:
@@ -278,13 +287,13 @@ class ContainerLauncher:
         tmp = pod.pod_dir / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
         os.chmod(tmp, 0o1777)  # an emptyDir: writable by the pod's user
-        args += ["-v", f"{tmp}:/tmp"]
+        args += bind(tmp, "/tmp")
         for mount_path, local in pod.mounts:
             if fs_group is not None:
                 apply_fs_group(Path(local), int(fs_group))
-            args += ["-v", f"{local}:{mount_path}"]
+            args += bind(local, mount_path)
         for host in self.host_paths:
-            args += ["-v", f"{host}:{host}"]
+            args += bind(host, str(host))
         env = self.environment(pod)
         network = "host" if any(LOOPBACK.search(v) for v in env.values()) else "none"
         args += [f"--network={network}"]

@@ -69,8 +69,8 @@ def test_a_pod_runs_as_its_template_says(tmp_path: Path) -> None:
     assert run[run.index("--cap-drop") + 1] == "ALL"
     assert run[run.index("--security-opt") + 1] == "no-new-privileges"
     assert "--read-only" not in run  # the template does not ask for a read-only root
-    assert f"{tmp_path / 'runs'}:/var/lib/burst/runs" in run
-    assert f"{p.pod_dir / 'tmp'}:/tmp" in run
+    assert f"type=bind,source={tmp_path / 'runs'},destination=/var/lib/burst/runs" in run
+    assert f"type=bind,source={p.pod_dir / 'tmp'},destination=/tmp" in run
     # the command as written, not mapped onto this machine's paths, in the image's WORKDIR
     tail = run[run.index("--entrypoint") :]
     assert tail[:4] == ["--entrypoint", "python", STEPS_IMAGE, "-m"]
@@ -156,3 +156,30 @@ def test_the_steps_image_has_libatomic() -> None:
     image without it failing); the Dockerfile installs it."""
     text = (checkout.ROOT / "images" / "steps" / "Dockerfile").read_text(encoding="utf-8")
     assert "libatomic1" in text
+
+
+def test_a_pod_directory_with_a_colon_mounts(tmp_path: Path) -> None:
+    """A fanned-out step's pod directory is named ``teardown(0:ap-southeast-1)``: ``-v``
+    split it at the colon ("invalid option type"); a bind ``--mount`` does not."""
+    p = pod(tmp_path)
+    p = Pod(**{**p.__dict__, "pod_dir": p.pod_dir.parent / "002-teardown(0:ap-southeast-1)"})
+    run = launcher().command(p)
+    assert f"type=bind,source={p.pod_dir / 'tmp'},destination=/tmp" in run
+    assert "-v" not in run
+
+
+def test_the_plan_step_imports_no_torch() -> None:
+    """The plan step runs on the steps image (no torch); planning a regional-sync spec
+    imported torch through the codecs' byte counts (found by the container tier)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import burst.regional.estimates, burst.plan.regional, steps.plan\n"
+        "from burst.regional.estimates import delta_bytes\n"
+        "print(delta_bytes([1000], 'int8'))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=checkout.ROOT, timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-800:]

@@ -192,8 +192,13 @@ def command(
     table.add_column("step")
     table.add_column("status")
     table.add_column("seconds", justify="right")
+    if launcher is not None:
+        table.add_column("image (digest)")
     for s in report["steps"]:
-        table.add_row(s["name"], s["status"], f"{s['seconds']:.2f}")
+        row = [s["name"], s["status"], f"{s['seconds']:.2f}"]
+        if launcher is not None:
+            row.append(f"{s.get('image', '-')} ({str(s.get('image_digest', '-'))[:19]})")
+        table.add_row(*row)
     console.print(table)
     console.print(
         f"checkpoints {report['checkpoints']}  final step {report['final_step']}  "
