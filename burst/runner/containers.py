@@ -246,6 +246,9 @@ class ContainerLauncher:
     #: host directories mounted at their own path too (the regional runner's site files
     #: name this machine's paths; a pod of a real cluster has its own)
     host_paths: tuple[Path, ...] = ()
+    #: variables that, set in a pod's environment, mean it reaches stores on this machine
+    #: (the regional runner's ``BURST_REGION_SITE`` names its region's loopback S3 server)
+    store_env: tuple[str, ...] = ()
 
     def name(self, pod_dir: Path) -> str:
         run = pod_dir.parent.parent.name
@@ -295,7 +298,8 @@ class ContainerLauncher:
         for host in self.host_paths:
             args += bind(host, str(host))
         env = self.environment(pod)
-        network = "host" if any(LOOPBACK.search(v) for v in env.values()) else "none"
+        loopback = any(LOOPBACK.search(v) for v in env.values())
+        network = "host" if loopback or any(k in env for k in self.store_env) else "none"
         args += [f"--network={network}"]
         for k, v in sorted(env.items()):
             args += ["--env", f"{k}={v}"]

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from burst.documents.regional import LinkTotals, RegionalReport, RegionalRound, RegionAttempts
-from burst.documents.report import WorkflowResult
+from burst.documents.report import ContainerRun, WorkflowResult
 from burst.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_REFUSED
 from burst.regional.runplan import local_steps_for
 from burst.regional.runtime import regional, rounds_for
@@ -297,6 +297,13 @@ def _report(
             phase=result.phase,
             message=result.message,
             exit_handler_phase=result.exit_handler_phase,
+        ),
+        containers=(
+            None
+            if opts.containers is None
+            else ContainerRun.model_validate(
+                {"engine": opts.containers.engine.name, "pods": opts.containers.report()}
+            )
         ),
     )
     (run_dir / "report.json").write_text(json.dumps(report.to_json(), indent=1))

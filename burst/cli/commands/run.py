@@ -329,6 +329,7 @@ def _run_regional(
         containers, opts.parameters = launcher
         # the sites' files name this machine's paths under the run directory
         containers.host_paths = (paths.dir,)
+        containers.store_env = ("BURST_REGION_SITE",)  # a region's pods reach its S3 server
         opts.containers = containers
     report = run_regional(job, spec, paths.dir, rid, opts)
     table = Table(title=f"run {rid}: {report.status}", title_justify="left")
