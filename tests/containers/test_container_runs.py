@@ -104,24 +104,13 @@ def test_the_three_defects_fail_as_they_were(tmp_path: Path, images: Images) -> 
     runs = tmp_path / "runs"
     runs.mkdir()
     os.chmod(runs, 0o777)
-    write = "from burst.storage import open_store; open_store({!r}).put_bytes('k', b'x'); print('wrote')"
     vol = ("-v", f"{runs}:/var/lib/burst/runs", "-e", "BURST_RUNS_ROOT=/var/lib/burst/runs")
-    old = container(
-        images,
-        images.steps,
-        f'python -c "{write.format("file://runs/checkpoints")}"',
-        *as_pod,
-        *vol,
-    )
+    put = "from burst.storage import open_store; open_store(u).put_bytes('k', b'x'); print('wrote')"
+    old_uri = "u = 'file://runs/checkpoints'; "  # as it resolved: the working directory
+    old = container(images, images.steps, f'python -c "{old_uri}{put}"', *as_pod, *vol)
     assert old.returncode != 0 and "Permission denied" in old.stderr, old.stderr[-500:]
     new_uri = "from burst.storage.location import store_url; u = store_url('file://checkpoints'); "
-    new = container(
-        images,
-        images.steps,
-        f'python -c "{new_uri}{write.format("x").replace(repr("x"), "u")}"',
-        *as_pod,
-        *vol,
-    )
+    new = container(images, images.steps, f'python -c "{new_uri}{put}"', *as_pod, *vol)
     assert "wrote" in new.stdout, new.stderr[-500:]
     assert (runs / "checkpoints" / "k").is_file()
     # 3. the regional aggregator imports torch: on the steps image (where the template put
