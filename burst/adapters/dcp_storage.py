@@ -71,6 +71,7 @@ from burst.checkpoint.staging import HostBuffer
 from burst.checkpoint.tree import flatten, unflatten
 from burst.checkpoint.writer import CheckpointWriter
 from burst.errors import BadInputError, CheckpointError
+from burst.settings import Settings
 from burst.storage import open_store
 from burst.storage.base import ObjectStore
 
@@ -86,7 +87,7 @@ DCP_FORMAT = "burst-dcp/1"
 def _open(store: ObjectStore | str | None) -> ObjectStore:
     if isinstance(store, ObjectStore):
         return store
-    url = store or os.environ.get(STORE_ENV)
+    url = store or Settings.from_env().program_checkpoint_store
     if not url:
         raise BadInputError(
             f"the DCP adapter needs a store: pass a URL or an ObjectStore, or set {STORE_ENV}"

@@ -11,7 +11,6 @@ of an optimizer step.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import signal
 import threading
@@ -21,13 +20,8 @@ from types import FrameType
 from typing import Any
 
 from burst.errors import BadInputError
-from burst.program.contract import (
-    CHECKPOINT_DIR,
-    NOTICE_SIGNAL,
-    RESUME_FROM,
-    Notice,
-    notice_from_env,
-)
+from burst.program.contract import NOTICE_SIGNAL, RESUME_FROM, Notice, notice_from_env
+from burst.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +30,13 @@ DEFAULT_SIGNAL = "SIGUSR1"
 
 def notice_signal(environ: dict[str, str] | None = None) -> signal.Signals:
     """The signal burst sends on a notice (``BURST_NOTICE_SIGNAL``: a name, SIGUSR1 if unset)."""
-    env = os.environ if environ is None else environ
-    name = (env.get(NOTICE_SIGNAL) or DEFAULT_SIGNAL).strip().upper()
-    name = name if name.startswith("SIG") else f"SIG{name}"
+    given = Settings.from_env(environ).program_notice_signal or DEFAULT_SIGNAL
+    name = given.upper() if given.upper().startswith("SIG") else f"SIG{given.upper()}"
     try:
         return signal.Signals[name]
     except KeyError:
         raise BadInputError(
-            f"{NOTICE_SIGNAL}={env.get(NOTICE_SIGNAL)!r} is not a signal name (e.g. SIGUSR1)"
+            f"{NOTICE_SIGNAL}={given!r} is not a signal name (e.g. SIGUSR1)"
         ) from None
 
 
@@ -94,7 +87,7 @@ class NoticeWatch:
 
 def checkpoint_dir(default: str | Path = "checkpoints") -> Path:
     """Where the program saves (``BURST_CHECKPOINT_DIR``; ``default`` outside burst)."""
-    return Path(os.environ.get(CHECKPOINT_DIR) or default)
+    return Settings.from_env().program_checkpoint_dir or Path(default)
 
 
 STEP_RE = re.compile(r"(\d+)")
@@ -104,12 +97,11 @@ def resume_from(pattern: str = "*") -> Path | None:
     """The checkpoint burst restored for this attempt (``BURST_RESUME_FROM``), or None on a
     fresh start. If it names a directory with no match of ``pattern`` itself, the entry in it
     matching ``pattern`` with the highest step number (``checkpoint-40``, ``step-40.ckpt``)."""
-    value = os.environ.get(RESUME_FROM)
-    if not value:
+    path = Settings.from_env().program_resume_from
+    if path is None or str(path) in ("", "."):
         return None
-    path = Path(value)
     if not path.exists():
-        raise BadInputError(f"{RESUME_FROM}={value}: no such file or directory")
+        raise BadInputError(f"{RESUME_FROM}={path}: no such file or directory")
     if path.is_file() or pattern == "*" or path.match(pattern):
         return path
     found = sorted(
