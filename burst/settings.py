@@ -455,6 +455,11 @@ class Settings:
         "training.command: the signal the program receives on a notice (training.notice_signal)",
         shown="`SIGUSR1`", audience=INTERNAL,
     )  # fmt: skip
+    program_checkpoint_store = Var(
+        "BURST_CHECKPOINT_STORE", _text, "",
+        "burst.adapters.dcp_storage: the store (URL) a DCP program saves into directly when "
+        "none is passed", shown="none", audience=INTERNAL,
+    )  # fmt: skip
     program_step_deadline = Var(
         "BURST_STEP_DEADLINE", _text, "",
         "training.command: unix seconds by which the train step must end (budget.max_hours)",
