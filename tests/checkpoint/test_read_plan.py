@@ -71,7 +71,7 @@ def test_one_rank_none_usable_names_each() -> None:
 
 def test_one_rank_without_fallback_raises_the_newest_error() -> None:
     plan = Plan({2: CheckpointError("bad 2")})
-    with pytest.raises(CheckpointError, match="^bad 2$"):
+    with pytest.raises(CheckpointError, match=r"^bad 2$"):
         restore_newest(_refs(2), plan, where="s", fallback=False)
     assert plan.read_steps == [2]
 
