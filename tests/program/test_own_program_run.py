@@ -40,7 +40,7 @@ def test_preempted_mid_run_resumes_from_its_save_to_the_same_weights(
     tmp_path: Path, burst_cmd: list[str]
 ) -> None:
     text = EXAMPLE.read_text().replace(
-        "checkpoint_uri: file://runs/checkpoints", f"checkpoint_uri: file://{tmp_path}/store"
+        "checkpoint_uri: file://checkpoints", f"checkpoint_uri: file://{tmp_path}/store"
     )
     old = '--steps, "40", --save-every, "5", --step-seconds, "0.05"'
     assert old in text
