@@ -15,7 +15,8 @@ Every rank is treated as if it ran on its own node (no shared filesystem):
   its own rank (``zero_pp_rank_<r>_...``) and the files DeepSpeed writes once
   (``mp_rank_00_model_states.pt``). The ranks agree that every rank got its files before any
   of them calls ``load_checkpoint`` (which is collective), so a missing or corrupt chunk on
-  one rank makes all of them fall back together.
+  one rank makes all of them fall back together. That is the read plan ``DeepSpeedRead`` of
+  the one restore loop (``burst.checkpoint.read_plan.restore_newest``).
 * **another world size** (ZeRO-3): every rank fetches every file, converts them locally with
   DeepSpeed's own ``ds_to_universal`` into a *universal checkpoint* (one file per parameter
   and optimizer moment, independent of the partitioning) and loads it with DeepSpeed's
@@ -33,8 +34,8 @@ import io
 import logging
 import re
 import shutil
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ import numpy as np
 
 from burst.checkpoint.catalog import list_checkpoints, load_manifest
 from burst.checkpoint.manager import CheckpointManager
-from burst.checkpoint.manifest import Manifest
+from burst.checkpoint.manifest import CheckpointRef, Manifest
+from burst.checkpoint.read_plan import Exchange, restore_newest
 from burst.checkpoint.restore import fetch_arrays
 from burst.checkpoint.verify import ChunkAudit
 from burst.errors import CheckpointError
@@ -212,18 +214,23 @@ def to_universal(saved_tag_dir: Path, universal_tag_dir: Path) -> None:
         log.debug("ds_to_universal: %s", out.getvalue()[-2000:])
 
 
-def _newest_full(manager: CheckpointManager) -> int:
-    """Rank 0's newest full checkpoint step, the same on every rank."""
-    steps = (
-        [r.step for r in list_checkpoints(manager.store, "full")] if _rank_world()[0] == 0 else []
-    )
-    box = [max(steps) if steps else None]
-    dist = _dist()
-    if dist:
-        dist.broadcast_object_list(box, src=0)
-    if box[0] is None:
-        raise CheckpointError("no committed full checkpoint", where=manager.store.url)
-    return int(box[0])
+def _exchange() -> Exchange:
+    """This process group's collectives for the one restore loop (one rank: local)."""
+    rank, world = _rank_world()
+
+    def broadcast(tensor: Any, src: int) -> None:
+        dist = _dist()
+        if dist:
+            dist.broadcast(tensor, src=src)
+
+    def decide(choose: Any) -> Any:
+        dist = _dist()
+        box = [choose() if rank == 0 else None]
+        if dist:
+            dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    return Exchange(rank, world, broadcast, _all_ok, decide)
 
 
 @contextlib.contextmanager
@@ -285,15 +292,11 @@ class DeepSpeedCheckpointer:
                 shutil.rmtree(old, ignore_errors=True)
         return sum(int(a.nbytes) for a in files.values())
 
-    def _prepare(self, step: int) -> tuple[Path, str, bool]:
+    def _prepare(self, ref: CheckpointRef) -> tuple[Path, str, bool]:
         """This rank's part of a restore (no collective): fetch what it needs, convert if the
         world size changed. Returns (directory to load from, tag, universal)."""
-        refs = [r for r in list_checkpoints(self.manager.store, "full") if r.step == step]
-        if not refs:
-            raise CheckpointError(
-                f"no committed full checkpoint at step {step}", where=self.manager.store.url
-            )
-        manifest = load_manifest(self.manager.store, refs[-1])
+        step = ref.step
+        manifest = load_manifest(self.manager.store, ref)
         layout = saved_layout(manifest)
         every = bool(getattr(self.engine, "zero_elastic_checkpoint", lambda: False)())
         files = needed(layout, self.rank, self.world, every=every)
@@ -332,31 +335,68 @@ class DeepSpeedCheckpointer:
         )
         return self.local_dir / UNIVERSAL_DIR, layout.tag, True
 
+    def plan(
+        self, guard: Callable[[str, Callable[[], Any]], Any] | None = None, **load_kwargs: Any
+    ) -> DeepSpeedRead:
+        """The read plan of this rank's restore (``burst.checkpoint.read_plan``); ``guard``
+        runs each part (the train engine's: a peer's death is ``RankLost``)."""
+        return DeepSpeedRead(self, guard, load_kwargs)
+
     def restore(self, step: int | None = None, **load_kwargs: Any) -> tuple[int, dict[str, Any]]:
         """Collective, every rank: load checkpoint ``step`` (None: the newest full one, as rank
         0 lists them). Returns (step, client_state). If any rank cannot fetch its files, every
         rank raises (none has loaded anything)."""
-        if step is None:
-            step = _newest_full(self.manager)
-        error: CheckpointError | None = None
-        try:
-            load_dir, tag, universal = self._prepare(step)
-        except CheckpointError as exc:
-            error = exc
-        except OSError as exc:  # the rank's local disk: full, unwritable
-            error = CheckpointError(
-                f"DeepSpeed checkpoint at step {step}: {exc}", where=str(self.local_dir)
-            )
-        if not _all_ok(error is None):
-            raise error or CheckpointError(
-                f"DeepSpeed checkpoint at step {step}: another rank could not fetch its files",
-                where=self.manager.store.url,
-            )
-        loading = _universal_load(self.engine) if universal else contextlib.nullcontext()
+        ex = _exchange()
+        refs: list[CheckpointRef] = []
+        if ex.rank == 0:
+            refs = list_checkpoints(self.manager.store, "full")
+            refs = refs[-1:] if step is None else [r for r in refs if r.step == step][-1:]
+        where = self.manager.store.url
+        out = restore_newest(refs, self.plan(**load_kwargs), where=where, ex=ex, fallback=False)
+        if out is None:
+            at = "" if step is None else f" at step {step}"
+            raise CheckpointError(f"no committed full checkpoint{at}", where=where)
+        return out
+
+
+@dataclass
+class DeepSpeedRead:
+    """The read plan of a DeepSpeed restore: each rank fetches, verified, the files
+    ``engine.load_checkpoint`` opens on it (``needed``), converted to a universal checkpoint
+    if the world size changed; once every rank has its files, DeepSpeed loads them
+    (collective). The result: (step, client_state)."""
+
+    ckpt: DeepSpeedCheckpointer
+    guard: Callable[[str, Callable[[], Any]], Any] | None = None
+    load_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def _run(self, what: str, fn: Callable[[], Any]) -> Any:
+        return fn() if self.guard is None else self.guard(what, fn)
+
+    def read(self, ref: CheckpointRef) -> tuple[Path, str, bool]:
+        def prepare() -> tuple[Path, str, bool]:
+            try:
+                return self.ckpt._prepare(ref)
+            except OSError as exc:  # the rank's local disk: full, unwritable
+                raise CheckpointError(
+                    f"DeepSpeed checkpoint at step {ref.step}: {exc}",
+                    where=str(self.ckpt.local_dir),
+                ) from None
+
+        got: tuple[Path, str, bool] = self._run(f"restore of step {ref.step}", prepare)
+        return got
+
+    def finish(self, ref: CheckpointRef, got: tuple[Path, str, bool]) -> tuple[int, dict[str, Any]]:
+        load_dir, tag, universal = got
+        engine = self.ckpt.engine
+        loading = _universal_load(engine) if universal else contextlib.nullcontext()
         with loading:
-            path, client_state = self.engine.load_checkpoint(str(load_dir), tag=tag, **load_kwargs)
+            path, client_state = self._run(
+                f"restore of step {ref.step}",
+                lambda: engine.load_checkpoint(str(load_dir), tag=tag, **self.load_kwargs),
+            )
         if universal:
             shutil.rmtree(load_dir, ignore_errors=True)
         if path is None:
             raise CheckpointError(f"DeepSpeed could not load tag {tag}", where=str(load_dir))
-        return step, dict(client_state or {})
+        return ref.step, dict(client_state or {})

@@ -6,7 +6,9 @@ head), so it fetches and verifies only the chunks of those arrays; across the ra
 chunk is read and verified once. Saved by another number of ranks (resharding), every rank
 needs every piece: all fetch everything at once and each verifies its W-th, as
 ``burst.checkpoint.split_restore`` does. The ranks agree whether every part was sound and
-otherwise fall back to the previous checkpoint together, in the order rank 0 listed them.
+otherwise fall back to the previous checkpoint together, in the order rank 0 listed them (the
+one restore loop, ``burst.checkpoint.read_plan.restore_newest``, with the read plan
+``OwnRead``).
 
 The arrays of the other ranks' shards are returned unfilled (their bytes were not fetched):
 the caller uses only its own shard (``burst.checkpoint.dtensor_parts.own_shards``).
@@ -14,19 +16,17 @@ the caller uses only its own shard (``burst.checkpoint.dtensor_parts.own_shards`
 
 from __future__ import annotations
 
-import logging
+from dataclasses import dataclass, field
 from typing import Any
 
 from burst.checkpoint.catalog import load_manifest
 from burst.checkpoint.manifest import CheckpointRef, ChunkRef, Manifest
+from burst.checkpoint.read_plan import Exchange, restore_newest
 from burst.checkpoint.restore import Restored
-from burst.checkpoint.split_restore import Exchange, _arrays, _fetch_run, cut
+from burst.checkpoint.split_restore import _arrays, _fetch_run, cut
 from burst.checkpoint.tree import unflatten
 from burst.checkpoint.verify import ChunkAudit
-from burst.errors import CheckpointError
-from burst.storage.base import ObjectStore, StoreError
-
-log = logging.getLogger(__name__)
+from burst.storage.base import ObjectStore
 
 
 def _indices(tree: Any, out: set[int]) -> None:
@@ -69,6 +69,46 @@ def own_chunks(manifest: Manifest, rank: int, world: int, part: str) -> list[Chu
     return out
 
 
+@dataclass
+class OwnRead:
+    """The read plan of W ranks restoring a sharded checkpoint: saved by as many ranks, each
+    fetches and verifies only its own shard (and rank 0's head); saved by another number,
+    every rank fetches every chunk and verifies its W-th (as ``SplitRead`` does)."""
+
+    store: ObjectStore
+    ex: Exchange
+    part: str
+    concurrency: int = 8
+    audit: ChunkAudit = field(default_factory=ChunkAudit)
+
+    def read(self, ref: CheckpointRef) -> tuple[Manifest, Any]:
+        import torch
+
+        manifest = load_manifest(self.store, ref)
+        size = max([c.offset + c.size for c in manifest.chunks] + [manifest.total_bytes])
+        flat_t = torch.empty(size, dtype=torch.uint8)  # pages not fetched stay untouched
+        own = own_chunks(manifest, self.ex.rank, self.ex.world, self.part)
+        if own is not None:
+            _fetch_run(self.store, manifest, own, flat_t.numpy(), self.concurrency, self.audit)
+        else:
+            check = {c.offset for c in cut(manifest.chunks, self.ex.world)[self.ex.rank]}
+            _fetch_run(
+                self.store,
+                manifest,
+                manifest.chunks,
+                flat_t.numpy(),
+                self.concurrency,
+                self.audit,
+                check,
+            )
+        return manifest, flat_t
+
+    def finish(self, ref: CheckpointRef, got: tuple[Manifest, Any]) -> Restored:
+        manifest, flat_t = got
+        arrays = _arrays(manifest, flat_t, flat_t.numpy())
+        return Restored(ref.step, ref.tier, unflatten(manifest.tree, arrays), manifest)
+
+
 def restore_own(
     store: ObjectStore,
     refs: list[CheckpointRef],
@@ -80,45 +120,11 @@ def restore_own(
 ) -> Restored | None:
     """The newest of ``refs`` (rank 0's list, oldest first) whose every rank's part restores,
     the same on every rank; None if ``refs`` is empty; CheckpointError if none restores."""
-    import torch
-
-    keys: list[tuple[int, str, str]] = ex.decide(lambda: [(r.step, r.tier, r.key) for r in refs])
-    audit = audit if audit is not None else ChunkAudit()
-    failures: list[str] = []
-    for step, tier, key in reversed(keys):
-        problem = ""
-        manifest: Manifest | None = None
-        flat_t: Any = None
-        try:
-            manifest = load_manifest(store, CheckpointRef(step=step, tier=tier, key=key))
-            size = max([c.offset + c.size for c in manifest.chunks] + [manifest.total_bytes])
-            flat_t = torch.empty(size, dtype=torch.uint8)  # pages not fetched stay untouched
-            own = own_chunks(manifest, ex.rank, ex.world, part)
-            if own is not None:
-                _fetch_run(store, manifest, own, flat_t.numpy(), concurrency, audit)
-            else:
-                check = {c.offset for c in cut(manifest.chunks, ex.world)[ex.rank]}
-                _fetch_run(
-                    store, manifest, manifest.chunks, flat_t.numpy(), concurrency, audit, check
-                )
-        except (CheckpointError, StoreError) as exc:
-            problem = exc.one_line()
-        if not ex.all_ok(not problem):
-            failures.append(problem or f"checkpoint step {step} ({tier}): another rank's part")
-            log.warning(
-                "checkpoint step %d (%s) does not restore (%s); falling back to the previous one",
-                step,
-                tier,
-                problem or "another rank's part failed",
-            )
-            continue
-        assert manifest is not None
-        arrays = _arrays(manifest, flat_t, flat_t.numpy())
-        if failures:
-            log.warning("restored step %d (%s) after %d unusable", step, tier, len(failures))
-        return Restored(step, tier, unflatten(manifest.tree, arrays), manifest)
-    if not keys:
-        return None
-    raise CheckpointError(
-        f"no usable checkpoint among {len(failures)}: " + " | ".join(failures), where=store.url
+    plan = OwnRead(
+        store,
+        ex,
+        part,
+        concurrency=concurrency,
+        audit=audit if audit is not None else ChunkAudit(),
     )
+    return restore_newest(refs, plan, where=store.url, ex=ex)

@@ -1,7 +1,8 @@
 """Restore a checkpoint: fetch chunks in parallel into preallocated arrays, verify blake3.
 
 A missing or corrupt chunk is a CheckpointError naming the checkpoint; ``restore_checkpoint``
-with ``fallback=True`` then tries the previous complete checkpoint.
+with ``fallback=True`` then tries the previous complete checkpoint (the one restore loop,
+``burst.checkpoint.read_plan.restore_newest``, with the read plan ``WholeRead``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from burst.checkpoint.catalog import list_checkpoints, load_manifest
 from burst.checkpoint.layout import ArrayEntry, SpanIndex
 from burst.checkpoint.manifest import CheckpointRef, ChunkRef, Manifest, chunk_key
+from burst.checkpoint.read_plan import restore_newest
 from burst.checkpoint.tree import array_paths, flatten, unflatten
 from burst.checkpoint.verify import ChunkAudit, quarantine_chunk
 from burst.errors import CheckpointError
@@ -251,6 +253,25 @@ def restore_ref(
     return Restored(ref.step, ref.tier, unflatten(manifest.tree, arrays), manifest)
 
 
+@dataclass
+class WholeRead:
+    """The read plan of one rank restoring a whole checkpoint: every chunk read and
+    verified (``restore_ref``)."""
+
+    store: ObjectStore
+    into: Any = None
+    concurrency: int = 8
+    audit: ChunkAudit | None = None
+
+    def read(self, ref: CheckpointRef) -> Restored:
+        return restore_ref(
+            self.store, ref, into=self.into, concurrency=self.concurrency, audit=self.audit
+        )
+
+    def finish(self, ref: CheckpointRef, got: Restored) -> Restored:
+        return got
+
+
 def restore_checkpoint(
     store: ObjectStore,
     step: int | None = None,
@@ -278,24 +299,7 @@ def restore_checkpoint(
         )
     if fallback is None:
         fallback = step is None
-    failures: list[str] = []
-    for ref in reversed(refs):
-        try:
-            restored = restore_ref(store, ref, into=into, concurrency=concurrency, audit=audit)
-        except CheckpointError as exc:
-            if not fallback:
-                raise
-            failures.append(exc.one_line())
-            log.warning("%s; falling back to the previous checkpoint", exc.one_line())
-            continue
-        if failures:
-            log.warning(
-                "restored step %d (%s) after %d unusable checkpoint(s)",
-                ref.step,
-                ref.tier,
-                len(failures),
-            )
-        return restored
-    raise CheckpointError(
-        f"no usable checkpoint among {len(failures)}: " + " | ".join(failures), where=store.url
-    )
+    plan = WholeRead(store, into=into, concurrency=concurrency, audit=audit)
+    restored = restore_newest(refs, plan, where=store.url, fallback=fallback)
+    assert restored is not None  # refs is not empty
+    return restored

@@ -20,43 +20,30 @@ any checkpoint (the cut follows the reader's world, not the writer's), so a resh
 is the same operation. The ranks agree, after fetching, whether every part was sound
 (``Exchange.all_ok``); if any was not (a missing or corrupt chunk: quarantined as by
 ``burst.checkpoint.restore``), all of them fall back to the previous full checkpoint
-together, in the order rank 0 listed them. A chunk corrupt in the store is found by the rank
-whose part it is; in-flight corruption on another rank's read is the transport's to catch
-(TLS, S3 checksums), as a single-rank restore's reads of its own chunks are not re-read.
+together, in the order rank 0 listed them (the one restore loop,
+``burst.checkpoint.read_plan.restore_newest``, with the read plan ``SplitRead``). A chunk
+corrupt in the store is found by the rank whose part it is; in-flight corruption on another
+rank's read is the transport's to catch (TLS, S3 checksums), as a single-rank restore's
+reads of its own chunks are not re-read.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from burst.checkpoint.catalog import load_manifest
 from burst.checkpoint.manifest import CheckpointRef, ChunkRef, Manifest
+from burst.checkpoint.read_plan import Exchange, restore_newest
 from burst.checkpoint.restore import Restored, allocate, fetch_chunks, match_targets
 from burst.checkpoint.tree import unflatten
 from burst.checkpoint.verify import ChunkAudit
 from burst.errors import CheckpointError
-from burst.storage.base import ObjectStore, StoreError
+from burst.storage.base import ObjectStore
 
-log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """The collectives a split restore needs (``burst.train.ranks.Ranks`` provides them)."""
-
-    rank: int
-    world: int
-    #: send ``tensor`` from rank ``src`` to every rank, in place
-    broadcast: Callable[[Any, int], None]
-    #: True on every rank iff ``flag`` is True on every rank
-    all_ok: Callable[[bool], bool]
-    #: rank 0's value, the same on every rank
-    decide: Callable[[Callable[[], Any]], Any]
+__all__ = ["Exchange", "SplitRead", "cut", "restore_split"]
 
 
 def cut(chunks: list[ChunkRef], world: int) -> list[list[ChunkRef]]:
@@ -130,6 +117,56 @@ def _broadcast_runs(
                 ex.broadcast(torch.from_numpy(raws[i][a - e.offset : b - e.offset]), src)
 
 
+@dataclass
+class _Split:
+    """What one rank read of one candidate: its arrays and their bytes, the runs."""
+
+    manifest: Manifest
+    outs: list[Any]
+    raws: list[np.ndarray]
+    runs: list[list[ChunkRef]]
+
+
+@dataclass
+class SplitRead:
+    """The read plan of W ranks restoring one whole state each, the work split between
+    them: ``share=False`` split-verify (every rank fetches every chunk, verifies its run),
+    ``share=True`` split-share (each rank fetches its run; the runs are broadcast)."""
+
+    store: ObjectStore
+    ex: Exchange
+    share: bool = False
+    into: Any = None
+    concurrency: int = 8
+    audit: ChunkAudit = field(default_factory=ChunkAudit)
+
+    def read(self, ref: CheckpointRef) -> _Split:
+        manifest = load_manifest(self.store, ref)
+        into = None if self.into is None else match_targets(manifest, self.into)
+        outs, raws = allocate(manifest, into)
+        runs = cut(manifest.chunks, self.ex.world)
+        own = runs[self.ex.rank]
+        if self.share:
+            chunks, check = own, None
+        else:
+            chunks, check = manifest.chunks, {c.offset for c in own}
+        fetch_chunks(
+            self.store,
+            manifest,
+            chunks,
+            raws,
+            check=check,
+            concurrency=self.concurrency,
+            audit=self.audit,
+        )
+        return _Split(manifest, outs, raws, runs)
+
+    def finish(self, ref: CheckpointRef, got: _Split) -> Restored:
+        if self.share:
+            _broadcast_runs(got.manifest, got.runs, got.raws, self.ex)
+        return Restored(ref.step, ref.tier, unflatten(got.manifest.tree, got.outs), got.manifest)
+
+
 def restore_split(
     store: ObjectStore,
     refs: list[CheckpointRef],
@@ -153,53 +190,12 @@ def restore_split(
     ``into``: a whole state (``assemble``'s shape: the model's and optimizer's state dicts)
     whose tensors receive the bytes in place where path, dtype and shape match; the restored
     state then holds those very tensors (no second copy, no fresh memory to fault in)."""
-    keys: list[tuple[int, str, str]] = ex.decide(lambda: [(r.step, r.tier, r.key) for r in refs])
-    audit = audit if audit is not None else ChunkAudit()
-    failures: list[str] = []
-    for step, tier, key in reversed(keys):
-        ref = CheckpointRef(step=step, tier=tier, key=key)
-        problem = ""
-        manifest: Manifest | None = None
-        outs: list[Any] = []
-        raws: list[np.ndarray] = []
-        runs: list[list[ChunkRef]] = []
-        try:
-            manifest = load_manifest(store, ref)
-            outs, raws = allocate(manifest, None if into is None else match_targets(manifest, into))
-            runs = cut(manifest.chunks, ex.world)
-            own = runs[ex.rank]
-            if share:
-                chunks, check = own, None
-            else:
-                chunks, check = manifest.chunks, {c.offset for c in own}
-            fetch_chunks(
-                store,
-                manifest,
-                chunks,
-                raws,
-                check=check,
-                concurrency=concurrency,
-                audit=audit,
-            )
-        except (CheckpointError, StoreError) as exc:
-            problem = exc.one_line()
-        if not ex.all_ok(not problem):
-            failures.append(problem or f"checkpoint step {step} ({tier}): another rank's part")
-            log.warning(
-                "checkpoint step %d (%s) does not restore (%s); falling back to the previous one",
-                step,
-                tier,
-                problem or "another rank's part failed",
-            )
-            continue
-        assert manifest is not None
-        if share:
-            _broadcast_runs(manifest, runs, raws, ex)
-        if failures:
-            log.warning("restored step %d (%s) after %d unusable", step, tier, len(failures))
-        return Restored(step, tier, unflatten(manifest.tree, outs), manifest)
-    if not keys:
-        return None
-    raise CheckpointError(
-        f"no usable checkpoint among {len(failures)}: " + " | ".join(failures), where=store.url
+    plan = SplitRead(
+        store,
+        ex,
+        share=share,
+        into=into,
+        concurrency=concurrency,
+        audit=audit if audit is not None else ChunkAudit(),
     )
+    return restore_newest(refs, plan, where=store.url, ex=ex)

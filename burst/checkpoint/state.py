@@ -2,12 +2,15 @@
 
 ``capture_state`` returns a plain nested dict; pass it to ``CheckpointManager.save``. Tier
 "weights" holds the model (and metadata); tier "full" adds optimizer, LR scheduler, RNG states
-(Python, numpy, torch CPU and CUDA) and the data-loader position.
+(Python, numpy, torch CPU and CUDA) and the data-loader position. One format: the training
+engines (``burst.train.engine``) save and load their states through these two functions too;
+a state written under an older key (``LEGACY_KEYS``) still applies.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,6 +48,12 @@ def _as_tuples(obj: Any) -> Any:
     return tuple(_as_tuples(o) for o in obj) if isinstance(obj, list | tuple) else obj
 
 
+#: keys a state of older burst versions may hold, and the key they are read as: the
+#: library's ``capture_state`` wrote the data position under "data" before the library and
+#: the training engines shared this one format
+LEGACY_KEYS = {"data": "data_position"}
+
+
 def capture_state(
     model: Any,
     optimizer: Any = None,
@@ -53,18 +62,58 @@ def capture_state(
     tier: str = "full",
     data_position: Any = None,
     metadata: dict[str, Any] | None = None,
+    step: int | None = None,
+    samples: int | None = None,
 ) -> dict[str, Any]:
-    """The state of a training run, as the given tier asks."""
+    """The state of a training run, as the given tier asks: the one format of a checkpoint's
+    state, written by the library's users and by the training engines alike.
+
+    Keys: "model" (its state dict) and "metadata" (``metadata`` or {}); "step" and "tier"
+    when ``step`` is given; tier "full" adds "optimizer" and "scheduler" (when given), "rng"
+    (``rng_state``), "data_position" (the data loader's position: any JSON-able value or
+    array tree) and "samples" (samples consumed, when given: a run of several ranks)."""
     check_tier(tier)
     state: dict[str, Any] = {"model": model.state_dict(), "metadata": metadata or {}}
+    if step is not None:
+        state.update(step=step, tier=tier)
     if tier == "full":
         if optimizer is not None:
             state["optimizer"] = optimizer.state_dict()
         if scheduler is not None:
             state["scheduler"] = scheduler.state_dict()
-        state["rng"] = rng_state()
-        state["data"] = data_position
+        state["rng"] = rng_state()  # CUDA included: a GPU resume restores, never re-seeds
+        state["data_position"] = data_position
+        if samples is not None:
+            state["samples"] = samples
     return state
+
+
+def data_position(state: dict[str, Any]) -> Any:
+    """The data position a state holds (also one written under a legacy key)."""
+    if "data_position" in state:
+        return state["data_position"]
+    for old, new in LEGACY_KEYS.items():
+        if new == "data_position" and old in state:
+            return state[old]
+    return None
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What ``apply_state`` hands back besides the loaded objects. ``applied["data"]`` and
+    ``applied["metadata"]`` read as the dict it returned before."""
+
+    data_position: Any
+    metadata: dict[str, Any]
+    samples: int | None = None
+    step: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "data":
+            return self.data_position
+        if key == "metadata":
+            return self.metadata
+        raise KeyError(key)
 
 
 def check_fits(model_state: Any, saved: Any, where: str) -> None:
@@ -100,17 +149,38 @@ def apply_state(
     *,
     strict: bool = True,
     restore_rng: bool = True,
-) -> dict[str, Any]:
-    """Load a restored state into the objects; returns {"data": ..., "metadata": ...}."""
+    full: bool = False,
+    where: str = "restored state",
+) -> Applied:
+    """Load a restored state (``capture_state``'s format, or an older one) into the objects.
+
+    ``strict``: the model's tensors must match the checkpoint's (``check_fits``, before
+    anything loads). ``full``: the state must be a full one (optimizer, RNG states, data
+    position: a training engine's resume), else CheckpointError naming what is missing."""
     if "model" not in state:
-        raise CheckpointError("restored state has no 'model' entry")
+        raise CheckpointError("restored state has no 'model' entry", where=where)
+    if full:
+        missing = [k for k in ("optimizer", "rng") if k not in state]
+        if data_position(state) is None:
+            missing.append("data_position")
+        if missing:
+            raise CheckpointError(
+                f"not a full checkpoint: no {', '.join(repr(k) for k in missing)}", where=where
+            )
     if strict:
-        check_fits(model.state_dict(), state["model"], "restored state")
+        check_fits(model.state_dict(), state["model"], where)
     model.load_state_dict(state["model"], strict=strict)
     if optimizer is not None and "optimizer" in state:
         optimizer.load_state_dict(state["optimizer"])
-    if scheduler is not None and "scheduler" in state:
+    if scheduler is not None and state.get("scheduler") is not None:
         scheduler.load_state_dict(state["scheduler"])
     if restore_rng and "rng" in state:
         set_rng_state(state["rng"])
-    return {"data": state.get("data"), "metadata": state.get("metadata") or {}}
+    samples = state.get("samples")
+    step = state.get("step")
+    return Applied(
+        data_position(state),
+        state.get("metadata") or {},
+        None if samples is None else int(samples),
+        None if step is None else int(step),
+    )

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from burst.program.formats import Verdict, judge
+from burst.program.formats import MARKER_SUFFIX, Verdict, judge
 from burst.program.snapshot import Signature, Snapshot, newest_mtime, read_entry, signature
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,11 @@ class DirWatcher:
         current: dict[str, Signature] = {}
         for entry in entries:
             if entry.is_symlink():
+                continue
+            if entry.name.endswith(MARKER_SUFFIX):
+                target = entry.with_name(entry.name.removesuffix(MARKER_SUFFIX))
+                if not target.exists():
+                    self._note(target.name, "deleted (its marker remains)")
                 continue
             try:
                 verdict = judge(entry)

@@ -63,7 +63,7 @@ from burst.regional.stores import (
 from burst.settings import current
 from burst.storage.base import ObjectMissing, ObjectStore
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
-from burst.train.engine import TorchEngine, TrainEngine, apply_state, capture_state
+from burst.train.engine import TorchEngine, TrainEngine, apply_setup, capture_setup
 from burst.train.hooks import Interrupted
 from burst.train.loop import TrainRun
 
@@ -256,7 +256,7 @@ class RegionalWorker:
         return value
 
     def _state(self, step: int) -> dict[str, Any]:
-        state = capture_state(self._setup, step, "full")
+        state = capture_setup(self._setup, step, "full")
         state["residual"] = dict(self.codec.residual)
         return state
 
@@ -277,7 +277,7 @@ class RegionalWorker:
         self.codec.residual = dict(state.get("residual") or {})
         ended = self._round_of_end(s)
         if ended is None and s // self.H == g:  # mid-round, and the round is still open
-            apply_state(setup, state, f"worker {self.region}'s own state at step {s}")
+            apply_setup(setup, state, f"worker {self.region}'s own state at step {s}")
             log.info("worker %s: resumed mid-round %d at inner step %d", self.region, g, s)
             return s
         setup.optimizer.load_state_dict(state["optimizer"])

@@ -23,7 +23,7 @@ from burst.checkpoint.sharded import assemble, partition
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
-from burst.train.engine import apply_state, capture_state, restored_samples
+from burst.train.engine import apply_setup, capture_setup, restored_samples
 from burst.train.ranks import Ranks, step_seed
 from burst.train.setup import TrainSetup
 from burst.train.weights import weights_sha256
@@ -93,7 +93,7 @@ class DDPEngine:
         return float(out.detach())
 
     def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
-        whole = capture_state(self.setup, step, tier, self.samples if tier == "full" else None)
+        whole = capture_setup(self.setup, step, tier, self.samples if tier == "full" else None)
         whole["world"] = self.ranks.world
         return store.save(step, partition(whole, self.ranks.rank, self.ranks.world), tier)
 
@@ -103,7 +103,7 @@ class DDPEngine:
         try:
             # into the model's and optimizer's own tensors, in place (DCP's load semantics):
             # no fresh memory to fault in, no second copy where they fit
-            live = capture_state(self.setup, 0, "full", self.samples)
+            live = capture_setup(self.setup, 0, "full", self.samples)
             restored = store.mgr.restore_split(self.ranks.exchange(), tier="full", into=live)
         except CheckpointError as exc:
             raise CheckpointError(
@@ -112,7 +112,7 @@ class DDPEngine:
         if restored is None:
             return None
         step, state = restored.step, assemble(restored.state)
-        position = apply_state(self.setup, state)
+        position = apply_setup(self.setup, state)
         self.samples = restored_samples(self.setup, state, self.batch) or 0
         saved_by = state.get("world", 1)
         if saved_by != self.ranks.world:
@@ -127,7 +127,7 @@ class DDPEngine:
 
     def nbytes(self, tier: str) -> int:
         """This rank's part of a checkpoint of ``tier`` (what it stages and uploads)."""
-        whole = capture_state(self.setup, 0, tier, self.samples if tier == "full" else None)
+        whole = capture_setup(self.setup, 0, tier, self.samples if tier == "full" else None)
         return state_nbytes(partition(whole, self.ranks.rank, self.ranks.world))
 
     def weights_sha256(self) -> str:

@@ -22,12 +22,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 
+from burst.checkpoint.read_plan import restore_newest
 from burst.checkpoint.state import rng_state, set_rng_state
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
@@ -213,45 +213,36 @@ class DeepSpeedEngine:
         """The newest full checkpoint that loads on every rank; older ones if it does not (rank
         0's list decides, the ranks fall back together). Saved by another number of ranks: a
         ZeRO-3 checkpoint is re-partitioned (universal checkpoint), from the same sample."""
-        fulls = self.ranks.decide(
-            lambda: sorted((r.step for r in store.refs() if r.tier == "full"), reverse=True)
-        )
-        if not fulls:
+        fulls = [r for r in store.refs() if r.tier == "full"] if self.ranks.leader else []
+        plan = self._checkpointer(store).plan(guard=self._collective)
+        where = store.mgr.store.url
+        found = restore_newest(fulls, plan, where=where, ex=self.ranks.exchange())
+        if found is None:
             return None
-        ckpt = self._checkpointer(store)
-        error: CheckpointError | None = None
-        for at in fulls:
-            try:
-                step, client = self._collective(f"restore of step {at}", partial(ckpt.restore, at))
-            except CheckpointError as exc:
-                log.warning("full checkpoint at step %d: %s", at, exc.one_line())
-                error = error or exc
-                continue
-            if "rng" not in client or "data_position" not in client:
-                raise CheckpointError(
-                    f"DeepSpeed checkpoint at step {step} has no data position or RNG states "
-                    "(not written by burst's train step)",
-                    where=store.location,
-                )
-            saved_by = int(client.get("world") or 1)
-            if saved_by != self.ranks.world:
-                log.warning(
-                    "DeepSpeed checkpoint of step %d was saved by %d rank(s), resumed by %d "
-                    "(universal checkpoint)",
-                    step,
-                    saved_by,
-                    self.ranks.world,
-                )
-            set_rng_state(client["rng"])
-            if self.setup.batch_for_samples is not None and (
-                self.samples is not None or client.get("samples") is not None
-            ):
-                # the data position in samples (as saved; a run of one rank saved none: it
-                # read one batch per step); one rank resuming a run of several reads by samples
-                self.samples = restored_samples(self.setup, client, self.batch)
-            return int(client["data_position"])
-        assert error is not None
-        raise error
+        step, client = found
+        if "rng" not in client or "data_position" not in client:
+            raise CheckpointError(
+                f"DeepSpeed checkpoint at step {step} has no data position or RNG states "
+                "(not written by burst's train step)",
+                where=store.location,
+            )
+        saved_by = int(client.get("world") or 1)
+        if saved_by != self.ranks.world:
+            log.warning(
+                "DeepSpeed checkpoint of step %d was saved by %d rank(s), resumed by %d "
+                "(universal checkpoint)",
+                step,
+                saved_by,
+                self.ranks.world,
+            )
+        set_rng_state(client["rng"])
+        if self.setup.batch_for_samples is not None and (
+            self.samples is not None or client.get("samples") is not None
+        ):
+            # the data position in samples (as saved; a run of one rank saved none: it
+            # read one batch per step); one rank resuming a run of several reads by samples
+            self.samples = restored_samples(self.setup, client, self.batch)
+        return int(client["data_position"])
 
     def nbytes(self, tier: str) -> int:
         """This rank's part of a checkpoint (every tier is full): the size of the last one this

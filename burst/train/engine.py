@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from burst.checkpoint.sharded import assemble
-from burst.checkpoint.state import check_fits, rng_state, set_rng_state
+from burst.checkpoint.state import apply_state, capture_state, check_fits, data_position
 from burst.errors import BadInputError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
@@ -48,30 +48,29 @@ class TrainEngine(Protocol):
     def close(self) -> None: ...
 
 
-def capture_state(
+def capture_setup(
     setup: TrainSetup, step: int, tier: str, samples: int | None = None
 ) -> dict[str, Any]:
-    state: dict[str, Any] = {"step": step, "tier": tier, "model": setup.model.state_dict()}
-    if tier == "full":
-        state.update(
-            optimizer=setup.optimizer.state_dict(),
-            scheduler=setup.scheduler.state_dict() if setup.scheduler else None,
-            rng=rng_state(),  # CUDA included: a GPU resume restores, never re-seeds
-            data_position=step,
-        )
-        if samples is not None:  # samples consumed (several ranks: see TrainSetup)
-            state["samples"] = samples
-    return state
+    """The state of ``setup`` at ``step`` in the one state format (``capture_state``): the
+    data position of a full state is ``step``; ``samples``: samples consumed (several ranks:
+    see TrainSetup)."""
+    return capture_state(
+        setup.model,
+        setup.optimizer,
+        setup.scheduler,
+        tier=tier,
+        step=step,
+        data_position=step if tier == "full" else None,
+        samples=samples if tier == "full" else None,
+    )
 
 
-def apply_state(setup: TrainSetup, state: dict[str, Any], where: str = "checkpoint") -> int:
-    check_fits(setup.model.state_dict(), state.get("model"), where)
-    setup.model.load_state_dict(state["model"])
-    setup.optimizer.load_state_dict(state["optimizer"])
-    if setup.scheduler is not None and state.get("scheduler") is not None:
-        setup.scheduler.load_state_dict(state["scheduler"])
-    set_rng_state(state["rng"])
-    return int(state["data_position"])
+def apply_setup(setup: TrainSetup, state: dict[str, Any], where: str = "checkpoint") -> int:
+    """Load a full state into ``setup`` (``apply_state``); returns its data position."""
+    applied = apply_state(
+        state, setup.model, setup.optimizer, setup.scheduler, full=True, where=where
+    )
+    return int(applied.data_position)
 
 
 def restored_samples(setup: TrainSetup, state: dict[str, Any], batch: int) -> int | None:
@@ -81,7 +80,7 @@ def restored_samples(setup: TrainSetup, state: dict[str, Any], batch: int) -> in
         return None
     if state.get("samples") is not None:
         return int(state["samples"])
-    return int(state["data_position"]) * batch
+    return int(data_position(state)) * batch
 
 
 class TorchEngine:
@@ -117,7 +116,7 @@ class TorchEngine:
         return float(out.detach())
 
     def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
-        return store.save(step, capture_state(self.setup, step, tier, self.samples), tier)
+        return store.save(step, capture_setup(self.setup, step, tier, self.samples), tier)
 
     def restore(self, store: RunCheckpoints) -> int | None:
         restored = store.restore_full()
@@ -128,12 +127,12 @@ class TorchEngine:
         check_fits(self.setup.model.state_dict(), state.get("model"), where)
         if "samples" in state:
             self.samples = restored_samples(self.setup, state, self.batch)
-        return apply_state(self.setup, state, where)
+        return apply_setup(self.setup, state, where)
 
     def nbytes(self, tier: str) -> int:
         if tier == "weights":
             return state_nbytes(self.setup.model.state_dict())
-        return state_nbytes(capture_state(self.setup, 0, tier))
+        return state_nbytes(capture_setup(self.setup, 0, tier))
 
     def weights_sha256(self) -> str:
         return weights_sha256(self.setup.model)

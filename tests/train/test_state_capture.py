@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from burst.checkpoint.state import rng_state
-from burst.train.engine import apply_state, capture_state
+from burst.train.engine import apply_setup, capture_setup
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,19 +31,19 @@ def _draws() -> tuple[float, float, float]:
 
 
 def test_the_engine_captures_every_generator_the_checkpoint_api_does() -> None:
-    state = capture_state(_setup(), 3, "full")  # type: ignore[arg-type]
+    state = capture_setup(_setup(), 3, "full")  # type: ignore[arg-type]
     assert set(state["rng"]) == set(rng_state()) == {"python", "numpy", "torch", "cuda"}
     assert state["data_position"] == 3
 
 
 def test_a_restored_state_repeats_the_draws() -> None:
     setup = _setup()
-    state = capture_state(setup, 7, "full")  # type: ignore[arg-type]
+    state = capture_setup(setup, 7, "full")  # type: ignore[arg-type]
     first = _draws()
     # as a checkpoint may hand them back: lists where there were tuples
     state["rng"]["python"] = list(state["rng"]["python"])
     state["rng"]["numpy"] = list(state["rng"]["numpy"])
-    assert apply_state(setup, state) == 7  # type: ignore[arg-type]
+    assert apply_setup(setup, state) == 7  # type: ignore[arg-type]
     assert _draws() == first
 
 
