@@ -153,7 +153,7 @@ def hf_run(side: str, args: argparse.Namespace, s3: Any, freeze: bool = False) -
     store = open_store(f"s3://{bucket}/run")
     mgr = watcher = None
     if side == "B":
-        mgr = CheckpointManager(store, keep_full=None)
+        mgr = CheckpointManager(store, keep_full=None, chunk_size=args.chunk_mib * MiB)
         watcher = DirWatcher(out, commit=lambda snap: mgr.save(snap.step, snap.state(), "full"))
         watcher.start()
     targs = TrainingArguments(
@@ -342,6 +342,7 @@ def main() -> int:
     ap.add_argument("--embd", type=int, default=512)
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--save-every", type=int, default=2)
+    ap.add_argument("--chunk-mib", type=int, default=8, help="burst's chunk size (HF side)")
     ap.add_argument("--out", default=str(REPO / "benchmarks/results/your_training.json"))
     args = ap.parse_args()
     reps = args.reps or (2 if args.quick else 5)

@@ -124,6 +124,7 @@ def main() -> int:
             save(step)
             if rank == 0:
                 print(f"notice: saved step {step}, exiting", flush=True)
+            dist.barrier()
             dist.destroy_process_group()
             return 0
         if step % args.save_every == 0 or step == args.steps:
@@ -131,6 +132,7 @@ def main() -> int:
         left = args.step_seconds - (time.monotonic() - t0)
         if left > 0:
             time.sleep(left)
+    dist.barrier()  # every rank is done before any leaves (a rank left alone hangs in destroy)
     if rank == 0 and args.final_out is not None:
         h = hashlib.sha256()
         for name, t in sorted(model.state_dict().items()):
