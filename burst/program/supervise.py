@@ -148,6 +148,7 @@ class Supervisor:
             self.watcher.known(resume)
         self.record.update(
             engine="program",
+            world_size=self.job.training.world_size,
             resumed_from=self.start_step,
             watchers=self.watchers.names,
             program={
@@ -338,9 +339,12 @@ class Supervisor:
         rec = self._program_record(program, code)
         latest = self.store.latest()
         saved_after = [h for h in self.watcher.handed[before:] if latest and h.step <= latest.step]
-        lost = self._lost(program, latest.step if latest else None, stopped)
-        rec.update(saved_on_notice=bool(saved_after), **lost)
-        if not saved_after:
+        rec["saved_on_notice"] = bool(saved_after)
+        if saved_after:  # it stopped training to save: nothing after that save was trained
+            rec.update(lost_seconds=0.0, lost_gpu_seconds=0.0, lost_steps=0)
+        else:
+            lost = self._lost(program, latest.step if latest else None, stopped)
+            rec.update(lost)
             log.warning(
                 "the program saved no checkpoint after the notice: about %s steps and %.0f "
                 "GPU-seconds are lost (resumes from %s)",
