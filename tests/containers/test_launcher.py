@@ -183,3 +183,11 @@ def test_the_plan_step_imports_no_torch() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=checkout.ROOT, timeout=120, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-800:]
+
+
+def test_no_example_stores_checkpoints_in_runs_runs() -> None:
+    """A relative file:// store is under the runs root now (issue 27): an example that still
+    wrote file://runs/... would land in runs/runs/."""
+    for path in sorted((checkout.ROOT / "examples").glob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        assert "file://runs/" not in text, f"{path.name}: use file://checkpoints"
