@@ -2,7 +2,8 @@
 
 ``burst validate`` and the pipeline's preflight step run these before anything is provisioned:
 
-* the entrypoint imports and builds on the spec, and one batch goes through the model: in a
+* the entrypoint imports and builds on the spec, and one batch goes through the model (a
+  ``training.command`` instead: the program exists and starts, ``burst.program.check``): in a
   subprocess (``python -m burst.train.entrycheck``) with a time limit
   (``BURST_ENTRYPOINT_CHECK_S``, default 120 s), so a hanging or crashing entrypoint cannot
   take the caller with it;
@@ -45,6 +46,11 @@ def _limit(var: str, value: float) -> float:
 def check_entrypoint(job: BurstJob, *, timeout: float | None = None) -> None:
     """Import and build ``training.entrypoint`` in a child process, one batch forward."""
     limit = _limit(ENTRYPOINT_ENV, current().entrypoint_check_s) if timeout is None else timeout
+    if job.training.own_program:  # training.command: exists and starts (burst.program.check)
+        from burst.program.check import check_command
+
+        check_command(job, limit)
+        return
     env = dict(os.environ)
     root = str(checkout.ROOT)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)

@@ -434,6 +434,37 @@ class Settings:
         "losses, a restart after a kill", shown="`start`",
         audience=INTERNAL,
     )  # fmt: skip
+    # -- set by burst for a user's own program (training.command; burst.program.contract)
+    program_checkpoint_dir = Var(
+        "BURST_CHECKPOINT_DIR", _path, None,
+        "training.command: the node-local directory the program saves its checkpoints into",
+        shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    program_resume_from = Var(
+        "BURST_RESUME_FROM", _path, None,
+        "training.command, on a resume: the restored checkpoint the program resumes from",
+        shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    program_notice_file = Var(
+        "BURST_NOTICE_FILE", _path, None,
+        "training.command: the file (JSON: deadline_unix, reason) written on a preemption "
+        "notice", shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    program_notice_signal = Var(
+        "BURST_NOTICE_SIGNAL", _text, "SIGUSR1",
+        "training.command: the signal the program receives on a notice (training.notice_signal)",
+        shown="`SIGUSR1`", audience=INTERNAL,
+    )  # fmt: skip
+    program_checkpoint_store = Var(
+        "BURST_CHECKPOINT_STORE", _text, "",
+        "burst.adapters.dcp_storage: the store (URL) a DCP program saves into directly when "
+        "none is passed", shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    program_step_deadline = Var(
+        "BURST_STEP_DEADLINE", _text, "",
+        "training.command: unix seconds by which the train step must end (budget.max_hours)",
+        shown="none", audience=INTERNAL,
+    )  # fmt: skip
     gang = Var(
         "BURST_GANG", _flag, False,
         "a gang pod: `steps.train` joins the other nodes' ranks (Volcano's env)", shown="off",

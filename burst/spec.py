@@ -305,6 +305,14 @@ class CheckpointPolicy(Strict):
         le=1000,
         description="Weights-only checkpoints kept.",
     )
+    expect_within_s: Float = Field(
+        default=1800,
+        gt=0,
+        le=7 * 86400,
+        description="training.command only: seconds within which the program is expected to "
+        "save a complete checkpoint (from its start, and after each one); when none comes, a "
+        "warning in the log and the report.",
+    )
 
     @field_validator("interval_steps")
     @classmethod
@@ -386,11 +394,40 @@ class RegionalSync(Strict):
     )
 
 
+#: the signals a spec may choose to tell its program of a notice (``training.notice_signal``)
+NOTICE_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
+
+
 class Training(Strict):
+    # exactly one of entrypoint and command (the schema says so too)
+    model_config = ConfigDict(
+        **Strict.model_config,
+        json_schema_extra={"not": {"required": ["entrypoint", "command"]}},
+    )
+
     entrypoint: str = Field(
         default="burst.train.example:build",
         pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
-        description="module:function that builds the model, optimizer and data (see docs).",
+        description="module:function that builds the model, optimizer and data: burst owns the "
+        "loop (bit-identical resume; docs/training.md). Not with command.",
+    )
+    command: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="Your own training program, an argv list run without a shell (e.g. "
+        "[python, train.py, --lr, '3e-4']): any framework; it saves into $BURST_CHECKPOINT_DIR "
+        "and burst commits what it saves (docs/your-training.md). Not with entrypoint.",
+    )
+    launcher: Literal["none", "torchrun"] = Field(
+        default="none",
+        description="training.command only: torchrun starts processes_per_node copies of the "
+        "command on each node (none: the command is started once a node, as written).",
+    )
+    notice_signal: str = Field(
+        default="SIGUSR1",
+        description="training.command only: the signal the program receives on a preemption "
+        f"notice ({', '.join(NOTICE_SIGNALS)}), with $BURST_NOTICE_FILE written first.",
     )
     steps: Int = Field(ge=1, le=STEPS_MAX, description="Optimizer steps in all.")
     seed: Int = Field(
@@ -456,6 +493,36 @@ class Training(Strict):
     @property
     def world_size(self) -> int:
         return self.nodes * self.processes_per_node
+
+    @property
+    def own_program(self) -> bool:
+        """The user's own program (``command``) rather than burst's loop (``entrypoint``)."""
+        return self.command is not None
+
+    @field_validator("notice_signal")
+    @classmethod
+    def _known_signal(cls, v: str) -> str:
+        if v not in NOTICE_SIGNALS:
+            raise ValueError(f"must be one of {', '.join(NOTICE_SIGNALS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _entrypoint_or_command(self) -> Training:
+        if self.command is None:
+            if self.launcher != "none":
+                raise ValueError("launcher applies to training.command only (set command)")
+            return self
+        if "entrypoint" in self.model_fields_set:
+            raise ValueError(
+                "set entrypoint (burst's loop) or command (your own program), not both"
+            )
+        if self.strategy != "single-region":
+            raise ValueError("strategy regional-sync needs training.entrypoint, not command")
+        if self.engine != "torch":
+            raise ValueError(
+                "engine applies to training.entrypoint only: your command runs its own engine"
+            )
+        return self
 
     @model_validator(mode="after")
     def _fsdp2_shards_over_ranks(self) -> Training:

@@ -17,6 +17,7 @@ from burst.checkpoint.restore import Restored, restore_checkpoint
 from burst.checkpoint.retention import GcResult, apply_retention, collect_garbage
 from burst.checkpoint.state import apply_state, capture_state
 from burst.errors import CheckpointError
+from burst.program.marker import commit
 from burst.storage import open_store
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "apply_state",
     "capture_state",
     "collect_garbage",
+    "commit",
     "latest_checkpoint",
     "list_checkpoints",
     "load_manifest",

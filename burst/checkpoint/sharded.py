@@ -57,6 +57,9 @@ class ShardInfo:
     world: int
     session: str
     commit_timeout_s: float = DEFAULT_COMMIT_TIMEOUT_S
+    # False: rank 0's writer stops after phase 1 and its caller commits phase 2 itself
+    # (``commit_global``), e.g. the DCP adapter, whose commit also carries DCP's metadata
+    global_commit: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,6 +71,7 @@ class ShardInfo:
             int(d["world"]),
             str(d["session"]),
             float(d.get("commit_timeout_s", DEFAULT_COMMIT_TIMEOUT_S)),
+            bool(d.get("global_commit", True)),
         )
 
 
@@ -224,11 +228,20 @@ def merge(shards: list[Manifest]) -> Manifest:
 
 
 def commit_global(
-    store: ObjectStore, own: Manifest, shard: ShardInfo, abandoned: threading.Event | None = None
+    store: ObjectStore,
+    own: Manifest,
+    shard: ShardInfo,
+    abandoned: threading.Event | None = None,
+    *,
+    extra: dict[str, Any] | None = None,
 ) -> Manifest:
-    """Phase 2 (rank 0's worker): wait for every shard, then write the one global manifest."""
+    """Phase 2 (rank 0's worker): wait for every shard, then write the one global manifest.
+    ``extra``: more top-level keys of the global manifest's tree, beside ``sharded`` (plain
+    JSON, no arrays: the DCP adapter's metadata)."""
     shards = _wait_for_shards(store, own.step, own.tier, shard, abandoned)
     manifest = merge(shards)
+    if extra:
+        manifest.tree = {**extra, **manifest.tree}
     faults.checkpoint("before-global")
     store.put_bytes(manifest_key(manifest.step, manifest.tier), manifest.to_bytes())  # commit
     faults.checkpoint("after-global")

@@ -283,7 +283,7 @@ class CheckpointWriter:
         write_shard(self.store, manifest, shard, pending_key)
         self._prev_sig, self._prev_fast, self._prev_digests = sig, fast, digests
         manifest.stats["shard_seconds"] = round(time.perf_counter() - t0, 4)
-        if shard.rank == 0:
+        if shard.rank == 0 and shard.global_commit:
             merged = commit_global(self.store, manifest, shard, self.abandoned)
             manifest.stats["committed"] = True
             manifest.stats["global_bytes"] = merged.total_bytes

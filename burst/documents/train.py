@@ -104,6 +104,11 @@ class TrainAttempt(Document):
     last_seen_at: str | None = None
     budget_spent_before: dict[str, float] | None = None
     checkpoint_retries: list[str] | None = None
+    program: Detail | None = Field(
+        default=None,
+        description="training.command: the program's exit code, last log lines, the "
+        "checkpoints seen, what was not committed and why, warnings, work lost on a notice.",
+    )
 
 
 class TrainDocument(StepDocument):

@@ -44,12 +44,13 @@ class Notice:
 
 def notice_from_env(environ: dict[str, str] | None = None) -> Notice | None:
     """The notice burst has written for this program, or None when there is none (yet)."""
-    env = os.environ if environ is None else environ
-    path = env.get(NOTICE_FILE)
-    if not path:
+    from burst.settings import Settings
+
+    path = Settings.from_env(environ).program_notice_file
+    if path is None:
         return None
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = json.loads(path.read_text())
         return Notice(deadline_unix=float(doc["deadline_unix"]), reason=str(doc["reason"]))
     except FileNotFoundError:
         return None

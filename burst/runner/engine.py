@@ -530,8 +530,18 @@ class WorkflowEngine:
         """Every child of a step group at once (one thread each; a lone child runs in this
         thread). ``slots`` bounds how many run together (the template's ``parallelism``)."""
         outcomes: dict[int, Outcome] = {}
+        # Each branch says it is done with an Event, not by its thread ending: a stop raised in
+        # this thread while it is in Thread.join() can leave CPython 3.11 taking a live branch
+        # for ended (join returns at once), and the exit handler would then start beside it.
+        done = {id(c): threading.Event() for c in children}
 
         def one(child: _Child) -> None:
+            try:
+                branch(child)
+            finally:
+                done[id(child)].set()
+
+        def branch(child: _Child) -> None:
             if slots is not None:
                 slots.acquire()
             try:
@@ -557,14 +567,14 @@ class WorkflowEngine:
         for th in threads:
             th.start()
         try:
-            for th in threads:
-                while th.is_alive():
-                    th.join(timeout=0.2)
+            for ev in done.values():
+                while not ev.wait(timeout=0.2):
+                    pass
         except BaseException:  # stopped (SIGTERM/SIGINT in this thread): stop every branch
             self._stop_event.set()
             self._stop_live_pods()
-            for th in threads:
-                th.join()
+            for ev in done.values():
+                ev.wait()
             raise
         return outcomes
 

@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 def wanted(job: BurstJob, env: dict[str, str]) -> bool:
     """Whether this train step starts ranks (it is not one itself)."""
-    if "LOCAL_RANK" in env:
+    if "LOCAL_RANK" in env or job.training.own_program:  # (a program's launcher is its own)
         return False
     return bool(current().gang) or job.training.world_size > 1
 

@@ -14,7 +14,9 @@ restoring (``burst.train.engine``: plain torch, DDP, FSDP2, DeepSpeed); the trai
 heartbeat (``leases``); the attempt records and the step document (``records``); the budget
 (``spending``); the emergency save (``preemption``); the final commit, GC and replication
 (``wrapup``). A strategy that synchronises with others (regional sync) is a hook of this loop
-(``burst.train.hooks``), never a loop of its own.
+(``burst.train.hooks``), never a loop of its own; a user's own program (``training.command``)
+is a mode of it: the same attempt, store, writer and notices, with ``burst.program.supervise``
+in place of the steps.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from burst.obs.metrics import RunMetrics
 from burst.preempt.emergency import RESERVE_S
 from burst.preempt.notice import Notice
 from burst.preempt.watch import Watchers, start_watchers
+from burst.program.supervise import ProgramFailed
 from burst.settings import current
 from burst.spec import BurstJob
 from burst.storage.base import ObjectStore, StoreError
@@ -152,6 +155,10 @@ class TrainRun:
             raise
         engine: TrainEngine | None = None
         try:
+            if self.job.training.own_program:  # training.command: the user's program trains
+                from burst.program.supervise import supervise
+
+                return supervise(self, store, watchers)
             seed_everything(self.job.training.seed)
             setup = build_setup(self.job)
             engine = open_engine(self.job, setup, self.run_dir, self.ranks)
@@ -168,7 +175,7 @@ class TrainRun:
             self.records.finish(store, gather=False)
             store.close(timeout=1.0)
             raise
-        except (Preempted, BudgetExceeded, StoreDown):  # recorded already, the work saved
+        except (Preempted, BudgetExceeded, StoreDown, ProgramFailed):  # recorded already
             store.close(timeout=RESERVE_S)
             raise
         except BaseException as exc:

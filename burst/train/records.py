@@ -54,6 +54,7 @@ SUMMARY_FIELDS = (
     "ranks",
     "notice_to_exit_s",
     "losses",
+    "program",
 )
 
 

@@ -43,5 +43,10 @@ def command(spec: str, offline: bool) -> None:
             click.echo(f"burst: {len(problems)} problem(s) in {spec}", err=True)
             infra = any(isinstance(p, InfraError) for p in problems)
             raise SystemExit(EXIT_INFRA if infra else EXIT_BAD_INPUT)
-    checked = "spec only" if offline else "entrypoint builds, stores accept a write"
+    checked = (
+        "spec only"
+        if offline
+        else ("command starts" if job.training.own_program else "entrypoint builds")
+        + ", stores accept a write"
+    )
     click.echo(f"{spec}: valid ({job.name}, spec sha256 {job.sha256()[:12]}; {checked})")

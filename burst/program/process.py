@@ -1,0 +1,213 @@
+"""Start the user's program with the environment contract, tell it of a notice, stop it.
+
+The program runs in a session of its own: a SIGTERM or Ctrl-C sent to the train step's
+process group reaches burst (a preemption notice), and burst decides what the program gets
+(``training.notice_signal``, then SIGTERM, then SIGKILL). Its output (stdout and stderr)
+goes to ``program.log`` in the run directory and to the step's log, line by line; the last
+lines are kept for the report.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from burst.program import contract
+from burst.settings import current
+from burst.spec import BurstJob
+
+log = logging.getLogger(__name__)
+
+TAIL_LINES = 20
+#: the modules torchrun runs as (its elastic agent: it dies of a SIGUSR1 it has no handler for,
+#: so the notice signal goes to its workers, not to it)
+TORCHRUN_MARKERS = ("torch.distributed.run", "torchrun", "torch/distributed/run.py")
+
+
+def program_argv(job: BurstJob) -> list[str]:
+    """The command as started: as written, or under torchrun (``launcher: torchrun``)."""
+    command = interpreted(list(job.training.command or []))
+    if job.training.launcher != "torchrun":
+        return command
+    t = job.training
+    gang = bool(current().gang)
+    nodes = t.nodes
+    opts = [f"--nnodes={nodes}", f"--nproc-per-node={t.processes_per_node}"]
+    if nodes > 1 or gang:
+        opts += [
+            f"--node-rank={os.environ.get(contract.NODE_RANK, os.environ.get('RANK', '0'))}",
+            f"--master-addr={os.environ.get(contract.MASTER_ADDR, '127.0.0.1')}",
+            f"--master-port={os.environ.get(contract.MASTER_PORT, '29500')}",
+        ]
+    else:
+        opts = ["--standalone", *opts]
+    head = [sys.executable, "-m", "torch.distributed.run", *opts, "--max-restarts=0"]
+    first = command[0]
+    if first.endswith(".py"):
+        return [*head, *command]
+    if first == sys.executable and len(command) > 1:
+        return [*head, *command[1:]]  # python train.py ... / python -m pkg.train ...
+    return [*head, "--no-python", *command]
+
+
+#: a command's first word that means the Python burst itself runs with (the trainer image's)
+PYTHON_WORDS = ("python", "python3")
+
+
+def interpreted(command: list[str]) -> list[str]:
+    """``python ...`` runs with burst's own interpreter (the trainer image's Python)."""
+    if command and command[0] in PYTHON_WORDS:
+        return [sys.executable, *command[1:]]
+    return command
+
+
+def program_env(
+    job: BurstJob,
+    run_id: str,
+    checkpoint_dir: Path,
+    notice_file: Path,
+    resume_from: Path | None,
+    deadline: float | None,
+) -> dict[str, str]:
+    """The environment of ``burst.program.contract``, over the step's own."""
+    env = dict(os.environ)
+    t = job.training
+    node_rank = env.get("RANK", "0") if current().gang else "0"
+    env.update(
+        {
+            contract.RUN_ID: run_id,
+            contract.CHECKPOINT_DIR: str(checkpoint_dir),
+            contract.NOTICE_FILE: str(notice_file),
+            contract.NOTICE_SIGNAL: t.notice_signal,
+            contract.NODE_RANK: node_rank,
+            contract.NNODES: str(t.nodes),
+            contract.NPROC_PER_NODE: str(t.processes_per_node),
+            contract.MASTER_ADDR: env.get(contract.MASTER_ADDR, "127.0.0.1"),
+            contract.MASTER_PORT: env.get(contract.MASTER_PORT, "29500"),
+            contract.SKYPILOT_NODE_RANK: node_rank,
+            contract.SKYPILOT_NUM_NODES: str(t.nodes),
+            contract.SKYPILOT_NUM_GPUS_PER_NODE: str(job.compute.gpus_per_node),
+            contract.SKYPILOT_TASK_ID: run_id,
+        }
+    )
+    env.pop(contract.RESUME_FROM, None)
+    if resume_from is not None:
+        env[contract.RESUME_FROM] = str(resume_from)
+    if deadline is not None:
+        env[contract.STEP_DEADLINE] = str(int(deadline))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def resolve(command: list[str], env: dict[str, str] | None = None) -> str | None:
+    """The executable the command's first word names, or None when there is none."""
+    first = command[0]
+    path = (env or os.environ).get("PATH")
+    if os.sep in first:
+        p = Path(first)
+        return str(p) if p.is_file() and os.access(p, os.X_OK) else None
+    return shutil.which(first, path=path)
+
+
+class Program:
+    """The running program (its process and its session)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
+        self.argv = argv
+        self.log_path = log_path
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.started = time.time()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True, name="program-output")
+        self._reader.start()
+        log.info("program started (pid %d): %s", self.proc.pid, " ".join(argv))
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            self.tail.append(line)
+            self._log.write(line + "\n")
+            self._log.flush()
+            # the step's own log carries the program's output as it comes
+            sys.stderr.write(f"[program] {line}\n")
+        self._log.close()
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def exit_code(self) -> int:
+        """The exit status as a shell reports it (a signal N: 128 + N)."""
+        code = self.proc.wait()
+        return 128 - code if code < 0 else code
+
+    def finish_output(self, timeout: float = 5.0) -> None:
+        self._reader.join(timeout)
+
+    def _session(self) -> list[int]:
+        """The processes of the program's session (itself and its children), oldest first."""
+        sid = self.proc.pid
+        pids = []
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError):
+                if os.getsid(int(d.name)) == sid:
+                    pids.append(int(d.name))
+        return sorted(pids)
+
+    def notify(self, signame: str) -> list[int]:
+        """Send the notice signal to the program's processes: each of its session, except a
+        torchrun agent (it forwards nothing of SIGUSR1 and would die of it); returns them."""
+        signum = signal.Signals[signame]
+        sent = []
+        for pid in self._session():
+            if _is_torchrun(pid):
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+                sent.append(pid)
+        log.info("sent %s to the program's process(es) %s", signame, sent)
+        return sent
+
+    def stop(self, grace: float) -> int:
+        """SIGTERM to the program's session, SIGKILL after ``grace`` seconds; its exit code."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=max(0.1, grace))
+            except subprocess.TimeoutExpired:
+                log.warning("the program did not stop within %.1fs of SIGTERM: SIGKILL", grace)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # and whatever it left in its session
+        code = self.exit_code()
+        self.finish_output()
+        return code
+
+
+def _is_torchrun(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    return any(m in cmdline for m in TORCHRUN_MARKERS)

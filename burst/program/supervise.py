@@ -1,0 +1,408 @@
+"""The train loop's ``training.command`` mode: the user's program trains, burst keeps its
+checkpoints and handles the notices.
+
+``burst.train.loop.TrainRun`` opens the attempt as in every mode (notice watchers, trainer
+lease, attempt records, the run's checkpoint store and writer) and hands over to ``supervise``
+instead of running its own steps:
+
+1. the checkpoint directory (node-local: the pod's ``burst-runs`` emptyDir) is emptied and the
+   newest committed checkpoint restored into it (an older one when it does not verify);
+   ``BURST_RESUME_FROM`` points at it;
+2. the program starts with the environment contract (``burst.program.contract``), in a
+   session of its own;
+3. a watcher (``burst.program.watcher``) hands each complete checkpoint the program saves to
+   the writer in the background: chunks, manifest-last commit, retention (as any save);
+4. a stop notice: the notice file is written, the program gets ``training.notice_signal``;
+   burst waits for a new checkpoint to commit or the deadline to near, stops the program and
+   exits 75 (requeue), reporting the work lost when the program did not save in time;
+5. the program's exit: 0 -> the last checkpoint commits, replication, exit 0; non-zero -> the
+   step fails with the program's code and its last lines (not requeued).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from burst.budget import BudgetExceeded
+from burst.documents import TrainDocument
+from burst.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILURE,
+    EXIT_INFRA,
+    EXIT_PREEMPTED,
+    EXIT_REFUSED,
+    BurstError,
+    CheckpointError,
+    Preempted,
+)
+from burst.obs.events import PREEMPTION, emit
+from burst.preempt.emergency import RESERVE_S
+from burst.preempt.notice import Notice
+from burst.preempt.watch import Watchers
+from burst.program import contract
+from burst.program.process import Program, program_argv, program_env
+from burst.program.snapshot import Snapshot, is_program_state, write_entry
+from burst.program.watcher import DirWatcher
+from burst.storage.base import StoreError
+from burst.train import wrapup
+from burst.train.checkpoints import RunCheckpoints
+from burst.train.preemption import exit_by
+
+if TYPE_CHECKING:
+    from burst.train.loop import TrainRun
+
+log = logging.getLogger(__name__)
+
+#: seconds the program gets between SIGTERM and SIGKILL when burst stops it
+STOP_S = 2.0
+POLL_S = 0.1
+#: exit codes that mean something to burst's retry policy: a program's own is reported as 1
+RESERVED = frozenset({EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_INFRA, EXIT_PREEMPTED})
+
+
+class ProgramFailed(BurstError):
+    """The program exited non-zero: the step fails with its code (not requeued)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    """Node-local: under the run directory, which the pod keeps on its emptyDir."""
+    return run_dir / "program" / "checkpoints"
+
+
+def restore_newest(store: RunCheckpoints, directory: Path) -> tuple[Path, int] | None:
+    """Empty ``directory`` and restore the newest committed checkpoint that verifies into it."""
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    if store.latest("full") is None:
+        return None
+    restored = store.mgr.restore(tier="full", fallback=True)
+    if not is_program_state(restored.state):
+        raise CheckpointError(
+            f"the checkpoint of step {restored.step} was not saved by a training.command "
+            "program (a run started with training.entrypoint): start a new run",
+            where=store.location,
+        )
+    path = write_entry(restored.state, directory)
+    log.info("restored the checkpoint of step %d into %s", restored.step, path)
+    return path, restored.step
+
+
+class Supervisor:
+    def __init__(self, run: TrainRun, store: RunCheckpoints, watchers: Watchers) -> None:
+        self.trainer = run
+        self.job = run.job
+        self.records = run.records
+        self.record = run.records.record
+        self.store = store
+        self.board = watchers.board
+        self.watchers = watchers
+        self.work = run.run_dir / "program"
+        self.dir = checkpoint_dir(run.run_dir)
+        self.notice_file = self.work / "notice.json"
+        self.start_step = 0
+        self.warnings: list[str] = []
+        self.program: Program | None = None
+        self.watcher = DirWatcher(self.dir, self._hand)
+
+    # ---------------------------------------------------------------- checkpoints
+
+    def _hand(self, snap: Snapshot) -> None:
+        """The watcher's hand-over: the snapshot to the run's checkpoint writer."""
+        self.record["saving_step"] = snap.step
+        self.store.save_via(lambda: self.store.mgr.save(snap.step, snap.state(), "full"))
+        log.info(
+            "program checkpoint %s (%s, step %d, %d bytes) handed to the writer",
+            snap.name,
+            snap.format,
+            snap.step,
+            snap.nbytes,
+        )
+        self.records.learn(self.store)
+
+    def _committed_step(self) -> int | None:
+        last = self.store.mgr.status().last_committed
+        return None if last is None else last.step
+
+    # ---------------------------------------------------------------- the attempt
+
+    def run(self) -> TrainDocument:
+        restored = restore_newest(self.store, self.dir)
+        resume: Path | None = None
+        if restored is not None:
+            resume, self.start_step = restored
+            self.watcher.known(resume)
+        self.record.update(
+            engine="program",
+            resumed_from=self.start_step,
+            watchers=self.watchers.names,
+            program={
+                "command": list(self.job.training.command or []),
+                "launcher": self.job.training.launcher,
+                "checkpoint_dir": str(self.dir),
+                "resume_from": str(resume) if resume else None,
+            },
+        )
+        self.records.schedule.start_at(self.start_step)
+        with contextlib.suppress(FileNotFoundError):
+            self.notice_file.unlink()
+        argv = program_argv(self.job)
+        env = program_env(
+            self.job, self.trainer.run_id, self.dir, self.notice_file, resume, self._deadline()
+        )
+        self.trainer._first_step(self.start_step)
+        self.program = Program(argv, env, self.work / "program.log")
+        self.watcher.start()
+        try:
+            return self._watch(self.program)
+        finally:
+            self.watcher.stop()
+            if self.program.poll() is None:
+                self.program.stop(STOP_S)
+
+    def _deadline(self) -> float | None:
+        """When the step must end (budget.max_hours left), for ``BURST_STEP_DEADLINE``."""
+        guard = self.records.guard
+        left_h = guard.max_hours - guard.hours()
+        return time.time() + max(0.0, left_h) * 3600.0
+
+    def _watch(self, program: Program) -> TrainDocument:
+        expect = self.job.training.checkpoint.expect_within_s
+        since = program.started
+        next_budget = 0.0
+        while True:
+            code = program.poll()
+            if code is not None:
+                return self._exited(program)
+            if self.watcher.error is not None:
+                raise self.watcher.error
+            notice = self.board.stop_notice()
+            if notice is not None:
+                self._preempted(program, notice)
+            now = time.time()
+            if self.watcher.handed:
+                since = max(since, self.watcher.handed[-1].at)
+            if now - since > expect:
+                self._warn(
+                    f"no complete checkpoint from the program in {now - since:.0f}s "
+                    f"(training.checkpoint.expect_within_s: {expect:g}); what it trains now is "
+                    f"lost on a preemption (checkpoint directory {self.dir})"
+                )
+                since = now
+            committed = self._committed_step()
+            if committed is not None:
+                self.record["at_step"] = committed
+                for n in sorted(self.trainer.demo.wanted):
+                    if n <= committed:
+                        self.trainer.demo.maybe_fire(n)
+            if now >= next_budget:
+                next_budget = now + 1.0
+                try:
+                    self.records.guard.check()
+                except BudgetExceeded as exc:
+                    self._over_budget(program, exc)
+            time.sleep(POLL_S)
+
+    def _warn(self, message: str) -> None:
+        log.warning("%s", message)
+        self.warnings.append(message)
+        self.record.setdefault("program", {})["warnings"] = self.warnings
+
+    # ---------------------------------------------------------------- endings
+
+    def _final_commit(self, bound: float | None = None) -> str | None:
+        """Stop watching, take what the stopped program left complete, wait for the commit;
+        the failure in words, or None."""
+        self.watcher.stop()
+        if bound is None or time.time() < bound:
+            self.watcher.scan(final=True)
+        try:
+            with self.store.bound(bound):
+                self.store.commit()
+        except (CheckpointError, StoreError) as exc:
+            return exc.one_line()
+        finally:
+            self.records.learn(self.store)
+        return None
+
+    def _program_record(self, program: Program, code: int | None) -> dict[str, Any]:
+        rec: dict[str, Any] = self.record.setdefault("program", {})
+        rec.update(
+            exit_code=code,
+            log=str(program.log_path),
+            log_tail=list(program.tail),
+            checkpoints_seen=[
+                {"name": h.name, "step": h.step, "format": h.format, "bytes": h.nbytes}
+                for h in self.watcher.handed
+            ],
+            not_committed={k: v for k, v in self.watcher.skipped.items()},
+        )
+        if self.warnings:
+            rec["warnings"] = self.warnings
+        return rec
+
+    def _exited(self, program: Program) -> TrainDocument:
+        code = program.exit_code()
+        program.finish_output()
+        problem = self._final_commit()
+        rec = self._program_record(program, code)
+        latest = self.store.latest()
+        final = latest.step if latest is not None else self.start_step
+        if code != 0:
+            last = next((ln for ln in reversed(program.tail) if ln.strip()), "")
+            step_code = EXIT_FAILURE if code in RESERVED else code
+            message = (
+                f"training.command exited {code}"
+                + (
+                    f" (reported as {step_code}: {code} is one of burst's own codes)"
+                    if step_code != code
+                    else ""
+                )
+                + (f": {last.strip()}" if last else "")
+                + "; the last committed checkpoint: "
+                + (f"step {final}" if latest is not None else "none")
+                + f"; log: {program.log_path}"
+            )
+            log.error("%s", message)
+            self.record.update(outcome="failed", error=message, ended_at_step=final)
+            self.records.finish(self.store)
+            fail = ProgramFailed(message, step_code)
+            fail.doc = self.records.doc(self.store, final)  # type: ignore[attr-defined]
+            raise fail
+        if not self.watcher.handed and latest is None:
+            self._warn("the program exited 0 without saving a checkpoint burst recognised")
+            rec["warnings"] = self.warnings
+        if problem is not None:
+            self.record.update(outcome="final-save-lost", ended_at_step=final, error=problem)
+            self.records.finish(self.store)
+            stop = Preempted(
+                f"the program's last checkpoint did not commit: {problem}; exit 75 to requeue "
+                "from the last committed one"
+            )
+            stop.doc = self.records.doc(self.store, final)  # type: ignore[attr-defined]
+            raise stop
+        replica = wrapup.replicate(self.job, self.trainer.run_id, self.store)
+        if replica is not None:
+            self.record["replica"] = replica
+        self.record.update(outcome="done", ended_at_step=final)
+        self.records.finish(self.store)
+        return self.records.doc(self.store, final)
+
+    def _preempted(self, program: Program, notice: Notice) -> None:
+        """Tell the program, wait for its checkpoint (or the deadline), stop it, exit 75."""
+        received = time.time()
+        deadline = notice.deadline if notice.deadline is not None else received + 30.0
+        self.records.metrics.record_preemption()
+        emit(
+            log,
+            PREEMPTION,
+            train_step=self._committed_step(),
+            source=notice.source,
+            seconds_left=deadline - received,
+        )
+        contract.write_notice(
+            self.notice_file, contract.Notice(deadline_unix=deadline, reason=notice.source)
+        )
+        program.notify(self.job.training.notice_signal)
+        before = len(self.watcher.handed)
+        stop_by = deadline - RESERVE_S - STOP_S
+        log.warning(
+            "preemption notice from %s: %s sent to the program; waiting up to %.1fs for its "
+            "checkpoint",
+            notice.source,
+            self.job.training.notice_signal,
+            max(0.0, stop_by - received),
+        )
+        while time.time() < stop_by and program.poll() is None:
+            if len(self.watcher.handed) > before and not self.store.busy():
+                break
+            time.sleep(POLL_S)
+        code = program.stop(min(STOP_S, max(0.1, deadline - RESERVE_S - time.time())))
+        problem = self._final_commit(exit_by(notice))
+        stopped = time.time()
+        rec = self._program_record(program, code)
+        latest = self.store.latest()
+        saved_after = [h for h in self.watcher.handed[before:] if latest and h.step <= latest.step]
+        lost = self._lost(program, latest.step if latest else None, stopped)
+        rec.update(saved_on_notice=bool(saved_after), **lost)
+        if not saved_after:
+            log.warning(
+                "the program saved no checkpoint after the notice: about %s steps and %.0f "
+                "GPU-seconds are lost (resumes from %s)",
+                lost.get("lost_steps", "?"),
+                lost["lost_gpu_seconds"],
+                f"step {latest.step}" if latest else "the start",
+            )
+        self.record.update(
+            outcome="preempted",
+            preempted=True,
+            ended_at_step=latest.step if latest else self.start_step,
+            notice=notice.as_dict(),
+            emergency_save={
+                "tier": "program",
+                "reason": "the program's own save on the notice"
+                if saved_after
+                else "the program saved nothing after the notice: the last committed stands",
+                "committed": bool(saved_after) and problem is None,
+                "committed_step": latest.step if latest else None,
+                "in_flight_step": self.store.mgr.status().in_flight,
+                **({"error": problem} if problem else {}),
+            },
+            notice_to_exit_s=round(time.time() - notice.received_at, 3),
+        )
+        self.records.finish(self.store)
+        stop = Preempted(
+            f"preempted by {notice.source}: the program "
+            + (f"saved step {saved_after[-1].step}" if saved_after else "saved nothing new")
+            + f"; the last committed checkpoint: {latest.step if latest else 'none'}; "
+            f"exit {EXIT_PREEMPTED} to requeue"
+        )
+        stop.doc = self.records.doc(  # type: ignore[attr-defined]
+            self.store, latest.step if latest else self.start_step
+        )
+        raise stop
+
+    def _lost(self, program: Program, committed: int | None, stopped: float) -> dict[str, Any]:
+        """The work after the last committed checkpoint: seconds, GPU-seconds, and steps
+        (estimated from the pace between this attempt's checkpoints)."""
+        mine = [h for h in self.watcher.handed if committed is not None and h.step <= committed]
+        saved_at = mine[-1].saved_at if mine else program.started
+        lost_s = max(0.0, stopped - saved_at)
+        out: dict[str, Any] = {
+            "lost_seconds": round(lost_s, 3),
+            "lost_gpu_seconds": round(lost_s * self.job.compute.gpu_count, 3),
+        }
+        points = [(float(self.start_step), program.started)] + [
+            (float(h.step), h.saved_at) for h in mine
+        ]
+        (s0, t0), (s1, t1) = points[0], points[-1]
+        if len(points) > 1 and t1 > t0 and s1 > s0:
+            out["lost_steps"] = round((s1 - s0) / (t1 - t0) * lost_s)
+        return out
+
+    def _over_budget(self, program: Program, exc: BudgetExceeded) -> None:
+        log.error("%s: stopping the program", exc.message)
+        code = program.stop(STOP_S)
+        problem = self._final_commit()
+        self._program_record(program, code)
+        latest = self.store.latest()
+        step = latest.step if latest else self.start_step
+        self.record.update(outcome="budget-exceeded", ended_at_step=step, error=exc.message)
+        if problem:
+            self.record["save_error"] = problem
+        self.records.finish(self.store)
+        exc.doc = self.records.doc(self.store, step)  # type: ignore[attr-defined]
+        raise exc
+
+
+def supervise(run: TrainRun, store: RunCheckpoints, watchers: Watchers) -> TrainDocument:
+    return Supervisor(run, store, watchers).run()

@@ -1,0 +1,122 @@
+"""Faults of a user's own program, each with a real program (tests/program/prog.py) under the
+real train step (forked as ``python -m steps.train`` runs it; tests/preempt/attempts_harness):
+a failing program, a checkpoint half-written / truncated / deleted at exit, a program killed
+mid-write, a program that never saves, one that ignores the notice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "preempt"))
+from attempts_harness import QUICKSTART, committed, run_attempt, start_attempt
+
+from burst.errors import EXIT_PREEMPTED
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+PROG = Path(__file__).resolve().parent / "prog.py"
+
+
+def spec(tmp: Path, mode: str, expect_s: float = 600) -> Path:
+    text = QUICKSTART.read_text().replace(
+        "checkpoint_uri: file://runs/checkpoints", f"checkpoint_uri: file://{tmp}/store"
+    )
+    start, end = text.index("training:"), text.index("budget:")
+    training = (
+        f"training:\n  command: [python, {PROG}, {mode}]\n  steps: 2\n"
+        f"  checkpoint:\n    expect_within_s: {expect_s}\n"
+    )
+    p = tmp / f"{mode}.yaml"
+    p.write_text(text[:start] + training + text[end:])
+    return p
+
+
+def steps_of(p: Path, run_id: str) -> list[int]:
+    return [r.step for r in committed(p, run_id)]
+
+
+def last_attempt(a) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    return a.doc()["attempts"][-1]  # type: ignore[no-any-return]
+
+
+def test_a_failing_program_fails_the_step_with_its_code_and_last_lines(tmp_path: Path) -> None:
+    p = spec(tmp_path, "fail")
+    a = run_attempt(p, "fail", tmp_path / "runs")
+    assert a.code == 7  # the program's own code, not requeued
+    rec = last_attempt(a)
+    assert rec["outcome"] == "failed" and not rec["preempted"]
+    assert rec["program"]["exit_code"] == 7
+    assert rec["program"]["log_tail"][-1] == "Traceback: ValueError: loss is nan"
+    assert "training.command exited 7: Traceback: ValueError: loss is nan" in a.doc()["error"]
+    assert steps_of(p, "fail") == [1]  # the work committed before stays
+
+
+@pytest.mark.parametrize("mode", ["half", "truncate", "delete"])
+def test_a_checkpoint_not_whole_at_exit_is_never_committed(tmp_path: Path, mode: str) -> None:
+    p = spec(tmp_path, mode)
+    a = run_attempt(p, mode, tmp_path / "runs")
+    assert a.code == 0
+    assert steps_of(p, mode) == [1]
+    rec = last_attempt(a)
+    name = "ckpt-000002.bin" if mode == "delete" else "ckpt-000002.pt"
+    assert name in rec["program"]["not_committed"], rec["program"]
+
+
+def test_a_program_killed_mid_write_leaves_the_previous_checkpoint(tmp_path: Path) -> None:
+    p = spec(tmp_path, "hang-mid-write")
+    runs = tmp_path / "runs"
+    a = start_attempt(p, "kill", runs)
+    pid_file = runs / "kill" / "program" / "pid"
+    end = time.monotonic() + 60
+    while not pid_file.exists():
+        assert time.monotonic() < end, "the program never got to its second save"
+        time.sleep(0.05)
+    time.sleep(0.6)  # the half-written file is seen (unchanged) by at least one scan
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert a.wait() == 128 + signal.SIGKILL
+    assert steps_of(p, "kill") == [1]  # the half-written step 2 never became visible
+    # the next attempt restores step 1, byte for byte, before the program starts
+    p2 = spec(tmp_path, "resume-check")
+    p.write_text(p2.read_text())
+    b = run_attempt(p, "kill", runs)
+    assert b.code == 0, b.doc().get("error")
+    rec = last_attempt(b)
+    assert rec["resumed_from"] == 1
+    assert rec["program"]["log_tail"] == ["resume from ckpt-000001.pt: identical"]
+
+
+def test_no_checkpoint_within_the_expected_time_is_a_warning(tmp_path: Path) -> None:
+    p = spec(tmp_path, "quiet", expect_s=1)
+    a = run_attempt(p, "quiet", tmp_path / "runs")
+    assert a.code == 0
+    warnings = last_attempt(a)["program"]["warnings"]
+    assert any("no complete checkpoint from the program" in w for w in warnings), warnings
+    assert any("exited 0 without saving" in w for w in warnings), warnings
+
+
+def test_a_program_that_ignores_the_notice_keeps_committed_work_and_reports_the_loss(
+    tmp_path: Path,
+) -> None:
+    p = spec(tmp_path, "ignore")
+    runs = tmp_path / "runs"
+    a = start_attempt(p, "ignore", runs, {"BURST_SIGTERM_GRACE_S": "5"})
+    end = time.monotonic() + 60
+    while steps_of(p, "ignore") != [1] or not (runs / "ignore" / "program" / "pid").exists():
+        assert time.monotonic() < end, "step 1 never committed"
+        time.sleep(0.1)
+    os.kill(a.pid, signal.SIGTERM)  # the node's notice: 5 s of grace
+    assert a.wait() == EXIT_PREEMPTED
+    rec = last_attempt(a)
+    assert rec["preempted"] and rec["ended_at_step"] == 1
+    assert rec["program"]["saved_on_notice"] is False
+    assert rec["program"]["lost_seconds"] > 0 and rec["program"]["lost_gpu_seconds"] > 0
+    assert rec["emergency_save"]["committed"] is False
+    notice = json.loads((runs / "ignore" / "program" / "notice.json").read_text())
+    assert notice["reason"] == "sigterm" and notice["deadline_unix"] > 0
+    assert steps_of(p, "ignore") == [1]
