@@ -350,7 +350,8 @@ class Settings:
     )  # fmt: skip
     preempt_at_steps = Var(
         "BURST_PREEMPT_AT_STEPS", _text, "",
-        "training steps at which a preemption notice is posted (once each)",
+        "training steps at which a preemption notice is posted (once each; training.command: "
+        "once a checkpoint of that step or later has committed)",
         shown="none", audience=FAULT,
     )  # fmt: skip
     budget_time_scale = Var(

@@ -15,6 +15,7 @@ import logging
 import os
 import shutil
 import signal
+import string
 import subprocess
 import sys
 import threading
@@ -107,6 +108,30 @@ def program_env(
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+#: the variables an argument may name as ``$NAME`` or ``${NAME}`` (no shell: burst expands these)
+EXPANDED = (
+    contract.RUN_ID,
+    contract.CHECKPOINT_DIR,
+    contract.RESUME_FROM,
+    contract.NOTICE_FILE,
+    contract.NODE_RANK,
+    contract.NNODES,
+    contract.NPROC_PER_NODE,
+    contract.MASTER_ADDR,
+    contract.MASTER_PORT,
+    contract.SKYPILOT_NODE_RANK,
+    contract.SKYPILOT_NUM_NODES,
+    contract.SKYPILOT_NUM_GPUS_PER_NODE,
+)
+
+
+def expand(argv: list[str], env: dict[str, str]) -> list[str]:
+    """``$BURST_CHECKPOINT_DIR`` and the other contract variables in the arguments, expanded
+    as a shell would (the command runs without one); anything else is left as written."""
+    values = {k: env.get(k, "") for k in EXPANDED}
+    return [string.Template(a).safe_substitute(values) for a in argv]
 
 
 def resolve(command: list[str], env: dict[str, str] | None = None) -> str | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -48,9 +49,10 @@ from burst.preempt.emergency import RESERVE_S
 from burst.preempt.notice import Notice
 from burst.preempt.watch import Watchers
 from burst.program import contract
-from burst.program.process import Program, program_argv, program_env
+from burst.program.process import Program, expand, program_argv, program_env
 from burst.program.snapshot import Snapshot, is_program_state, write_entry
 from burst.program.watcher import DirWatcher
+from burst.settings import current
 from burst.storage.base import StoreError
 from burst.train import wrapup
 from burst.train.checkpoints import RunCheckpoints
@@ -118,6 +120,9 @@ class Supervisor:
         self.program_info: dict[str, Any] = {}
         self.program: Program | None = None
         self.watcher = DirWatcher(self.dir, self._hand)
+        # several nodes (a gang): node 0's directory is the run's checkpoint; the other nodes
+        # restore it and run their part, committing nothing (their saves would race node 0's)
+        self.commits = not current().gang or os.environ.get("RANK", "0") == "0"
 
     # ---------------------------------------------------------------- checkpoints
 
@@ -147,6 +152,7 @@ class Supervisor:
             resume, self.start_step = restored
             self.watcher.known(resume)
         self.record.engine = "program"
+        self.record.world_size = self.job.training.world_size
         self.record.resumed_from = self.start_step
         self.record.watchers = self.watchers.names
         self.program_info = {}
@@ -159,13 +165,14 @@ class Supervisor:
         self.records.schedule.start_at(self.start_step)
         with contextlib.suppress(FileNotFoundError):
             self.notice_file.unlink()
-        argv = program_argv(self.job)
         env = program_env(
             self.job, self.trainer.run_id, self.dir, self.notice_file, resume, self._deadline()
         )
+        argv = expand(program_argv(self.job), env)
         self.trainer._first_step(self.start_step)
         self.program = Program(argv, env, self.work / "program.log")
-        self.watcher.start()
+        if self.commits:
+            self.watcher.start()
         try:
             return self._watch(self.program)
         finally:
@@ -232,7 +239,7 @@ class Supervisor:
         """Stop watching, take what the stopped program left complete, wait for the commit;
         the failure in words, or None."""
         self.watcher.stop()
-        if bound is None or time.time() < bound:
+        if self.commits and (bound is None or time.time() < bound):
             self.watcher.scan(final=True)
         try:
             with self.store.bound(bound):
@@ -342,7 +349,11 @@ class Supervisor:
         stopped = time.time()
         latest = self.store.latest()
         saved_after = [h for h in self.watcher.handed[before:] if latest and h.step <= latest.step]
-        lost = self._lost(program, latest.step if latest else None, stopped)
+        lost: dict[str, Any]
+        if saved_after:  # it stopped training to save: nothing after that save was trained
+            lost = {"lost_seconds": 0.0, "lost_gpu_seconds": 0.0, "lost_steps": 0}
+        else:
+            lost = self._lost(program, latest.step if latest else None, stopped)
         self._program_record(program, code, saved_on_notice=bool(saved_after), **lost)
         if not saved_after:
             log.warning(

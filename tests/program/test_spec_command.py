@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from burst.errors import SpecError
-from burst.program.process import program_argv, program_env
+from burst.program.process import expand, program_argv, program_env
 from burst.spec import json_schema, parse_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,6 +81,8 @@ def test_argv_under_torchrun_and_the_environment(tmp_path: Path) -> None:
     assert env["SKYPILOT_NUM_NODES"] == "1" and env["BURST_RUN_ID"] == "r-1"
     plain = parse_spec(spec_text("training:\n  command: [python, -m, pkg.train]\n  steps: 3\n"))
     assert program_argv(plain)[1:] == ["-m", "pkg.train"]  # python: burst's interpreter
+    argv = expand(["--out", "$BURST_CHECKPOINT_DIR/x", "${NODE_RANK}", "$HOME", "50$"], env)
+    assert argv == ["--out", f"{tmp_path}/c/x", "0", "$HOME", "50$"]  # contract names only
 
 
 def _validate(burst_cli, tmp_path: Path, command: list[str]):  # type: ignore[no-untyped-def]
