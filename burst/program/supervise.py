@@ -330,7 +330,13 @@ class Supervisor:
         contract.write_notice(
             self.notice_file, contract.Notice(deadline_unix=deadline, reason=notice.source)
         )
-        program.notify(self.job.training.notice_signal)
+        notified = program.notify(self.job.training.notice_signal)
+        self.record.setdefault("program", {})["notified_pids"] = notified
+        if not notified:
+            log.warning(
+                "no process of the program handles %s: it trains on until it is stopped",
+                self.job.training.notice_signal,
+            )
         before = len(self.watcher.handed)
         stop_by = deadline - RESERVE_S - STOP_S
         log.warning(
