@@ -331,7 +331,7 @@ class Supervisor:
             self.notice_file, contract.Notice(deadline_unix=deadline, reason=notice.source)
         )
         notified = program.notify(self.job.training.notice_signal)
-        self.record.setdefault("program", {})["notified_pids"] = notified
+        self._note_program(notified_pids=notified)
         if not notified:
             log.warning(
                 "no process of the program handles %s: it trains on until it is stopped",
