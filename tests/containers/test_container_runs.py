@@ -146,7 +146,7 @@ def push(images: Images, image: str, target: str, tmp_path: Path) -> str:
     digest_file = tmp_path / "digest"
     tls = ("--tls-verify=false",) if images.engine.name == "podman" else ()
     fmt = (
-        ("--format", "oci", "--digestfile", str(digest_file))
+        ("--format", "oci", "--compression-format", "zstd", "--digestfile", str(digest_file))
         if images.engine.name == "podman"
         else ()
     )
