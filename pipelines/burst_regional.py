@@ -52,10 +52,10 @@ from hera.workflows import models as m
 
 from pipelines.burst_train import (
     BACKOFF,
+    DEFAULT_DEADLINE_S,
     ROLE_ARN,
     RUN_ROLE_BINDING_MANIFEST,
     RUN_SA_MANIFEST,
-    DEFAULT_DEADLINE_S,
     TEARDOWN_DEADLINE_S,
     TEARDOWN_RETRIES,
     WORKFLOW_DEADLINE_S,
@@ -66,8 +66,8 @@ from pipelines.common import (
     OUTPUTS_DIR,
     PART_OF,
     RESTRICTED_CONTAINER,
-    RUN_SERVICE_ACCOUNT,
     RETRY_ON_PREEMPTION,
+    RUN_SERVICE_ACCOUNT,
     RUNS_MOUNT,
     RUNS_VOLUME,
     SERVICE_ACCOUNT,

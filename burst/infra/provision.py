@@ -61,6 +61,7 @@ from burst.plan.placement import default_capacity
 from burst.recovery import RecoveryStrategy, strategy_for
 from burst.settings import Settings, resolve
 from burst.spec import BurstJob, node_count
+from burst.storage.location import exchange_url
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +227,17 @@ class Provisioner:
         return keep, refused
 
     # ------------------------------------------------------------------ helpers
+    def _exchange(self, region: str) -> dict[str, Any]:
+        """A regional-sync region's stack (run id ``<workflow>-<region>``): the run's exchange
+        store, which its pods write beside their own store (steps/regional_provision.py)."""
+        if self.job.training.strategy != "regional-sync":
+            return {}
+        workflow = self.run_id.removesuffix(f"-{region}")
+        return {
+            "exchange_uri": exchange_url(self.job.storage.checkpoint_uri, workflow),
+            "exchange_kms_key": self.job.storage.kms_key_id,
+        }
+
     def _remaining(self, tf: Terraform | None = None) -> int:
         return len((tf or self.tf).state_resources())
 
@@ -319,6 +331,7 @@ class Provisioner:
                 gpu_type=self.job.compute.gpu_type,
                 node_count=node_count(self.job, cand.to_json()),
                 tags=tags,
+                **self._exchange(region),
                 **self.faults.terraform_variables(),
             )
             write_vars(self.workdir, variables)
