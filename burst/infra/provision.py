@@ -58,6 +58,7 @@ from burst.infra.workspace import (
 )
 from burst.obs.events import PROVISION_ATTEMPT, emit
 from burst.plan.placement import default_capacity
+from burst.providers import store_refusal
 from burst.recovery import RecoveryStrategy, strategy_for
 from burst.settings import Settings, resolve
 from burst.spec import BurstJob, node_count
@@ -219,6 +220,8 @@ class Provisioner:
         refused: list[Refused] = []
         for cand in candidates:
             kind, why = stack_of(self.mode, cand.provider)
+            if kind is not None and (store := store_refusal(kind)) is not None:
+                kind, why = None, store
             if kind is None:
                 refused.append(Refused(region=cand.region, provider=cand.provider, reason=why))
                 log.warning("not provisioning %s/%s: %s", cand.provider, cand.region, why)
