@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from burst.documents.base import Document
+from burst.documents.base import Detail, Document
 from burst.documents.plan import Candidate
 from burst.documents.provision import ProvisionAttempt
 from burst.documents.teardown import CheckpointSync, Leak
@@ -65,6 +65,12 @@ class AttemptSummary(Document):
     world_size: int = Field(default=1, ge=1, description="Ranks of the attempt.")
     ranks: list[RankFigures] | None = None
     notice_to_exit_s: float | None = None
+    program: Detail | None = Field(
+        default=None,
+        description="training.command: the program's exit code, its last log lines, warnings "
+        "(no checkpoint in expect_within_s), and on a notice the work lost (lost_seconds, "
+        "lost_gpu_seconds, lost_steps) when it saved nothing in time.",
+    )
 
 
 class BudgetLimits(Document):

@@ -121,7 +121,31 @@ def _attempt(a: TrainAttempt) -> dict[str, Any]:
         "world_size": a.world_size or 1,
         "ranks": a.ranks,
         "notice_to_exit_s": a.notice_to_exit_s,
+        "program": _program(a),
     }
+
+
+#: what the report keeps of a program attempt's record (the full record: docs/train.json)
+PROGRAM_FIELDS = (
+    "exit_code",
+    "log_tail",
+    "warnings",
+    "saved_on_notice",
+    "lost_seconds",
+    "lost_gpu_seconds",
+    "lost_steps",
+    "not_committed",
+)
+
+
+def _program(a: TrainAttempt) -> dict[str, Any] | None:
+    if a.program is None:
+        return None
+    rec = a.program.model_dump()
+    out = {k: rec[k] for k in PROGRAM_FIELDS if rec.get(k) is not None}
+    if "log_tail" in out:
+        out["log_tail"] = list(out["log_tail"])[-5:]
+    return out
 
 
 def _budget(paths: RunPaths) -> dict[str, Any] | None:

@@ -201,12 +201,14 @@ class Program:
         return sorted(pids)
 
     def notify(self, signame: str) -> list[int]:
-        """Send the notice signal to the program's processes: each of its session, except a
-        torchrun agent (it forwards nothing of SIGUSR1 and would die of it); returns them."""
+        """Send the notice signal to the program's processes that catch it (each of its
+        session; a process without a handler would die of it, a torchrun agent among them:
+        it trains on until burst stops it, so a save under way may still finish and commit);
+        returns the pids signalled."""
         signum = signal.Signals[signame]
         sent = []
         for pid in self._session():
-            if _is_torchrun(pid):
+            if _is_torchrun(pid) or not _catches(pid, signum):
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
@@ -228,6 +230,18 @@ class Program:
         code = self.exit_code()
         self.finish_output()
         return code
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether the process has a handler for ``signum`` (``SigCgt`` in /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
+    return False
 
 
 def _is_torchrun(pid: int) -> bool:

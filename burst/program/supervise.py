@@ -148,6 +148,7 @@ class Supervisor:
             self.watcher.known(resume)
         self.record.update(
             engine="program",
+            world_size=self.job.training.world_size,
             resumed_from=self.start_step,
             watchers=self.watchers.names,
             program={
@@ -318,7 +319,13 @@ class Supervisor:
         contract.write_notice(
             self.notice_file, contract.Notice(deadline_unix=deadline, reason=notice.source)
         )
-        program.notify(self.job.training.notice_signal)
+        notified = program.notify(self.job.training.notice_signal)
+        self.record.setdefault("program", {})["notified_pids"] = notified
+        if not notified:
+            log.warning(
+                "no process of the program handles %s: it trains on until it is stopped",
+                self.job.training.notice_signal,
+            )
         before = len(self.watcher.handed)
         stop_by = deadline - RESERVE_S - STOP_S
         log.warning(
@@ -338,9 +345,12 @@ class Supervisor:
         rec = self._program_record(program, code)
         latest = self.store.latest()
         saved_after = [h for h in self.watcher.handed[before:] if latest and h.step <= latest.step]
-        lost = self._lost(program, latest.step if latest else None, stopped)
-        rec.update(saved_on_notice=bool(saved_after), **lost)
-        if not saved_after:
+        rec["saved_on_notice"] = bool(saved_after)
+        if saved_after:  # it stopped training to save: nothing after that save was trained
+            rec.update(lost_seconds=0.0, lost_gpu_seconds=0.0, lost_steps=0)
+        else:
+            lost = self._lost(program, latest.step if latest else None, stopped)
+            rec.update(lost)
             log.warning(
                 "the program saved no checkpoint after the notice: about %s steps and %.0f "
                 "GPU-seconds are lost (resumes from %s)",

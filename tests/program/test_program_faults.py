@@ -115,7 +115,9 @@ def test_a_program_that_ignores_the_notice_keeps_committed_work_and_reports_the_
     rec = last_attempt(a)
     assert rec["preempted"] and rec["ended_at_step"] == 1
     assert rec["program"]["saved_on_notice"] is False
+    assert rec["program"]["notified_pids"] == []  # it ignores the signal: not sent (it trains on)
     assert rec["program"]["lost_seconds"] > 0 and rec["program"]["lost_gpu_seconds"] > 0
+    assert rec["program"]["lost_steps"] >= 0  # from its pace: step 1 after its start
     assert rec["emergency_save"]["committed"] is False
     notice = json.loads((runs / "ignore" / "program" / "notice.json").read_text())
     assert notice["reason"] == "sigterm" and notice["deadline_unix"] > 0
