@@ -91,15 +91,15 @@ def store_view(paths: RunPaths) -> dict[str, Any] | None:
             return {"store": url, "checkpoints": [], "attempts": []}
         store = open_store(url)
         refs = list_checkpoints(store)
-        records = [r.to_json() for r in read_store(store)]
+        records = read_store(store)
     except (BurstError, OSError) as exc:
         logging.getLogger(__name__).warning("cannot read the run's checkpoint store: %s", exc)
         return None
-    records.sort(key=lambda r: int(r.get("attempt") or 0))
+    records.sort(key=lambda r: int(r.attempt or 0))
     return {
         "store": url,
         "checkpoints": [{"step": r.step, "tier": r.tier} for r in refs],
-        "attempts": settle_unclosed(records),
+        "attempts": [r.to_json() for r in settle_unclosed(records)],
     }
 
 

@@ -31,6 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from burst.budget import BudgetExceeded
 from burst.documents import TrainDocument
+from burst.documents.base import Detail
+from burst.documents.train import EmergencySave
+from burst.documents.train import Notice as NoticeRecord
 from burst.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILURE,
@@ -113,6 +116,8 @@ class Supervisor:
         self.notice_file = self.work / "notice.json"
         self.start_step = 0
         self.warnings: list[str] = []
+        # the record's ``program`` detail, kept whole here (its keys are the program's own)
+        self.program_info: dict[str, Any] = {}
         self.program: Program | None = None
         self.watcher = DirWatcher(self.dir, self._hand)
         # several nodes (a gang): node 0's directory is the run's checkpoint; the other nodes
@@ -123,7 +128,7 @@ class Supervisor:
 
     def _hand(self, snap: Snapshot) -> None:
         """The watcher's hand-over: the snapshot to the run's checkpoint writer."""
-        self.record["saving_step"] = snap.step
+        self.record.saving_step = snap.step
         self.store.save_via(lambda: self.store.mgr.save(snap.step, snap.state(), "full"))
         log.info(
             "program checkpoint %s (%s, step %d, %d bytes) handed to the writer",
@@ -146,17 +151,16 @@ class Supervisor:
         if restored is not None:
             resume, self.start_step = restored
             self.watcher.known(resume)
-        self.record.update(
-            engine="program",
-            world_size=self.job.training.world_size,
-            resumed_from=self.start_step,
-            watchers=self.watchers.names,
-            program={
-                "command": list(self.job.training.command or []),
-                "launcher": self.job.training.launcher,
-                "checkpoint_dir": str(self.dir),
-                "resume_from": str(resume) if resume else None,
-            },
+        self.record.engine = "program"
+        self.record.world_size = self.job.training.world_size
+        self.record.resumed_from = self.start_step
+        self.record.watchers = self.watchers.names
+        self.program_info = {}
+        self._note_program(
+            command=list(self.job.training.command or []),
+            launcher=self.job.training.launcher,
+            checkpoint_dir=str(self.dir),
+            resume_from=str(resume) if resume else None,
         )
         self.records.schedule.start_at(self.start_step)
         with contextlib.suppress(FileNotFoundError):
@@ -207,7 +211,7 @@ class Supervisor:
                 since = now
             committed = self._committed_step()
             if committed is not None:
-                self.record["at_step"] = committed
+                self.record.at_step = committed
                 for n in sorted(self.trainer.demo.wanted):
                     if n <= committed:
                         self.trainer.demo.maybe_fire(n)
@@ -222,7 +226,12 @@ class Supervisor:
     def _warn(self, message: str) -> None:
         log.warning("%s", message)
         self.warnings.append(message)
-        self.record.setdefault("program", {})["warnings"] = self.warnings
+        self._note_program(warnings=self.warnings)
+
+    def _note_program(self, **fields: Any) -> None:
+        """Add ``fields`` to the record's ``program`` detail."""
+        self.program_info.update(fields)
+        self.record.program = Detail.model_validate(self.program_info)
 
     # ---------------------------------------------------------------- endings
 
@@ -241,9 +250,8 @@ class Supervisor:
             self.records.learn(self.store)
         return None
 
-    def _program_record(self, program: Program, code: int | None) -> dict[str, Any]:
-        rec: dict[str, Any] = self.record.setdefault("program", {})
-        rec.update(
+    def _program_record(self, program: Program, code: int | None, **more: Any) -> None:
+        self._note_program(
             exit_code=code,
             log=str(program.log_path),
             log_tail=list(program.tail),
@@ -252,16 +260,15 @@ class Supervisor:
                 for h in self.watcher.handed
             ],
             not_committed={k: v for k, v in self.watcher.skipped.items()},
+            **({"warnings": self.warnings} if self.warnings else {}),
+            **more,
         )
-        if self.warnings:
-            rec["warnings"] = self.warnings
-        return rec
 
     def _exited(self, program: Program) -> TrainDocument:
         code = program.exit_code()
         program.finish_output()
         problem = self._final_commit()
-        rec = self._program_record(program, code)
+        self._program_record(program, code)
         latest = self.store.latest()
         final = latest.step if latest is not None else self.start_step
         if code != 0:
@@ -280,16 +287,19 @@ class Supervisor:
                 + f"; log: {program.log_path}"
             )
             log.error("%s", message)
-            self.record.update(outcome="failed", error=message, ended_at_step=final)
+            self.record.outcome = "failed"
+            self.record.error = message
+            self.record.ended_at_step = final
             self.records.finish(self.store)
             fail = ProgramFailed(message, step_code)
             fail.doc = self.records.doc(self.store, final)  # type: ignore[attr-defined]
             raise fail
         if not self.watcher.handed and latest is None:
             self._warn("the program exited 0 without saving a checkpoint burst recognised")
-            rec["warnings"] = self.warnings
         if problem is not None:
-            self.record.update(outcome="final-save-lost", ended_at_step=final, error=problem)
+            self.record.outcome = "final-save-lost"
+            self.record.ended_at_step = final
+            self.record.error = problem
             self.records.finish(self.store)
             stop = Preempted(
                 f"the program's last checkpoint did not commit: {problem}; exit 75 to requeue "
@@ -299,8 +309,9 @@ class Supervisor:
             raise stop
         replica = wrapup.replicate(self.job, self.trainer.run_id, self.store)
         if replica is not None:
-            self.record["replica"] = replica
-        self.record.update(outcome="done", ended_at_step=final)
+            self.record.replica = Detail.model_validate(replica)
+        self.record.outcome = "done"
+        self.record.ended_at_step = final
         self.records.finish(self.store)
         return self.records.doc(self.store, final)
 
@@ -320,7 +331,7 @@ class Supervisor:
             self.notice_file, contract.Notice(deadline_unix=deadline, reason=notice.source)
         )
         notified = program.notify(self.job.training.notice_signal)
-        self.record.setdefault("program", {})["notified_pids"] = notified
+        self._note_program(notified_pids=notified)
         if not notified:
             log.warning(
                 "no process of the program handles %s: it trains on until it is stopped",
@@ -342,15 +353,15 @@ class Supervisor:
         code = program.stop(min(STOP_S, max(0.1, deadline - RESERVE_S - time.time())))
         problem = self._final_commit(exit_by(notice))
         stopped = time.time()
-        rec = self._program_record(program, code)
         latest = self.store.latest()
         saved_after = [h for h in self.watcher.handed[before:] if latest and h.step <= latest.step]
-        rec["saved_on_notice"] = bool(saved_after)
+        lost: dict[str, Any]
         if saved_after:  # it stopped training to save: nothing after that save was trained
-            rec.update(lost_seconds=0.0, lost_gpu_seconds=0.0, lost_steps=0)
+            lost = {"lost_seconds": 0.0, "lost_gpu_seconds": 0.0, "lost_steps": 0}
         else:
             lost = self._lost(program, latest.step if latest else None, stopped)
-            rec.update(lost)
+        self._program_record(program, code, saved_on_notice=bool(saved_after), **lost)
+        if not saved_after:
             log.warning(
                 "the program saved no checkpoint after the notice: about %s steps and %.0f "
                 "GPU-seconds are lost (resumes from %s)",
@@ -358,12 +369,13 @@ class Supervisor:
                 lost["lost_gpu_seconds"],
                 f"step {latest.step}" if latest else "the start",
             )
-        self.record.update(
-            outcome="preempted",
-            preempted=True,
-            ended_at_step=latest.step if latest else self.start_step,
-            notice=notice.as_dict(),
-            emergency_save={
+        rec = self.record
+        rec.outcome = "preempted"
+        rec.preempted = True
+        rec.ended_at_step = latest.step if latest else self.start_step
+        rec.notice = NoticeRecord.model_validate(notice.as_dict())
+        rec.emergency_save = EmergencySave.model_validate(
+            {
                 "tier": "program",
                 "reason": "the program's own save on the notice"
                 if saved_after
@@ -372,9 +384,9 @@ class Supervisor:
                 "committed_step": latest.step if latest else None,
                 "in_flight_step": self.store.mgr.status().in_flight,
                 **({"error": problem} if problem else {}),
-            },
-            notice_to_exit_s=round(time.time() - notice.received_at, 3),
+            }
         )
+        rec.notice_to_exit_s = round(time.time() - notice.received_at, 3)
         self.records.finish(self.store)
         stop = Preempted(
             f"preempted by {notice.source}: the program "
@@ -409,12 +421,14 @@ class Supervisor:
         log.error("%s: stopping the program", exc.message)
         code = program.stop(STOP_S)
         problem = self._final_commit()
-        self._program_record(program, code)
+        # the final save's failure, if any, in the program detail (the record has no field
+        # of its own for it)
+        self._program_record(program, code, **({"save_error": problem} if problem else {}))
         latest = self.store.latest()
         step = latest.step if latest else self.start_step
-        self.record.update(outcome="budget-exceeded", ended_at_step=step, error=exc.message)
-        if problem:
-            self.record["save_error"] = problem
+        self.record.outcome = "budget-exceeded"
+        self.record.ended_at_step = step
+        self.record.error = exc.message
         self.records.finish(self.store)
         exc.doc = self.records.doc(self.store, step)  # type: ignore[attr-defined]
         raise exc

@@ -24,7 +24,6 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 from burst.documents import (
     ATTEMPTS_FILE,
@@ -84,27 +83,36 @@ RUNNING = "running"
 DIED = "died"
 
 
-def settle_unclosed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def settle_unclosed(records: list[TrainAttempt]) -> list[TrainAttempt]:
     """Records as the next reader must see them: one left ``running`` is an attempt that
     died (nobody else may train the run while its lease is live), counted as killed."""
     out = []
     for rec in records:
-        if rec.get("outcome") in (None, RUNNING):
-            rec = {
-                **rec,
-                "outcome": DIED,
-                "preempted": True,
-                "killed": True,
-                "ended_at_step": rec.get("at_step"),
-                "finished_at": rec.get("last_seen_at"),
-            }
+        if rec.outcome in (None, RUNNING):
+            rec = rec.model_copy(
+                update={
+                    "outcome": DIED,
+                    "preempted": True,
+                    "killed": True,
+                    "ended_at_step": rec.at_step,
+                    "finished_at": rec.last_seen_at,
+                }
+            )
         out.append(rec)
     return out
 
 
-def next_number(records: list[dict[str, Any]]) -> int:
-    numbers = [int(r.get("attempt") or 0) for r in records if str(r.get("attempt", "")).isdigit()]
+def next_number(records: list[TrainAttempt]) -> int:
+    numbers = [r.attempt for r in records if r.attempt is not None]
     return max([0, len(records), *numbers]) + 1
+
+
+def record_json(record: TrainAttempt) -> str:
+    """The JSON text of a record as it is written (the boundary: checked against the
+    model once more, keys sorted)."""
+    return json.dumps(
+        produce(TrainAttempt, record.to_json()).to_json(), sort_keys=True, default=str
+    )
 
 
 class AttemptLog:
@@ -115,34 +123,32 @@ class AttemptLog:
         self._lock = threading.Lock()
         self._closed = False
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[TrainAttempt]:
         records = read_store(self.store) if self.store is not None else []
-        if not records:
-            records = read_file(self.path)
-        return [r.to_json() for r in records]
+        return records or read_file(self.path)
 
-    def _put(self, record: dict[str, Any]) -> str:
-        text = json.dumps(produce(TrainAttempt, record).to_json(), sort_keys=True, default=str)
+    def _put(self, record: TrainAttempt) -> str:
+        text = record_json(record)
         if self.store is None:
             return text
-        key = f"{PREFIX}{int(record.get('attempt') or 0):04d}.json"
+        key = f"{PREFIX}{int(record.attempt or 0):04d}.json"
         try:
             self.store.put_bytes(key, text.encode())
         except StoreError as exc:
             log.warning("cannot record the attempt in %s: %s", self.store.url, exc.one_line())
         return text
 
-    def begin(self, record: dict[str, Any]) -> None:
+    def begin(self, record: TrainAttempt) -> None:
         """Open the attempt's record (``outcome: running``) as it starts."""
-        self._put({**record, "outcome": RUNNING})
+        self._put(record.model_copy(update={"outcome": RUNNING}))
 
-    def update(self, record: dict[str, Any]) -> None:
+    def update(self, record: TrainAttempt) -> None:
         """Bring the open record up to date (still ``running``); nothing once it is closed."""
         with self._lock:
             if not self._closed:
-                self._put({**record, "outcome": RUNNING})
+                self._put(record.model_copy(update={"outcome": RUNNING}))
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: TrainAttempt) -> None:
         """Close the attempt's record (its final outcome) and keep a local copy."""
         with self._lock:
             self._closed = True

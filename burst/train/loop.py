@@ -26,7 +26,6 @@ import math
 import random
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -35,6 +34,9 @@ from burst import faults
 from burst.budget import BudgetExceeded
 from burst.checkpoint.sharded import ShardInfo
 from burst.documents import PlanDocument, ProvisionDocument, TrainDocument
+from burst.documents.base import Detail
+from burst.documents.train import Notice as NoticeRecord
+from burst.documents.train import TrainAttempt
 from burst.errors import CheckpointError, Preempted
 from burst.obs.events import FIRST_TRAIN_STEP, emit
 from burst.obs.metrics import RunMetrics
@@ -118,7 +120,7 @@ class TrainRun:
         self.leases = TrainerLeases(run_id, run_dir, True, heartbeat_role)
 
     @property
-    def record(self) -> dict[str, Any]:
+    def record(self) -> TrainAttempt:
         return self.records.record
 
     # ------------------------------------------------------------------ running
@@ -163,11 +165,13 @@ class TrainRun:
             if self.hook is not None:
                 board = watchers.board
                 engine = self.hook.wrap(engine, lambda: board.stop_notice() is not None)
-            self.record.update(engine=engine.name, world_size=self.ranks.world)
+            self.record.engine = engine.name
+            self.record.world_size = self.ranks.world
             return self._train(engine, store, watchers)
         except RankLost as exc:  # a peer is gone: no collective can run; stop now
             log.error("%s", exc.one_line())
-            self.record.update(outcome="rank-lost", error=exc.one_line())
+            self.record.outcome = "rank-lost"
+            self.record.error = exc.one_line()
             self.records.finish(store, gather=False)
             store.close(timeout=1.0)
             raise
@@ -175,7 +179,8 @@ class TrainRun:
             store.close(timeout=RESERVE_S)
             raise
         except BaseException as exc:
-            self.record.update(outcome="failed", error=f"{exc.__class__.__name__}: {exc}")
+            self.record.outcome = "failed"
+            self.record.error = f"{exc.__class__.__name__}: {exc}"
             self.records.finish(store, gather=False)
             store.close(timeout=RESERVE_S)
             raise
@@ -211,7 +216,8 @@ class TrainRun:
                 start + 1,
                 newest.step,
             )
-        self.record.update(resumed_from=start, watchers=watchers.names)
+        self.record.resumed_from = start
+        self.record.watchers = watchers.names
         self.records.schedule.start_at(start)
         return start, restored is not None
 
@@ -286,7 +292,8 @@ class TrainRun:
                 self._preempt(notice, done, engine, store, last_full)
             for a in advisories:
                 log.warning("advisory %s (%s): checkpointing now", a.source, a.detail)
-                self.record.setdefault("advisories", []).append({**a.as_dict(), "at_step": done})
+                seen = Detail.model_validate({**a.as_dict(), "at_step": done})
+                self.record.advisories = [*(self.record.advisories or []), seen]
             boundary = hook is not None and hook.boundary(done)
             due = boundary if hook is not None else schedule.due(done)
             if advise or due or done == total:
@@ -322,12 +329,13 @@ class TrainRun:
         if ranks.leader:
             replica = wrapup.replicate(self.job, self.run_id, store)
             if replica is not None:
-                self.record["replica"] = replica
+                self.record.replica = Detail.model_validate(replica)
         notice = board.stop_notice()
         if notice is not None:
-            self.record["late_notice"] = notice.as_dict()
+            self.record.late_notice = NoticeRecord.model_validate(notice.as_dict())
             log.warning("notice from %s after the last step: the run is complete", notice.source)
-        self.record.update(outcome="done", ended_at_step=total)
+        self.record.outcome = "done"
+        self.record.ended_at_step = total
         self.records.finish(store)
         return self.records.doc(
             store,
@@ -337,9 +345,9 @@ class TrainRun:
         )
 
     def _first_step(self, step: int) -> None:
-        emit(log, FIRST_TRAIN_STEP, train_step=step + 1, attempt=self.record["attempt"])
+        emit(log, FIRST_TRAIN_STEP, train_step=step + 1, attempt=self.record.attempt)
         t = submitted_at()
-        if t is not None and self.record["attempt"] == 1:  # submit to the first training step
+        if t is not None and self.record.attempt == 1:  # submit to the first training step
             self.metrics.set_gpu_wait(max(0.0, time.time() - t))
 
     def _over_budget(
@@ -360,7 +368,9 @@ class TrainRun:
         except (CheckpointError, StoreError) as err:
             log.error("the last checkpoint before stopping did not commit: %s", err.one_line())
         self.records.learn(store)
-        self.record.update(outcome="budget-exceeded", ended_at_step=step, error=exc.message)
+        self.record.outcome = "budget-exceeded"
+        self.record.ended_at_step = step
+        self.record.error = exc.message
         self.records.finish(store)
         exc.doc = self.records.doc(store, step)  # type: ignore[attr-defined]
         raise exc
@@ -371,11 +381,13 @@ class TrainRun:
         infrastructure fault: the pipeline retries the step, which resumes from it)."""
         message = (
             f"{why}; training stopped at step {step}; the last committed checkpoint: "
-            f"{store.last_commit()} (resumed from step {self.record.get('resumed_from')})"
+            f"{store.last_commit()} (resumed from step {self.record.resumed_from})"
         )
         log.error("%s", message)
         self.records.learn(store)
-        self.record.update(outcome="store-down", ended_at_step=step, error=message)
+        self.record.outcome = "store-down"
+        self.record.ended_at_step = step
+        self.record.error = message
         self.records.finish(store)
         stop = StoreDown(message, where=store.location)
         stop.doc = self.records.doc(store, step)  # type: ignore[attr-defined]
@@ -384,7 +396,7 @@ class TrainRun:
     def _save(self, store: RunCheckpoints, engine: TrainEngine, step: int, tier: str) -> bool:
         """A routine save; False when a stop notice cut short the wait for the save before
         it (the loop then acts on the notice at the step boundary)."""
-        self.record["saving_step"] = step
+        self.record.saving_step = step
         try:
             engine.save(store, step, tier)
         except SaveAbandoned as exc:
@@ -397,7 +409,7 @@ class TrainRun:
     def _emergency_save(
         self, store: RunCheckpoints, engine: TrainEngine, step: int, tier: str
     ) -> float:
-        self.record["saving_step"] = step
+        self.record.saving_step = step
         blocked = engine.save(store, step, tier)  # SaveAbandoned: past the notice's deadline
         self.records.schedule.saved_at(step)
         self.records.learn(store)

@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from burst.documents.train import EmergencySave
+from burst.documents.train import Notice as NoticeRecord
 from burst.errors import CheckpointError, Preempted
 from burst.obs.events import PREEMPTION, emit
 from burst.preempt.emergency import RESERVE_S, choose_emergency_save
@@ -98,14 +100,13 @@ def preempt(
     if emergency.get("committed") is False:
         outcome += f" (not committed: {emergency.get('error')}; the last committed stands)"
     log.warning("emergency save: %s (%s)", outcome, emergency["reason"])
-    records.record.update(
-        outcome="preempted",
-        preempted=True,
-        ended_at_step=step,
-        notice=notice.as_dict(),
-        emergency_save=emergency,
-        notice_to_exit_s=round(time.time() - notice.received_at, 3),
-    )
+    rec = records.record
+    rec.outcome = "preempted"
+    rec.preempted = True
+    rec.ended_at_step = step
+    rec.notice = NoticeRecord.model_validate(notice.as_dict())
+    rec.emergency_save = EmergencySave.model_validate(emergency)
+    rec.notice_to_exit_s = round(time.time() - notice.received_at, 3)
     records.finish(store)
     stop = Preempted(
         f"preempted at step {step} by {notice.source}; emergency save: "

@@ -2,7 +2,8 @@
 measured, this attempt's record (``burst.documents.TrainAttempt``), its checkpoint figures,
 and the step document it ends with.
 
-The train loop (``burst.train.loop``) writes into ``record`` as it goes; this module opens the
+The train loop (``burst.train.loop``) writes into ``record`` (a ``TrainAttempt``, typed: JSON
+only where it is written, ``burst.train.attempts``) as it goes; this module opens the
 record when the attempt starts, learns the cost of every background commit, closes the record
 when the attempt ends (rank 0 gathers every rank's figures first) and assembles the document.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from burst.budget import BudgetGuard
 from burst.documents import PlanDocument, ProvisionDocument, TrainDocument, produce
+from burst.documents.train import CheckpointInterval, RankFigures, TrainAttempt
 from burst.obs.events import CHECKPOINT, emit
 from burst.obs.metrics import RunMetrics, export_from_env
 from burst.preempt.emergency import SaveMeter
@@ -74,10 +76,10 @@ class AttemptRecords:
         self.metrics = metrics
         self.plan = plan
         self.infra = infra
-        self.record: dict[str, Any] = {"started_at": utcnow_iso(), "preempted": False}
+        self.record = TrainAttempt(started_at=utcnow_iso(), preempted=False)
         # this rank's own checkpoint figures (the leader gathers every rank's at the end)
-        self.mine: dict[str, Any] = {"checkpoint_bytes": 0, "uploaded_bytes": 0, "stall_s": 0.0}
-        self.past: list[dict[str, Any]] = []
+        self.mine = RankFigures(rank=ranks.rank, checkpoint_bytes=0, uploaded_bytes=0, stall_s=0.0)
+        self.past: list[TrainAttempt] = []
         self.attempts: AttemptLog | None = None
         self.meter = SaveMeter()
         self.schedule = CheckpointSchedule.for_job(job, plan, None, infra)
@@ -90,19 +92,19 @@ class AttemptRecords:
         self.attempts = AttemptLog(self.run_dir / FILE_NAME, store.mgr.store)
         # a record left open belongs to an attempt that died: it counts (cost, preemption)
         self.past = settle_unclosed(self.attempts.read())
-        closed = [a for a in self.past if a.get("outcome") != "died"]
-        last = closed[-1] if closed else {}
-        self.meter = SaveMeter.from_dict(last.get("save_meter"))
+        closed = [a for a in self.past if a.outcome != "died"]
+        last = closed[-1] if closed else None
+        self.meter = SaveMeter.from_dict(last.save_meter if last else None)
         self.schedule = CheckpointSchedule.for_job(
-            self.job, self.plan, last.get("measured"), self.infra
+            self.job, self.plan, last.measured if last else None, self.infra
         )
-        self.record["attempt"] = next_number(self.past)
+        self.record.attempt = next_number(self.past)
         rate = hourly_rate(self.infra, self.plan)
         if rate is None:
             log.warning("no price for what this run rents: only budget.max_hours is guarded")
-        self.record["usd_per_hour"] = rate
+        self.record.usd_per_hour = rate
         self.budget = open_budget(self.job, rate, self.past)
-        self.record["budget_spent_before"] = {
+        self.record.budget_spent_before = {
             "usd": round(self.budget.spent_usd, 6),
             "hours": round(self.budget.spent_hours, 6),
         }
@@ -114,16 +116,16 @@ class AttemptRecords:
         assert self.budget is not None, "open() first"
         return self.budget
 
-    def progress(self) -> dict[str, Any]:
+    def progress(self) -> TrainAttempt:
         """The open record as it stands (cost so far), for the renewals."""
-        rec = dict(self.record)
+        now: dict[str, Any] = {}
         if self.budget is not None:
-            rec.update(
+            now.update(
                 cost_usd=round(self.budget.cost_usd() - self.budget.spent_usd, 6),
                 hours=round(self.budget.hours() - self.budget.spent_hours, 6),
             )
-        rec["last_seen_at"] = utcnow_iso()
-        return rec
+        now["last_seen_at"] = utcnow_iso()
+        return self.record.model_copy(update=now)
 
     def keep_alive(self) -> None:
         """Bring the open record up to date (a killed attempt still counts, with its cost)."""
@@ -131,8 +133,10 @@ class AttemptRecords:
             self.attempts.update(self.progress())
 
     def step_done(self, done: int, loss: float) -> None:
-        self.record["at_step"] = done
-        curve = self.record.setdefault("losses", [])
+        self.record.at_step = done
+        if self.record.losses is None:
+            self.record.losses = []
+        curve = self.record.losses
         if len(curve) < LOSS_CURVE_MAX:
             curve.append(loss)
 
@@ -140,9 +144,10 @@ class AttemptRecords:
         """Take the measured costs of the commits that finished in the background."""
         for res in store.completed():
             blocking_s, upload_s = res.stall_seconds, res.seconds
-            self.mine["checkpoint_bytes"] += res.total_bytes
-            self.mine["uploaded_bytes"] += res.uploaded_bytes
-            self.mine["stall_s"] += blocking_s
+            mine = self.mine
+            mine.checkpoint_bytes = (mine.checkpoint_bytes or 0) + res.total_bytes
+            mine.uploaded_bytes = (mine.uploaded_bytes or 0) + res.uploaded_bytes
+            mine.stall_s = (mine.stall_s or 0.0) + blocking_s
             self.meter.record(res.total_bytes, res.uploaded_bytes, blocking_s, upload_s)
             self.schedule.record_save(blocking_s, upload_s)
             self.metrics.record_checkpoint(res.tier, res.total_bytes, blocking_s + upload_s)
@@ -168,38 +173,38 @@ class AttemptRecords:
         """Record the attempt (rank 0: every rank's checkpoint figures gathered first, when
         every rank gets here; the others record nothing)."""
         if self.ranks.many:
-            mine = {
-                "rank": self.ranks.rank,
-                **{k: round(v, 6) if isinstance(v, float) else v for k, v in self.mine.items()},
-            }
-            self.record["ranks"] = self.ranks.gather(mine) if gather else [mine]
+            mine = self.mine.model_copy(update={"stall_s": round(self.mine.stall_s or 0.0, 6)})
+            # across the process group as JSON objects (the figures of other processes)
+            sent = mine.model_dump(mode="json")
+            got = self.ranks.gather(sent) if gather else [sent]
+            self.record.ranks = [RankFigures.model_validate(m) for m in got]
             if not self.ranks.leader:
                 return
         budget = self.guard
         cost = budget.cost_usd() - budget.spent_usd
         hours = budget.hours() - budget.spent_hours
-        self.record.update(cost_usd=round(cost, 6), hours=round(hours, 6))
+        self.record.cost_usd = round(cost, 6)
+        self.record.hours = round(hours, 6)
         self.metrics.set_cost("compute", budget.cost_usd())
         try:
-            export_from_env(self.metrics, self.run_dir, "train", self.record.get("attempt"))
+            export_from_env(self.metrics, self.run_dir, "train", self.record.attempt)
         except OSError as exc:  # metrics must never cost the run
             log.warning("could not write the train metrics: %s", exc)
-        self.record.update(
-            finished_at=utcnow_iso(),
-            commits=self.meter.commits,
-            save_failures=store.failures,
-            measured=self.schedule.measured(),
-            checkpoint_retries=list(store.mgr.retries),
-            save_meter=self.meter.as_dict(),
-            checkpoint_interval=self.schedule.describe(),
-        )
+        rec = self.record
+        rec.finished_at = utcnow_iso()
+        rec.commits = self.meter.commits
+        rec.save_failures = store.failures
+        rec.measured = self.schedule.measured()
+        rec.checkpoint_retries = list(store.mgr.retries)
+        rec.save_meter = dict(self.meter.as_dict())
+        rec.checkpoint_interval = CheckpointInterval.model_validate(self.schedule.describe())
         assert self.attempts is not None
         self.attempts.append(self.record)
 
     def doc(self, store: RunCheckpoints, step: int, **extra: Any) -> TrainDocument:
         """The train step's document at ``step`` (``extra``: the fields of a finished run)."""
         attempts = [*self.past, self.record]
-        summary = [{k: a.get(k) for k in SUMMARY_FIELDS} for a in attempts]
+        summary = [{k: a.to_json().get(k) for k in SUMMARY_FIELDS} for a in attempts]
         for entry in summary:  # only a killed attempt says so (the field is a bool)
             if not entry.get("killed"):
                 entry.pop("killed", None)
@@ -207,21 +212,21 @@ class AttemptRecords:
             TrainDocument,
             {
                 "final_step": step,
-                "resumed_from": self.record.get("resumed_from"),
-                "checkpoints": sum(int(a.get("commits") or 0) for a in attempts),
+                "resumed_from": self.record.resumed_from,
+                "checkpoints": sum(int(a.commits or 0) for a in attempts),
                 "checkpoints_retained": _retained(store),
                 "checkpoint_store": store.location,
                 "checkpoint_interval": self.schedule.describe(),
-                "preemptions": sum(1 for a in attempts if a.get("preempted")),
-                "killed_attempts": sum(1 for a in attempts if a.get("killed")),
-                "cost_usd": round(sum(float(a.get("cost_usd") or 0) for a in attempts), 6),
-                "usd_per_hour": self.record.get("usd_per_hour"),
+                "preemptions": sum(1 for a in attempts if a.preempted),
+                "killed_attempts": sum(1 for a in attempts if a.killed),
+                "cost_usd": round(sum(float(a.cost_usd or 0) for a in attempts), 6),
+                "usd_per_hour": self.record.usd_per_hour,
                 "attempts": summary,
-                "watchers": self.record.get("watchers"),
-                "replica": self.record.get("replica"),
+                "watchers": self.record.watchers,
+                "replica": self.record.replica,
                 "world_size": self.ranks.world,
-                "ranks": self.record.get("ranks"),
-                "notice_to_exit_s": self.record.get("notice_to_exit_s"),
+                "ranks": self.record.ranks,
+                "notice_to_exit_s": self.record.notice_to_exit_s,
                 **extra,
             },
         )

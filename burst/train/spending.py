@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from burst.budget import BudgetExceeded, BudgetGuard
 from burst.documents import PlanDocument, ProvisionDocument
+from burst.documents.train import TrainAttempt
 from burst.spec import BurstJob
 from burst.train.schedule import running_candidate
 
@@ -17,14 +16,14 @@ def hourly_rate(infra: ProvisionDocument | None, plan: PlanDocument | None) -> f
     return cand.price_per_hour if cand is not None else None
 
 
-def open_budget(job: BurstJob, rate: float | None, past: list[dict[str, Any]]) -> BudgetGuard:
+def open_budget(job: BurstJob, rate: float | None, past: list[TrainAttempt]) -> BudgetGuard:
     """The guard of this attempt, started with what the earlier ``past`` attempts spent."""
     return BudgetGuard.start(
         job.budget.max_usd,
         job.budget.max_hours,
         rate or 0.0,
-        spent_usd=sum(float(a.get("cost_usd") or 0) for a in past),
-        spent_hours=sum(float(a.get("hours") or 0) for a in past),
+        spent_usd=sum(float(a.cost_usd or 0) for a in past),
+        spent_hours=sum(float(a.hours or 0) for a in past),
     )
 
 

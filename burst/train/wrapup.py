@@ -40,7 +40,9 @@ def final_commit(store: RunCheckpoints, total: int, ranks: Ranks, records: Attem
     problem = ranks.decide(verdict)
     if problem is None:
         return
-    records.record.update(outcome="final-save-lost", ended_at_step=total, error=problem)
+    records.record.outcome = "final-save-lost"
+    records.record.ended_at_step = total
+    records.record.error = problem
     records.finish(store)
     stop = Preempted(
         f"the final checkpoint (step {total}) did not commit: {problem}; exit 75 to "

@@ -99,8 +99,10 @@ def command(
     from burst.runner.local import LocalRunner, RunOptions
     from burst.runs import check_run_id, new_run_id, run_paths
     from burst.runs import runs_root as default_root
+    from burst.settings import current
     from burst.spec import load_spec
 
+    current().check()  # a bad BURST_* variable fails here, before anything is created
     for point in fail_at:
         if point not in FAULT_POINTS:
             raise BadInputError(
@@ -109,7 +111,7 @@ def command(
     job = load_spec(spec)
     catalog_env = _catalog_env(catalogs)
     if job.training.strategy == "regional-sync":
-        from burst.settings import current, use
+        from burst.settings import use
 
         with use(current().replace(BURST_CATALOG=catalog_env)):
             _run_regional(
