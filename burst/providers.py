@@ -23,6 +23,30 @@ STACK_DIRS: dict[str, str] = {
 }
 
 
+# stack kind -> the scheme of the checkpoint_uri its stack outputs (terraform/stacks/*/outputs.tf)
+STACK_STORE_SCHEMES: dict[str, str] = {
+    "aws": "s3",
+    "gcp": "gs",
+    "azure": "az",
+    "nebius": "s3",
+}
+# what burst.storage.open_store opens
+STORE_SCHEMES = ("file", "s3")
+
+
+def store_refusal(kind: str) -> str | None:
+    """Why a run applied with stack ``kind`` cannot run (its stack hands train a checkpoint
+    URI burst storage cannot open, so train would fail in its pod on the rented GPUs after
+    provision), or None."""
+    scheme = STACK_STORE_SCHEMES.get(kind)
+    if scheme is None or scheme in STORE_SCHEMES:
+        return None
+    return (
+        f"the {kind} stack's checkpoint store is {scheme}://, which burst storage cannot open "
+        f"(it opens {' and '.join(s + '://' for s in STORE_SCHEMES)}): not runnable"
+    )
+
+
 def stack_for(provider: str) -> str | None:
     """The stack kind that provisions ``provider``, or None when burst has none."""
     return PROVIDER_STACKS.get(provider)

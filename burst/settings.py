@@ -62,7 +62,8 @@ def _paths(name: str, raw: str) -> tuple[Path, ...]:
 
 
 def _seconds(minimum: float, inclusive: bool) -> Callable[[str, str], float]:
-    bound = "zero or more" if inclusive and minimum == 0 else f"more than {minimum:g}"
+    bound = f"{minimum:g} or more" if inclusive else f"more than {minimum:g}"
+    bound = "zero or more" if inclusive and minimum == 0 else bound
 
     def parse(name: str, raw: str) -> float:
         try:
@@ -103,6 +104,61 @@ def _choice(*allowed: str) -> Callable[[str, str], str]:
         return value
 
     return parse
+
+
+def _executable(name: str, raw: str) -> str:
+    """A program: a path to an executable file, or a name found on ``PATH``."""
+    import shutil
+
+    value = raw.strip()
+    found = shutil.which(value)
+    if found is None or not Path(found).is_file():
+        raise BadInputError(f"{name}={short(value)}: no such executable file")
+    return value
+
+
+def _directory(name: str, raw: str) -> Path:
+    """An existing directory."""
+    path = Path(raw.strip())
+    if not path.is_dir():
+        raise BadInputError(f"{name}={short(raw)}: no such directory")
+    return path
+
+
+def _file_or_directory(name: str, raw: str) -> Path:
+    """An existing regular file or directory (a FIFO, socket or device is refused: reading one
+    blocks or never ends)."""
+    path = Path(raw.strip())
+    if not (path.is_dir() or path.is_file()):
+        what = "not a regular file or directory" if path.exists() else "no such file"
+        raise BadInputError(f"{name}={short(raw)}: {what}")
+    return path
+
+
+def _fault_points(name: str, raw: str) -> tuple[str, ...]:
+    """Named fault points (``burst.runs.FAULT_POINTS``): a typo fails the run up front instead
+    of arming nothing."""
+    from burst.runs import FAULT_POINTS
+
+    words = _words(name, raw)
+    for word in words:
+        if word not in FAULT_POINTS:
+            raise BadInputError(
+                f"{name}={short(raw)}: {short(word)} is not a fault point "
+                f"({', '.join(FAULT_POINTS)})"
+            )
+    return words
+
+
+def _step_numbers(name: str, raw: str) -> str:
+    """Comma-separated training step numbers (1 or more); the text is kept as given."""
+    for item in raw.split(","):
+        item = item.strip()
+        if item and not (item.isascii() and item.isdigit() and len(item) <= 18 and int(item)):
+            raise BadInputError(
+                f"{name}={short(raw)}: {short(item)} is not a step number (1 or more)"
+            )
+    return raw.strip()
 
 
 NO_PATHS: tuple[Path, ...] = ()
@@ -179,11 +235,11 @@ class Settings:
     )  # fmt: skip
     # -- Terraform
     terraform_bin = Var(
-        "BURST_TERRAFORM_BIN", _text, "",
+        "BURST_TERRAFORM_BIN", _executable, "",
         "an external `terraform` or `tofu` binary", shown="embedded Terraform 1.15",
     )  # fmt: skip
     terraform_dir = Var(
-        "BURST_TERRAFORM_DIR", _path, None,
+        "BURST_TERRAFORM_DIR", _directory, None,
         "the Terraform modules and stacks", shown="the checkout's `terraform/`",
     )  # fmt: skip
     tf_stack = Var(
@@ -203,7 +259,7 @@ class Settings:
         "the region of that bucket (aws, nebius), one value or per stack", shown="none",
     )  # fmt: skip
     tf_site_vars = Var(
-        "BURST_TF_SITE_VARS", _path, None,
+        "BURST_TF_SITE_VARS", _file_or_directory, None,
         "the site's tfvars: a file, or a directory of `<region>.tfvars` / `<stack>.tfvars`",
         shown="none",
     )  # fmt: skip
@@ -289,7 +345,7 @@ class Settings:
     )  # fmt: skip
     # -- one trainer per run, heartbeats (burst.lease)
     lease_ttl_s = Var(
-        "BURST_LEASE_TTL_S", _positive, 180.0,
+        "BURST_LEASE_TTL_S", _seconds(1, inclusive=True), 180.0,
         "the trainer lease and the run's heartbeats lapse this long after their last renewal "
         "(renewed every quarter of it)", shown="`180`",
     )  # fmt: skip
@@ -349,8 +405,9 @@ class Settings:
     )  # fmt: skip
     # -- test and demo hooks (named fault points: burst/faults.py)
     fail_at = Var(
-        "BURST_FAIL_AT", _words, NO_WORDS,
-        "fail these steps or points on purpose (`provision`, `provision:midway`, `teardown:1`)",
+        "BURST_FAIL_AT", _fault_points, NO_WORDS,
+        "fail these steps or points on purpose (`provision`, `provision:midway`, `teardown`: its "
+        "first two destroy attempts)",
         shown="none", audience=FAULT,
     )  # fmt: skip
     simulate_no_capacity = Var(
@@ -358,7 +415,7 @@ class Settings:
         "regions whose local node group reports no capacity", shown="none", audience=FAULT,
     )  # fmt: skip
     preempt_at_steps = Var(
-        "BURST_PREEMPT_AT_STEPS", _text, "",
+        "BURST_PREEMPT_AT_STEPS", _step_numbers, "",
         "training steps at which a preemption notice is posted (once each; training.command: "
         "once a checkpoint of that step or later has committed)",
         shown="none", audience=FAULT,
@@ -543,6 +600,15 @@ class Settings:
         if name not in declared_names():
             raise KeyError(f"{name} is not declared in burst.settings")
         return self._raw.get(name)
+
+    def check(self) -> None:
+        """Parse every variable that is set: the first bad one is a ``BadInputError`` line
+        (exit 2). A command that starts a run calls it first, so a bad setting fails before
+        anything is created or rented rather than in the step that reads it."""
+        for var in declared():
+            raw = self._raw.get(var.name)
+            if raw is not None and raw.strip():
+                var.parse(var.name, raw)
 
     def replace(self, **values: str | None) -> Settings:
         """Another snapshot with these variables (by name) set, or unset when None."""

@@ -3,8 +3,10 @@
     main:    preflight -> plan -> verify-image -> stacks: regional-provision(r) for every r
              in regions (parallel) -> region(r) for every r in regions (parallel)
     region:  regional-provision(r) (the stack is applied already: its outputs and the role
-             configs) -> [regional-worker(r) || regional-aggregator (only in the aggregation
-             region)]
+             configs) -> [the region's service account burst-<workflow>-<r>, annotated with
+             its stack's pod role || its RoleBinding to burst-executor] ->
+             [regional-worker(r) || regional-aggregator (only in the aggregation region)],
+             both running as the region's account
     onExit exit-handler: teardown(r) for every r in regions (parallel), each found from its
              stack id alone (``<workflow>-<region>``), retried
 
@@ -40,6 +42,7 @@ from hera.workflows import (
     Parallel,
     Parameter,
     RawArtifact,
+    Resource,
     RetryStrategy,
     Step,
     Steps,
@@ -50,6 +53,9 @@ from hera.workflows import models as m
 from pipelines.burst_train import (
     BACKOFF,
     DEFAULT_DEADLINE_S,
+    ROLE_ARN,
+    RUN_ROLE_BINDING_MANIFEST,
+    RUN_SA_MANIFEST,
     TEARDOWN_DEADLINE_S,
     TEARDOWN_RETRIES,
     WORKFLOW_DEADLINE_S,
@@ -61,6 +67,7 @@ from pipelines.common import (
     PART_OF,
     RESTRICTED_CONTAINER,
     RETRY_ON_PREEMPTION,
+    RUN_SERVICE_ACCOUNT,
     RUNS_MOUNT,
     RUNS_VOLUME,
     SERVICE_ACCOUNT,
@@ -79,6 +86,17 @@ ROLE_CONFIG = "/tmp/inputs/role.json"
 #: Worker and aggregator restarts (preemption, node loss): the local run reads this too.
 RESTARTS = "3"
 IN_AGGREGATION_REGION = "{{=inputs.parameters.region == workflow.parameters['aggregation-region']}}"
+#: A region's own identity: its stack's pod role (terraform/modules/aws-run-iam) trusts
+#: system:serviceaccount:<ns>:burst-<stack id>, the stack id being ``<workflow>-<region>``;
+#: the region's worker and the aggregator run as it (not as burst-run, the orchestration
+#: account, whose role reaches no region's store: issue 28, walk
+#: docs/reference/walk-burst-regional.md). Created in the region's branch after provision,
+#: which knows the role (owner: the workflow).
+REGION_SERVICE_ACCOUNT = "burst-" + STACK_ID
+REGION_SA_MANIFEST = RUN_SA_MANIFEST.replace(RUN_SERVICE_ACCOUNT, REGION_SERVICE_ACCOUNT)
+REGION_ROLE_BINDING_MANIFEST = RUN_ROLE_BINDING_MANIFEST.replace(
+    RUN_SERVICE_ACCOUNT, REGION_SERVICE_ACCOUNT
+)
 
 
 #: A worker trains on its region's rented GPUs: every GPU of the node (as train), on the nodes
@@ -124,6 +142,8 @@ def _role(role: str, image: str, *, stable: bool) -> Container:
         resources=m.ResourceRequirements.model_validate(
             train_resources() if gpu else {"requests": STEP_REQUESTS}
         ),
+        # the region's own identity (its stack's pod role), for main and Argo's wait alike
+        service_account_name=REGION_SERVICE_ACCOUNT,
         pod_spec_patch=(
             '{"nodeSelector": {{inputs.parameters.node-selector}}, '
             '"tolerations": {{inputs.parameters.tolerations}}, '
@@ -244,6 +264,21 @@ def build() -> WorkflowTemplate:
             ),
         )
 
+        region_identity = Resource(
+            name="region-service-account",
+            action="apply",
+            set_owner_reference=True,
+            manifest=REGION_SA_MANIFEST,
+            inputs=[Parameter(name="role-arn"), Parameter(name="region")],
+        )
+        region_binding = Resource(
+            name="region-role-binding",
+            action="apply",
+            set_owner_reference=True,
+            manifest=REGION_ROLE_BINDING_MANIFEST,
+            inputs=[Parameter(name="region")],
+        )
+
         with Steps(
             name="region",
             inputs=[Parameter(name="region"), Parameter(name="plan"), Parameter(name="decision")],
@@ -257,6 +292,17 @@ def build() -> WorkflowTemplate:
                     "region": "{{inputs.parameters.region}}",
                 },
             )
+            with Parallel():
+                Step(
+                    name="service-account",
+                    template=region_identity,
+                    arguments={"role-arn": ROLE_ARN, "region": "{{inputs.parameters.region}}"},
+                )
+                Step(
+                    name="role-binding",
+                    template=region_binding,
+                    arguments={"region": "{{inputs.parameters.region}}"},
+                )
             with Parallel():
                 Step(
                     name="worker",

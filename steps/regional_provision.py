@@ -32,7 +32,7 @@ from burst.regional.site import given_site
 from burst.settings import current
 from burst.stepio import StepContext, main
 from burst.storage import open_store
-from burst.storage.location import run_url
+from burst.storage.location import exchange_url
 
 #: Where the role's own state and link log go in its pod (scratch: an emptyDir).
 POD_SCRATCH = "/tmp/regional"
@@ -65,7 +65,7 @@ def run(ctx: StepContext) -> ProvisionDocument:
         raise BadInputError(f"BURST_REGION_SITE is region {site.region}'s, not {region}'s")
     if site is None:
         workflow = ctx.run_id.removesuffix(f"-{region}")
-        exchange = open_store(run_url(job.storage.checkpoint_uri, workflow) + "/exchange").spec()
+        exchange = open_store(exchange_url(job.storage.checkpoint_uri, workflow)).spec()
         # the stack's bucket is the region's own (its stack id is this region's): as it is
         own = open_store(uri, **({"region": region} if uri.startswith("s3://") else {})).spec()
     else:  # one machine: the stores the runner stands up for this region

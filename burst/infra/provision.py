@@ -58,9 +58,11 @@ from burst.infra.workspace import (
 )
 from burst.obs.events import PROVISION_ATTEMPT, emit
 from burst.plan.placement import default_capacity
+from burst.providers import store_refusal
 from burst.recovery import RecoveryStrategy, strategy_for
 from burst.settings import Settings, resolve
 from burst.spec import BurstJob, node_count
+from burst.storage.location import exchange_url
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +220,8 @@ class Provisioner:
         refused: list[Refused] = []
         for cand in candidates:
             kind, why = stack_of(self.mode, cand.provider)
+            if kind is not None and (store := store_refusal(kind)) is not None:
+                kind, why = None, store
             if kind is None:
                 refused.append(Refused(region=cand.region, provider=cand.provider, reason=why))
                 log.warning("not provisioning %s/%s: %s", cand.provider, cand.region, why)
@@ -226,6 +230,17 @@ class Provisioner:
         return keep, refused
 
     # ------------------------------------------------------------------ helpers
+    def _exchange(self, region: str) -> dict[str, Any]:
+        """A regional-sync region's stack (run id ``<workflow>-<region>``): the run's exchange
+        store, which its pods write beside their own store (steps/regional_provision.py)."""
+        if self.job.training.strategy != "regional-sync":
+            return {}
+        workflow = self.run_id.removesuffix(f"-{region}")
+        return {
+            "exchange_uri": exchange_url(self.job.storage.checkpoint_uri, workflow),
+            "exchange_kms_key": self.job.storage.kms_key_id,
+        }
+
     def _remaining(self, tf: Terraform | None = None) -> int:
         return len((tf or self.tf).state_resources())
 
@@ -319,6 +334,7 @@ class Provisioner:
                 gpu_type=self.job.compute.gpu_type,
                 node_count=node_count(self.job, cand.to_json()),
                 tags=tags,
+                **self._exchange(region),
                 **self.faults.terraform_variables(),
             )
             write_vars(self.workdir, variables)

@@ -17,7 +17,8 @@ from burst.errors import PolicyRefusal
 from burst.plan import datastrategy
 from burst.plan.catalog import Catalog, Offer
 from burst.plan.crossregion import recommend_span
-from burst.providers import no_stack_reason, stack_for
+from burst.providers import no_stack_reason, stack_for, store_refusal
+from burst.settings import current
 from burst.spec import BurstJob
 
 
@@ -147,6 +148,7 @@ def eligible_sites(
     to ``excluded``. Also the data strategies weighed for each pair."""
     decisions = index_decisions(record)
     gpu_type = job.compute.gpu_type
+    stack_mode = current().tf_stack  # BURST_TF_STACK: what provision will apply
     sites: list[Site] = []
     data_options: dict[tuple[str, str], list[datastrategy.DataPlan]] = {}
     for provider in job.compute.providers:
@@ -159,8 +161,14 @@ def eligible_sites(
                     f"{region} is not in the catalog for provider {provider}",
                 )
                 continue
-            if stack_for(provider) is None:
+            kind = stack_for(provider)
+            if kind is None:
                 excluded.add(provider, region, None, no_stack_reason(provider))
+                continue
+            # a cloud stack whose checkpoint store burst cannot open: refused here, not in
+            # train's pod on rented GPUs (the local stack's store is a directory)
+            if stack_mode != "local" and (why := store_refusal(kind)) is not None:
+                excluded.add(provider, region, None, why)
                 continue
             decision = None
             verdict = "unchecked"

@@ -41,3 +41,10 @@ def run_url(uri: str, run_id: str, runs_root: Path | None = None) -> str:
         path = "/".join(p for p in (parsed.path.strip("/"), run_id) if p)
         return urlunparse(parsed._replace(path="/" + path))
     raise BadInputError(f"storage.checkpoint_uri {uri!r}: must be file:// or s3://")
+
+
+def exchange_url(checkpoint_uri: str, workflow: str) -> str:
+    """A regional-sync run's exchange store: ``checkpoint_uri`` under ``<workflow>/exchange``
+    (every region's worker and the aggregator write it; each region's stack grants its pods
+    this prefix: terraform/modules/aws-run-iam)."""
+    return run_url(checkpoint_uri, workflow) + "/exchange"

@@ -141,7 +141,41 @@ def service_account_problems(before: bool = False) -> list[str]:
     return sorted(set(out))
 
 
-CHECKS = {"rbac": rbac_problems, "tokens": token_problems, "accounts": service_account_problems}
+#: The pods that open a run's stores, and the template whose ``--run-id`` is their stack's id.
+STORE_PODS = {
+    "burst-train": (("train",), "provision"),
+    "burst-regional": (("regional-worker", "regional-aggregator"), "regional-provision"),
+}
+
+
+def stack_identity_problems(before: bool = False) -> list[str]:
+    """Every pod that reads or writes a run's stores runs as the one account its stack's pod
+    role trusts: ``burst-<stack run id>`` (terraform/modules/aws-run-iam: the trust names
+    system:serviceaccount:<ns>:burst-<run_id>; IRSA's webhook injects the role of the pod's
+    own account, amazon-eks-pod-identity-webhook pkg/handler mutatePod). Walk:
+    docs/reference/walk-burst-regional.md (the regional roles ran as burst-run)."""
+    manifests, _, _ = _state(before)
+    out = []
+    for m in manifests:
+        pods_, owner = STORE_PODS.get(m["metadata"]["name"], ((), ""))
+        templates = {t["name"]: t for t in workflow_spec(m)["templates"]}
+        for name in pods_:
+            args = templates[owner]["container"]["args"]
+            trusted = "burst-" + args[args.index("--run-id") + 1]
+            got = templates[name].get("serviceAccountName") or workflow_spec(m).get(
+                "serviceAccountName"
+            )
+            if got != trusted:
+                out.append(f"{m['metadata']['name']}/{name} runs as {got}, not {trusted}")
+    return out
+
+
+CHECKS = {
+    "rbac": rbac_problems,
+    "tokens": token_problems,
+    "accounts": service_account_problems,
+    "stack-identity": stack_identity_problems,
+}
 
 
 @pytest.mark.parametrize("check", sorted(CHECKS))

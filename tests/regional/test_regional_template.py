@@ -51,11 +51,20 @@ def test_main_fans_out_one_branch_per_region() -> None:
     assert regions["template"] == "region"
     assert regions["withParam"] == "{{workflow.parameters.regions}}"
     assert _args(regions)["region"] == "{{item}}"
-    # a branch: provision, then its worker and (aggregation region only) the aggregator
+    # a branch: provision, the region's own identity (its service account and binding), then
+    # its worker and (aggregation region only) the aggregator, both as that identity
     branch = t["region"]["steps"]
-    assert [[s["name"] for s in g] for g in branch] == [["provision"], ["worker", "aggregator"]]
+    assert [[s["name"] for s in g] for g in branch] == [
+        ["provision"],
+        ["service-account", "role-binding"],
+        ["worker", "aggregator"],
+    ]
     assert branch[0][0]["template"] == "regional-provision"
-    worker, aggregator = branch[1]
+    worker, aggregator = branch[2]
+    for role in ("regional-worker", "regional-aggregator"):
+        assert (
+            t[role]["serviceAccountName"] == "burst-{{workflow.name}}-{{inputs.parameters.region}}"
+        )
     assert "when" not in worker
     assert "aggregation-region" in aggregator["when"]
     assert _args(worker)["role-config"].endswith("outputs.parameters.worker-config}}")

@@ -199,3 +199,83 @@ def test_the_stack_gets_its_state_bucket_from_burst(tmp_path: Path) -> None:
         tags=tags,
     )
     assert variables["state_bucket"] == STATE_BUCKET
+
+
+# --- a regional-sync run (walk: docs/reference/walk-burst-regional.md) -------------------
+WORKFLOW = "burst-reg1"
+EXCHANGE_BUCKET = "team-ckpts"
+EXCHANGE_PREFIX = f"regional/{WORKFLOW}/exchange/"
+
+
+def exchange_requests() -> list[tuple[str, str, str]]:
+    """What a region's worker (and the aggregator) do in the exchange store
+    (burst.regional.runtime: series of the exchange store: puts, gets, listings)."""
+    arn = f"arn:aws:s3:::{EXCHANGE_BUCKET}"
+    return [
+        ("s3:PutObject", f"{arn}/{EXCHANGE_PREFIX}worker-a/manifests/000001.json", ""),
+        ("s3:GetObject", f"{arn}/{EXCHANGE_PREFIX}aggregator/manifests/000001.json", ""),
+        ("s3:ListBucket", arn, f"{EXCHANGE_PREFIX}aggregator/"),
+    ]
+
+
+def exchange_problems(module: Path) -> list[str]:
+    VARS["var.exchange_bucket_arn"] = f"arn:aws:s3:::{EXCHANGE_BUCKET}"
+    VARS["var.exchange_prefix"] = EXCHANGE_PREFIX
+    VARS["var.exchange_kms_key_arn"] = "arn:aws:kms:ap-southeast-1:111122223333:key/x"
+    try:
+        statements = pod_statements(module)
+    finally:
+        for k in ("var.exchange_bucket_arn", "var.exchange_prefix", "var.exchange_kms_key_arn"):
+            VARS.pop(k)
+    return [
+        f"{action} {resource} (prefix {prefix!r}) is denied to the region's pod role"
+        for action, resource, prefix in exchange_requests()
+        if not allowed(statements, action, resource, prefix)
+    ]
+
+
+def test_before_the_walk_no_role_reached_the_exchange_store() -> None:
+    assert len(exchange_problems(BEFORE / "terraform_modules_aws-run-iam_main.tf")) == 3
+
+
+def test_a_regions_pod_role_reaches_the_exchange_store() -> None:
+    assert exchange_problems(MODULE) == []
+
+
+def test_a_regional_stack_gets_the_exchange_store_from_burst(tmp_path: Path) -> None:
+    """Each region's stack (run id ``<workflow>-<region>``) gets the exchange store the
+    region's provision hands its roles (burst.storage.location.exchange_url), and the
+    burst-run stack turns it into the module's bucket ARN and prefix."""
+    from types import SimpleNamespace
+
+    from burst.infra.provision import Provisioner
+    from burst.infra.workspace import Workspace
+    from burst.spec import TAG_COST_CENTRE, TAG_EXPIRES_AT, TAG_OWNER, TAG_TEAM, parse_spec
+
+    main = (REPO / "terraform" / "stacks" / "burst-run" / "main.tf").read_text()
+    iam = main.split('module "iam" {', 1)[1].split("\n}", 1)[0]
+    assert re.search(r"exchange_bucket_arn\s*=.*var\.exchange_uri", iam)
+    assert re.search(r"exchange_prefix\s*=.*var\.exchange_uri", iam)
+    text = (REPO / "examples" / "regional.yaml").read_text()
+    job = parse_spec(text.replace("file://runs/checkpoints", f"s3://{EXCHANGE_BUCKET}/regional"))
+    region = "ap-southeast-3"
+    given = Provisioner._exchange(  # type: ignore[arg-type]
+        SimpleNamespace(job=job, run_id=f"{WORKFLOW}-{region}"), region
+    )
+    assert given["exchange_uri"] == f"s3://{EXCHANGE_BUCKET}/{EXCHANGE_PREFIX}".rstrip("/")
+    ws = Workspace("aws", f"{WORKFLOW}-{region}", tmp_path, backend_config={})
+    tags = {
+        TAG_EXPIRES_AT: "2030-01-01T00:00:00Z",
+        TAG_OWNER: "o",
+        TAG_TEAM: "t",
+        TAG_COST_CENTRE: "c",
+    }
+    variables = ws.variables(
+        run_id=f"{WORKFLOW}-{region}",
+        candidate={"region": region, "provider": "aws", "instance": "p5.48xlarge"},
+        gpu_type="h100",
+        node_count=1,
+        tags=tags,
+        **given,
+    )
+    assert variables["exchange_uri"] == given["exchange_uri"]

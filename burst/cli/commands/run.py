@@ -124,8 +124,10 @@ def command(
     from burst.runner.local import LocalRunner, RunOptions
     from burst.runs import check_run_id, new_run_id, run_paths
     from burst.runs import runs_root as default_root
+    from burst.settings import current
     from burst.spec import load_spec
 
+    current().check()  # a bad BURST_* variable fails here, before anything is created
     for point in fail_at:
         if point not in FAULT_POINTS:
             raise BadInputError(
@@ -137,7 +139,7 @@ def command(
     catalog_env = _catalog_env(catalogs)
     launcher = _container_launcher(steps_image, trainer_image) if containers else None
     if job.training.strategy == "regional-sync":
-        from burst.settings import current, use
+        from burst.settings import use
 
         with use(current().replace(BURST_CATALOG=catalog_env)):
             _run_regional(

@@ -90,6 +90,47 @@ data "aws_iam_policy_document" "pod" {
     }
   }
 
+  # A regional-sync run: every region's worker and the aggregator write and read the run's
+  # exchange store (the spec's storage.checkpoint_uri under <workflow>/exchange/, in the
+  # aggregation region: steps/regional_provision.py), which is no region's own bucket.
+  dynamic "statement" {
+    for_each = var.exchange_bucket_arn == null ? [] : [1]
+    content {
+      sid       = "ListRunExchange"
+      actions   = ["s3:ListBucket"]
+      resources = [var.exchange_bucket_arn]
+      condition {
+        test     = "StringLike"
+        variable = "s3:prefix"
+        values   = [var.exchange_prefix, "${var.exchange_prefix}*"]
+      }
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.exchange_bucket_arn == null ? [] : [1]
+    content {
+      sid = "ReadWriteRunExchange"
+      actions = [
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:AbortMultipartUpload",
+        "s3:ListMultipartUploadParts",
+      ]
+      resources = ["${var.exchange_bucket_arn}/${var.exchange_prefix}*"]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.exchange_kms_key_arn == null ? [] : [1]
+    content {
+      sid       = "UseExchangeKeyThroughS3"
+      actions   = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
+      resources = [var.exchange_kms_key_arn]
+    }
+  }
+
   statement {
     sid       = "UseRunKeyThroughS3"
     actions   = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]

@@ -71,6 +71,34 @@ variable "state_bucket_arn" {
   }
 }
 
+variable "exchange_bucket_arn" {
+  type        = string
+  description = "ARN of the bucket of a regional-sync run's exchange store (the spec's storage.checkpoint_uri): every region's pods read and write exchange_prefix there. Null: not a regional-sync run."
+  default     = null
+
+  validation {
+    condition     = var.exchange_bucket_arn == null || can(regex("^arn:[a-z-]+:s3:::[a-z0-9.-]+$", var.exchange_bucket_arn))
+    error_message = "exchange_bucket_arn must be an S3 bucket ARN or null."
+  }
+}
+
+variable "exchange_prefix" {
+  type        = string
+  description = "Key prefix of the exchange store in exchange_bucket_arn (ends with '/')."
+  default     = null
+
+  validation {
+    condition     = var.exchange_prefix == null || can(regex("^[^*]+/$", var.exchange_prefix))
+    error_message = "exchange_prefix must end with '/' and contain no '*'."
+  }
+}
+
+variable "exchange_kms_key_arn" {
+  type        = string
+  description = "ARN of the key the exchange store's objects are encrypted with (the spec's storage.kms_key_id), or null (the bucket's default encryption)."
+  default     = null
+}
+
 variable "kms_key_arn" {
   type        = string
   description = "ARN of the key that encrypts the checkpoints."

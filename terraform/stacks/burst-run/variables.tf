@@ -181,6 +181,23 @@ variable "access_log_bucket" {
   default     = null
 }
 
+variable "exchange_uri" {
+  type        = string
+  description = "A regional-sync run's exchange store (s3://bucket/prefix; burst passes it to each region's stack): the region's pods may read and write it. Null: not a regional-sync run."
+  default     = null
+
+  validation {
+    condition     = var.exchange_uri == null || can(regex("^s3://[a-z0-9.-]+/[^*]+$", var.exchange_uri))
+    error_message = "exchange_uri must be s3://bucket/prefix or null."
+  }
+}
+
+variable "exchange_kms_key_arn" {
+  type        = string
+  description = "The key of the exchange store's objects (the spec's storage.kms_key_id), or null."
+  default     = null
+}
+
 variable "state_bucket" {
   type        = string
   description = "The runs' Terraform state bucket (burst passes its backend's): the run's pods renew their heartbeat there. Null: none."
