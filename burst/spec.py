@@ -559,7 +559,7 @@ class Storage(Strict):
     checkpoint_uri: str = Field(
         description="Checkpoint store: s3://bucket/prefix, or file://path (a relative path is "
         "under the runs root: $BURST_RUNS_ROOT, ./runs by default, the runs volume in a pod; "
-        "not relative to the spec).",
+        "never beside the spec).",
     )
     replica_uri: str | None = Field(default=None, description="Second store to replicate to.")
     kms_key_id: str | None = Field(default=None, description="SSE-KMS key for S3 stores.")
