@@ -44,9 +44,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if SKIPPED:
-        terminalreporter.write_line(f"container tier skipped: {SKIPPED[0]}")
 
 
 @dataclass
