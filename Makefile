@@ -2,6 +2,7 @@
 #   make demo   set up .venv and run the local quickstart end to end
 #   make test   set up .venv and run the whole test suite (what CI runs)
 #   make test-fast  everything but the end-to-end tier (pytest -m "not e2e")
+#   make images     build the steps image and the CPU trainer image here (docs/images.md)
 PYTHON ?= python3
 VENV ?= .venv
 # CPU torch by default (a build is cached on these machines); a GPU user picks another:
@@ -24,7 +25,7 @@ unexport PYTHONDONTWRITEBYTECODE
 STARTED := $(shell date +%s)
 ELAPSED = echo "make $@: $$(( $$(date +%s) - $(STARTED) )) s"
 
-.PHONY: demo test test-fast lint typecheck goldens checkov clean setup system-deps
+.PHONY: demo test test-fast lint typecheck goldens checkov clean setup system-deps images
 
 setup: $(STAMP)
 
@@ -39,8 +40,20 @@ demo: $(STAMP)
 	$(BIN)/burst run examples/quickstart.yaml
 
 # Debian packages the tests use for real (docker-registry, chromium); see scripts/system-deps.sh
+# and what the container tier needs (podman, runc, buildah, mmdebstrap, uidmap): where they
+# cannot be installed, that tier skips with one line naming what is missing.
 system-deps:
 	bash scripts/system-deps.sh
+	-bash scripts/container-deps.sh
+
+# The steps image and the CPU trainer image (TRAINER_VARIANT=cuda: the one users deploy), with
+# docker buildx or podman, whichever can start containers; where the pinned public base cannot
+# be pulled, on a Debian base made with mmdebstrap (cached in ~/.cache/burst). Sizes, digests
+# and build times are printed. Pushing and signing for a registry: images/build.sh.
+TRAINER_VARIANT ?= cpu
+images: $(STAMP)
+	bash scripts/container-deps.sh
+	$(BIN)/python -m devtools.images all --variant $(TRAINER_VARIANT)
 
 # Both tiers: unit and in-process tests, and the end-to-end tier (full pipeline runs, real
 # servers, Terraform, torchrun ranks: tests marked e2e). The one command CI runs.

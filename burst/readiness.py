@@ -84,7 +84,9 @@ def check_entrypoint(job: BurstJob, *, timeout: float | None = None) -> None:
 def check_store(url: str, field: str, *, timeout: float | None = None) -> None:
     """Write, read back and delete a probe object in the store at ``url``."""
     from burst.storage import open_store
+    from burst.storage.location import store_url
 
+    url = store_url(url)  # a relative file:// path is under the runs root
     limit = _limit(STORE_ENV, current().store_check_s) if timeout is None else timeout
     outcome: dict[str, Any] = {}
 

@@ -291,6 +291,15 @@ class Settings:
         "BURST_STEPS_IMAGE", _text, "",
         "`burst submit`: the steps image, pinned by digest", shown="the template's",
     )  # fmt: skip
+    trainer_image = Var(
+        "BURST_TRAINER_IMAGE", _text, "",
+        "`burst run --containers`: the image train runs in", shown="what `make images` built",
+    )  # fmt: skip
+    container_store = Var(
+        "BURST_CONTAINER_STORE", _path, None,
+        "podman's storage and `containers.conf` for `make images` and `burst run --containers`",
+        shown="`~/.cache/burst/containers` once `make images` made it, else podman's own",
+    )  # fmt: skip
     insecure_registries = Var(
         "BURST_INSECURE_REGISTRIES", _words, NO_WORDS,
         "registries reached over plain HTTP (comma-separated; loopback always is)",

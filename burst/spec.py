@@ -558,7 +558,8 @@ class Image(Strict):
 class Storage(Strict):
     checkpoint_uri: str = Field(
         description="Checkpoint store: s3://bucket/prefix, or file://path (a relative path is "
-        "relative to the working directory burst runs in, not to the spec).",
+        "under the runs root: $BURST_RUNS_ROOT, ./runs by default, the runs volume in a pod; "
+        "never beside the spec).",
     )
     replica_uri: str | None = Field(default=None, description="Second store to replicate to.")
     kms_key_id: str | None = Field(default=None, description="SSE-KMS key for S3 stores.")

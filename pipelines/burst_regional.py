@@ -253,7 +253,9 @@ def build() -> WorkflowTemplate:
             ),
         ]
         worker = _role("worker", "{{workflow.parameters.trainer-image}}", stable=False)
-        aggregator = _role("aggregator", "{{workflow.parameters.steps-image}}", stable=True)
+        # the aggregator averages torch tensors: it runs on the trainer image (the steps
+        # image has no torch; it failed on import there, found by `burst run --containers`)
+        aggregator = _role("aggregator", "{{workflow.parameters.trainer-image}}", stable=True)
         teardown = step_container(
             "teardown",
             output="teardown",

@@ -35,7 +35,7 @@ def ds_spec(tmp: Path, name: str, *, processes: int, steps: int, stage: int) -> 
     """examples/deepspeed.yaml with ``processes`` ranks, ZeRO ``stage``, its store in tmp."""
     text = (REPO / "examples" / "deepspeed.yaml").read_text()
     for old, new in (
-        ("checkpoint_uri: file://runs/checkpoints", f"checkpoint_uri: file://{tmp}/store"),
+        ("checkpoint_uri: file://checkpoints", f"checkpoint_uri: file://{tmp}/store"),
         ("  zero_stage: 2\n", f"  zero_stage: {stage}\n"),
         ("  steps: 30\n", f"  steps: {steps}\n  processes_per_node: {processes}\n"),
     ):

@@ -84,7 +84,7 @@ def burst_cli() -> BurstCli:
 def quickstart_in(tmp_path: Path) -> Path:
     """The quickstart spec, with its checkpoint store moved into the test's tmp dir."""
     text = QUICKSTART.read_text().replace(
-        "checkpoint_uri: file://runs/checkpoints", f"checkpoint_uri: file://{tmp_path}/store"
+        "checkpoint_uri: file://checkpoints", f"checkpoint_uri: file://{tmp_path}/store"
     )
     p = tmp_path / "quickstart.yaml"
     p.write_text(text)

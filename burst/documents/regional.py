@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from burst.documents.base import Detail, Document
-from burst.documents.report import WorkflowResult
+from burst.documents.report import ContainerRun, WorkflowResult
 
 
 class RegionalRound(Detail):
@@ -69,3 +69,4 @@ class RegionalReport(Document):
     seconds: float
     # the template the local runner executed and how the workflow ended (as burst-train's)
     workflow: WorkflowResult | None = None
+    containers: ContainerRun | None = None  # burst run --containers: each pod's image digest

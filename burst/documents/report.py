@@ -41,6 +41,12 @@ class StepRecord(Document):
     path: str | None = None
     placements: int | None = None
     attempt_details: list[PodAttempt] = Field(default_factory=list)
+    image: str | None = Field(
+        default=None, description="burst run --containers: the image its last pod ran in."
+    )
+    image_digest: str | None = Field(
+        default=None, description="burst run --containers: that image's digest."
+    )
 
 
 class Failure(Document):
@@ -101,6 +107,19 @@ class WorkflowResult(Document):
     exit_handler_phase: str | None = None
 
 
+class ContainerPod(Document):
+    image: str
+    digest: str
+    id: str
+
+
+class ContainerRun(Document):
+    """``burst run --containers``: the engine, and the image every pod ran in."""
+
+    engine: str
+    pods: dict[str, ContainerPod] = Field(default_factory=dict)
+
+
 class RunReport(Document):
     """``report.json``."""
 
@@ -129,3 +148,4 @@ class RunReport(Document):
     resources_remaining: int = 0
     teardown: TeardownSummary | None = None
     workflow: WorkflowResult | None = None
+    containers: ContainerRun | None = None

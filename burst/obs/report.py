@@ -86,7 +86,7 @@ def store_view(paths: RunPaths) -> dict[str, Any] | None:
 
     try:
         job = load_spec(paths.spec)
-        url = run_url(job.storage.checkpoint_uri, paths.run_id)
+        url = run_url(job.storage.checkpoint_uri, paths.run_id, paths.root)
         if url.startswith("file://") and not Path(url.removeprefix("file://")).exists():
             return {"store": url, "checkpoints": [], "attempts": []}
         store = open_store(url)

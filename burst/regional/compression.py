@@ -23,15 +23,34 @@ import json
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import Literal
 
 import torch
 
-CodecName = Literal["int8", "topk", "none"]
-CODECS: tuple[CodecName, ...] = ("int8", "topk", "none")
-DEFAULT_BLOCK_SIZE = 256
-DEFAULT_TOPK_FRACTION = 0.01
-INT8_MAX = 127
+from burst.regional.codec_sizes import (
+    CODECS,
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_TOPK_FRACTION,
+    INT8_MAX,
+    CodecName,
+    bytes_per_value,
+    int8_bytes,
+    none_bytes,
+    topk_bytes,
+    topk_keep,
+)
+
+__all__ = [
+    "CODECS",
+    "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_TOPK_FRACTION",
+    "INT8_MAX",
+    "CodecName",
+    "bytes_per_value",
+    "int8_bytes",
+    "none_bytes",
+    "topk_bytes",
+    "topk_keep",
+]
 
 
 @dataclass(frozen=True)
@@ -66,40 +85,6 @@ class EncodedDelta:
     @property
     def wire_bytes(self) -> int:
         return len(serialize(self))
-
-
-def int8_bytes(numel: int, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
-    """Payload of one tensor under ``int8``: one byte a value plus a float32 scale a block."""
-    return numel + 4 * math.ceil(numel / block_size)
-
-
-def topk_keep(numel: int, fraction: float) -> int:
-    """How many values ``topk`` keeps of ``numel`` (at least one of a non-empty tensor)."""
-    return min(numel, max(1, math.ceil(fraction * numel))) if numel else 0
-
-
-def topk_bytes(numel: int, fraction: float = DEFAULT_TOPK_FRACTION) -> int:
-    """Payload of one tensor under ``topk``: an int32 index and a float32 value per kept value."""
-    return 8 * topk_keep(numel, fraction)
-
-
-def none_bytes(numel: int) -> int:
-    return 4 * numel
-
-
-def bytes_per_value(
-    codec: CodecName,
-    block_size: int = DEFAULT_BLOCK_SIZE,
-    topk_fraction: float = DEFAULT_TOPK_FRACTION,
-) -> float:
-    """Average payload bytes per parameter, for the planner (large tensors)."""
-    if codec == "int8":
-        return 1.0 + 4.0 / block_size
-    if codec == "topk":
-        return 8.0 * topk_fraction
-    if codec == "none":
-        return 4.0
-    raise ValueError(f"unknown codec {codec!r}; expected one of {', '.join(CODECS)}")
 
 
 def encode_int8(x: torch.Tensor, block_size: int = DEFAULT_BLOCK_SIZE) -> EncodedTensor:

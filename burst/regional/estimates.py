@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from burst.plan.cost import BYTES_PER_GB
 from burst.plan.crossregion import Link, ModelProfile, dp_bytes_per_iteration, dp_iteration_time
-from burst.regional.compression import (
+from burst.regional.codec_sizes import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_TOPK_FRACTION,
     CodecName,

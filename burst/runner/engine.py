@@ -49,7 +49,15 @@ from burst.errors import BadInputError, BurstError
 from burst.runner import expr, fanout
 from burst.runner.features import UnsupportedFeature, check_supported, reachable_templates
 from burst.runner.lint import lint
-from burst.runner.pods import POD_MARK, Launcher, Pod, PreparePod, end_pod, launch_process
+from burst.runner.pods import (
+    POD_MARK,
+    EndPod,
+    Launcher,
+    Pod,
+    PreparePod,
+    end_pod,
+    launch_process,
+)
 from burst.runner.tags import UnresolvedTag, substitute, substitute_all
 
 log = logging.getLogger(__name__)
@@ -105,6 +113,8 @@ class EngineOptions:
     prepare_pod: PreparePod | None = None
     #: starts a pod's process (burst.runner.pods.Launcher): a local process by default
     launch: Launcher = launch_process
+    #: ends what a pod left behind when its main process ended (a container: removes it)
+    end_pod: EndPod = end_pod
 
 
 @dataclass
@@ -883,6 +893,13 @@ class WorkflowEngine:
             log_file=log_file,
             inputs=dict(node.inputs),
             exit_handler=node.exit_handler,
+            container=c,
+            pod_security={
+                **((self.manifest.get("spec") or {}).get("securityContext") or {}),
+                **(t.get("securityContext") or {}),
+            },
+            mounts=tuple(mounts),
+            container_env={e["name"]: str(e.get("value", "")) for e in c.get("env") or []},
         )
         if self.options.prepare_pod is not None:
             try:
@@ -928,7 +945,7 @@ class WorkflowEngine:
             finally:
                 with self._lock:
                     self._live.discard(proc)
-                end_pod(pod)  # the container ends: nothing of it outlives its main process
+                self.options.end_pod(pod)  # the container ends: nothing of it outlives it
         seconds = round(self.now() - started, 3)
         if deadline_hit:
             phase, exit_code, message = FAILED, code, "activeDeadlineSeconds exceeded"
@@ -996,7 +1013,7 @@ class WorkflowEngine:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            end_pod(pod.pod_dir)  # every process on the node dies with it
+            self.options.end_pod(pod.pod_dir)  # every process on the node dies with it
         with self._lock:
             self._skew += lost.after_s
         message = "pod deleted"

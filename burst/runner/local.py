@@ -26,6 +26,7 @@ from burst.errors import BadInputError
 from burst.lease import Lease, Renewer, heartbeat_store
 from burst.obs.report import build_report
 from burst.runner.argo import spec_parameters, terraform_parameters
+from burst.runner.containers import ContainerLauncher
 from burst.runner.engine import (
     SUCCEEDED,
     EngineOptions,
@@ -59,6 +60,8 @@ class RunOptions:
     backoff_scale: float = LOCAL_BACKOFF_SCALE
     node_loss: tuple[NodeLoss, ...] = ()  # fault point node-loss (see NodeLoss)
     prepare_pod: PreparePod | None = None  # what this machine adds to a pod (regions.py)
+    #: container mode (``burst run --containers``): each pod in its template's image
+    containers: ContainerLauncher | None = None
 
 
 Event = Callable[[str, str, dict[str, Any]], None]
@@ -197,6 +200,19 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
     return steps
 
 
+def name_images(
+    steps: list[dict[str, Any]], nodes: list[PodNode], containers: ContainerLauncher
+) -> None:
+    """Container mode: each step's entry names the image and the digest it ran in (its last
+    attempt's)."""
+    ran = containers.report()
+    by_path = {n.path: ran[n.key] for n in nodes if n.key in ran}
+    for s in steps:
+        got = by_path.get(str(s.get("path")))
+        if got:
+            s["image"], s["image_digest"] = got["image"], got["digest"] or got["id"]
+
+
 def _regional(job: Any) -> bool:
     return bool(job.training.strategy == "regional-sync")
 
@@ -269,6 +285,9 @@ class LocalRunner:
             node_loss=self.options.node_loss,
             prepare_pod=self.options.prepare_pod,
         )
+        if self.options.containers is not None:
+            opts.launch = self.options.containers.launch
+            opts.end_pod = self.options.containers.end
         helpers = {
             t["name"]
             for t in (manifest.get("spec") or {}).get("templates") or []
@@ -300,7 +319,8 @@ class LocalRunner:
 
         rid = self.paths.run_id
         try:
-            store = open_store(run_url(load_spec(self.spec_file).storage.checkpoint_uri, rid))
+            uri = load_spec(self.spec_file).storage.checkpoint_uri
+            store = open_store(run_url(uri, rid, self.paths.root))
             trainer = read_lease(store, TRAINER_KEY)
         except StoreError as exc:
             log.warning("cannot read the run's trainer lease: %s", exc.one_line())
@@ -342,6 +362,8 @@ class LocalRunner:
 
     def _report(self, engine: WorkflowEngine, result: EngineResult) -> dict[str, Any]:
         steps = report_steps(engine.manifest, result.nodes)
+        if self.options.containers is not None:
+            name_images(steps, result.nodes, self.options.containers)
         report = build_report(self.paths, steps)
         report["workflow"] = WorkflowResult(
             template=str(self.options.template),
@@ -349,5 +371,10 @@ class LocalRunner:
             message=result.message,
             exit_handler_phase=result.exit_handler_phase,
         ).to_json()
+        if self.options.containers is not None:
+            report["containers"] = {
+                "engine": self.options.containers.engine.name,
+                "pods": self.options.containers.report(),
+            }
         write_json_atomic(self.paths.report, report)
         return report

@@ -25,9 +25,9 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-__all__ = ["Launcher", "Pod", "PreparePod", "end_pod", "launch_process", "replace"]
+__all__ = ["EndPod", "Launcher", "Pod", "PreparePod", "end_pod", "launch_process", "replace"]
 
 log = logging.getLogger(__name__)
 #: Every process of a local pod inherits it (the engine sets it): the pod's "cgroup".
@@ -49,10 +49,33 @@ class Pod:
     log_file: Path
     inputs: dict[str, str] = field(default_factory=dict)  # the template's input parameters
     exit_handler: bool = False
+    # What a container launcher needs besides the process above (burst.runner.containers):
+    # the template's container, substituted but not mapped onto this machine (image,
+    # command, args, securityContext), the pod's securityContext, each volume's mountPath
+    # with the local directory behind it, and the template's environment as written.
+    container: dict[str, Any] | None = None
+    pod_security: dict[str, Any] | None = None
+    mounts: tuple[tuple[str, Path], ...] = ()
+    container_env: dict[str, str] = field(default_factory=dict)
+
+    def unmap(self, value: str) -> str:
+        """A value the engine mapped onto this machine (a volume's local directory, the
+        pod's /tmp) as the pod sees it; anything else unchanged."""
+        head, sep, tail = value.partition("=")
+        if sep and tail.startswith("/") and not head.startswith("/"):
+            return head + sep + self.unmap(tail)
+        pairs = [(str(local), mount) for mount, local in self.mounts]
+        pairs.append((str(self.pod_dir / "tmp"), "/tmp"))
+        for local, mount in sorted(pairs, key=lambda p: -len(p[0])):
+            if value == local or value.startswith(local.rstrip("/") + "/"):
+                return mount.rstrip("/") + value[len(local.rstrip("/")) :] or "/"
+        return value
 
 
 PreparePod = Callable[[Pod], Pod]
 Launcher = Callable[[Pod, IO[bytes]], "subprocess.Popen[bytes]"]
+#: Ends what a pod left behind once its main process ended (:func:`end_pod` by default).
+EndPod = Callable[[Path], int]
 
 
 def launch_process(pod: Pod, log: IO[bytes]) -> subprocess.Popen[bytes]:

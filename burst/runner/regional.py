@@ -29,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from burst.documents.regional import LinkTotals, RegionalReport, RegionalRound, RegionAttempts
-from burst.documents.report import WorkflowResult
+from burst.documents.report import ContainerRun, WorkflowResult
 from burst.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_REFUSED
 from burst.regional.runplan import local_steps_for
 from burst.regional.runtime import regional, rounds_for
 from burst.regional.stores import read_link_log
+from burst.runner.containers import ContainerLauncher
 from burst.runner.engine import SUCCEEDED, PodNode, WorkflowEngine
 from burst.runner.engine import WorkflowResult as EngineResult
 from burst.runner.local import REGIONAL_TEMPLATE, LocalRunner, RunOptions
@@ -62,6 +63,9 @@ class RegionalOptions:
     wait_limit_s: float = 600.0
     on_event: Callable[[str, str, dict[str, Any]], None] | None = None
     template: Path = REGIONAL_TEMPLATE
+    #: container mode (``burst run --containers``) and its images (workflow parameters)
+    containers: ContainerLauncher | None = None
+    parameters: dict[str, str] = field(default_factory=dict)
 
 
 def run_regional(
@@ -97,7 +101,12 @@ def run_regional(
             return
         emit(step, status, info)
 
-    options = RunOptions(template=opts.template, prepare_pod=sites.prepare_pod)
+    options = RunOptions(
+        template=opts.template,
+        prepare_pod=sites.prepare_pod,
+        containers=opts.containers,
+        parameters=dict(opts.parameters),
+    )
     runner = LocalRunner(paths, spec_path, options, on_event)
 
     def finish(engine: WorkflowEngine, result: EngineResult) -> RegionalReport:
@@ -288,6 +297,13 @@ def _report(
             phase=result.phase,
             message=result.message,
             exit_handler_phase=result.exit_handler_phase,
+        ),
+        containers=(
+            None
+            if opts.containers is None
+            else ContainerRun.model_validate(
+                {"engine": opts.containers.engine.name, "pods": opts.containers.report()}
+            )
         ),
     )
     (run_dir / "report.json").write_text(json.dumps(report.to_json(), indent=1))

@@ -24,7 +24,7 @@ PREEMPT = ("--preempt-at-step", "10")  # burst's demo notice once step 10 is com
 def _spec(tmp_path: Path, name: str, final: Path, pace: str) -> Path:
     text = (REPO / "examples" / f"{name}.yaml").read_text()
     text = text.replace(
-        "checkpoint_uri: file://runs/checkpoints", f"checkpoint_uri: file://{tmp_path}/store"
+        "checkpoint_uri: file://checkpoints", f"checkpoint_uri: file://{tmp_path}/store"
     )
     text = text.replace(
         '--step-seconds, "0.2"]', f'--step-seconds, "{pace}", --final-out, {final}]'

@@ -170,7 +170,14 @@ def gpu_pod_problems(manifest: dict[str, Any]) -> list[str]:
     and is steered to the nodes its run's provision made (their selector and taints)."""
     out = []
     for p in pods(manifest, {}, False):
-        mains = [c for c in p.spec["containers"] if "trainer-image" in str(c.get("image"))]
+        # the regional aggregator runs on the trainer image for torch (issue 27: it failed on
+        # import in the steps image) and averages on CPU: not a GPU pod
+        mains = [
+            c
+            for c in p.spec["containers"]
+            if "trainer-image" in str(c.get("image"))
+            and "steps.regional_aggregator" not in (c.get("command") or [])
+        ]
         for c in mains:
             res = c.get("resources") or {}
             req = (res.get("requests") or {}).get("nvidia.com/gpu")

@@ -86,7 +86,7 @@ def test_an_entrypoint_that_does_not_build_is_found_by_validate(tmp_path: Path) 
     (tmp_path / "broken_entry.py").write_text(module)
     text = QUICKSTART.read_text()
     text = text.replace("entrypoint: burst.train.example:build", "entrypoint: broken_entry:build")
-    text = text.replace("file://runs/checkpoints", f"file://{tmp_path}/store")
+    text = text.replace("file://checkpoints", f"file://{tmp_path}/store")
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
     proc = _validate(spec, tmp_path)
@@ -105,7 +105,7 @@ def test_a_store_that_refuses_a_write_is_exit_4_before_renting(tmp_path: Path) -
     # root writes anywhere: a path under /proc refuses even root
     replica = "/proc/burst-no-such/r" if os.geteuid() == 0 else f"{locked}/r"
     text = QUICKSTART.read_text().replace(
-        "file://runs/checkpoints", f"file://{tmp_path}/store\n  replica_uri: file://{replica}"
+        "file://checkpoints", f"file://{tmp_path}/store\n  replica_uri: file://{replica}"
     )
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)

@@ -37,7 +37,7 @@ SPEC_CASES = [
     ("owner: alice", 'owner: "   "', "owner", "cloud tag value"),
     ("owner: alice", "owner: 🙂", "owner", "cloud tag value"),
     ("team: ml-research", "team: " + "t" * 300, "team", "at most 256"),
-    ("checkpoint_uri: file://runs/checkpoints", 'checkpoint_uri: "file://a\\0b"', "", "U+0000"),
+    ("checkpoint_uri: file://checkpoints", 'checkpoint_uri: "file://a\\0b"', "", "U+0000"),
     ("uri: file://examples/data", "uri: ftp://example.com/data", "data.uri", "s3://BUCKET"),
     ("uri: file://examples/data", "uri: s3:///data", "data.uri", "s3://BUCKET"),
     ("  providers: [aws]", "  providers: [aws]\n  mtbf_hours: 1e-300", "mtbf_hours", "greater"),

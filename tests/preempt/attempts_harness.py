@@ -46,7 +46,7 @@ def write_spec(
 ) -> Path:
     text = QUICKSTART.read_text()
     for old, new in (
-        ("checkpoint_uri: file://runs/checkpoints", f"checkpoint_uri: file://{tmp}/store"),
+        ("checkpoint_uri: file://checkpoints", f"checkpoint_uri: file://{tmp}/store"),
         ("  steps: 30\n", f"  steps: {steps}\n"),
         ("interval_steps: 5", f"interval_steps: {interval}"),
         ("full_every: 2", f"full_every: {full_every}"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,13 +41,16 @@ def test_preempted_mid_run_resumes_from_its_save_to_the_same_weights(
     tmp_path: Path, burst_cmd: list[str]
 ) -> None:
     text = EXAMPLE.read_text().replace(
-        "checkpoint_uri: file://runs/checkpoints", f"checkpoint_uri: file://{tmp_path}/store"
+        "checkpoint_uri: file://checkpoints", f"checkpoint_uri: file://{tmp_path}/store"
     )
-    old = '--steps, "40", --save-every, "5", --step-seconds, "0.05"'
-    assert old in text
-    text = text.replace(old, ", ".join(f'"{a}"' for a in ARGS)).replace(
-        "  steps: 40", "  steps: 20"
+    args = ", ".join(f'"{a}"' for a in ARGS)
+    text, n = re.subn(
+        r"(?m)^  command: \[examples/programs/torchrun_train.py, .*\]$",
+        f"  command: [examples/programs/torchrun_train.py, {args}]",
+        text,
     )
+    assert n == 1
+    text = re.sub(r"(?m)^  steps: \d+$", "  steps: 20", text)
     spec = tmp_path / "own.yaml"
     spec.write_text(text)
     env = {

@@ -25,7 +25,7 @@ PROG = Path(__file__).resolve().parent / "prog.py"
 
 def spec(tmp: Path, mode: str, expect_s: float = 600) -> Path:
     text = QUICKSTART.read_text().replace(
-        "checkpoint_uri: file://runs/checkpoints", f"checkpoint_uri: file://{tmp}/store"
+        "checkpoint_uri: file://checkpoints", f"checkpoint_uri: file://{tmp}/store"
     )
     start, end = text.index("training:"), text.index("budget:")
     training = (

@@ -87,7 +87,7 @@ def test_argv_under_torchrun_and_the_environment(tmp_path: Path) -> None:
 
 def _validate(burst_cli, tmp_path: Path, command: list[str]):  # type: ignore[no-untyped-def]
     text = spec_text(f"training:\n  command: {json.dumps(command)}\n  steps: 3\n").replace(
-        "file://runs/checkpoints", f"file://{tmp_path}/store"
+        "file://checkpoints", f"file://{tmp_path}/store"
     )
     spec = tmp_path / "s.yaml"
     spec.write_text(text)

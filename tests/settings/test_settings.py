@@ -184,14 +184,21 @@ def test_a_relative_file_path_in_a_spec_is_what_the_schema_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 14 bug: the spec's schema said a relative file:// checkpoint store is relative to
-    the spec, and it was resolved against the working directory. One rule, said and done:
-    the working directory."""
+    the spec, and it was resolved against the working directory. One rule, said and done.
+    Issue 27: the rule is the runs root (in a pod the working directory is the image's
+    root-owned WORKDIR; the runs volume is where a pod's user may write)."""
     from burst.spec import BurstJob
     from burst.storage.location import run_url
 
     schema = BurstJob.model_json_schema(by_alias=True)
     said = json.dumps(schema)
     assert "relative to the spec)" not in said
-    assert said.count("relative to the working directory") >= 2  # checkpoint store and data
+    assert said.count("relative to the working directory") >= 1  # data
+    assert "under the runs root" in said  # the checkpoint store
     monkeypatch.chdir(tmp_path)
-    assert run_url("file://runs/ckpt", "r1") == f"file://{tmp_path}/runs/ckpt/r1"
+    monkeypatch.delenv("BURST_RUNS_ROOT", raising=False)
+    assert run_url("file://ckpt", "r1") == f"file://{tmp_path}/runs/ckpt/r1"
+    monkeypatch.setenv("BURST_RUNS_ROOT", "/var/lib/burst/runs")  # as in a pod
+    assert run_url("file://ckpt", "r1") == "file:///var/lib/burst/runs/ckpt/r1"
+    assert run_url("file://ckpt", "r1", tmp_path / "x") == f"file://{tmp_path}/x/ckpt/r1"
+    assert run_url(f"file://{tmp_path}/abs", "r1") == f"file://{tmp_path}/abs/r1"

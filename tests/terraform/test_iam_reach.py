@@ -257,7 +257,7 @@ def test_a_regional_stack_gets_the_exchange_store_from_burst(tmp_path: Path) -> 
     assert re.search(r"exchange_bucket_arn\s*=.*var\.exchange_uri", iam)
     assert re.search(r"exchange_prefix\s*=.*var\.exchange_uri", iam)
     text = (REPO / "examples" / "regional.yaml").read_text()
-    job = parse_spec(text.replace("file://runs/checkpoints", f"s3://{EXCHANGE_BUCKET}/regional"))
+    job = parse_spec(text.replace("file://checkpoints", f"s3://{EXCHANGE_BUCKET}/regional"))
     region = "ap-southeast-3"
     given = Provisioner._exchange(  # type: ignore[arg-type]
         SimpleNamespace(job=job, run_id=f"{WORKFLOW}-{region}"), region

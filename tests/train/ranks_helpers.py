@@ -31,7 +31,7 @@ def ranks_spec(
     """The quickstart with ``processes`` ranks per node and ``engine``, its store in
     ``tmp/store``."""
     text = QUICKSTART.read_text()
-    old_store = "checkpoint_uri: file://runs/checkpoints"
+    old_store = "checkpoint_uri: file://checkpoints"
     old_steps = "  steps: 30\n  seed: 1234\n"
     assert old_store in text and old_steps in text
     text = text.replace(old_store, f"checkpoint_uri: file://{tmp}/store")

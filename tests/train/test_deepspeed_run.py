@@ -28,7 +28,7 @@ DEEPSPEED = REPO / "examples" / "deepspeed.yaml"
 def deepspeed_spec(tmp: Path) -> Path:
     """examples/deepspeed.yaml with its checkpoint store in ``tmp``."""
     text = DEEPSPEED.read_text()
-    old = "checkpoint_uri: file://runs/checkpoints"
+    old = "checkpoint_uri: file://checkpoints"
     assert old in text
     p = tmp / "deepspeed.yaml"
     p.write_text(text.replace(old, f"checkpoint_uri: file://{tmp}/store"))

@@ -66,6 +66,27 @@ from burst.runs import FAULT_POINTS, STEPS
     help="Compiled WorkflowTemplate to execute (default: "
     "pipelines/compiled/burst-train.yaml, the one Argo runs).",
 )
+@click.option(
+    "--containers",
+    is_flag=True,
+    help="Run each step in the image its template names (docker, else podman) with what "
+    "its pod gets: command and args, environment, user and group, dropped capabilities, no "
+    "privilege escalation, read-only root where the template says so, the runs volume and "
+    "/tmp, no network unless it reaches a store on this machine. The report names the image "
+    "digest each step ran in. Images are never pulled (docs/images.md).",
+)
+@click.option(
+    "--steps-image",
+    metavar="REF",
+    help="With --containers: the steps image (default $BURST_STEPS_IMAGE, else the one "
+    "`make images` built).",
+)
+@click.option(
+    "--trainer-image",
+    metavar="REF",
+    help="With --containers: the image train runs in (default $BURST_TRAINER_IMAGE, else the "
+    "CPU trainer image `make images` built).",
+)
 def command(
     spec: Path,
     run_id: str | None,
@@ -76,6 +97,9 @@ def command(
     catalogs: tuple[Path, ...],
     as_json: bool,
     template: Path | None,
+    containers: bool = False,
+    steps_image: str | None = None,
+    trainer_image: str | None = None,
 ) -> None:
     """Run preflight, plan, verify-image, provision, train and teardown (always) here.
 
@@ -91,6 +115,7 @@ def command(
     Terraform stack, an S3 server with keys of its own and a worker; the aggregator; the link
     emulator; teardown of every region (docs/regional.md); local_steps: null takes the
     planner's H; the fault options and --template are refused for it.
+    --containers runs every step in its image instead of as a process here (docs/images.md).
     """
     from rich.table import Table
 
@@ -108,15 +133,19 @@ def command(
             raise BadInputError(
                 f"--fail-at {point!r}: not a fault point ({', '.join(FAULT_POINTS)})"
             )
+    if (steps_image or trainer_image) and not containers:
+        raise BadInputError("--steps-image and --trainer-image go with --containers")
     job = load_spec(spec)
     catalog_env = _catalog_env(catalogs)
+    launcher = _container_launcher(steps_image, trainer_image) if containers else None
     if job.training.strategy == "regional-sync":
         from burst.settings import use
 
         with use(current().replace(BURST_CATALOG=catalog_env)):
             _run_regional(
-                job, spec, run_id, runs_root, fail_at, preempt_at, kill_at, template, as_json
-            )
+                job, spec, run_id, runs_root, fail_at, preempt_at, kill_at, template, as_json,
+                launcher,
+            )  # fmt: skip
     late = sorted(n for n in set(preempt_at) if n >= job.training.steps)
     if late:
         raise BadInputError(
@@ -126,6 +155,9 @@ def command(
     rid = check_run_id(run_id) if run_id else new_run_id(job.name)
     paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
     options = RunOptions(fail_at=fail_at, env=faults.arm(preempt_at_steps=preempt_at))
+    if launcher is not None:
+        options.containers, images = launcher
+        options.parameters.update(images)
     if catalog_env is not None:
         options.env["BURST_CATALOG"] = catalog_env
     if template is not None:
@@ -162,8 +194,13 @@ def command(
     table.add_column("step")
     table.add_column("status")
     table.add_column("seconds", justify="right")
+    if launcher is not None:
+        table.add_column("image (digest)")
     for s in report["steps"]:
-        table.add_row(s["name"], s["status"], f"{s['seconds']:.2f}")
+        row = [s["name"], s["status"], f"{s['seconds']:.2f}"]
+        if launcher is not None:
+            row.append(f"{s.get('image', '-')} ({str(s.get('image_digest', '-'))[:19]})")
+        table.add_row(*row)
     console.print(table)
     console.print(
         f"checkpoints {report['checkpoints']}  final step {report['final_step']}  "
@@ -215,6 +252,20 @@ def _print_result(run_id: str, report: Path, as_json: bool) -> None:
         click.echo(run_id)
 
 
+def _container_launcher(
+    steps_image: str | None, trainer_image: str | None
+) -> tuple[Any, dict[str, str]]:
+    """Container mode: the engine found here and the two images (each checked to be in its
+    store before anything is created)."""
+    from burst.runner.containers import ContainerLauncher, find_engine, images_for
+
+    images = images_for(steps_image, trainer_image)
+    launcher = ContainerLauncher(find_engine())
+    for ref in images.values():
+        launcher.image(ref)
+    return launcher, images
+
+
 def _catalog_env(catalogs: tuple[Path, ...]) -> str | None:
     """``$BURST_CATALOG`` for the run's steps: the user's files and each ``--catalog``, as
     absolute paths (steps run in their own directories), after checking them here (one line,
@@ -241,6 +292,7 @@ def _run_regional(
     kill_at: str | None,
     template: Path | None,
     as_json: bool = False,
+    launcher: tuple[Any, dict[str, str]] | None = None,
 ) -> None:
     """``strategy: regional-sync``: the regional graph on this machine (docs/regional.md)."""
     from rich.table import Table
@@ -274,7 +326,14 @@ def _run_regional(
         mark = {"started": "…", "succeeded": "✓", "requeued": "↻", "failed": "✗"}.get(status, "?")
         console.print(f"  {mark} {step} {status}")
 
-    report = run_regional(job, spec, paths.dir, rid, RegionalOptions(on_event=on_event))
+    opts = RegionalOptions(on_event=on_event)
+    if launcher is not None:
+        containers, opts.parameters = launcher
+        # the sites' files name this machine's paths under the run directory
+        containers.host_paths = (paths.dir,)
+        containers.store_env = ("BURST_REGION_SITE",)  # a region's pods reach its S3 server
+        opts.containers = containers
+    report = run_regional(job, spec, paths.dir, rid, opts)
     table = Table(title=f"run {rid}: {report.status}", title_justify="left")
     for col in ("round", "accepted", "dropped", "late", "delta bytes", "update bytes", "loss"):
         table.add_column(col)
