@@ -35,6 +35,7 @@ from burst.runner.containers import DEFAULT_STORE, STORE_ENV, ContainerEngine, f
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "images" / "lock.json"
+REQUIREMENTS = ROOT / "images" / "requirements.txt"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "burst"
 BASE_SUITE = "bookworm"  # Python 3.11, as the project's own
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
@@ -70,6 +71,18 @@ def say(line: str) -> None:
 def lock() -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(LOCK.read_text(encoding="utf-8"))
     return doc
+
+
+def requirements_text() -> str:
+    """images/requirements.txt: pyproject.toml's dependencies (the images' cached layer)."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return (
+        "# burst's runtime dependencies, as pyproject.toml lists them: the images install them "
+        "in a\n# layer of their own, cached until this file changes. Regenerate: "
+        "python -m devtools.images --requirements\n" + "\n".join(deps["dependencies"]) + "\n"
+    )
 
 
 def store_dir() -> Path:
@@ -266,7 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("what", nargs="?", choices=("steps", "trainer", "all"), default="all")
     ap.add_argument("--variant", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--json", action="store_true", help="print the record on stdout")
+    ap.add_argument(
+        "--requirements", action="store_true", help="rewrite images/requirements.txt and stop"
+    )
     a = ap.parse_args(argv)
+    if a.requirements:
+        REQUIREMENTS.write_text(requirements_text(), encoding="utf-8")
+        return 0
     eng = engine()
     say(f"engine: {eng.name}" + (f" (store {store_dir()})" if eng.name == "podman" else ""))
     built = [build(eng, n, a.variant) for n in ("steps", "trainer") if a.what in (n, "all")]

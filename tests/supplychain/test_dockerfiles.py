@@ -85,3 +85,14 @@ def test_build_script_parses_and_reads_only_locked_keys() -> None:
         for part in key.split("."):
             assert part in node, f"build.sh reads {key}, missing from images/lock.json"
             node = node[part]
+
+
+def test_the_images_requirements_are_pyprojects() -> None:
+    """The images install burst's dependencies from images/requirements.txt (a layer that
+    stays cached while the rest of pyproject.toml changes): it must be pyproject's list."""
+    from devtools.images import REQUIREMENTS, requirements_text
+
+    assert REQUIREMENTS.read_text() == requirements_text(), (
+        "images/requirements.txt differs from pyproject.toml: "
+        "run python -m devtools.images --requirements"
+    )
