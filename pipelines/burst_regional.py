@@ -76,6 +76,8 @@ from pipelines.common import (
     STEPS_IMAGE,
     TRAINER_IMAGE,
     pod_settings,
+    team_parameters,
+    team_settings,
 )
 from pipelines.train_pod import TRAIN_GRACE_S, train_resources
 
@@ -184,6 +186,7 @@ def build() -> WorkflowTemplate:
                 description='the spec\'s regional_sync.regions as a JSON list ["a","b"]',
             ),
             Parameter(name="aggregation-region", description="the spec's aggregation region"),
+            *team_parameters(),
             Parameter(
                 name="steps-image", value=STEPS_IMAGE, description="steps image, pinned by digest"
             ),
@@ -220,7 +223,8 @@ def build() -> WorkflowTemplate:
                 description="the site's tfvars: one document of <region>.tfvars files",
             ),
         ],
-        pod_metadata=m.Metadata(labels={**PART_OF, "burst.dev/run-id": "{{workflow.name}}"}),
+        # the team's GPU quota, as burst-train: a regional run rents GPUs in every region
+        **team_settings(),
         **pod_settings(),
     ) as wt:
         preflight = step_container("preflight", output="decision")

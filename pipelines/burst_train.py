@@ -37,7 +37,6 @@ from burst import recovery
 from pipelines import gang
 from pipelines.common import (
     EXECUTOR_ROLE,
-    GPU_QUOTA_CONFIGMAP,
     HELPER_REQUESTS,
     OUTPUTS_DIR,
     PART_OF,
@@ -52,6 +51,8 @@ from pipelines.common import (
     STEPS_IMAGE,
     TRAINER_IMAGE,
     pod_settings,
+    team_parameters,
+    team_settings,
 )
 from pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
 
@@ -223,13 +224,7 @@ def build() -> WorkflowTemplate:
                 value=TRAINER_IMAGE,
                 description="trainer image, pinned by digest (verified by verify-image)",
             ),
-            Parameter(
-                name="team",
-                value="default",
-                description="team: the GPU quota semaphore key and a cost label",
-            ),
-            Parameter(name="cost-centre", value="unassigned", description="cost label"),
-            Parameter(name="owner", value="unknown", description="cost label"),
+            *team_parameters(),
             Parameter(
                 name="train-deadline-seconds",
                 value=str(DEFAULT_DEADLINE_S),
@@ -267,32 +262,7 @@ def build() -> WorkflowTemplate:
                 description="the site's tfvars (text: VPC, subnets, cluster, control network)",
             ),
         ],
-        synchronization=m.Synchronization(
-            semaphores=[
-                m.SemaphoreRef(
-                    config_map_key_ref=m.ConfigMapKeySelector(
-                        name=GPU_QUOTA_CONFIGMAP, key="{{workflow.parameters.team}}"
-                    ),
-                )
-            ]
-        ),
-        workflow_metadata=m.WorkflowMetadata(
-            labels_from={
-                "burst.dev/team": m.LabelValueFrom(expression="workflow.parameters.team"),
-                "burst.dev/cost-centre": m.LabelValueFrom(
-                    expression="workflow.parameters['cost-centre']"
-                ),
-                "burst.dev/owner": m.LabelValueFrom(expression="workflow.parameters.owner"),
-            }
-        ),
-        pod_metadata=m.Metadata(
-            labels={
-                **PART_OF,
-                "burst.dev/run-id": "{{workflow.name}}",
-                "burst.dev/team": "{{workflow.parameters.team}}",
-                "burst.dev/cost-centre": "{{workflow.parameters.cost-centre}}",
-            }
-        ),
+        **team_settings(),
         **pod_settings(),
     ) as wt:
         # the decision record is the `decision` output parameter: kept in the workflow's

@@ -94,3 +94,54 @@ def pod_settings() -> dict[str, Any]:
             seccomp_profile=m.SeccompProfile(type="RuntimeDefault"),
         ),
     }
+
+
+def team_parameters() -> list[Any]:
+    """The run's team (the GPU quota semaphore's key) and its cost labels: every template that
+    rents GPUs takes them (burst submit passes the spec's)."""
+    from hera.workflows import Parameter
+
+    return [
+        Parameter(
+            name="team",
+            value="default",
+            description="team: the GPU quota semaphore key and a cost label",
+        ),
+        Parameter(name="cost-centre", value="unassigned", description="cost label"),
+        Parameter(name="owner", value="unknown", description="cost label"),
+    ]
+
+
+def team_settings() -> dict[str, Any]:
+    """The team's GPU quota (deploy/gpu-quota.yaml: a semaphore held for the workflow's
+    life, Argo workflow/sync) and the cost labels on the workflow and its pods."""
+    from hera.workflows import models as m
+
+    return {
+        "synchronization": m.Synchronization(
+            semaphores=[
+                m.SemaphoreRef(
+                    config_map_key_ref=m.ConfigMapKeySelector(
+                        name=GPU_QUOTA_CONFIGMAP, key="{{workflow.parameters.team}}"
+                    ),
+                )
+            ]
+        ),
+        "workflow_metadata": m.WorkflowMetadata(
+            labels_from={
+                "burst.dev/team": m.LabelValueFrom(expression="workflow.parameters.team"),
+                "burst.dev/cost-centre": m.LabelValueFrom(
+                    expression="workflow.parameters['cost-centre']"
+                ),
+                "burst.dev/owner": m.LabelValueFrom(expression="workflow.parameters.owner"),
+            }
+        ),
+        "pod_metadata": m.Metadata(
+            labels={
+                **PART_OF,
+                "burst.dev/run-id": "{{workflow.name}}",
+                "burst.dev/team": "{{workflow.parameters.team}}",
+                "burst.dev/cost-centre": "{{workflow.parameters.cost-centre}}",
+            }
+        ),
+    }

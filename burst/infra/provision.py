@@ -62,7 +62,7 @@ from burst.providers import store_refusal
 from burst.recovery import RecoveryStrategy, strategy_for
 from burst.settings import Settings, resolve
 from burst.spec import BurstJob, node_count
-from burst.storage.location import exchange_url
+from burst.storage.location import exchange_url, run_url
 
 log = logging.getLogger(__name__)
 
@@ -230,16 +230,19 @@ class Provisioner:
         return keep, refused
 
     # ------------------------------------------------------------------ helpers
-    def _exchange(self, region: str) -> dict[str, Any]:
-        """A regional-sync region's stack (run id ``<workflow>-<region>``): the run's exchange
-        store, which its pods write beside their own store (steps/regional_provision.py)."""
-        if self.job.training.strategy != "regional-sync":
-            return {}
-        workflow = self.run_id.removesuffix(f"-{region}")
-        return {
-            "exchange_uri": exchange_url(self.job.storage.checkpoint_uri, workflow),
-            "exchange_kms_key": self.job.storage.kms_key_id,
-        }
+    def _stores(self, region: str) -> dict[str, Any]:
+        """The spec's stores the run's pods write, which the stack grants its pod role: a
+        single-region run's own store (``storage.checkpoint_uri`` under the run id, where
+        train checkpoints: burst/train/checkpoints.py), or a regional-sync region's exchange
+        store (its stack's run id is ``<workflow>-<region>``; its own store is the stack's
+        bucket: steps/regional_provision.py); and the spec's key."""
+        uri = self.job.storage.checkpoint_uri
+        if self.job.training.strategy == "regional-sync":
+            workflow = self.run_id.removesuffix(f"-{region}")
+            given: dict[str, Any] = {"exchange_uri": exchange_url(uri, workflow)}
+        else:
+            given = {"run_store_uri": run_url(uri, self.run_id)}
+        return {**given, "store_kms_key": self.job.storage.kms_key_id}
 
     def _remaining(self, tf: Terraform | None = None) -> int:
         return len((tf or self.tf).state_resources())
@@ -334,7 +337,7 @@ class Provisioner:
                 gpu_type=self.job.compute.gpu_type,
                 node_count=node_count(self.job, cand.to_json()),
                 tags=tags,
-                **self._exchange(region),
+                **self._stores(region),
                 **self.faults.terraform_variables(),
             )
             write_vars(self.workdir, variables)

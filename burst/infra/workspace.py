@@ -225,12 +225,14 @@ class Workspace:
         tags: dict[str, str],
         simulate_no_capacity: list[str] | None = None,
         fail_midway: bool = False,
+        run_store_uri: str | None = None,
         exchange_uri: str | None = None,
-        exchange_kms_key: str | None = None,
+        store_kms_key: str | None = None,
     ) -> dict[str, Any]:
         """The run's variables for one candidate, in the shape this kind of stack takes
-        (``exchange_uri``: a regional-sync run's exchange store, which the aws stack grants
-        the region's pods; ``exchange_kms_key`` its objects' key)."""
+        (``run_store_uri``: the run's own store, ``exchange_uri``: a regional-sync run's
+        exchange store, which the aws stack grants the run's pods; ``store_kms_key`` their
+        objects' key)."""
         capacity = candidate.get("capacity", "spot")
         if self.kind == "local":
             return {
@@ -263,11 +265,13 @@ class Workspace:
             if self.backend_config.get("bucket"):
                 # the run's pods renew their heartbeat next to the state (aws-run-iam)
                 variables["state_bucket"] = self.backend_config["bucket"]
-            if exchange_uri and exchange_uri.startswith("s3://"):
-                # the region's pods write the run's exchange store (aws-run-iam)
-                variables["exchange_uri"] = exchange_uri.split("?", 1)[0]
-                if exchange_kms_key and exchange_kms_key.startswith("arn:"):
-                    variables["exchange_kms_key_arn"] = exchange_kms_key
+            # the spec's stores the run's pods write (aws-run-iam): the run's own, or a
+            # regional-sync region's exchange store
+            for name, uri in (("run_store_uri", run_store_uri), ("exchange_uri", exchange_uri)):
+                if uri and uri.startswith("s3://"):
+                    variables[name] = uri.split("?", 1)[0]
+                    if store_kms_key and store_kms_key.startswith("arn:"):
+                        variables["store_kms_key_arn"] = store_kms_key
             if instance:
                 variables["instance_types"] = [instance]
             else:

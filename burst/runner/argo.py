@@ -182,6 +182,9 @@ def regional_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
         "spec": spec_text,
         "regions": json.dumps(list(rs.regions or [])),
         "aggregation-region": str(rs.aggregation_region),
+        "team": job.team,  # the GPU quota semaphore's key (deploy/gpu-quota.yaml)
+        "cost-centre": job.cost_centre,
+        "owner": job.owner,
         "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
         "gpus-per-node": str(job.compute.gpus_per_node),  # each worker's GPUs
         "trainer-image": _pinned(job.image.reference, "image.reference"),

@@ -226,3 +226,65 @@ def test_before_issue_28_teams_had_no_volcano_queue() -> None:
 def test_every_team_with_a_quota_has_a_queue() -> None:
     volcano = REPO / "deploy" / "volcano"
     assert queue_problems(REPO / "deploy" / "gpu-quota.yaml", volcano / "queues.yaml") == []
+
+
+# --- the device plugin's placement (walk: docs/reference/walk-deploy.md) -----------------
+def _term_matches(term: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A nodeSelectorTerm: every matchExpression holds (k8s component-helpers
+    scheduling/corev1/nodeaffinity: In, NotIn, Exists, DoesNotExist)."""
+    for e in term.get("matchExpressions") or []:
+        key, op, values = e["key"], e["operator"], e.get("values") or []
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+    return True
+
+
+def placed_on(path: Path, labels: dict[str, str]) -> bool:
+    """Whether the DaemonSet's required node affinity admits a node with ``labels`` (terms
+    are ORed; none: every node)."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    spec = ds["spec"]["template"]["spec"]
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    return not terms or any(_term_matches(t, labels) for t in terms)
+
+
+def rented_node_labels() -> dict[str, dict[str, str]]:
+    """The labels every node burst rents carries: the node group's ``local.labels`` and the
+    hybrid join's ``--node-labels`` (both add ``burst/run-id``)."""
+    out = {}
+    for module in ("aws-gpu-nodegroup", "aws-hybrid-join"):
+        text = (MODULES / module / "main.tf").read_text()
+        assert re.search(r'"burst/run-id"\s*=\s*var\.run_id', text), module
+        out[module] = {"burst/run-id": "r"}
+    return out
+
+
+PLUGIN = REPO / "deploy" / "device-plugin" / "nvidia-device-plugin.yaml"
+CPU_NODE = {"kubernetes.io/os": "linux", "node.kubernetes.io/instance-type": "m6i.large"}
+
+
+@pytest.mark.parametrize("module", sorted(rented_node_labels()))
+def test_the_device_plugin_is_placed_on_every_rented_node(module: str) -> None:
+    assert placed_on(PLUGIN, rented_node_labels()[module])
+
+
+def test_the_device_plugin_stays_off_cpu_nodes() -> None:
+    """On a node without NVML the plugin fails its init and exits (NVIDIA
+    internal/plugin/factory.go getResourceManagers; failOnInitError defaults to true):
+    tolerating every taint, it crash-looped on every CPU node of the home cluster."""
+    assert not placed_on(PLUGIN, CPU_NODE)
+
+
+def test_before_the_walk_the_plugin_ran_on_cpu_nodes() -> None:
+    before = Path(__file__).resolve().parent / "before"
+    assert placed_on(before / "deploy_device-plugin_nvidia-device-plugin.yaml", CPU_NODE)

@@ -12,8 +12,11 @@ on ``s3:prefix``, which S3 sets on ListObjects requests). S3 actions per request
 s3:PutObject, GET -> s3:GetObject, list -> s3:ListBucket; a GET of a missing key without
 s3:ListBucket answers 403, not 404.
 
-What the pod writes, from burst's own code: its checkpoint store (the stack's
-``checkpoint_uri``: chunks, manifests, ``lease/trainer.json``), the run's heartbeat
+What the pod writes, from burst's own code: its checkpoint store (the spec's
+``storage.checkpoint_uri`` under the run id: chunks, manifests, ``lease/trainer.json``;
+burst/train/checkpoints.py. The first version of this test modelled the stack's bucket
+instead, which train never writes: the independent walk's finding, tested below with
+``run_store_*``; the stack's bucket stays granted), the run's heartbeat
 (burst.lease.heartbeat_store + heartbeat_key: the state bucket's
 ``burst/runs/<run id>/heartbeat/trainer.json``), and, when the namespace's artifact
 repository archives logs, its log (Argo's keyFormat).
@@ -221,11 +224,11 @@ def exchange_requests() -> list[tuple[str, str, str]]:
 def exchange_problems(module: Path) -> list[str]:
     VARS["var.exchange_bucket_arn"] = f"arn:aws:s3:::{EXCHANGE_BUCKET}"
     VARS["var.exchange_prefix"] = EXCHANGE_PREFIX
-    VARS["var.exchange_kms_key_arn"] = "arn:aws:kms:ap-southeast-1:111122223333:key/x"
+    VARS["var.store_kms_key_arn"] = "arn:aws:kms:ap-southeast-1:111122223333:key/x"
     try:
         statements = pod_statements(module)
     finally:
-        for k in ("var.exchange_bucket_arn", "var.exchange_prefix", "var.exchange_kms_key_arn"):
+        for k in ("var.exchange_bucket_arn", "var.exchange_prefix", "var.store_kms_key_arn"):
             VARS.pop(k)
     return [
         f"{action} {resource} (prefix {prefix!r}) is denied to the region's pod role"
@@ -259,7 +262,7 @@ def test_a_regional_stack_gets_the_exchange_store_from_burst(tmp_path: Path) -> 
     text = (REPO / "examples" / "regional.yaml").read_text()
     job = parse_spec(text.replace("file://checkpoints", f"s3://{EXCHANGE_BUCKET}/regional"))
     region = "ap-southeast-3"
-    given = Provisioner._exchange(  # type: ignore[arg-type]
+    given = Provisioner._stores(  # type: ignore[arg-type]
         SimpleNamespace(job=job, run_id=f"{WORKFLOW}-{region}"), region
     )
     assert given["exchange_uri"] == f"s3://{EXCHANGE_BUCKET}/{EXCHANGE_PREFIX}".rstrip("/")
@@ -279,3 +282,86 @@ def test_a_regional_stack_gets_the_exchange_store_from_burst(tmp_path: Path) -> 
         **given,
     )
     assert variables["exchange_uri"] == given["exchange_uri"]
+
+
+# --- the run's own store (walk: docs/reference/walk-terraform.md) --------------------------
+SPEC_BUCKET = "team-ckpts"
+RUN_STORE_PREFIX = f"burst/{RUN_ID}/"  # run_url("s3://team-ckpts/burst", RUN_ID) + "/"
+
+
+def run_store_requests() -> list[tuple[str, str, str]]:
+    """What train does in its store: ``run_url(storage.checkpoint_uri, run id)``
+    (burst/train/checkpoints.py RunCheckpoints), not the stack's bucket."""
+    from burst.lease import TRAINER_KEY
+
+    arn = f"arn:aws:s3:::{SPEC_BUCKET}"
+    return [
+        ("s3:PutObject", f"{arn}/{RUN_STORE_PREFIX}chunks/ab/abcdef", ""),
+        ("s3:PutObject", f"{arn}/{RUN_STORE_PREFIX}manifests/000010.json", ""),
+        ("s3:GetObject", f"{arn}/{RUN_STORE_PREFIX}{TRAINER_KEY}", ""),
+        ("s3:ListBucket", arn, RUN_STORE_PREFIX),
+    ]
+
+
+def run_store_problems(module: Path) -> list[str]:
+    VARS["var.run_store_bucket_arn"] = f"arn:aws:s3:::{SPEC_BUCKET}"
+    VARS["var.run_store_prefix"] = RUN_STORE_PREFIX
+    try:
+        statements = pod_statements(module)
+    finally:
+        for k in ("var.run_store_bucket_arn", "var.run_store_prefix"):
+            VARS.pop(k)
+    return [
+        f"{action} {resource} (prefix {prefix!r}) is denied to the train pod's role"
+        for action, resource, prefix in run_store_requests()
+        if not allowed(statements, action, resource, prefix)
+    ]
+
+
+def test_train_writes_the_specs_store_not_the_stacks_bucket(tmp_path: Path) -> None:
+    """The premise: train's checkpoints go to the spec's store under the run id."""
+    from burst.storage.location import run_url
+    from burst.train.checkpoints import RunCheckpoints
+
+    text = (REPO / "examples" / "quickstart.yaml").read_text()
+    from burst.spec import parse_spec
+
+    job = parse_spec(text)
+    store = tmp_path / "store"
+    job = job.model_copy(
+        update={"storage": job.storage.model_copy(update={"checkpoint_uri": f"file://{store}"})}
+    )
+    assert RunCheckpoints(job, RUN_ID).location == run_url(f"file://{store}", RUN_ID)
+
+
+def test_before_the_walk_the_train_pods_role_did_not_reach_its_store() -> None:
+    assert len(run_store_problems(BEFORE / "terraform_modules_aws-run-iam_main.tf")) == 4
+
+
+def test_the_train_pods_role_reaches_its_store() -> None:
+    assert run_store_problems(MODULE) == []
+
+
+def test_a_single_region_stack_gets_the_run_store_from_burst() -> None:
+    from types import SimpleNamespace
+
+    from burst.infra.provision import Provisioner
+    from burst.spec import parse_spec
+
+    main = (REPO / "terraform" / "stacks" / "burst-run" / "main.tf").read_text()
+    iam = main.split('module "iam" {', 1)[1].split("\n}", 1)[0]
+    assert re.search(r"run_store_bucket_arn\s*=.*var\.run_store_uri", iam)
+    text = (REPO / "examples" / "quickstart.yaml").read_text()
+    job = parse_spec(text)
+    job = job.model_copy(
+        update={
+            "storage": job.storage.model_copy(
+                update={"checkpoint_uri": f"s3://{SPEC_BUCKET}/burst"}
+            )
+        }
+    )
+    given = Provisioner._stores(  # type: ignore[arg-type]
+        SimpleNamespace(job=job, run_id=RUN_ID), "ap-southeast-1"
+    )
+    assert given["run_store_uri"] == f"s3://{SPEC_BUCKET}/{RUN_STORE_PREFIX}".rstrip("/")
+    assert "exchange_uri" not in given

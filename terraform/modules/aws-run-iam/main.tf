@@ -90,6 +90,38 @@ data "aws_iam_policy_document" "pod" {
     }
   }
 
+  # The run's own checkpoint store: the spec's storage.checkpoint_uri under the run id, where
+  # train writes its checkpoints and lease (burst/train/checkpoints.py RunCheckpoints: the
+  # spec's store, not the stack's bucket, so a requeue to another region resumes from it).
+  dynamic "statement" {
+    for_each = var.run_store_bucket_arn == null ? [] : [1]
+    content {
+      sid       = "ListRunStore"
+      actions   = ["s3:ListBucket"]
+      resources = [var.run_store_bucket_arn]
+      condition {
+        test     = "StringLike"
+        variable = "s3:prefix"
+        values   = [var.run_store_prefix, "${var.run_store_prefix}*"]
+      }
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.run_store_bucket_arn == null ? [] : [1]
+    content {
+      sid = "ReadWriteRunStore"
+      actions = [
+        "s3:GetObject",
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:AbortMultipartUpload",
+        "s3:ListMultipartUploadParts",
+      ]
+      resources = ["${var.run_store_bucket_arn}/${var.run_store_prefix}*"]
+    }
+  }
+
   # A regional-sync run: every region's worker and the aggregator write and read the run's
   # exchange store (the spec's storage.checkpoint_uri under <workflow>/exchange/, in the
   # aggregation region: steps/regional_provision.py), which is no region's own bucket.
@@ -123,11 +155,11 @@ data "aws_iam_policy_document" "pod" {
   }
 
   dynamic "statement" {
-    for_each = var.exchange_kms_key_arn == null ? [] : [1]
+    for_each = var.store_kms_key_arn == null ? [] : [1]
     content {
-      sid       = "UseExchangeKeyThroughS3"
+      sid       = "UseSpecStoreKeyThroughS3"
       actions   = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
-      resources = [var.exchange_kms_key_arn]
+      resources = [var.store_kms_key_arn]
     }
   }
 

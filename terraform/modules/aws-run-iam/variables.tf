@@ -71,6 +71,28 @@ variable "state_bucket_arn" {
   }
 }
 
+variable "run_store_bucket_arn" {
+  type        = string
+  description = "ARN of the bucket of the run's own checkpoint store (the spec's storage.checkpoint_uri): the pods read and write run_store_prefix there. Null: none (a store outside S3)."
+  default     = null
+
+  validation {
+    condition     = var.run_store_bucket_arn == null || can(regex("^arn:[a-z-]+:s3:::[a-z0-9.-]+$", var.run_store_bucket_arn))
+    error_message = "run_store_bucket_arn must be an S3 bucket ARN or null."
+  }
+}
+
+variable "run_store_prefix" {
+  type        = string
+  description = "Key prefix of the run's store in run_store_bucket_arn (<path>/<run id>/, ends with '/')."
+  default     = null
+
+  validation {
+    condition     = var.run_store_prefix == null || can(regex("^[^*]+/$", var.run_store_prefix))
+    error_message = "run_store_prefix must end with '/' and contain no '*'."
+  }
+}
+
 variable "exchange_bucket_arn" {
   type        = string
   description = "ARN of the bucket of a regional-sync run's exchange store (the spec's storage.checkpoint_uri): every region's pods read and write exchange_prefix there. Null: not a regional-sync run."
@@ -93,7 +115,7 @@ variable "exchange_prefix" {
   }
 }
 
-variable "exchange_kms_key_arn" {
+variable "store_kms_key_arn" {
   type        = string
   description = "ARN of the key the exchange store's objects are encrypted with (the spec's storage.kms_key_id), or null (the bucket's default encryption)."
   default     = null

@@ -49,11 +49,14 @@ module "iam" {
   checkpoint_prefix = module.checkpoints.checkpoint_prefix
   kms_key_arn       = module.checkpoints.kms_key_arn
   state_bucket_arn  = var.state_bucket == null ? null : "arn:${data.aws_partition.current.partition}:s3:::${var.state_bucket}"
+  # the run's own store (the spec's, under the run id): s3://<bucket>/<prefix>
+  run_store_bucket_arn = var.run_store_uri == null ? null : "arn:${data.aws_partition.current.partition}:s3:::${regex("^s3://([^/]+)/", var.run_store_uri)[0]}"
+  run_store_prefix     = var.run_store_uri == null ? null : "${trimsuffix(regex("^s3://[^/]+/(.+)$", var.run_store_uri)[0], "/")}/"
   # a regional-sync run's exchange store: s3://<bucket>/<prefix>/
-  exchange_bucket_arn  = var.exchange_uri == null ? null : "arn:${data.aws_partition.current.partition}:s3:::${regex("^s3://([^/]+)/", var.exchange_uri)[0]}"
-  exchange_prefix      = var.exchange_uri == null ? null : "${trimsuffix(regex("^s3://[^/]+/(.+)$", var.exchange_uri)[0], "/")}/"
-  exchange_kms_key_arn = var.exchange_kms_key_arn
-  tags                 = local.tags
+  exchange_bucket_arn = var.exchange_uri == null ? null : "arn:${data.aws_partition.current.partition}:s3:::${regex("^s3://([^/]+)/", var.exchange_uri)[0]}"
+  exchange_prefix     = var.exchange_uri == null ? null : "${trimsuffix(regex("^s3://[^/]+/(.+)$", var.exchange_uri)[0], "/")}/"
+  store_kms_key_arn   = var.store_kms_key_arn
+  tags                = local.tags
 }
 
 ################################################################################

@@ -181,6 +181,17 @@ variable "access_log_bucket" {
   default     = null
 }
 
+variable "run_store_uri" {
+  type        = string
+  description = "The run's own checkpoint store (s3://bucket/<path>/<run id>; burst passes the spec's storage.checkpoint_uri under the run id): the run's pods may read and write it. Null: none."
+  default     = null
+
+  validation {
+    condition     = var.run_store_uri == null || can(regex("^s3://[a-z0-9.-]+/[^*]+$", var.run_store_uri))
+    error_message = "run_store_uri must be s3://bucket/prefix or null."
+  }
+}
+
 variable "exchange_uri" {
   type        = string
   description = "A regional-sync run's exchange store (s3://bucket/prefix; burst passes it to each region's stack): the region's pods may read and write it. Null: not a regional-sync run."
@@ -192,7 +203,7 @@ variable "exchange_uri" {
   }
 }
 
-variable "exchange_kms_key_arn" {
+variable "store_kms_key_arn" {
   type        = string
   description = "The key of the exchange store's objects (the spec's storage.kms_key_id), or null."
   default     = null
