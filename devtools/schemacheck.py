@@ -44,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,35 +266,64 @@ class _Extractor:
         }
 
 
+def _read_compact(compact: Path) -> dict[str, Any] | None:
+    if not compact.exists():
+        return None
+    try:
+        with gzip.open(compact, "rt", encoding="utf-8") as fh:
+            doc: dict[str, Any] = json.load(fh)
+        if doc.get("format") == SCHEMA_FORMAT:
+            return doc
+    except (OSError, ValueError, EOFError, zlib.error):  # a torn or corrupt file: fetch again
+        log.warning("ignoring a corrupt schema cache %s", compact)
+    return None
+
+
 def load_schema(binding: Binding, cache: Path | None = None) -> dict[str, Any]:
-    """The compact schema of one pinned binding (fetched and extracted on first use)."""
+    """The compact schema of one pinned binding (fetched and extracted on first use).
+
+    Test workers run in parallel and share the cache: the fetch is done under an exclusive
+    lock of the binding's own (a second worker waits, then reads what the first wrote), and
+    every file is written under a name of this process's before it is renamed into place."""
+    import fcntl
+
     cache = cache or cache_dir()
     compact = cache / f"{binding.tarball}.schema.json.gz"
-    if compact.exists():
-        try:
-            with gzip.open(compact, "rt", encoding="utf-8") as fh:
-                doc: dict[str, Any] = json.load(fh)
-            if doc.get("format") == SCHEMA_FORMAT:
-                return doc
-        except (OSError, json.JSONDecodeError, EOFError):
-            log.warning("ignoring a corrupt schema cache %s", compact)
+    doc = _read_compact(compact)
+    if doc is not None:
+        return doc
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"{binding.tarball}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        doc = _read_compact(compact)  # another worker may have written it meanwhile
+        if doc is not None:
+            return doc
+        return _fetch_and_extract(binding, cache, compact)
+
+
+def _fetch_and_extract(binding: Binding, cache: Path, compact: Path) -> dict[str, Any]:
     tarball = cache / binding.tarball
-    if not tarball.exists():
-        tarball = _npm_pack(binding, cache)
-    try:
-        with tarfile.open(tarball) as tf:
-            member = tf.extractfile("package/.jsii")
-            if member is None:
-                raise KeyError("package/.jsii")
-            raw = member.read()
-    except (tarfile.TarError, KeyError, OSError) as exc:
-        raise SchemaUnavailable(f"{tarball}: no readable package/.jsii ({exc})") from None
+    for fresh in (False, True):
+        if fresh or not tarball.exists():
+            tarball.unlink(missing_ok=True)
+            tarball = _npm_pack(binding, cache)
+        try:
+            with tarfile.open(tarball) as tf:
+                member = tf.extractfile("package/.jsii")
+                if member is None:
+                    raise KeyError("package/.jsii")
+                raw = member.read()
+            break
+        except (tarfile.TarError, KeyError, OSError, EOFError) as exc:
+            if fresh:
+                raise SchemaUnavailable(f"{tarball}: no readable package/.jsii ({exc})") from None
+            log.warning("%s is unreadable (%s): fetching it again", tarball, exc)
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
     types = json.loads(raw)["types"]
     del raw
     doc = _Extractor(types, binding).run()
-    tmp = compact.with_suffix(".tmp")
+    tmp = compact.with_name(f"{compact.name}.{os.getpid()}.tmp")
     with gzip.open(tmp, "wt", encoding="utf-8") as fh:
         json.dump(doc, fh, separators=(",", ":"))
     tmp.replace(compact)
