@@ -19,27 +19,18 @@ SHARED_SCOPES = ("module", "class", "package")
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The container tier's one line where it cannot run (printed here, by the controller,
-    also under xdist, whose workers skip those tests: tests/containers/conftest.py)."""
-    config = terminalreporter.config
-    if "not containers" in (config.getoption("markexpr", "") or ""):
-        return
-    collected_here = config.getoption("numprocesses", None) in (None, 0)
-    items = getattr(config, "_burst_items", [])
-    if collected_here and not any(i.get_closest_marker("containers") for i in items):
-        return  # this process collected the session and it has no container test
-    from burst.runner.containers import EngineMissing, find_engine
-
-    try:
-        find_engine()
-    except EngineMissing as exc:
-        terminalreporter.write_line(f"container tier skipped: {exc.one_line()}")
-    except (OSError, subprocess.SubprocessError) as exc:
-        terminalreporter.write_line(f"container tier skipped: {exc}")
+    """The container tier's one line where it did not run (its reason, from the skip reports
+    that reach this process, the controller's too under xdist: tests/containers/conftest.py)."""
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
+        _, sep, rest = str(reason).partition("container tier: ")
+        if sep:
+            terminalreporter.write_line(f"container tier skipped: {rest}")
+            return
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    config._burst_items = list(items)  # type: ignore[attr-defined]  # for the summary
     """`make test` runs the tests in parallel (pytest-xdist, ``--dist loadgroup``): each test
     goes to whichever worker is free, except the tests of a file that share a module-, class-
     or package-scoped fixture (a pipeline run, a server, a compiled policy set): those stay
