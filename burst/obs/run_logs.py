@@ -30,6 +30,21 @@ def local_log_files(run_dir: Path, step: str | None) -> list[tuple[str, Path]]:
     return [(n, files[n]) for n in order]
 
 
+def rank_of(line: str) -> int | None:
+    """The rank a log line came from: a rank's JSON log lines name their step ``<step>.<rank>``
+    (``burst.stepio``); a line that is not one (a program's own output, a traceback, a step
+    with one rank) has none."""
+    if not line.startswith("{"):
+        return None
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    step = doc.get("step") if isinstance(doc, dict) else None
+    _, dot, rank = str(step or "").rpartition(".")
+    return int(rank) if dot and rank.isascii() and rank.isdigit() else None
+
+
 def read_new(path: Path, offset: int) -> tuple[list[str], int]:
     """Whole lines written after ``offset``, and the offset after them."""
     with path.open("rb") as fh:

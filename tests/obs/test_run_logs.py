@@ -34,6 +34,21 @@ def test_logs_of_a_local_run(burst_cli: Cli, tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--step 'nope'" in bad.stderr
 
 
+def test_rank_keeps_one_ranks_lines(burst_cli: Cli, tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    d = make_run(root)
+    line = '{{"msg": "step {n} loss 0.5", "step": "train.{r}", "run_id": "{run}"}}'
+    ranks = [line.format(n=n, r=r, run=RUN_ID) for n in (1, 2) for r in (0, 1)]
+    with (d / "logs" / "train.log").open("a") as fh:
+        fh.write("\n".join([*ranks, "a program's own line", '{"msg": "x", "step": "train"}']))
+        fh.write("\n")
+    one = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--step", "train", "--rank", "1"])
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.splitlines() == [ranks[1], ranks[3]]
+    bad = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--rank", "-1"])
+    assert bad.returncode == 2
+
+
 def test_follow_stops_at_a_run_nobody_drives(burst_cli: Cli, tmp_path: Path) -> None:
     root = tmp_path / "runs"
     d = make_run(root)

@@ -11,6 +11,12 @@ import click
 @click.command("logs")
 @click.argument("run")
 @click.option("--step", help="Only this step (a local step name; on Argo, part of the pod name).")
+@click.option(
+    "--rank",
+    type=click.IntRange(min=0),
+    help="Only the lines of this rank (a multi-rank step's JSON log lines name their rank; "
+    "other lines are left out).",
+)
 @click.option("--follow", is_flag=True, help="Keep printing new lines until the run finishes.")
 @click.option(
     "--interval",
@@ -29,6 +35,7 @@ import click
 def command(
     run: str,
     step: str | None,
+    rank: int | None,
     follow: bool,
     interval: float,
     namespace: str | None,
@@ -38,16 +45,19 @@ def command(
     """Print the logs of RUN's steps, in the order they ran, each line prefixed by its step
     (--step: one step, unprefixed). RUN is a local run (a run id under the runs root, or a run
     directory) or else the Argo workflow of that name (ARGO_SERVER, ARGO_TOKEN). Exit 2 when
-    there is no such run or step, 4 when Argo could not be asked.
+    there is no such run or step, 4 when Argo could not be asked. --rank keeps one rank's
+    lines (burst's JSON log lines of a multi-rank step name it; a program's own output does not).
     """
     import time
 
-    from burst.obs.run_logs import argo_log_lines, local_log_files, read_new
+    from burst.obs.run_logs import argo_log_lines, local_log_files, rank_of, read_new
     from burst.obs.run_status import local_run_dir, local_status, not_found
     from burst.runs import runs_root as default_root
     from burst.settings import current
 
     def emit(name: str, line: str) -> None:
+        if rank is not None and rank_of(line) != rank:
+            return
         if as_json:
             click.echo(json.dumps({"step": name, "line": line}))
         elif step is not None:
