@@ -152,9 +152,12 @@ def test_a_killed_train_restarts_from_the_last_commit_and_the_run_succeeds(
     last committed full checkpoint and the run succeeds (failed before the fix: status
     failed, 137)."""
     where, env = _armed(tmp_path, point, once=True)
-    killer = Killer(where, "wf-kill", times=1)
+    # a run id of each case's own: the killer kills every train process of its run id, and
+    # the cases may run at once on two test workers
+    run_id = f"wf-kill-{point.split('@')[0]}"
+    killer = Killer(where, run_id, times=1)
     killer.start()
-    paths = run_paths("wf-kill", runs_root)
+    paths = run_paths(run_id, runs_root)
     try:
         r = LocalRunner(paths, spec, RunOptions(env=env)).run()
     finally:
