@@ -603,7 +603,10 @@ def _store_root(uri: str) -> str:
     scheme, _, rest = uri.partition("://")
     rest = rest.split("?", 1)[0]
     if scheme == "file" and not rest.startswith("/"):
-        rest = str(Path(rest).resolve())  # relative to the current directory, as a run does
+        from burst.settings import current
+
+        # relative to the runs root, as a run resolves it (burst.storage.location.store_url)
+        rest = str(current().runs_root.resolve() / rest)
     norm = posixpath.normpath(rest) if rest else rest
     return f"{scheme}://{norm.rstrip('/')}"
 

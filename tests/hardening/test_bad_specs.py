@@ -187,3 +187,16 @@ def test_lists_have_bounds_too(tmp_path: Path) -> None:
     )
     r = burst("validate", "--offline", str(spec))
     assert r.code == 2 and "compute.regions: List should have at most 64 items" in r.lines[0]
+
+
+def test_a_relative_replica_is_the_store_under_the_runs_root(tmp_path: Path) -> None:
+    """A relative file:// store is under the runs root (burst.storage.location.store_url), so
+    the replica check resolves it there too: file://checkpoints is the primary written as an
+    absolute path under $BURST_RUNS_ROOT (before: compared under the working directory, and
+    accepted)."""
+    root = tmp_path / "runs-root"
+    new = f"  checkpoint_uri: file://{root}/checkpoints\n  replica_uri: file://checkpoints"
+    spec = spec_with(tmp_path, "  checkpoint_uri: file://checkpoints", new)
+    r = burst("validate", "--offline", str(spec), env={"BURST_RUNS_ROOT": str(root)})
+    assert r.code == 2, r.err
+    assert "storage.replica_uri: is the checkpoint store itself" in r.err
