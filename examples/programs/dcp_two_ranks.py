@@ -132,7 +132,6 @@ def main() -> int:
         left = args.step_seconds - (time.monotonic() - t0)
         if left > 0:
             time.sleep(left)
-    dist.barrier()  # every rank is done before any leaves (a rank left alone hangs in destroy)
     if rank == 0 and args.final_out is not None:
         h = hashlib.sha256()
         for name, t in sorted(model.state_dict().items()):
@@ -140,6 +139,9 @@ def main() -> int:
             h.update(t.detach().contiguous().view(torch.uint8).numpy().tobytes())
         doc = {"step": step, "weights_sha256": h.hexdigest(), "resumed_from": resume}
         args.final_out.write_text(json.dumps(doc))
+    # every rank is done (rank 0's result written) before any leaves: a rank that reaches
+    # destroy_process_group alone, its peer gone, can hang there (gloo)
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -92,5 +93,8 @@ def test_lightning_example_preempted_and_resumed_continues_from_the_committed_ch
 ) -> None:
     train, final, log = _preempted_run(tmp_path, burst_cmd, "own-lightning", "0.3")
     saved = train["attempts"][0]["ended_at_step"]
-    assert final["step"] == 30 and final["resumed_from"].endswith(f"step-{saved}.ckpt")
+    # step-N.ckpt, or step-N-v1.ckpt where Lightning's own ModelCheckpoint saved the same
+    # step after the notice's save (it versions a name that exists)
+    assert final["step"] == 30
+    assert re.search(rf"/step-{saved}(-v\d+)?\.ckpt$", final["resumed_from"]), final
     assert f"resuming from {final['resumed_from']}" in log
