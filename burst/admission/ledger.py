@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from burst.admission.budgets import WINDOW_S, WINDOWS, Limit, Override, TeamsFile, parse_teams
 from burst.errors import InfraError
-from burst.lease import Lease, LeaseHeld, describe_holder, settle_s
+from burst.lease import Lease, LeaseHeld, describe_holder, read_lease, settle_s
 from burst.storage.base import ObjectMissing, ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
@@ -239,12 +239,20 @@ class Ledger:
                         f"{exc.one_line()} (waited {self.lock_wait_s:g} s)", where=self.url
                     ) from exc
                 time.sleep(random.uniform(0.02, 0.2))
-            except StoreError:
-                raise
         try:
             yield
         finally:
-            lease.release()
+            self._unlock(lease)
+
+    def _unlock(self, lease: Lease) -> None:
+        """Delete the lock if it is still ours (the next admission finds none, not a lapsed
+        one to take over); a store that fails leaves it to lapse after its time to live."""
+        try:
+            held = read_lease(self.store, lease.key)
+            if held is not None and held.get("token") == lease.token:
+                self.store.delete([lease.key])
+        except StoreError as exc:
+            log.warning("cannot release the %s: %s", lease.what, exc.one_line())
 
 
 def dumps(obj: object) -> str:

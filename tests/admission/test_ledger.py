@@ -87,9 +87,7 @@ def test_gpu_hours_are_a_limit_too(job: BurstJob, ledger: Ledger) -> None:
         admit(ledger, job, "big", [cand(0.01, gpus=64)], now=NOW)
 
 
-def test_a_dated_override_replaces_the_window_while_it_lasts(
-    job: BurstJob, ledger: Ledger
-) -> None:
+def test_a_dated_override_replaces_the_window_while_it_lasts(job: BurstJob, ledger: Ledger) -> None:
     budgets(
         ledger,
         "teams:\n  ml-research:\n    week: {usd: 10}\n    overrides:\n"
