@@ -15,6 +15,40 @@ from s3server import s3_bucket, s3_server  # noqa: F401  (shared fixtures)
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
 SHARED_SCOPES = ("module", "class", "package")
+CPU_PROFILE = os.environ.get("BURST_TEST_CPU_PROFILE")  # a directory: where the time goes
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """With ``BURST_TEST_CPU_PROFILE=DIR``: each test's CPU seconds (this process and the
+    children it waited for: the burst processes, torchrun ranks, Terraform) and wall seconds,
+    setup and teardown included, one JSON line per test in DIR/<worker>.jsonl."""
+    if not CPU_PROFILE:
+        yield
+        return
+    import json
+    import resource
+    import time
+
+    def cpu() -> float:
+        s, c = (
+            resource.getrusage(resource.RUSAGE_SELF),
+            resource.getrusage(resource.RUSAGE_CHILDREN),
+        )
+        return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+    c0, w0 = cpu(), time.monotonic()
+    yield
+    row = {
+        "test": item.nodeid,
+        "cpu": round(cpu() - c0, 2),
+        "wall": round(time.monotonic() - w0, 2),
+    }
+    out = Path(CPU_PROFILE)
+    out.mkdir(parents=True, exist_ok=True)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with (out / f"{worker}.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 @pytest.hookimpl(tryfirst=True)

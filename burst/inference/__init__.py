@@ -1,0 +1,10 @@
+"""Tiered inference (docs/inference.md): a distilled model near users, the heavy model where
+the GPUs are, and a router whose policy is code.
+
+routing    the pure policy: request + tiers' state + residency -> an ordered plan, and the
+           executor of a plan (each step's outcome -> the next step), every decision logged
+residency  which regions may serve a request, from the legal preflight's rules (transfer
+           kind "inference")
+distill    a run's final checkpoint -> teacher, distilled student, int8 student, in the store
+serve      the tiers and the router on loopback (`burst serve`), with the link emulator
+"""
