@@ -353,6 +353,12 @@ class Settings:
         "BURST_LEASE_SETTLE_S", _seconds(0, inclusive=True), None,
         "how long taking a lease waits before reading it back", shown="`2` (`0.2` local store)",
     )  # fmt: skip
+    # -- team budgets (burst.admission)
+    ledger = Var(
+        "BURST_LEDGER", _text, "",
+        "the team ledger and budgets (`teams.yaml`): an object store URL, e.g. "
+        "`s3://<state bucket>/burst/ledger` on a cluster", shown="`<runs root>/ledger`",
+    )  # fmt: skip
     # -- preemption
     dist_timeout_s = Var(
         "BURST_DIST_TIMEOUT_S", _positive, 120.0,

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import sys
 
+from burst.admission.steps import admit_run
 from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument
-from burst.documents.provision import DecisionHashes, ProvisionAttempt
+from burst.documents.provision import Admission, DecisionHashes, ProvisionAttempt
 from burst.errors import BurstError, InfraError
 from burst.infra.provision import gate_candidates, provision
 from burst.obs.metrics import RunMetrics, exported
@@ -46,6 +47,8 @@ def run(ctx: StepContext) -> ProvisionDocument:
         allowed, previous.recovery if previous else None, current().recovery_event
     )
     ctx.fail_point("before")
+    # budget admission: reserve the planned cost before anything is rented (exit 3 if over)
+    entry = admit_run(ctx.spec, ctx.run_id, ctx.paths.root, placement.candidates)
     with exported(RunMetrics.for_job(ctx.run_id, ctx.spec), ctx.paths.dir, "provision") as m:
         try:
             doc = provision(
@@ -70,6 +73,7 @@ def run(ctx: StepContext) -> ProvisionDocument:
         update={
             "refused": refused,
             "placement": len(placement.record.history),
+            "admission": Admission.from_entry(entry),
             "recovery": strategy.placed(placement, doc.candidate, allowed),
             "decision": DecisionHashes(
                 spec_sha256=decision.spec_sha256 if decision else None,

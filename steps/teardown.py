@@ -1,5 +1,6 @@
 """teardown: destroy the run's infrastructure, found from the run id alone, then prove nothing
-is left (leak scan). It never reads provision's outputs: it must work whatever failed before.
+is left (leak scan), and settle the run's reservation in its team's ledger to what it used.
+It never reads provision's outputs: it must work whatever failed before.
 
 Exit 4 (LeakError) when anything remains, naming it. ``--fail-at teardown`` (BURST_FAIL_AT)
 fails the first two destroy attempts, which the retries must survive.
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import sys
 
+from burst.admission.steps import settle_run
 from burst.documents import TeardownDocument, produce
+from burst.documents.teardown import settlement_of
 from burst.errors import LeakError
 from burst.infra.ckptsync import confirm_checkpoint_sync
 from burst.infra.teardown import destroy_run, leak_scan
@@ -37,6 +40,9 @@ def run(ctx: StepContext) -> TeardownDocument:
     result["injected_failures"] = injected
     leaks = leak_scan(ctx.run_id, ctx.paths.terraform)
     result["leaks"] = leaks
+    settled = settle_run(ctx.spec, ctx.run_id, ctx.paths.root)  # the ledger: what was used
+    if settled is not None:
+        result["settlement"] = settlement_of(settled)
     metrics = RunMetrics.for_job(ctx.run_id, ctx.spec)
     metrics.set_leaked(len(leaks))
     export_from_env(metrics, ctx.paths.dir, "teardown")

@@ -105,6 +105,36 @@ class RecoveryRecord(Document):
     may_restart: bool = False
 
 
+class Admission(Document):
+    """The run's reservation in its team's ledger (``burst.admission``): its planned cost,
+    reserved before anything was rented; a requeue keeps it."""
+
+    team: str
+    ledger: str | None = None
+    reserved_usd: float = Field(ge=0)
+    reserved_gpu_hours: float = Field(ge=0)
+    compute_usd: float = Field(default=0.0, ge=0)
+    egress_usd: float = Field(default=0.0, ge=0)
+    storage_usd: float = Field(default=0.0, ge=0)
+    requeues: int = Field(default=0, ge=0)
+    at: float | None = None
+
+    @classmethod
+    def from_entry(cls, entry: Any, ledger: str | None = None) -> Admission:
+        """From a ``burst.admission.ledger.Entry`` (taken as a duck: no import upward)."""
+        return cls(
+            team=entry.team,
+            ledger=ledger,
+            reserved_usd=entry.reserved_usd,
+            reserved_gpu_hours=entry.reserved_gpu_hours,
+            compute_usd=entry.compute_usd,
+            egress_usd=entry.egress_usd,
+            storage_usd=entry.storage_usd,
+            requeues=entry.requeues,
+            at=entry.at,
+        )
+
+
 class ProvisionDocument(StepDocument):
     """The provision step's document (``status`` failed: written with the error, exit != 0)."""
 
@@ -130,3 +160,4 @@ class ProvisionDocument(StepDocument):
     )
     recovery: RecoveryRecord | None = None
     decision: DecisionHashes | None = None
+    admission: Admission | None = None

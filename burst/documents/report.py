@@ -10,8 +10,8 @@ from pydantic import Field
 
 from burst.documents.base import Detail, Document
 from burst.documents.plan import Candidate
-from burst.documents.provision import ProvisionAttempt
-from burst.documents.teardown import CheckpointSync, Leak
+from burst.documents.provision import Admission, ProvisionAttempt
+from burst.documents.teardown import CheckpointSync, Leak, Settlement
 from burst.documents.train import CheckpointInterval, RankFigures
 
 
@@ -142,6 +142,12 @@ class RunReport(Document):
     candidate: Candidate | None = None
     provision_attempts: list[ProvisionAttempt] = Field(default_factory=list)
     budget: BudgetLimits | None = None
+    reservation: Admission | None = Field(
+        default=None, description="The run's reservation in its team's ledger (provision)."
+    )
+    settlement: Settlement | None = Field(
+        default=None, description="That reservation settled to what the run used (teardown)."
+    )
     cost: dict[str, float] = Field(default_factory=dict, description="USD by component.")
     pricing: Pricing | None = None
     terraform_state: str | None = None

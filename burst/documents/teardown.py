@@ -3,6 +3,8 @@ first, and what the leak scan found (``burst.infra.teardown``, ``burst.infra.ckp
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field
 
 from burst.documents.base import Detail, Document, StepDocument
@@ -39,6 +41,31 @@ class Leak(Detail):
     id: str
 
 
+class Settlement(Document):
+    """The run's reservation settled to what it used (``burst.admission.admit.settle``)."""
+
+    team: str
+    reserved_usd: float
+    reserved_gpu_hours: float
+    actual_usd: float
+    actual_gpu_hours: float
+    requeues: int = 0
+    basis: str | None = None
+
+
+def settlement_of(entry: Any) -> dict[str, Any]:
+    """A settled ``burst.admission.ledger.Entry`` as the teardown document's section."""
+    return {
+        "team": entry.team,
+        "reserved_usd": entry.reserved_usd,
+        "reserved_gpu_hours": entry.reserved_gpu_hours,
+        "actual_usd": entry.actual_usd,
+        "actual_gpu_hours": entry.actual_gpu_hours,
+        "requeues": entry.requeues,
+        "basis": entry.basis,
+    }
+
+
 class TeardownDocument(StepDocument):
     """The teardown step's document (also written with exit 4 when something leaked)."""
 
@@ -51,3 +78,4 @@ class TeardownDocument(StepDocument):
     checkpoint_sync: CheckpointSync | None = None
     injected_failures: list[int] = Field(default_factory=list)
     leaks: list[Leak] = Field(default_factory=list)
+    settlement: Settlement | None = None

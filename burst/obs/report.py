@@ -218,6 +218,8 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
         "candidate": candidate,
         "provision_attempts": provision.attempts if provision else [],
         "budget": _budget(paths),
+        "reservation": provision.admission if provision else None,
+        "settlement": teardown.settlement if teardown else None,
         # USD by component, measured (the train step's rented hours at the plan's rate)
         "cost": {"compute": round(cost, 6)}
         if attempts

@@ -83,6 +83,20 @@ def render_text(view: RunView) -> str:
     if s["expected_cost_usd"]:
         text += f"; plan expected {usd(sum(s['expected_cost_usd'].values()))}"
     lines.append(text)
+    if s.get("ledger"):
+        res, done = s["ledger"]["reservation"], s["ledger"]["settlement"]
+        text = (
+            f"team {res['team']} ledger: reserved {usd(res['reserved_usd'])} "
+            f"({res['reserved_gpu_hours']:.1f} GPU-hours)"
+        )
+        if res.get("requeues"):
+            text += f", kept over {res['requeues']} requeue(s)"
+        text += (
+            "; not settled yet"
+            if done is None
+            else f"; settled {usd(done['actual_usd'])} ({done['actual_gpu_hours']:.3f} GPU-hours)"
+        )
+        lines.append(text)
 
     ck = "not recorded" if s["checkpoints"] is None else f"{s['checkpoints']} committed"
     if s["checkpoint_bytes"]:

@@ -210,6 +210,17 @@ class RunView:
         return _num(_dig(self.spec, "budget", "max_usd"))
 
     @property
+    def ledger(self) -> dict[str, Any] | None:
+        """The run's reservation in its team's ledger and its settlement (burst.admission)."""
+        if self.report is None or self.report.reservation is None:
+            return None
+        settled = self.report.settlement
+        return {
+            "reservation": self.report.reservation.model_dump(mode="json"),
+            "settlement": None if settled is None else settled.model_dump(mode="json"),
+        }
+
+    @property
     def rented_seconds(self) -> float:
         """From the start of provision to the end of teardown (the hardware exists then)."""
         rented = [s for s in self.steps if s.name in ("provision", "train", "teardown")]
@@ -342,6 +353,7 @@ class RunView:
             "cost_source": self.cost_source,
             "expected_cost_usd": {k: round(v, 4) for k, v in self.expected_cost.items()},
             "budget_usd": self.budget_usd,
+            "ledger": self.ledger,
             "preemptions": self.preemptions,
             "checkpoints": self.checkpoints,
             "checkpoint_bytes": self.checkpoint_bytes,

@@ -92,6 +92,8 @@ def test_only_allowed_candidates_are_attempted(
     assert doc["refused"][0]["region"] == "ap-southeast-1"
     assert "review" in doc["refused"][0]["reason"]
     assert doc["decision"]["spec_sha256"] == decision["spec_sha256"]
+    assert doc["admission"]["team"] == "ml-research"  # reserved in the ledger before renting
+    assert doc["admission"]["reserved_usd"] > 0
     teardown = subprocess.run(
         [
             sys.executable,
@@ -109,6 +111,31 @@ def test_only_allowed_candidates_are_attempted(
         check=False,
     )
     assert teardown.returncode == 0, teardown.stderr
+    from burst.admission.ledger import Ledger
+
+    settled = Ledger.open((runs_root / "ledger").as_uri()).entry("ml-research", "gate")
+    assert settled is not None and settled.state == "settled"
+    assert settled.actual_usd == 0  # it never trained: nothing charged
+
+
+def test_a_run_over_its_team_budget_is_refused_before_anything_is_rented(
+    runs_root: Path, quickstart_in: Path, candidates: list[Candidate], decision: dict[str, Any]
+) -> None:
+    from burst.admission.ledger import Ledger
+
+    ledger = Ledger.open((runs_root / "ledger").as_uri())
+    ledger.set_teams("teams:\n  ml-research:\n    day: {usd: 1}\n", "teams.yaml")
+    inputs = {"plan": _plan(candidates), "decision": decision}
+    code, _, err = _step(runs_root, quickstart_in, "poor", inputs)
+    assert code == 3, err
+    lines = [x for x in err.splitlines() if "team ml-research" in x]
+    assert len(lines) == 1 and "Traceback" not in err
+    assert "day budget has $1.00 of $1.00 left" in lines[0]
+    assert "run poor reserves $" in lines[0]
+    assert not (runs_root / "poor" / "terraform" / "main.tf").exists()
+    assert count_state_resources(runs_root / "poor" / "terraform" / "terraform.tfstate") == 0
+    refused = ledger.entry("ml-research", "poor")
+    assert refused is not None and refused.state == "refused"
 
 
 def test_failover_document_and_idempotent_rerun(
