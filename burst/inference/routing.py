@@ -230,18 +230,17 @@ def plan_request(
 
 
 def _leave_room(steps: list[Step], budget: float) -> list[Step]:
-    """Give each step a deadline that leaves its fallback's expected time in the budget (the
-    next step on another tier, or the cache), so a tier slowed past it is abandoned while the
-    fallback still fits. Where both cannot fit, the step keeps the whole budget: its fallback
-    could not have answered in time anyway."""
+    """Give each step a deadline that leaves its fallback's expected time (plus
+    ``FALLBACK_SLACK_MS``) in the budget, so a tier slowed past it is abandoned while the
+    fallback still fits. The fallback is the next step on a tier no earlier step used (waiting
+    again for a tier that just failed is no reason to cut a working step short). Where both
+    cannot fit, the step keeps the whole budget: its fallback could not have answered in time."""
     out: list[Step] = []
+    seen: set[str | None] = set()
     for i, step in enumerate(steps):
-        following = [
-            s
-            for s in steps[i + 1 :]
-            if s.action != "refuse" and (s.tier is None or s.tier != step.tier)
-        ]
-        room = budget - following[0].expected_ms - FALLBACK_SLACK_MS if following else budget
+        seen.add(step.tier)
+        fresh = [s for s in steps[i + 1 :] if s.action != "refuse" and s.tier not in seen]
+        room = budget - fresh[0].expected_ms - FALLBACK_SLACK_MS if fresh else budget
         out.append(replace(step, deadline_ms=room if room >= step.expected_ms else budget))
     return out
 

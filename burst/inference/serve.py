@@ -83,6 +83,7 @@ class TierServer:
         self.service_ms = compute_ms  # observed (EWMA), reported by /health
         self._lock = threading.Lock()  # the one "accelerator"
         self._count = threading.Lock()
+        self._started: float | None = None  # when the request being answered started
         self.alive = True
         server = self
 
@@ -128,11 +129,15 @@ class TierServer:
         return self.queue_limit if self.capacity is None else min(self.queue_limit, self.capacity)
 
     def health(self) -> dict[str, Any]:
+        # a request running longer than the observed service time is evidence too: a tier
+        # that slows down says so before its slow answers finish
+        started = self._started
+        running = (time.perf_counter() - started) * 1000.0 if started is not None else 0.0
         return {
             "healthy": True,
             "queue_depth": self.depth,
             "queue_limit": self.limit(),
-            "service_ms": self.service_ms,
+            "service_ms": max(self.service_ms, running),
         }
 
     def infer(self, x: list[list[float]]) -> list[list[float]] | None:
@@ -142,7 +147,7 @@ class TierServer:
             self.depth += 1
         try:
             with self._lock:
-                t0 = time.perf_counter()
+                t0 = self._started = time.perf_counter()
                 with torch.no_grad():
                     y = self.model(torch.tensor(x, dtype=torch.float32)).tolist()
                 pause = self.compute_ms + self.slow_ms - (time.perf_counter() - t0) * 1000.0
@@ -150,6 +155,7 @@ class TierServer:
                     time.sleep(pause / 1000.0)
                 took = (time.perf_counter() - t0) * 1000.0
                 self.service_ms = 0.8 * self.service_ms + 0.2 * took
+                self._started = None
             return y
         finally:
             with self._count:
