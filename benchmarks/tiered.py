@@ -33,7 +33,7 @@ QUICKSTART = REPO / "examples" / "quickstart.yaml"
 
 def train_quickstart(runs_root: Path, run_id: str) -> None:
     """The quickstart's train step, as the pipeline runs it (a real run, its store)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BURST_RUNS_ROOT": str(runs_root)}
     subprocess.run(
         [
             sys.executable,
