@@ -217,7 +217,7 @@ def plan_request(
         )
     else:
         skipped.append(Skip("queue", "no lawful tier can answer within the budget"))
-    steps = _leave_room(steps, budget)
+    steps = _leave_room(steps, budget, {t.name: t for t in tiers})
     refusal = (
         "no step answered within the budget"
         if steps
@@ -229,18 +229,27 @@ def plan_request(
     return plan
 
 
-def _leave_room(steps: list[Step], budget: float) -> list[Step]:
-    """Give each step a deadline that leaves its fallback's expected time (plus
-    ``FALLBACK_SLACK_MS``) in the budget, so a tier slowed past it is abandoned while the
-    fallback still fits. The fallback is the next step on a tier no earlier step used (waiting
-    again for a tier that just failed is no reason to cut a working step short). Where both
-    cannot fit, the step keeps the whole budget: its fallback could not have answered in time."""
+def _leave_room(steps: list[Step], budget: float, tiers: Mapping[str, TierState]) -> list[Step]:
+    """Give each step a deadline that leaves its fallback's time in the budget, so a tier
+    slowed past it is abandoned while the fallback still fits. The fallback is the next step on
+    a tier no earlier step used (waiting again for a tier that just failed is no reason to cut
+    a working step short); its time is its expected time, plus one service time for each
+    request queued on the failing tier (when a tier fails, those fail over with this one), plus
+    ``FALLBACK_SLACK_MS``. Where both cannot fit, the step keeps the whole budget: its fallback
+    could not have answered in time anyway."""
     out: list[Step] = []
     seen: set[str | None] = set()
     for i, step in enumerate(steps):
         seen.add(step.tier)
         fresh = [s for s in steps[i + 1 :] if s.action != "refuse" and s.tier not in seen]
-        room = budget - fresh[0].expected_ms - FALLBACK_SLACK_MS if fresh else budget
+        room = budget
+        if fresh:
+            fallback = fresh[0]
+            here = tiers.get(step.tier or "")
+            there = tiers.get(fallback.tier or "")
+            crowd = here.queue_depth if here is not None else 0
+            extra = crowd * there.service_ms if there is not None else 0.0
+            room = budget - fallback.expected_ms - extra - FALLBACK_SLACK_MS
         out.append(replace(step, deadline_ms=room if room >= step.expected_ms else budget))
     return out
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import random
 import statistics
 import threading
@@ -81,7 +82,10 @@ class TierServer:
         self.slow_ms = 0.0  # fault: added to every answer
         self.depth = 0
         self.service_ms = compute_ms  # observed (EWMA), reported by /health
-        self._lock = threading.Lock()  # the one "accelerator"
+        # the one "accelerator": a worker answering the queue in order
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._worker = threading.Thread(target=self._work, name=f"tier-{name}-worker", daemon=True)
+        self._worker.start()
         self._count = threading.Lock()
         self._started: float | None = None  # when the request being answered started
         self.alive = True
@@ -141,31 +145,50 @@ class TierServer:
         }
 
     def infer(self, x: list[list[float]]) -> list[list[float]] | None:
+        """Queue ``x`` for the tier's one worker (first come, first served) and wait for its
+        answer; None at once when the queue is full."""
         with self._count:
             if self.depth >= self.limit():
                 return None
             self.depth += 1
         try:
-            with self._lock:
-                t0 = self._started = time.perf_counter()
-                with torch.no_grad():
-                    y = self.model(torch.tensor(x, dtype=torch.float32)).tolist()
-                pause = self.compute_ms + self.slow_ms - (time.perf_counter() - t0) * 1000.0
-                if pause > 0:
-                    time.sleep(pause / 1000.0)
-                took = (time.perf_counter() - t0) * 1000.0
-                self.service_ms = 0.8 * self.service_ms + 0.2 * took
-                self._started = None
-            return y
+            job: _Job = _Job(x)
+            self._jobs.put(job)
+            job.done.wait()
+            return job.y
         finally:
             with self._count:
                 self.depth -= 1
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            t0 = self._started = time.perf_counter()
+            with torch.no_grad():
+                job.y = self.model(torch.tensor(job.x, dtype=torch.float32)).tolist()
+            pause = self.compute_ms + self.slow_ms - (time.perf_counter() - t0) * 1000.0
+            if pause > 0:
+                time.sleep(pause / 1000.0)
+            took = (time.perf_counter() - t0) * 1000.0
+            self.service_ms = 0.8 * self.service_ms + 0.2 * took
+            self._started = None
+            job.done.set()
 
     def kill(self) -> None:
         """The tier dies: its socket closes, new connections are refused."""
         self.alive = False
         self.httpd.shutdown()
         self.httpd.server_close()
+        self._jobs.put(None)
+
+
+@dataclass
+class _Job:
+    x: list[list[float]]
+    y: list[list[float]] | None = None
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -199,6 +222,9 @@ class Router:
 
     def __post_init__(self) -> None:
         self._states: dict[str, TierState] = {}
+        # requests this router has sent to each tier and not yet had back: counted at once,
+        # while the health poll sees them only at its next round
+        self._inflight: dict[str, int] = {t.name: 0 for t in self.tiers}
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.rtt = {pair: 2.0 * link.latency_ms for pair, link in self.emulator.links.items()}
@@ -237,7 +263,14 @@ class Router:
 
     def states(self) -> list[TierState]:
         with self._lock:
-            return list(self._states.values())
+            return [
+                replace(s, queue_depth=max(s.queue_depth, self._inflight[s.name]))
+                for s in self._states.values()
+            ]
+
+    def _sent(self, tier: str, delta: int) -> None:
+        with self._lock:
+            self._inflight[tier] += delta
 
     def close(self) -> None:
         self._stop.set()
@@ -272,6 +305,7 @@ class Router:
                 return Outcome(False, "deadline passed on the way")
             body = json.dumps({"x": [x]}).encode()
             req = urllib.request.Request(f"{tier.url}/infer", data=body, method="POST")
+            self._sent(tier.name, 1)
             try:
                 with urllib.request.urlopen(req, timeout=timeout) as r:
                     answer["y"] = json.loads(r.read())["y"][0]
@@ -279,6 +313,8 @@ class Router:
                 return Outcome(False, f"HTTP {exc.code}")
             except (OSError, ValueError) as exc:
                 return Outcome(False, type(exc).__name__)
+            finally:
+                self._sent(tier.name, -1)
             self.emulator.transfer(region, entry, RESPONSE_BYTES, "inference-response")
             if elapsed() > step.deadline_ms:
                 return Outcome(False, "answered after the step's deadline")

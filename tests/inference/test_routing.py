@@ -164,3 +164,12 @@ def test_unknown_data_key_is_refused() -> None:
     other = DataKey("health", "ID", EDGE)
     plan = plan_request(Request("r", other, BUDGET), FAULTS["none"], RESIDENCY, RTT)
     assert [s.action for s in plan.steps] == ["refuse"]
+
+
+def test_the_room_left_counts_those_queued_on_the_failing_tier() -> None:
+    """When a tier fails, the requests queued on it fail over too: the deadline leaves the
+    fallback one service time for each of them."""
+    busy = replace(EDGE_TIER, queue_depth=3)
+    plan = plan_request(Request("r", OPEN, BUDGET), (busy, HEAVY_TIER), RESIDENCY, RTT)
+    edge, heavy = plan.steps[0], plan.steps[1]
+    assert edge.deadline_ms == BUDGET - heavy.expected_ms - 3 * HEAVY_TIER.service_ms - FALLBACK_SLACK_MS
