@@ -28,6 +28,8 @@ Fidelity = Literal["standard", "high"]
 TierKind = Literal["distilled", "heavy"]
 Action = Literal["cache", "serve", "queue", "refuse"]
 
+# kept free for a fallback besides its expected time (the router's own work, jitter)
+FALLBACK_SLACK_MS = 20.0
 KIND_ORDER: dict[str, int] = {"distilled": 0, "heavy": 1}
 # which tiers may answer a request of each fidelity ("high": only the heavy model's answer)
 SERVES: dict[str, frozenset[str]] = {
@@ -228,14 +230,19 @@ def plan_request(
 
 
 def _leave_room(steps: list[Step], budget: float) -> list[Step]:
-    """Give each step a deadline that leaves its fallback's (the next step's) expected time in
-    the budget, so a tier slowed past it is abandoned while the fallback still fits (never
-    below the step's own expected time)."""
+    """Give each step a deadline that leaves its fallback's expected time in the budget (the
+    next step on another tier, or the cache), so a tier slowed past it is abandoned while the
+    fallback still fits. Where both cannot fit, the step keeps the whole budget: its fallback
+    could not have answered in time anyway."""
     out: list[Step] = []
     for i, step in enumerate(steps):
-        following = [s for s in steps[i + 1 :] if s.action != "refuse"]
-        room = budget - following[0].expected_ms if following else budget
-        out.append(replace(step, deadline_ms=max(step.expected_ms, room)))
+        following = [
+            s
+            for s in steps[i + 1 :]
+            if s.action != "refuse" and (s.tier is None or s.tier != step.tier)
+        ]
+        room = budget - following[0].expected_ms - FALLBACK_SLACK_MS if following else budget
+        out.append(replace(step, deadline_ms=room if room >= step.expected_ms else budget))
     return out
 
 

@@ -1,0 +1,14 @@
+"""The faults a serving run can inject (``burst serve --fault``, ``benchmarks/tiered.py``);
+``burst.inference.serve.apply_fault`` injects them. Import-light (the CLI's choices)."""
+
+from __future__ import annotations
+
+FAULTS = (
+    "none",
+    "distilled killed",
+    "distilled slowed past deadline",
+    "distilled queue full",
+    "heavy killed",
+    "heavy queue full",
+    "heavy region unreachable",
+)

@@ -1,0 +1,603 @@
+"""The tiers and the router on loopback (``burst serve``, ``benchmarks/tiered.py``).
+
+* ``TierServer``: one small HTTP server per tier (``http.server`` on 127.0.0.1, in this
+  process): ``POST /infer`` answers with the tier's model (one request at a time, as one
+  accelerator would: the others wait in its queue, up to ``queue_limit``, beyond which it answers
+  503), ``GET /health`` reports health, queue depth and observed service time. ``compute_ms``
+  adds an emulated model time per request (the quickstart's MLP answers in microseconds on a
+  CPU; a heavy model on a GPU does not). Faults: ``kill`` (the socket closes: connection
+  refused), ``slow_ms``, ``capacity`` 0 (queue full).
+* ``Router``: plans each request (``burst.inference.routing.plan_request``) from a snapshot of
+  the tiers' health (polled), the residency table and the cache; executes the plan
+  (``run_plan``): every crossing between regions goes through the link emulator
+  (``burst.regional.links.LinkEmulator``: one-way latency + bytes / bandwidth, slept), a region
+  marked unreachable answers nothing. It records, per request, every region its data was sent to.
+* ``LoadGenerator``: a fixed, seeded list of requests sent by a few threads; it stops when the
+  list is done.
+
+Loopback latencies are not cross-region latencies: only the emulated round trips (seed 002's
+link table) stand for the distance between regions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import statistics
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import torch
+from torch import nn
+
+from burst.inference.faults import FAULTS
+from burst.inference.residency import DataKey, Residency
+from burst.inference.routing import (
+    CacheEntry,
+    Fidelity,
+    Outcome,
+    Plan,
+    Request,
+    Routed,
+    Step,
+    TierKind,
+    TierState,
+    plan_request,
+    run_plan,
+)
+from burst.regional.links import LinkEmulator
+
+log = logging.getLogger(__name__)
+
+REQUEST_BYTES = 32 * 4 + 256  # the quickstart's 32 features as float32, plus the envelope
+RESPONSE_BYTES = 4 + 256
+
+
+class TierServer:
+    """One tier: its model behind an HTTP endpoint on loopback."""
+
+    def __init__(
+        self,
+        name: str,
+        kind: TierKind,
+        region: str,
+        model: nn.Module,
+        *,
+        compute_ms: float = 0.0,
+        queue_limit: int = 8,
+    ) -> None:
+        self.name, self.kind, self.region = name, kind, region
+        self.model = model.eval()
+        self.compute_ms = compute_ms
+        self.queue_limit = queue_limit
+        self.capacity: int | None = None  # fault: admit at most this many (0: queue full)
+        self.slow_ms = 0.0  # fault: added to every answer
+        self.depth = 0
+        self.service_ms = compute_ms  # observed (EWMA), reported by /health
+        self._lock = threading.Lock()  # the one "accelerator"
+        self._count = threading.Lock()
+        self.alive = True
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _reply(self, code: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the router gave up on this answer (its deadline passed)
+                    log.debug("tier %s: the caller left before the answer", server.name)
+
+            def do_GET(self) -> None:
+                self._reply(200, server.health())
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                answer = server.infer(body["x"])
+                if answer is None:
+                    self._reply(503, {"error": "queue full", "tier": server.name})
+                else:
+                    self._reply(200, {"y": answer, "tier": server.name})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever, name=f"tier-{name}", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def limit(self) -> int:
+        return self.queue_limit if self.capacity is None else min(self.queue_limit, self.capacity)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "healthy": True,
+            "queue_depth": self.depth,
+            "queue_limit": self.limit(),
+            "service_ms": self.service_ms,
+        }
+
+    def infer(self, x: list[list[float]]) -> list[list[float]] | None:
+        with self._count:
+            if self.depth >= self.limit():
+                return None
+            self.depth += 1
+        try:
+            with self._lock:
+                t0 = time.perf_counter()
+                with torch.no_grad():
+                    y = self.model(torch.tensor(x, dtype=torch.float32)).tolist()
+                pause = self.compute_ms + self.slow_ms - (time.perf_counter() - t0) * 1000.0
+                if pause > 0:
+                    time.sleep(pause / 1000.0)
+                took = (time.perf_counter() - t0) * 1000.0
+                self.service_ms = 0.8 * self.service_ms + 0.2 * took
+            return y
+        finally:
+            with self._count:
+                self.depth -= 1
+
+    def kill(self) -> None:
+        """The tier dies: its socket closes, new connections are refused."""
+        self.alive = False
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@dataclass
+class Record:
+    """What became of one request."""
+
+    id: str
+    data_class: str
+    origin: str
+    entry_region: str
+    fidelity: str
+    budget_ms: float
+    path: str  # "cache", "serve:<tier>", "queue:<tier>", "refuse"
+    latency_ms: float
+    met: bool  # answered within its budget
+    sent_to: list[str]  # every region the request's data was sent to (attempts included)
+    plan: str
+    cached: tuple[str, str] | None  # the cache entry seen at plan time (region, kind)
+    trail: list[str]
+
+
+@dataclass
+class Router:
+    tiers: Sequence[TierServer]
+    residency: Residency
+    emulator: LinkEmulator
+    health_interval_s: float = 0.02
+    unreachable: set[str] = field(default_factory=set)  # regions the network does not reach
+    cache: dict[tuple[str, str], tuple[Any, TierKind]] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._states: dict[str, TierState] = {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self.rtt = {pair: 2.0 * link.latency_ms for pair, link in self.emulator.links.items()}
+        self.poll()
+        self._poller = threading.Thread(target=self._poll_loop, name="router-health", daemon=True)
+        self._poller.start()
+
+    # -- what the router knows of the tiers ------------------------------------------------
+    def _probe(self, t: TierServer) -> TierState:
+        base = TierState(
+            t.name, t.kind, t.region, service_ms=t.compute_ms, queue_limit=t.queue_limit
+        )
+        if t.region in self.unreachable:
+            return replace(base, reachable=False, healthy=False)
+        try:
+            with urllib.request.urlopen(f"{t.url}/health", timeout=0.5) as r:
+                h = json.loads(r.read())
+        except (OSError, ValueError):
+            return replace(base, healthy=False)
+        return replace(
+            base,
+            healthy=bool(h["healthy"]),
+            queue_depth=int(h["queue_depth"]),
+            queue_limit=int(h["queue_limit"]),
+            service_ms=float(h["service_ms"]),
+        )
+
+    def poll(self) -> None:
+        states = {t.name: self._probe(t) for t in self.tiers}
+        with self._lock:
+            self._states = states
+
+    def _poll_loop(self) -> None:
+        while not self._stop.wait(self.health_interval_s):
+            self.poll()
+
+    def states(self) -> list[TierState]:
+        with self._lock:
+            return list(self._states.values())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._poller.join(timeout=2)
+
+    # -- one request ---------------------------------------------------------------------
+    def _tier(self, name: str | None) -> TierServer:
+        return next(t for t in self.tiers if t.name == name)
+
+    def handle(self, request: Request, x: list[float]) -> Record:
+        t0 = time.perf_counter()
+        entry = request.data.entry_region
+        hit = self.cache.get((entry, request.cache_key)) if request.cache_key else None
+        cached = CacheEntry(entry, hit[1]) if hit is not None else None
+        plan = plan_request(request, self.states(), self.residency, self.rtt, cached)
+        sent: list[str] = []
+        answer: dict[str, Any] = {}
+
+        def elapsed() -> float:
+            return (time.perf_counter() - t0) * 1000.0
+
+        def call(step: Step) -> Outcome:
+            tier = self._tier(step.tier)
+            region = tier.region
+            sent.append(region)  # the data leaves for this region, whatever happens next
+            if region in self.unreachable:
+                time.sleep(max(0.0, step.deadline_ms - elapsed()) / 1000.0)
+                return Outcome(False, f"{region} unreachable")
+            self.emulator.transfer(entry, region, REQUEST_BYTES, "inference-request")
+            timeout = (step.deadline_ms - elapsed()) / 1000.0
+            if timeout <= 0:
+                return Outcome(False, "deadline passed on the way")
+            body = json.dumps({"x": [x]}).encode()
+            req = urllib.request.Request(f"{tier.url}/infer", data=body, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=timeout) as r:
+                    answer["y"] = json.loads(r.read())["y"][0]
+            except urllib.error.HTTPError as exc:
+                return Outcome(False, f"HTTP {exc.code}")
+            except (OSError, ValueError) as exc:
+                return Outcome(False, type(exc).__name__)
+            self.emulator.transfer(region, entry, RESPONSE_BYTES, "inference-response")
+            if elapsed() > step.deadline_ms:
+                return Outcome(False, "answered after the step's deadline")
+            answer["kind"] = tier.kind
+            return Outcome(True)
+
+        def attempt(step: Step) -> Outcome:
+            if step.action == "cache":
+                if hit is None:
+                    return Outcome(False, "evicted")
+                answer["y"], answer["kind"] = hit
+                return Outcome(True)
+            if step.action == "serve":
+                return call(step)
+            # queue: wait until the tier has room while its round trip + service still fit
+            tier = self._tier(step.tier)
+            while elapsed() + step.expected_ms <= step.deadline_ms:
+                s = next((s for s in self.states() if s.name == tier.name), None)
+                if s is not None and s.healthy and s.reachable and s.queue_depth < s.queue_limit:
+                    return call(step)
+                time.sleep(0.005)
+            return Outcome(False, "no room before the deadline")
+
+        routed: Routed = run_plan(plan, attempt)
+        latency = elapsed()
+        if not routed.refused and request.cache_key and "kind" in answer:
+            self.cache[(entry, request.cache_key)] = (answer["y"], answer["kind"])
+        step = routed.served_by
+        path = step.action if step.action in ("cache", "refuse") else f"{step.action}:{step.tier}"
+        rec = Record(
+            id=request.id,
+            data_class=request.data.data_class,
+            origin=request.data.origin,
+            entry_region=entry,
+            fidelity=request.fidelity,
+            budget_ms=request.budget_ms,
+            path=path,
+            latency_ms=latency,
+            met=not routed.refused and latency <= request.budget_ms,
+            sent_to=sent,
+            plan=plan.describe(),
+            cached=(cached.region, cached.kind) if cached else None,
+            trail=[
+                f"{s.action}:{s.tier or '-'} {'ok' if o.ok else o.detail}" for s, o in routed.trail
+            ],
+        )
+        with self._lock:
+            self.records.append(rec)
+        return rec
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    requests: int = 60
+    concurrency: int = 4
+    seed: int = 32
+    entry_region: str = "ap-southeast-1"
+    origin: str = "SG"
+    classes: tuple[str, ...] = ("internal", "personal")
+    high_fidelity_share: float = 0.25
+    budgets_ms: tuple[float, ...] = (150.0, 400.0, 1000.0)
+    repeat_share: float = 0.2  # requests that repeat an earlier cache key
+
+
+def make_load(spec: LoadSpec, features: int = 32) -> list[tuple[Request, list[float]]]:
+    """A fixed, seeded list of requests (the same list for every scenario)."""
+    rng = random.Random(spec.seed)
+    out: list[tuple[Request, list[float]]] = []
+    keys: list[tuple[str, str, list[float]]] = []
+    for i in range(spec.requests):
+        if keys and rng.random() < spec.repeat_share:
+            key, data_class, x = rng.choice(keys)
+        else:
+            data_class = rng.choice(spec.classes)
+            x = [rng.gauss(0.0, 1.0) for _ in range(features)]
+            key = f"k{i}"
+            keys.append((key, data_class, x))
+        fidelity: Fidelity = "high" if rng.random() < spec.high_fidelity_share else "standard"
+        req = Request(
+            id=f"r{i:04d}",
+            data=DataKey(data_class, spec.origin, spec.entry_region),
+            budget_ms=rng.choice(spec.budgets_ms),
+            fidelity=fidelity,
+            cache_key=key,
+        )
+        out.append((req, x))
+    return out
+
+
+def run_load(
+    router: Router, load: Sequence[tuple[Request, list[float]]], concurrency: int
+) -> list[Record]:
+    """Send ``load`` through ``router`` from ``concurrency`` threads; returns when all are done."""
+    queue = list(reversed(load))
+    lock = threading.Lock()
+    out: list[Record] = []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                req, x = queue.pop()
+            rec = router.handle(req, x)
+            with lock:
+                out.append(rec)
+
+    threads = [threading.Thread(target=worker, name=f"load-{i}") for i in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sorted(out, key=lambda r: r.id)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, round(q / 100.0 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def summarize(records: Sequence[Record]) -> dict[str, Any]:
+    paths: dict[str, list[float]] = {}
+    for r in records:
+        paths.setdefault(r.path, []).append(r.latency_ms)
+    admitted = [r for r in records if r.path != "refuse"]
+    return {
+        "requests": len(records),
+        "refused": len(records) - len(admitted),
+        "deadline_met_share_of_admitted": (sum(r.met for r in admitted) / len(admitted))
+        if admitted
+        else None,
+        "latency_ms": {
+            p: {"n": len(v), "p50": percentile(v, 50), "p99": percentile(v, 99)}
+            for p, v in sorted(paths.items())
+        },
+        "overall_ms": {
+            "p50": percentile([r.latency_ms for r in admitted], 50),
+            "p99": percentile([r.latency_ms for r in admitted], 99),
+            "mean": statistics.fmean([r.latency_ms for r in admitted]) if admitted else None,
+        },
+    }
+
+
+def residency_breaches(records: Sequence[Record], residency: Residency) -> list[Record]:
+    """Requests whose data was sent (served or only attempted) to a region the preflight does
+    not allow for it."""
+    return [
+        r
+        for r in records
+        if not set(r.sent_to)
+        <= residency.allowed(DataKey(r.data_class, r.origin, "ap-southeast-1"))
+    ]
+
+
+# -- a deployment: the tiers of a run, the router, the faults ---------------------------------
+
+EDGE_REGION = "ap-southeast-1"  # where the users' requests enter (Singapore)
+GPU_REGION = "me-central-1"  # where the heavy model runs (the GPU-rich region)
+
+
+@dataclass(frozen=True)
+class TierPlacement:
+    name: str  # the tier's name in the tiers document (burst distill)
+    kind: TierKind
+    region: str
+    compute_ms: float  # emulated model time per request
+    queue_limit: int = 8
+
+
+DEFAULT_PLACEMENT = (
+    TierPlacement("distilled-int8", "distilled", EDGE_REGION, compute_ms=5.0),
+    TierPlacement("heavy", "heavy", GPU_REGION, compute_ms=30.0),
+)
+
+
+def apply_fault(fault: str, tiers: Sequence[TierServer], router: Router) -> list[TierState]:
+    """Inject ``fault`` and return the true state of the tiers under it (what the policy
+    would plan from if it knew the fault at once)."""
+    if fault not in FAULTS:
+        raise ValueError(f"unknown fault {fault!r}: one of {', '.join(FAULTS)}")
+    truth = {
+        t.name: TierState(t.name, t.kind, t.region, t.compute_ms, queue_limit=t.queue_limit)
+        for t in tiers
+    }
+    if fault != "none":
+        target_kind, _, what = fault.partition(" ")
+        tier = next(t for t in tiers if t.kind == target_kind)
+        now = truth[tier.name]
+        if what == "killed":
+            tier.kill()
+            truth[tier.name] = replace(now, healthy=False)
+        elif what == "slowed past deadline":
+            tier.slow_ms = 2000.0
+            truth[tier.name] = replace(now, service_ms=tier.compute_ms + tier.slow_ms)
+        elif what == "queue full":
+            tier.capacity = 0
+            truth[tier.name] = replace(now, queue_limit=0)
+        else:  # region unreachable
+            router.unreachable.add(tier.region)
+            truth[tier.name] = replace(now, reachable=False, healthy=False)
+    router.poll()
+    return list(truth.values())
+
+
+def expected_path(plan: Plan, fault: str, tiers: Sequence[TierServer]) -> str:
+    """The step the policy names under ``fault``: the first step of the plan made from the
+    true state that the fault leaves able to answer (the faulted tier answers nothing)."""
+    dead = set()
+    if fault != "none":
+        kind = fault.partition(" ")[0]
+        dead = {t.name for t in tiers if t.kind == kind}
+    for step in plan.steps:
+        if step.action == "cache":
+            return "cache"
+        if step.action == "refuse":
+            return "refuse"
+        if step.tier not in dead:
+            return f"{step.action}:{step.tier}"
+    return "refuse"
+
+
+def rtt_of(emulator: LinkEmulator) -> dict[frozenset[str], float]:
+    return {pair: 2.0 * link.latency_ms for pair, link in emulator.links.items()}
+
+
+@dataclass
+class Scenario:
+    fault: str
+    records: list[Record]
+    matrix: dict[str, Any]
+    summary: dict[str, Any]
+    breaches: int
+
+
+def run_scenario(
+    fault: str,
+    models: Mapping[str, nn.Module],
+    placement: Sequence[TierPlacement],
+    residency: Residency,
+    emulator: LinkEmulator,
+    load: Sequence[tuple[Request, list[float]]],
+    concurrency: int,
+) -> Scenario:
+    """Fresh tiers and router, ``fault`` injected, the load sent; the fallback matrix (each
+    request's path against the step the policy names under the fault) and residency."""
+    tiers = [
+        TierServer(
+            p.name,
+            p.kind,
+            p.region,
+            models[p.name],
+            compute_ms=p.compute_ms,
+            queue_limit=p.queue_limit,
+        )
+        for p in placement
+    ]
+    router = Router(tiers, residency, emulator)
+    try:
+        truth = apply_fault(fault, tiers, router)
+        log.info("scenario %s: %d requests", fault, len(load))
+        records = run_load(router, load, concurrency)
+    finally:
+        router.close()
+        for t in tiers:
+            if t.alive:
+                t.kill()
+    requests = {req.id: req for req, _ in load}
+    rtt = rtt_of(emulator)
+    landed = 0
+    misses: list[dict[str, str]] = []
+    for r in records:
+        cached = CacheEntry(r.cached[0], r.cached[1]) if r.cached else None  # type: ignore[arg-type]
+        plan = plan_request(requests[r.id], truth, residency, rtt, cached)
+        want = expected_path(plan, fault, tiers)
+        if want == r.path:
+            landed += 1
+        else:
+            misses.append(
+                {
+                    "id": r.id,
+                    "expected": want,
+                    "got": r.path,
+                    "plan": r.plan,
+                    "trail": "; ".join(r.trail),
+                }
+            )
+    breaches = residency_breaches(records, residency)
+    return Scenario(
+        fault=fault,
+        records=records,
+        matrix={"requests": len(records), "landed_as_named": landed, "misses": misses[:10]},
+        summary=summarize(records),
+        breaches=len(breaches),
+    )
+
+
+def deployment(
+    job: Any,
+    run_id: str,
+    *,
+    runs_root: Any = None,
+    placement: Sequence[TierPlacement] = DEFAULT_PLACEMENT,
+    provider: str = "aws",
+    load_spec: LoadSpec | None = None,
+) -> tuple[dict[str, nn.Module], Residency, LinkEmulator, list[tuple[Request, list[float]]]]:
+    """What a local serving run needs: the tiers' models restored from the run's store, the
+    residency table from the preflight's rules, the link emulator and the load."""
+    from burst.inference.distill import load_tier, read_tiers
+    from burst.inference.residency import inference_residency
+    from burst.plan.crossregion import SEED_002_LINKS
+
+    torch.set_num_threads(1)  # see burst.inference.distill: small models, one thread
+    doc = read_tiers(job, run_id, runs_root)
+    models = {p.name: load_tier(job, doc, p.name) for p in placement}
+    spec = load_spec or LoadSpec()
+    regions = sorted({p.region for p in placement})
+    keys = [DataKey(c, spec.origin, spec.entry_region) for c in spec.classes]
+    residency = inference_residency(job, keys, regions, provider)
+    links = {
+        frozenset((a, b)): SEED_002_LINKS["cross_continent"]
+        for a in [*regions, spec.entry_region]
+        for b in [*regions, spec.entry_region]
+        if a != b
+    }
+    return models, residency, LinkEmulator(links), make_load(spec)
