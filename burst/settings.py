@@ -356,8 +356,9 @@ class Settings:
     # -- team budgets (burst.admission)
     ledger = Var(
         "BURST_LEDGER", _text, "",
-        "the team ledger and budgets (`teams.yaml`): an object store URL, e.g. "
-        "`s3://<state bucket>/burst/ledger` on a cluster", shown="`<runs root>/ledger`",
+        "the team ledger and budgets (`teams.yaml`): an object store URL",
+        shown="`s3://<aws state bucket>/burst/ledger` when `BURST_TF_STATE_BUCKET` names one, "
+        "else `<runs root>/ledger`",
     )  # fmt: skip
     # -- preemption
     dist_timeout_s = Var(

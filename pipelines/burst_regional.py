@@ -75,6 +75,7 @@ from pipelines.common import (
     STEP_REQUESTS,
     STEPS_IMAGE,
     TRAINER_IMAGE,
+    kueue_labels,
     pod_settings,
     team_parameters,
     team_settings,
@@ -144,6 +145,7 @@ def _role(role: str, image: str, *, stable: bool) -> Container:
         resources=m.ResourceRequirements.model_validate(
             train_resources() if gpu else {"requests": STEP_REQUESTS}
         ),
+        labels=kueue_labels() if gpu else None,  # Kueue: the team's queue, the priority
         # the region's own identity (its stack's pod role), for main and Argo's wait alike
         service_account_name=REGION_SERVICE_ACCOUNT,
         pod_spec_patch=(

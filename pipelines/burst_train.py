@@ -50,6 +50,7 @@ from pipelines.common import (
     STEP_REQUESTS,
     STEPS_IMAGE,
     TRAINER_IMAGE,
+    kueue_labels,
     pod_settings,
     team_parameters,
     team_settings,
@@ -293,6 +294,7 @@ def build() -> WorkflowTemplate:
             extra_inputs=("node-selector", "tolerations"),
             stable=False,
             resources=train_resources(),
+            labels=kueue_labels(),  # Kueue's pod integration: the team's queue, the priority
             active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
             # the run's own identity (its checkpoint role), for main and Argo's wait
             # container alike: its projected token (no executor.serviceAccountName, which

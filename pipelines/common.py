@@ -22,6 +22,25 @@ REAPER_SERVICE_ACCOUNT: Final = "burst-reaper"
 EXECUTOR_ROLE: Final = "burst-executor"
 GPU_QUOTA_CONFIGMAP: Final = "burst-gpu-quota"  # one key per team: how many runs at once
 
+#: Kueue's pod integration (deploy/kueue; Kueue pkg/controller/constants and
+#: pkg/controller/jobs/pod/constants): a pod with the queue label is gated until its
+#: workload is admitted in that LocalQueue (one per team, named after it); the priority
+#: class label names a WorkloadPriorityClass (burst-<priority>); gang pods name their group
+#: (label) and its size (annotation), and the group is admitted whole.
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
+KUEUE_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
+KUEUE_GROUP_COUNT_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
+
+
+def kueue_labels() -> dict[str, str]:
+    """The labels that put a train pod in its team's Kueue LocalQueue at its priority."""
+    return {
+        KUEUE_QUEUE_LABEL: "{{workflow.parameters.team}}",
+        KUEUE_PRIORITY_LABEL: "burst-{{workflow.parameters.priority}}",
+    }
+
+
 RUNS_VOLUME: Final = "burst-runs"
 RUNS_MOUNT: Final = "/var/lib/burst/runs"
 SPEC_PATH: Final = "/tmp/inputs/spec.yaml"
@@ -106,6 +125,12 @@ def team_parameters() -> list[Any]:
             name="team",
             value="default",
             description="team: the GPU quota semaphore key and a cost label",
+        ),
+        Parameter(
+            name="priority",
+            value="normal",
+            description="priority band (low, normal, high, critical): the train pods' Kueue "
+            "WorkloadPriorityClass burst-<priority>",
         ),
         Parameter(name="cost-centre", value="unassigned", description="cost label"),
         Parameter(name="owner", value="unknown", description="cost label"),

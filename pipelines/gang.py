@@ -14,12 +14,15 @@ from typing import Any
 import yaml
 
 from pipelines.common import (
+    KUEUE_GROUP_COUNT_ANNOTATION,
+    KUEUE_GROUP_LABEL,
     OUTPUTS_DIR,
     RESTRICTED_CONTAINER,
     RUN_AS_USER,
     RUN_SERVICE_ACCOUNT,
     RUNS_MOUNT,
     RUNS_VOLUME,
+    kueue_labels,
 )
 from pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
 
@@ -46,7 +49,16 @@ def _trainer_command() -> list[str]:
 def volcano_job() -> dict[str, Any]:
     """The Volcano Job (batch.volcano.sh/v1alpha1) the ``train-gang`` template creates."""
     pod = {
-        "metadata": {"labels": {"burst.dev/run-id": "{{workflow.name}}"}},
+        "metadata": {
+            # Kueue's pod integration: the gang is one pod group, admitted whole
+            "labels": {
+                "burst.dev/run-id": "{{workflow.name}}",
+                **kueue_labels(),
+                KUEUE_GROUP_LABEL: "{{workflow.name}}-train",
+            },
+            # an annotation is a string: an expression, so the quotes stay (UNQUOTED)
+            "annotations": {KUEUE_GROUP_COUNT_ANNOTATION: "{{=workflow.parameters.nodes}}"},
+        },
         "spec": {
             "serviceAccountName": RUN_SERVICE_ACCOUNT,
             "restartPolicy": "Never",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 
+from burst.admission.ledger import ledger_url
 from burst.admission.steps import admit_run
 from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument
 from burst.documents.provision import Admission, DecisionHashes, ProvisionAttempt
@@ -73,7 +74,7 @@ def run(ctx: StepContext) -> ProvisionDocument:
         update={
             "refused": refused,
             "placement": len(placement.record.history),
-            "admission": Admission.from_entry(entry),
+            "admission": Admission.from_entry(entry, ledger_url(ctx.paths.root)),
             "recovery": strategy.placed(placement, doc.candidate, allowed),
             "decision": DecisionHashes(
                 spec_sha256=decision.spec_sha256 if decision else None,

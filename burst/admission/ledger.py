@@ -1,8 +1,9 @@
 """The per-team ledger: one small JSON entry per run, in an object store, and a team lock.
 
-Where: ``BURST_LEDGER`` (an object store URL: ``s3://<state bucket>/burst/ledger`` on a
-cluster, where the run leases and the Terraform state already are), else ``<runs
-root>/ledger`` (a local directory, one machine). Layout::
+Where: ``BURST_LEDGER`` (an object store URL), else the aws stack's Terraform state bucket
+(``BURST_TF_STATE_BUCKET``: ``s3://<bucket>/burst/ledger``, beside the runs' state and
+heartbeats; the provision and teardown pods already have it), else ``<runs root>/ledger``
+(a local directory, one machine). Layout::
 
     teams.yaml                      the budgets (burst.admission.budgets)
     <team>/runs/<run-id>.json       the run's entry: reservation, settlement, state
@@ -123,9 +124,20 @@ def team_key(team: str) -> str:
 
 
 def ledger_url(runs_root: Path) -> str:
+    """``BURST_LEDGER``; else, where the aws stack keeps its Terraform state
+    (``BURST_TF_STATE_BUCKET``, as the run heartbeats do): ``s3://<bucket>/burst/ledger``;
+    else ``<runs root>/ledger``."""
+    from burst.infra.workspace import per_stack
     from burst.settings import current
 
-    return current().ledger or (runs_root / "ledger").resolve().as_uri()
+    settings = current()
+    if settings.ledger:
+        return settings.ledger
+    bucket = per_stack(settings.tf_state_bucket, "aws")
+    if bucket:
+        region = per_stack(settings.tf_state_region, "aws")
+        return f"s3://{bucket}/burst/ledger" + (f"?region={region}" if region else "")
+    return (runs_root / "ledger").resolve().as_uri()
 
 
 class Ledger:

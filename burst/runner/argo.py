@@ -124,6 +124,7 @@ def spec_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
     return {
         "spec": spec_text,
         "team": job.team,
+        "priority": str(job.priority),  # the train pods' Kueue WorkloadPriorityClass
         "cost-centre": job.cost_centre,
         "owner": job.owner,
         "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
@@ -183,6 +184,7 @@ def regional_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
         "regions": json.dumps(list(rs.regions or [])),
         "aggregation-region": str(rs.aggregation_region),
         "team": job.team,  # the GPU quota semaphore's key (deploy/gpu-quota.yaml)
+        "priority": str(job.priority),
         "cost-centre": job.cost_centre,
         "owner": job.owner,
         "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),

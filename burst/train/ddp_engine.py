@@ -15,6 +15,7 @@ world size wrote it (rank 0 chooses which one, every rank loads that one), so a 
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import torch
@@ -134,4 +135,12 @@ class DDPEngine:
         return weights_sha256(self.setup.model)
 
     def close(self) -> None:
-        return None
+        """Drop DDP before the loop destroys the process group (``Ranks.close``). DDP's
+        reducer holds a reference to the group; were it the last one, freeing the reducer
+        later (the engine going out of scope) would run the gloo group's destructor with the
+        GIL held, joining gloo's worker threads while one of them waits for the GIL to free a
+        finished collective's tensors: a rank hung at exit, its GPU still billed (torch 2.13;
+        examples/programs/dcp_two_ranks.py hung so about once in a dozen runs under load)."""
+        if getattr(self, "ddp", None) is not None:
+            del self.ddp
+            gc.collect()

@@ -20,6 +20,7 @@ content-addressed chunks, manifest-last commit, no local copy) and resumes from 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -46,6 +47,20 @@ def batch(step: int, rank: int, world: int, size: int) -> tuple[torch.Tensor, to
     g = torch.Generator().manual_seed(1000 * step + rank)
     x = torch.randn(size // world, 16, generator=g)
     return x, x.sum(dim=1, keepdim=True).sin()
+
+
+def leave() -> int:
+    """Every rank done, then the process group destroyed. The caller drops its
+    DistributedDataParallel first: DDP's reducer holds a reference to the process group, and
+    were it the last one, freeing the reducer (when main returns) would run the gloo group's
+    destructor with the GIL held, which joins gloo's worker threads while one of them waits
+    for the GIL to free a finished collective's tensors: a deadlock at exit (torch 2.13, seen
+    about once in a dozen runs under load). Dropped before destroy_process_group, the group's
+    last reference is torch's own, released without the GIL."""
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
 
 
 def main() -> int:
@@ -124,9 +139,8 @@ def main() -> int:
             save(step)
             if rank == 0:
                 print(f"notice: saved step {step}, exiting", flush=True)
-            dist.barrier()
-            dist.destroy_process_group()
-            return 0
+            del ddp  # before leave(): see there
+            return leave()
         if step % args.save_every == 0 or step == args.steps:
             save(step)
         left = args.step_seconds - (time.monotonic() - t0)
@@ -139,11 +153,8 @@ def main() -> int:
             h.update(t.detach().contiguous().view(torch.uint8).numpy().tobytes())
         doc = {"step": step, "weights_sha256": h.hexdigest(), "resumed_from": resume}
         args.final_out.write_text(json.dumps(doc))
-    # every rank is done (rank 0's result written) before any leaves: a rank that reaches
-    # destroy_process_group alone, its peer gone, can hang there (gloo)
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    del ddp  # before leave(): see there
+    return leave()
 
 
 if __name__ == "__main__":

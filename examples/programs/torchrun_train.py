@@ -14,6 +14,7 @@ the next step every rank agrees on and exits 0.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import signal
 import time
@@ -36,6 +37,20 @@ def batch(step: int, rank: int, world: int, size: int) -> tuple[torch.Tensor, to
     x = torch.randn(size // world, 16, generator=g)
     y = x.sum(dim=1, keepdim=True).sin()
     return x, y
+
+
+def leave() -> int:
+    """Every rank done, then the process group destroyed. The caller drops its
+    DistributedDataParallel first: DDP's reducer holds a reference to the process group, and
+    were it the last one, freeing the reducer (when main returns) would run the gloo group's
+    destructor with the GIL held, which joins gloo's worker threads while one of them waits
+    for the GIL to free a finished collective's tensors: a deadlock at exit (torch 2.13, seen
+    about once in a dozen runs under load). Dropped before destroy_process_group, the group's
+    last reference is torch's own, released without the GIL."""
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
 
 
 def main() -> int:
@@ -95,15 +110,15 @@ def main() -> int:
             save(step)
             if rank == 0:
                 print(f"notice: saved step {step}, exiting", flush=True)
-            dist.destroy_process_group()
-            return 0
+            del ddp  # before leave(): see there
+            return leave()
         if step % args.save_every == 0 or step == args.steps:
             save(step)
         left = args.step_seconds - (time.monotonic() - t0)
         if left > 0:
             time.sleep(left)
-    dist.destroy_process_group()
-    return 0
+    del ddp  # before leave(): see there
+    return leave()
 
 
 if __name__ == "__main__":

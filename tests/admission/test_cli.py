@@ -61,3 +61,28 @@ def test_a_bad_teams_file_is_one_line_exit_2(
     result = burst_cli(["budget", "--set", str(bad)])
     assert result.returncode == 2
     assert "teams.a.fortnight" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_queue_simulate_prints_the_table_writes_the_report_and_refuses_bad_traces(
+    burst_cli: BurstCli, tmp_path: Path
+) -> None:
+    trace = tmp_path / "trace.yaml"
+    trace.write_text(
+        "flavors: [{name: s, capacity: spot, gpus: 8, usd_per_gpu_hour: 1}]\n"
+        "teams: {a: {semaphore: 2, budget_usd: 100}}\n"
+        "generate: {runs: 12, hours: 6, teams: {a: 1}}\n"
+    )
+    out = tmp_path / "queue.json"
+    result = burst_cli(
+        ["queue", "simulate", "--trace", str(trace), "--seed", "1", "--out", str(out)]
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| priority inversions |" in result.stdout and "goals:" in result.stdout
+    report = json.loads(out.read_text())
+    assert set(report["policies"]) == {"fifo-semaphore", "priority", "burst"}
+    assert report["trace"]["seed"] == 1 and report["trace"]["runs"] == 12
+    trace.write_text("flavors: [{name: s, capacity: reserved, gpus: 8, usd_per_gpu_hour: 1}]\n"
+                     "teams: {a: {}}\n")  # fmt: skip
+    bad = burst_cli(["queue", "simulate", "--trace", str(trace)])
+    assert bad.returncode == 2 and "capacity must be spot or on_demand" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -166,3 +166,18 @@ def test_bad_budgets_are_one_line_naming_the_field() -> None:
 def test_team_names_become_one_safe_key_segment() -> None:
     assert team_key("ml-research") == "ml-research"
     assert "/" not in team_key("a/b c") and team_key("a/b c") != team_key("a_b c")
+
+
+def test_the_ledger_lives_beside_the_aws_state_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from burst.admission.ledger import ledger_url
+
+    for var in ("BURST_LEDGER", "BURST_TF_STATE_BUCKET", "BURST_TF_STATE_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    assert ledger_url(tmp_path) == (tmp_path / "ledger").resolve().as_uri()
+    monkeypatch.setenv("BURST_TF_STATE_BUCKET", "aws=tf-state,gcp=g")
+    monkeypatch.setenv("BURST_TF_STATE_REGION", "ap-southeast-1")
+    assert ledger_url(tmp_path) == "s3://tf-state/burst/ledger?region=ap-southeast-1"
+    monkeypatch.setenv("BURST_LEDGER", "s3://other/ledger")
+    assert ledger_url(tmp_path) == "s3://other/ledger"

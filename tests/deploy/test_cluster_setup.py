@@ -22,15 +22,21 @@ def _text() -> str:
 
 def test_every_applied_kustomization_renders_and_validates() -> None:
     dirs = re.findall(r"kubectl apply -k (\S+)", _text())
-    assert dirs == ["deploy/controller", "deploy/device-plugin", "deploy/volcano", "deploy/"]
+    assert dirs == [
+        "deploy/controller",
+        "deploy/device-plugin",
+        "deploy/volcano",
+        "deploy/",
+        "deploy/kueue",
+    ]
     for d in dirs:
         k = yaml.safe_load((REPO / d / "kustomization.yaml").read_text())
         for rel in k["resources"]:
             for obj in yaml.safe_load_all((REPO / d / rel).read_text()):
                 if not obj or obj["apiVersion"].startswith(
-                    ("argoproj.io", "kyverno.io", "scheduling.volcano.sh")
+                    ("argoproj.io", "kyverno.io", "scheduling.volcano.sh", "kueue.x-k8s.io")
                 ):
-                    continue  # CRDs: test_deploy_bundle.py, test_scheduling.py
+                    continue  # CRDs: test_deploy_bundle.py, test_scheduling.py, test_kueue.py
                 obj.setdefault("metadata", {})
                 if obj["kind"] != "Namespace" and "namespace" in k:
                     obj["metadata"]["namespace"] = k["namespace"]

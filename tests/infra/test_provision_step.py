@@ -94,6 +94,7 @@ def test_only_allowed_candidates_are_attempted(
     assert doc["decision"]["spec_sha256"] == decision["spec_sha256"]
     assert doc["admission"]["team"] == "ml-research"  # reserved in the ledger before renting
     assert doc["admission"]["reserved_usd"] > 0
+    assert doc["admission"]["ledger"] == (runs_root / "ledger").resolve().as_uri()
     teardown = subprocess.run(
         [
             sys.executable,

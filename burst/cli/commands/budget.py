@@ -29,7 +29,7 @@ def open_ledger(url: str | None) -> Any:
 def _amount(x: float | None, unit: str) -> str:
     if x is None:
         return "no limit"
-    return f"${x:,.2f}" if unit == "usd" else f"{x:,.1f} GPU-hours"
+    return f"${x:,.2f}" if unit == "usd" else f"{x:,.2f} GPU-hours"
 
 
 def window_line(w: dict[str, Any]) -> str:
