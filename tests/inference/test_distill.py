@@ -3,14 +3,17 @@ test_tiers_e2e.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
-from conftest import QUICKSTART
 
 from burst.errors import BadInputError
 from burst.inference.distill import int8_state, load_int8, load_student_builder, quantize
 from burst.spec import load_spec
 from burst.train.example import build_student
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
 
 
 def test_int8_weights_round_trip_through_plain_tensors() -> None:

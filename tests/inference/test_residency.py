@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from conftest import QUICKSTART
+from pathlib import Path
 
 from burst.inference.residency import DataKey, inference_residency
 from burst.inference.routing import Request, TierState, plan_request
 from burst.spec import load_spec
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
 
 EDGE, HEAVY = "ap-southeast-1", "me-central-1"
 

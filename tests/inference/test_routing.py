@@ -172,4 +172,7 @@ def test_the_room_left_counts_those_queued_on_the_failing_tier() -> None:
     busy = replace(EDGE_TIER, queue_depth=3)
     plan = plan_request(Request("r", OPEN, BUDGET), (busy, HEAVY_TIER), RESIDENCY, RTT)
     edge, heavy = plan.steps[0], plan.steps[1]
-    assert edge.deadline_ms == BUDGET - heavy.expected_ms - 3 * HEAVY_TIER.service_ms - FALLBACK_SLACK_MS
+    assert (
+        edge.deadline_ms
+        == BUDGET - heavy.expected_ms - 3 * HEAVY_TIER.service_ms - FALLBACK_SLACK_MS
+    )

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import QUICKSTART, REPO
 
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = REPO / "examples" / "quickstart.yaml"
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
