@@ -126,8 +126,11 @@ def plan_request(
     residency: Residency,
     rtt: Mapping[frozenset[str], float],
     cached: CacheEntry | None = None,
+    *,
+    log_decision: bool = True,
 ) -> Plan:
-    """The ordered plan for ``request``; the last step is always ``refuse``."""
+    """The ordered plan for ``request``; the last step is always ``refuse``. The decision is
+    logged with its reasons (``log_decision=False``: a what-if plan, not a routing decision)."""
     budget = request.budget_ms
     entry = request.data.entry_region
     allowed = residency.allowed(request.data)
@@ -225,7 +228,8 @@ def plan_request(
     )
     steps.append(Step("refuse", None, None, 0.0, budget, refusal))
     plan = Plan(request, tuple(steps), tuple(skipped))
-    log.info("route %s: %s", request.id, plan.describe())
+    if log_decision:
+        log.info("route %s: %s", request.id, plan.describe())
     return plan
 
 

@@ -590,7 +590,7 @@ def run_scenario(
     misses: list[dict[str, str]] = []
     for r in records:
         cached = CacheEntry(r.cached[0], r.cached[1]) if r.cached else None  # type: ignore[arg-type]
-        plan = plan_request(requests[r.id], truth, residency, rtt, cached)
+        plan = plan_request(requests[r.id], truth, residency, rtt, cached, log_decision=False)
         want = expected_path(plan, fault, tiers)
         if want == r.path:
             landed += 1

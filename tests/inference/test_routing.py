@@ -5,6 +5,7 @@ preflight gives for these keys is checked in test_residency.py)."""
 from __future__ import annotations
 
 import itertools
+import logging
 from dataclasses import replace
 
 import pytest
@@ -176,3 +177,15 @@ def test_the_room_left_counts_those_queued_on_the_failing_tier() -> None:
         edge.deadline_ms
         == BUDGET - heavy.expected_ms - 3 * HEAVY_TIER.service_ms - FALLBACK_SLACK_MS
     )
+
+
+def test_every_decision_is_logged_with_its_reasons(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="burst.inference.routing")
+    plan = plan_request(Request("r7", KEPT, BUDGET, "high"), FAULTS["none"], RESIDENCY, RTT)
+    run_plan(plan, lambda s: Outcome(False, "down"))
+    text = caplog.text
+    assert "route r7: refuse" in text and "XFER-NO-SAFEGUARD" in text  # the plan, with why
+    assert "route r7: refused (no lawful tier can answer within the budget)" in text
+    caplog.clear()
+    plan_request(Request("r8", OPEN, BUDGET), FAULTS["none"], RESIDENCY, RTT, log_decision=False)
+    assert "r8" not in caplog.text  # a what-if plan is not a decision
