@@ -25,7 +25,7 @@ from typing import Any
 
 from harness import REPO, machine_note, write_results
 
-from burst.inference.faults import FAULTS
+from burst.inference.faults import FAULTS, TRITON_FAULTS
 
 RESULTS = REPO / "benchmarks" / "results" / "tiered.json"
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
@@ -54,6 +54,47 @@ def train_quickstart(runs_root: Path, run_id: str) -> None:
     )
 
 
+def triton_scenarios(
+    args: argparse.Namespace, models: Any, residency: Any, emulator: Any, load: Any
+) -> dict[str, Any]:
+    """The same load with the tiers served by NVIDIA Triton (one process per tier, the tier's
+    TorchScript export), under the faults a Triton tier supports here."""
+    from burst.inference.serve import (
+        DEFAULT_PLACEMENT,
+        TritonEngine,
+        export_torchscript,
+        run_scenario,
+    )
+
+    out: dict[str, Any] = {"python": args.triton_python, "scenarios": {}}
+    with tempfile.TemporaryDirectory(prefix="burst-tiers-") as scratch:
+        engine = TritonEngine(
+            args.triton_python, export_torchscript(models, Path(scratch)), tuple(args.triton_path)
+        )
+        for fault in TRITON_FAULTS:
+            sc = run_scenario(
+                fault,
+                models,
+                DEFAULT_PLACEMENT,
+                residency,
+                emulator,
+                load,
+                args.concurrency,
+                engine,
+            )
+            out["scenarios"][fault] = {
+                **sc.summary,
+                "matrix": sc.matrix,
+                "residency_breaches": sc.breaches,
+            }
+            print(
+                f"triton, {fault}: landed {sc.matrix['landed_as_named']}/"
+                f"{sc.matrix['requests']}, breaches {sc.breaches}",
+                flush=True,
+            )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -64,6 +105,12 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--quick", action="store_true", help="30 requests a scenario")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument(
+        "--triton-python",
+        help="also serve the tiers with NVIDIA Triton: the Python of an environment with "
+        "nvidia-pytriton and torch (the faults a Triton tier supports)",
+    )
+    ap.add_argument("--triton-path", action="append", default=[], help="import path for it")
     args = ap.parse_args()
 
     import torch
@@ -110,6 +157,9 @@ def main() -> None:
                     f"breaches {sc.breaches}, met {sc.summary['deadline_met_share_of_admitted']}",
                     flush=True,
                 )
+            triton: dict[str, Any] | None = None
+            if args.triton_python:
+                triton = triton_scenarios(args, models, residency, emulator, load)
     heavy, student, int8 = (tiers.tier(n) for n in ("heavy", "distilled", "distilled-int8"))
     admitted_met = [
         s["deadline_met_share_of_admitted"]
@@ -170,6 +220,7 @@ def main() -> None:
             "int8_latency_ratio_in_process": int8.latency_ms_p50 / heavy.latency_ms_p50,
             "heldout_samples": tiers.heldout_samples,
         },
+        "triton": triton,
         "goals": {
             "deadline_met_share_of_admitted": ">= 1.0",
             "fallback_matrix_share": ">= 1.0",

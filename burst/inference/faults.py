@@ -12,3 +12,7 @@ FAULTS = (
     "heavy queue full",
     "heavy region unreachable",
 )
+
+# what a Triton tier can be made to suffer here (a process killed, a region cut off); slowing
+# or filling a Triton tier is not wired (the loopback servers do it)
+TRITON_FAULTS = ("none", "distilled killed", "heavy killed", "heavy region unreachable")

@@ -21,11 +21,16 @@ link table) stand for the distance between regions.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import queue
 import random
+import signal
+import socket
 import statistics
+import subprocess
 import threading
 import time
 import urllib.error
@@ -33,11 +38,13 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
+from burst.errors import InfraError
 from burst.inference.faults import FAULTS
 from burst.inference.residency import DataKey, Residency
 from burst.inference.routing import (
@@ -107,7 +114,7 @@ class TierServer:
                     log.debug("tier %s: the caller left before the answer", server.name)
 
             def do_GET(self) -> None:
-                self._reply(200, server.health())
+                self._reply(200, server.health_doc())
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -132,7 +139,7 @@ class TierServer:
     def limit(self) -> int:
         return self.queue_limit if self.capacity is None else min(self.queue_limit, self.capacity)
 
-    def health(self) -> dict[str, Any]:
+    def health_doc(self) -> dict[str, Any]:
         # a request running longer than the observed service time is evidence too: a tier
         # that slows down says so before its slow answers finish
         started = self._started
@@ -176,6 +183,17 @@ class TierServer:
             self._started = None
             job.done.set()
 
+    # -- what the router calls (over HTTP, as it would call a remote tier) -----------------
+    def probe(self, timeout: float) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.url}/health", timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def ask(self, x: list[float], timeout: float) -> list[float]:
+        body = json.dumps({"x": [x]}).encode()
+        req = urllib.request.Request(f"{self.url}/infer", data=body, method="POST")
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read())["y"][0]
+
     def kill(self) -> None:
         """The tier dies: its socket closes, new connections are refused."""
         self.alive = False
@@ -210,9 +228,134 @@ class Record:
     trail: list[str]
 
 
+class ServedTier(Protocol):
+    """What the router needs of a tier, whatever serves it (a loopback server, Triton)."""
+
+    name: str
+    kind: TierKind
+    region: str
+    compute_ms: float
+    queue_limit: int
+    alive: bool
+
+    def probe(self, timeout: float) -> dict[str, Any]: ...
+
+    def ask(self, x: list[float], timeout: float) -> list[float]: ...
+
+    def kill(self) -> None: ...
+
+
+class TritonTier:
+    """One tier served by NVIDIA Triton in a process of its own (``burst.inference.triton_tier``
+    run by ``python``, an environment with nvidia-pytriton and torch), from the tier's
+    TorchScript export. Health: ``/v2/health/ready``; queue depth: the metric
+    ``nv_inference_pending_request_count``; ``kill`` kills its process group (Triton's server
+    binary included): connections are refused."""
+
+    def __init__(
+        self,
+        name: str,
+        kind: TierKind,
+        region: str,
+        export: Path,
+        *,
+        python: str,
+        path: Sequence[str] = (),
+        compute_ms: float = 0.0,
+        queue_limit: int = 8,
+        start_timeout_s: float = 180.0,
+    ) -> None:
+        self.name, self.kind, self.region = name, kind, region
+        self.compute_ms, self.queue_limit = compute_ms, queue_limit
+        self.model_name = name.replace("-", "_")
+        http, grpc, metrics = _free_ports(3)
+        self.url = f"http://127.0.0.1:{http}"
+        self.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
+        script = Path(__file__).with_name("triton_tier.py")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+        cmd = [
+            python, str(script), "--model", str(export), "--name", self.model_name,
+            "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
+            "--compute-ms", str(compute_ms),
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+            start_new_session=True,  # its own process group: kill() reaches tritonserver too
+        )  # fmt: skip
+        self.alive = True
+        ready = threading.Event()
+        threading.Thread(target=self._read, args=(ready,), daemon=True).start()
+        if not ready.wait(start_timeout_s):
+            self.kill()
+            raise InfraError(f"Triton tier {name} did not become ready in {start_timeout_s:.0f} s")
+        # Triton's first inference of a model is slow (its python backend's first call):
+        # warm it up before it counts, as a deployment's readiness probe would
+        try:
+            for _ in range(3):
+                self.ask([0.0] * 32, timeout=60.0)
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            self.kill()
+            raise InfraError(f"Triton tier {name} does not answer: {exc}") from None
+
+    def _read(self, ready: threading.Event) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip() == "ready":
+                ready.set()
+
+    def probe(self, timeout: float) -> dict[str, Any]:
+        with urllib.request.urlopen(f"{self.url}/v2/health/ready", timeout=timeout) as r:
+            healthy = r.status == 200
+        with urllib.request.urlopen(self.metrics_url, timeout=timeout) as r:
+            text = r.read().decode()
+        pending = 0
+        for line in text.splitlines():
+            if (
+                line.startswith("nv_inference_pending_request_count{")
+                and f'model="{self.model_name}"' in line
+            ):
+                pending = int(float(line.rsplit(" ", 1)[1]))
+        return {
+            "healthy": healthy,
+            "queue_depth": pending,
+            "queue_limit": self.queue_limit,
+            "service_ms": self.compute_ms,
+        }
+
+    def ask(self, x: list[float], timeout: float) -> list[float]:
+        body = json.dumps(
+            {"inputs": [{"name": "x", "shape": [1, len(x)], "datatype": "FP32", "data": x}]}
+        ).encode()
+        url = f"{self.url}/v2/models/{self.model_name}/infer"
+        req = urllib.request.Request(
+            url, data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            out = json.loads(r.read())["outputs"][0]["data"]
+        return [float(v) for v in out]
+
+    def kill(self) -> None:
+        if self.alive:
+            self.alive = False
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s_ in socks:
+            s_.bind(("127.0.0.1", 0))
+        return [s_.getsockname()[1] for s_ in socks]
+    finally:
+        for s_ in socks:
+            s_.close()
+
+
 @dataclass
 class Router:
-    tiers: Sequence[TierServer]
+    tiers: Sequence[ServedTier]
     residency: Residency
     emulator: LinkEmulator
     health_interval_s: float = 0.02
@@ -233,16 +376,15 @@ class Router:
         self._poller.start()
 
     # -- what the router knows of the tiers ------------------------------------------------
-    def _probe(self, t: TierServer) -> TierState:
+    def _probe(self, t: ServedTier) -> TierState:
         base = TierState(
             t.name, t.kind, t.region, service_ms=t.compute_ms, queue_limit=t.queue_limit
         )
         if t.region in self.unreachable:
             return replace(base, reachable=False, healthy=False)
         try:
-            with urllib.request.urlopen(f"{t.url}/health", timeout=0.5) as r:
-                h = json.loads(r.read())
-        except (OSError, ValueError):
+            h = t.probe(0.5)
+        except (OSError, ValueError, KeyError):
             return replace(base, healthy=False)
         return replace(
             base,
@@ -277,7 +419,7 @@ class Router:
         self._poller.join(timeout=2)
 
     # -- one request ---------------------------------------------------------------------
-    def _tier(self, name: str | None) -> TierServer:
+    def _tier(self, name: str | None) -> ServedTier:
         return next(t for t in self.tiers if t.name == name)
 
     def handle(self, request: Request, x: list[float]) -> Record:
@@ -303,15 +445,12 @@ class Router:
             timeout = (step.deadline_ms - elapsed()) / 1000.0
             if timeout <= 0:
                 return Outcome(False, "deadline passed on the way")
-            body = json.dumps({"x": [x]}).encode()
-            req = urllib.request.Request(f"{tier.url}/infer", data=body, method="POST")
             self._sent(tier.name, 1)
             try:
-                with urllib.request.urlopen(req, timeout=timeout) as r:
-                    answer["y"] = json.loads(r.read())["y"][0]
+                answer["y"] = tier.ask(x, timeout)
             except urllib.error.HTTPError as exc:
                 return Outcome(False, f"HTTP {exc.code}")
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, KeyError, IndexError) as exc:
                 return Outcome(False, type(exc).__name__)
             finally:
                 self._sent(tier.name, -1)
@@ -493,7 +632,7 @@ DEFAULT_PLACEMENT = (
 )
 
 
-def apply_fault(fault: str, tiers: Sequence[TierServer], router: Router) -> list[TierState]:
+def apply_fault(fault: str, tiers: Sequence[ServedTier], router: Router) -> list[TierState]:
     """Inject ``fault`` and return the true state of the tiers under it (what the policy
     would plan from if it knew the fault at once)."""
     if fault not in FAULTS:
@@ -509,12 +648,17 @@ def apply_fault(fault: str, tiers: Sequence[TierServer], router: Router) -> list
         if what == "killed":
             tier.kill()
             truth[tier.name] = replace(now, healthy=False)
-        elif what == "slowed past deadline":
-            tier.slow_ms = 2000.0
-            truth[tier.name] = replace(now, service_ms=tier.compute_ms + tier.slow_ms)
-        elif what == "queue full":
-            tier.capacity = 0
-            truth[tier.name] = replace(now, queue_limit=0)
+        elif what in ("slowed past deadline", "queue full"):
+            if not isinstance(tier, TierServer):
+                raise ValueError(
+                    f"fault {fault!r} needs the loopback engine (Triton: killed, unreachable)"
+                )
+            if what == "queue full":
+                tier.capacity = 0
+                truth[tier.name] = replace(now, queue_limit=0)
+            else:
+                tier.slow_ms = 2000.0
+                truth[tier.name] = replace(now, service_ms=tier.compute_ms + tier.slow_ms)
         else:  # region unreachable
             router.unreachable.add(tier.region)
             truth[tier.name] = replace(now, reachable=False, healthy=False)
@@ -522,7 +666,7 @@ def apply_fault(fault: str, tiers: Sequence[TierServer], router: Router) -> list
     return list(truth.values())
 
 
-def expected_path(plan: Plan, fault: str, tiers: Sequence[TierServer]) -> str:
+def expected_path(plan: Plan, fault: str, tiers: Sequence[ServedTier]) -> str:
     """The step the policy names under ``fault``: the first step of the plan made from the
     true state that the fault leaves able to answer (the faulted tier answers nothing)."""
     dead = set()
@@ -552,6 +696,69 @@ class Scenario:
     breaches: int
 
 
+@dataclass(frozen=True)
+class TritonEngine:
+    """Serve the tiers with Triton: ``python`` has nvidia-pytriton and torch (``path``: extra
+    import paths for it); ``exports`` maps a tier to its TorchScript file
+    (``export_torchscript``)."""
+
+    python: str
+    exports: Mapping[str, Path]
+    path: tuple[str, ...] = ()
+
+
+def export_torchscript(
+    models: Mapping[str, nn.Module], where: Path, features: int = 32
+) -> dict[str, Path]:
+    """Each tier's model traced to TorchScript (what Triton's process loads)."""
+    where.mkdir(parents=True, exist_ok=True)
+    out = {}
+    sample = torch.zeros(1, features)
+    for name, model in models.items():
+        path = where / f"{name}.pt"
+        with torch.no_grad():
+            torch.jit.trace(model.eval(), sample).save(str(path))
+        out[name] = path
+    return out
+
+
+def _start_tiers(
+    models: Mapping[str, nn.Module], placement: Sequence[TierPlacement], triton: TritonEngine | None
+) -> list[ServedTier]:
+    tiers: list[ServedTier] = []
+    try:
+        for p in placement:
+            if triton is None:
+                tiers.append(
+                    TierServer(
+                        p.name,
+                        p.kind,
+                        p.region,
+                        models[p.name],
+                        compute_ms=p.compute_ms,
+                        queue_limit=p.queue_limit,
+                    )
+                )
+            else:
+                tiers.append(
+                    TritonTier(
+                        p.name,
+                        p.kind,
+                        p.region,
+                        triton.exports[p.name],
+                        python=triton.python,
+                        path=triton.path,
+                        compute_ms=p.compute_ms,
+                        queue_limit=p.queue_limit,
+                    )
+                )
+    except BaseException:
+        for t in tiers:
+            t.kill()
+        raise
+    return tiers
+
+
 def run_scenario(
     fault: str,
     models: Mapping[str, nn.Module],
@@ -560,20 +767,12 @@ def run_scenario(
     emulator: LinkEmulator,
     load: Sequence[tuple[Request, list[float]]],
     concurrency: int,
+    triton: TritonEngine | None = None,
 ) -> Scenario:
-    """Fresh tiers and router, ``fault`` injected, the load sent; the fallback matrix (each
-    request's path against the step the policy names under the fault) and residency."""
-    tiers = [
-        TierServer(
-            p.name,
-            p.kind,
-            p.region,
-            models[p.name],
-            compute_ms=p.compute_ms,
-            queue_limit=p.queue_limit,
-        )
-        for p in placement
-    ]
+    """Fresh tiers (loopback servers, or Triton processes) and router, ``fault`` injected, the
+    load sent; the fallback matrix (each request's path against the step the policy names
+    under the fault) and residency."""
+    tiers = _start_tiers(models, placement, triton)
     router = Router(tiers, residency, emulator)
     try:
         truth = apply_fault(fault, tiers, router)

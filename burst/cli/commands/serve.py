@@ -43,6 +43,25 @@ from burst.inference.faults import FAULTS
     help="Also write the records and summary here.",
 )
 @click.option(
+    "--engine",
+    type=click.Choice(("loopback", "triton")),
+    default="loopback",
+    show_default=True,
+    help="What serves the tiers: small HTTP servers in this process, or NVIDIA Triton "
+    "(one process per tier; faults: none, killed, heavy region unreachable).",
+)
+@click.option(
+    "--triton-python",
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --engine triton: the Python of an environment with nvidia-pytriton and torch.",
+)
+@click.option(
+    "--triton-path",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="With --engine triton: a directory to add to that Python's import path (repeatable).",
+)
+@click.option(
     "--runs-root",
     type=click.Path(file_okay=False, path_type=Path),
     help="Where run directories live (default $BURST_RUNS_ROOT or ./runs).",
@@ -54,6 +73,9 @@ def command(
     concurrency: int,
     fault: str,
     json_file: Path | None,
+    engine: str,
+    triton_python: str | None,
+    triton_path: tuple[str, ...],
     runs_root: Path | None,
 ) -> None:
     """Serve a run's tiers on loopback: the int8 distilled model in the users' region
@@ -62,17 +84,46 @@ def command(
     adding each region's round trip), and a seeded load generator that stops after REQUESTS.
     Prints latency per path, the share of admitted requests that met their deadline, whether
     each request landed where the policy names under the fault, and residency breaches."""
+    import tempfile
     from dataclasses import asdict
 
-    from burst.inference.serve import DEFAULT_PLACEMENT, LoadSpec, deployment, run_scenario
+    from burst.errors import BadInputError
+    from burst.inference.faults import TRITON_FAULTS
     from burst.spec import load_spec
 
+    if engine == "triton":  # bad input first: nothing loaded, nothing started
+        if triton_python is None:
+            raise BadInputError(
+                "--engine triton needs --triton-python PYTHON (nvidia-pytriton and torch)"
+            )
+        if fault not in TRITON_FAULTS:
+            raise BadInputError(
+                f"--fault {fault!r} needs --engine loopback (Triton: {', '.join(TRITON_FAULTS)})"
+            )
     job = load_spec(spec)
+
+    from burst.inference.serve import (
+        DEFAULT_PLACEMENT,
+        LoadSpec,
+        TritonEngine,
+        deployment,
+        export_torchscript,
+        run_scenario,
+    )
+
     root = runs_root.resolve() if runs_root else None
     models, residency, emulator, load = deployment(
         job, run_id, runs_root=root, load_spec=LoadSpec(requests=requests)
     )
-    sc = run_scenario(fault, models, DEFAULT_PLACEMENT, residency, emulator, load, concurrency)
+    with tempfile.TemporaryDirectory(prefix="burst-tiers-") as scratch:
+        triton = None
+        if engine == "triton":
+            assert triton_python is not None
+            exports = export_torchscript(models, Path(scratch))
+            triton = TritonEngine(triton_python, exports, tuple(triton_path))
+        sc = run_scenario(
+            fault, models, DEFAULT_PLACEMENT, residency, emulator, load, concurrency, triton
+        )
     click.echo(
         f"fault: {fault}; {sc.summary['requests']} requests, {sc.summary['refused']} refused"
     )
