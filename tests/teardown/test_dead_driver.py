@@ -20,6 +20,7 @@ import pytest
 
 from burst.infra.terraform import count_state_resources
 from burst.lease import TRAINER_KEY
+from tests.conftest import BurstCli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -28,13 +29,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 LEASE = {"BURST_LEASE_TTL_S": "8", "BURST_STEP_PACE_S": "0.02"}
 
 
-def _reap(burst_cmd: list[str], runs_root: Path, env: dict[str, str]) -> dict:  # type: ignore[type-arg]
-    proc = subprocess.run(
-        [*burst_cmd, "reap", "--yes", "--json", "--runs-root", str(runs_root)],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+def _reap(burst_cli: BurstCli, runs_root: Path) -> dict:  # type: ignore[type-arg]
+    """One pass of the reaper, in this process (a pass every half second: an interpreter
+    start-up each would cost more than the pass)."""
+    proc = burst_cli(["reap", "--yes", "--json", "--runs-root", str(runs_root)], env=LEASE)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)  # type: ignore[no-any-return]
 
@@ -45,7 +43,7 @@ def _trainer_records(store: Path) -> list[dict]:  # type: ignore[type-arg]
 
 
 def test_runner_killed_during_train_is_reaped_after_its_heartbeats_lapse(
-    runs_root: Path, tmp_path: Path, quickstart_in: Path, burst_cmd: list[str]
+    runs_root: Path, tmp_path: Path, quickstart_in: Path, burst_cmd: list[str], burst_cli: BurstCli
 ) -> None:
     spec = tmp_path / "long.yaml"
     spec.write_text(
@@ -72,7 +70,7 @@ def test_runner_killed_during_train_is_reaped_after_its_heartbeats_lapse(
 
     verdicts: list[str] = []
     for n in range(200):  # the reaper's schedule, compressed: at once, then every 0.5 s
-        doc = _reap(burst_cmd, runs_root, env)
+        doc = _reap(burst_cli, runs_root)
         if n == 0:  # the orphan still trains: resuming now is refused, in one line
             refused = subprocess.run(
                 [*burst_cmd, "resume", "dd", "--runs-root", str(runs_root)],
