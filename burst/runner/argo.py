@@ -198,10 +198,29 @@ def regional_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
     return params
 
 
+#: The team names the train pods' Kueue LocalQueue (label kueue.x-k8s.io/queue-name, which
+#: Kueue's pod webhook refuses unless it is a DNS-1123 subdomain: jobframework
+#: ValidateQueueName) and is a label value (at most 63 characters): lowercase letters,
+#: digits, '-' and '.', alphanumeric at both ends (docs/reference/walk-kueue.md S4).
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_QUEUE_NAME = re.compile(rf"^(?=.{{1,63}}$){_DNS_LABEL}(\.{_DNS_LABEL})*$")
+
+
+def _queue_name(team: str) -> str:
+    if not _QUEUE_NAME.match(team):
+        raise BadInputError(
+            f"team {clip(team, 80)!r} cannot name a Kueue LocalQueue, which the train pods "
+            "are labelled with: use at most 63 lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit"
+        )
+    return team
+
+
 def build_workflow(spec_file: Path) -> dict[str, Any]:
     """The Workflow object ``burst submit`` sends (a dict in Argo's JSON shape): burst-train,
     or burst-regional for a ``strategy: regional-sync`` spec."""
     job = load_spec(spec_file)
+    _queue_name(job.team)  # refused before anything is submitted, let alone rented
     text = spec_file.read_text(encoding="utf-8")
     regional = job.training.strategy == "regional-sync"
     params = regional_parameters(job, text) if regional else workflow_parameters(job, text)

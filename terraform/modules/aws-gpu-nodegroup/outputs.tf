@@ -10,7 +10,13 @@ output "on_demand_node_group_name" {
 
 output "node_selector" {
   description = "Node selector the train step uses to land on this run's nodes."
-  value       = { "accelerator" = var.accelerator, "burst/run-id" = var.run_id }
+  # burst/capacity too (not with an on-demand floor, whose pods may land on either group):
+  # Kueue picks a ResourceFlavor by the pod's selector and pins the pod to its nodeLabels
+  # (deploy/kueue, docs/reference/walk-kueue.md S1)
+  value = merge(
+    { "accelerator" = var.accelerator, "burst/run-id" = var.run_id },
+    var.capacity_type == "SPOT" && var.on_demand_floor > 0 ? {} : { "burst/capacity" = lower(var.capacity_type) },
+  )
 }
 
 output "tolerations" {

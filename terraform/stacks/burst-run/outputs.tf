@@ -13,7 +13,8 @@ output "node_group_name" {
 
 output "node_selector" {
   description = "Node selector of the train step's pods."
-  value       = try(module.nodegroup.node_selector, null)
+  # the region too: Kueue's ResourceFlavors name it (docs/reference/walk-kueue.md S1)
+  value = try(merge(module.nodegroup.node_selector, { "topology.kubernetes.io/region" = var.region }), null)
 }
 
 output "tolerations" {

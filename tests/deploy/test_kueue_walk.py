@@ -1,0 +1,152 @@
+"""What the walk of burst's Kueue artifacts through Kueue's source found
+(docs/reference/walk-kueue.md; kubernetes-sigs/kueue ff69552e79ad21652c36caa97038382e55625cf7,
+v0.20.0-devel-377). Each test models one rule of Kueue's code on burst's own files, so it needs
+no cluster; the ones marked xfail(strict) are surprises that are still open: they fail today
+and turn the suite red (XPASS) the day burst fixes them, so the mark must go then."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipelines.common import KUEUE_GROUP_LABEL
+from pipelines.gang import volcano_job
+
+REPO = Path(__file__).resolve().parents[2]
+KUEUE = REPO / "deploy" / "kueue"
+NODEGROUP_OUTPUTS = REPO / "terraform" / "modules" / "aws-gpu-nodegroup" / "outputs.tf"
+
+
+def _docs(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((KUEUE / name).read_text()) if d]
+
+
+STACK_OUTPUTS = REPO / "terraform" / "stacks" / "burst-run" / "outputs.tf"
+
+
+def _selector(capacity: str, flavor_labels: dict[str, str]) -> dict[str, str]:
+    """The node selector a train pod gets on nodes that carry ``flavor_labels`` (the node
+    group's ``node_selector`` output, merged by the burst-run stack, passed to the pods as
+    ``inputs.parameters.node-selector``), read from the two outputs.tf: which keys it names
+    for a candidate of ``capacity`` (spot, on_demand, spot_with_floor)."""
+    module = NODEGROUP_OUTPUTS.read_text()
+    block = module[module.index('output "node_selector"') :]
+    block = block[: block.index("\n}\n")]
+    keys = set(re.findall(r'"([a-z0-9./-]+)"\s*=', block))
+    floor_drops_capacity = "var.on_demand_floor > 0 ? {}" in block
+    if capacity == "spot_with_floor" and floor_drops_capacity:
+        keys.discard("burst/capacity")
+    stack = STACK_OUTPUTS.read_text()
+    stack = stack[stack.index('output "node_selector"') :]
+    stack = stack[: stack.index("\n}\n")]
+    keys |= set(re.findall(r'"([a-z0-9./-]+)"\s*=\s*var\.region', stack))
+    node = {**flavor_labels, "burst/run-id": "r1"}
+    return {k: node[k] for k in keys if k in node}
+
+
+def _flavor_matches(flavor_labels: dict[str, str], node_selector: dict[str, str]) -> bool:
+    """Kueue's flavorassigner.flavorSelector + Match: the pod's nodeSelector, restricted to the
+    keys of the flavor's own nodeLabels, must match those labels."""
+    return all(node_selector[k] == v for k, v in flavor_labels.items() if k in node_selector)
+
+
+def test_kueue_admits_a_train_pod_under_the_flavor_of_the_nodes_burst_provisioned() -> None:
+    """walk-kueue S1: with a selector of accelerator and burst/run-id only, Kueue took the
+    first flavor with quota (spot, ap-southeast-1) whatever region and capacity burst rented,
+    and pinned the pod there with that flavor's nodeLabels: a pod that never schedules."""
+    flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"] for f in _docs("flavors.yaml")}
+    for name, labels in flavors.items():
+        capacity = labels["burst/capacity"]
+        selector = _selector(capacity, labels)
+        matching = [n for n, fl in flavors.items() if _flavor_matches(fl, selector)]
+        assert matching == [name], f"nodes of {name}: Kueue may pick any of {matching}"
+        if capacity == "spot":
+            # spot with an on-demand floor: the pod may land on either group of the region,
+            # so Kueue may pick either flavor of that region (and pins the pod to it)
+            floor = _selector("spot_with_floor", labels)
+            both = [n for n, fl in flavors.items() if _flavor_matches(fl, floor)]
+            assert both == [name, name.replace("-spot", "-ondemand")]
+
+
+def _reachable_gpus(team: str) -> dict[str, int]:
+    """Kueue's quota rule per flavor for one podset: at most nominalQuota + borrowingLimit of
+    the team's ClusterQueue, and never more than the cohort's nominal quota of the flavor."""
+    queues = {q["metadata"]["name"]: q for q in _docs("clusterqueues.yaml")}
+
+    def gpu(q: dict[str, Any]) -> dict[str, tuple[int, int | None]]:
+        out = {}
+        for rg in q["spec"]["resourceGroups"]:
+            for f in rg["flavors"]:
+                for r in f["resources"]:
+                    if r["name"] == "nvidia.com/gpu":
+                        out[f["name"]] = (int(r["nominalQuota"]), r.get("borrowingLimit"))
+        return out
+
+    cohort: dict[str, int] = {}
+    for q in queues.values():
+        for f, (nominal, _) in gpu(q).items():
+            cohort[f] = cohort.get(f, 0) + nominal
+    out = {}
+    for f, (nominal, limit) in gpu(queues[team]).items():
+        own = nominal + limit if limit is not None else cohort[f]
+        out[f] = min(own, cohort[f])
+    return out
+
+
+def test_every_team_can_admit_one_full_train_node_in_some_flavor() -> None:
+    """A single train pod asks for every GPU of its node (8 on an H100 node): each team must
+    reach 8 GPUs of one flavor, or its pods stay gated for ever (Kueue: "couldn't assign
+    flavors"). The bound for a gang is in docs/queue.md (walk-kueue S3)."""
+    for team in (q["metadata"]["name"] for q in _docs("clusterqueues.yaml")):
+        reachable = _reachable_gpus(team)
+        assert max(reachable.values()) >= 8, f"{team}: {reachable}"
+    # the bound docs/queue.md states for the largest gang a team can ever be admitted with
+    assert max(_reachable_gpus("default").values()) == 16
+    assert max(_reachable_gpus("ml-research").values()) == 24
+    queue_md = (REPO / "docs" / "queue.md").read_text()
+    assert "16 GPUs" in queue_md and "24 GPUs" in queue_md
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="walk-kueue S2: Volcano recreates a restarted gang's pods under the same names, "
+    "Kueue keeps its finalizer on the failed pods of a retriable pod group until replacement "
+    "pods exist (pod_controller.go FindMatchingWorkloads/finalizePods), so the restart waits "
+    "on pods that cannot be deleted",
+)
+def test_a_kueue_pod_group_gang_is_not_restarted_in_place_by_volcano() -> None:
+    job = volcano_job()
+    grouped = any(
+        KUEUE_GROUP_LABEL in t["template"]["metadata"]["labels"] for t in job["spec"]["tasks"]
+    )
+    restarts = any(p.get("action") == "RestartJob" for p in job["spec"]["policies"])
+    assert not (grouped and restarts)
+
+
+@pytest.mark.parametrize("team", ["ML-Research", "ml_research", "ml research", "a" * 64])
+def test_submit_refuses_a_team_that_cannot_name_a_kueue_local_queue(
+    team: str, tmp_path: Path
+) -> None:
+    """walk-kueue S4: the spec's team is a tag value (capitals, spaces, '_' allowed), but it
+    becomes the train pods' kueue.x-k8s.io/queue-name label, which the API server (label
+    value) and Kueue's pod webhook (DNS-1123 subdomain) refuse: the pod was never created,
+    after provision had rented the GPUs. Now `burst submit` refuses it first."""
+    from burst.errors import BadInputError
+    from burst.runner.argo import build_workflow
+
+    text = (REPO / "examples" / "quickstart.yaml").read_text()
+    assert "team: ml-research" in text
+    # a registry image pinned by digest, so that nothing else in the spec is refused
+    text = text.replace("oci-layout://examples/images/quickstart-oci@", "ghcr.io/x/y@")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    assert build_workflow(spec)["spec"]["arguments"]["parameters"]  # the spec is good
+    spec.write_text(text.replace("team: ml-research", f"team: {team!r}"))
+    with pytest.raises(BadInputError) as err:
+        build_workflow(spec)
+    assert "\n" not in str(err.value) and "team" in str(err.value)
+    assert "LocalQueue" in str(err.value)
