@@ -40,6 +40,10 @@ TRITON_RUNTIME_CONTAINER: dict[str, Any] = {
 }  # fmt: skip
 #: config/configmap/inferenceservice.yaml at v0.20.0, storageInitializer.image
 STORAGE_INITIALIZER_IMAGE = "kserve/storage-initializer:latest"
+#: tritonserver flags that do nothing in the runtime's image (Triton 23.05 = 2.34): auto-complete
+#: is on by default since 2.24 (22.07), which soft-deprecated --strict-model-config, and it
+#: never completes a PyTorch model's inputs and outputs (a config.pbtxt names them)
+NO_OP_TRITON_FLAGS = ("--strict-model-config",)
 #: Knative's feature flags a podspec's nodeSelector and tolerations need (config-features)
 KNATIVE_FLAGS = {
     "nodeSelector": "kubernetes.podspec-nodeselector",
@@ -157,3 +161,12 @@ def test_knative_only_fields_come_with_the_mode_and_its_flags() -> None:
             for field, flag in KNATIVE_FLAGS.items():
                 if field in predictor:
                     assert flag in prerequisites, (isvc["metadata"]["name"], flag)
+
+
+def test_the_server_gets_no_flag_it_ignores_or_repeats() -> None:
+    for isvc in services():
+        args = kserve_pod(isvc)["containers"][0]["args"]
+        flags = [a.split("=", 1)[0] for a in args if a.startswith("--")]
+        # MergeRuntimeContainers appends the InferenceService's args to the runtime's
+        assert len(flags) == len(set(flags)), (isvc["metadata"]["name"], flags)
+        assert not [f for f in flags if f in NO_OP_TRITON_FLAGS], isvc["metadata"]["name"]
