@@ -183,7 +183,9 @@ class Lease:
         back = read_lease(self.store, self.key)
         if back is None or back.get("token") != self.token:
             raise LeaseHeld(held_line(self.what, back or {}, self.where))
-        if current is not None:
+        if current is not None and current.get("released"):  # its holder let it go
+            log.debug("took the %s %s released", self.what, current.get("holder"))
+        elif current is not None:
             log.warning("took over the lapsed %s from %s", self.what, current.get("holder"))
         return current
 

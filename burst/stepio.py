@@ -103,7 +103,11 @@ def parse_args(step: str, argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-id", required=True)
     p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--out", help="where to write this step's JSON document")
-    p.add_argument("--runs-root", help="run directories (default $BURST_RUNS_ROOT or ./runs)")
+    p.add_argument(
+        "--runs-root",
+        help="run directories, and the root of a relative file:// store "
+        "(default $BURST_RUNS_ROOT or ./runs)",
+    )
     return p.parse_args(argv)
 
 
@@ -152,6 +156,10 @@ def _main(
     args = parse_args(step, argv)
     os.environ["BURST_STEP"] = step  # for this step's children (torchrun ranks, workers)
     os.environ["BURST_RUN_ID"] = args.run_id
+    if args.runs_root:  # one runs root for the step and its children: a relative file://
+        # store is under it too (it followed $BURST_RUNS_ROOT alone, and a step run by hand
+        # with --runs-root wrote its checkpoints under ./runs)
+        os.environ["BURST_RUNS_ROOT"] = str(Path(args.runs_root).resolve())
     with use(Settings.from_env()):  # the environment, read once for the whole step
         return _run_step(step, fn, args, step_fail_point, errors)
 

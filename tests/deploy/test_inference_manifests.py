@@ -35,7 +35,8 @@ def services() -> dict[str, dict[str, Any]]:
     out = {}
     for name in kustomization["resources"]:
         obj = yaml.safe_load((BUNDLE / name).read_text())
-        out[obj["metadata"]["labels"]["burst.io/tier"]] = obj
+        if obj["kind"] == "InferenceService":
+            out[obj["metadata"]["labels"]["burst.io/tier"]] = obj
     return out
 
 

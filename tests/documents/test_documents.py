@@ -134,7 +134,7 @@ def test_each_step_refuses_a_document_with_one_wrong_field(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for key in ("BURST_STEP", "BURST_RUN_ID"):  # stepio sets them for the step's process
+    for key in ("BURST_STEP", "BURST_RUN_ID", "BURST_RUNS_ROOT"):  # stepio sets them (its process)
         monkeypatch.setenv(key, "")
     name = READS[step]
     path, value, field = WRONG[name]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -202,3 +204,31 @@ def test_a_relative_file_path_in_a_spec_is_what_the_schema_says(
     assert run_url("file://ckpt", "r1") == "file:///var/lib/burst/runs/ckpt/r1"
     assert run_url("file://ckpt", "r1", tmp_path / "x") == f"file://{tmp_path}/x/ckpt/r1"
     assert run_url(f"file://{tmp_path}/abs", "r1") == f"file://{tmp_path}/abs/r1"
+
+
+def test_a_steps_runs_root_is_the_root_of_its_relative_store_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step run by hand with ``--runs-root DIR`` and no ``$BURST_RUNS_ROOT`` put its run
+    directory under DIR and a relative ``file://`` store under ./runs (found by the tiered
+    inference benchmark): the step's runs root is now the one root for both, for its
+    children too."""
+    from burst.settings import current
+    from burst.stepio import main
+    from burst.storage.location import run_url
+
+    monkeypatch.chdir(tmp_path)
+    for key in ("BURST_RUNS_ROOT", "BURST_STEP", "BURST_RUN_ID"):  # the step sets them
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
+    seen: list[tuple[Path, str, str]] = []
+
+    def step(ctx: Any) -> dict[str, Any]:
+        seen.append((ctx.paths.dir, run_url("file://ckpt", "r1"), str(current().runs_root)))
+        return {}
+
+    argv = ["--spec", "unused.yaml", "--run-id", "r1", "--runs-root", "elsewhere"]
+    assert main("plan-check", step, argv) == 0
+    root = tmp_path / "elsewhere"
+    assert seen == [(root / "r1", f"file://{root}/ckpt/r1", str(root))]
+    assert os.environ["BURST_RUNS_ROOT"] == str(root)  # what its children (ranks) read
