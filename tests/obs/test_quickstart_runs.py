@@ -21,6 +21,7 @@ import pytest
 from test_obs_html_chromium import _count_near, screenshot
 
 from burst.infra.terraform import count_state_resources
+from burst.runner.local import TEMPLATE
 
 pytestmark = pytest.mark.e2e  # end-to-end tier (make test-fast skips it)
 REPO = Path(__file__).resolve().parents[2]
@@ -104,6 +105,23 @@ def test_preempted_at_7_and_19_ends_with_the_weights_of_the_run_without(runs: Ru
     lines = (root / "pre" / "train-attempts.jsonl").read_text().splitlines()
     assert len(lines) == 3
     assert json.loads((root / "pre" / "preempt-demo.json").read_text()) == {"fired": [7, 19]}
+
+
+def test_the_compiled_template_retries_each_preemption_in_a_pod_of_its_own(runs: Runs) -> None:
+    """One executor: the local runner ran the compiled burst-train template; exit 75 was
+    retried by its retryStrategy, each attempt in its own pod directory with its outputs."""
+    r = runs.pre
+    assert r["final_step"] == 30
+    assert r["workflow"]["template"] == str(TEMPLATE)
+    assert r["workflow"]["phase"] == "Succeeded"
+    train = r["steps"][4]
+    assert train["name"] == "train"
+    assert [a["exit_code"] for a in train["attempt_details"]] == [75, 75, 0]
+    assert train["attempts"] == 3
+    assert len({a["pod_dir"] for a in train["attempt_details"]}) == 3
+    for a in train["attempt_details"]:
+        assert (Path(a["outputs_dir"]) / "train.json").exists()
+    assert "requeued" in runs.pre_err and "Traceback" not in runs.pre_err
 
 
 @pytest.mark.slow

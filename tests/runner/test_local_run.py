@@ -1,5 +1,7 @@
 """`burst run` executes the compiled burst-train WorkflowTemplate: real steps as processes,
-real Terraform, real training, teardown always (slow: a few runs of the quickstart)."""
+real Terraform, real training, teardown always (slow: a few runs of the quickstart). A
+preemption retried by the template's retryStrategy is checked on the shared preempted run of
+tests/obs/test_quickstart_runs.py."""
 
 from __future__ import annotations
 
@@ -51,28 +53,6 @@ def _run(
 
 def _report(runs_root: Path, run_id: str) -> dict[str, Any]:
     return json.loads((runs_root / run_id / "report.json").read_text())
-
-
-def test_quickstart_runs_the_compiled_template_and_retries_preemption(
-    runs_root: Path, spec: Path, burst_cmd: list[str]
-) -> None:
-    proc = _run(burst_cmd, spec, "wf-ok", "--preempt-at-step", "12")
-    assert proc.returncode == 0, proc.stderr
-    assert "Traceback" not in proc.stderr
-    r = _report(runs_root, "wf-ok")
-    assert r["status"] == "succeeded" and r["final_step"] == 30
-    assert r["workflow"]["template"] == str(TEMPLATE)
-    assert r["workflow"]["phase"] == "Succeeded"
-    assert [s["name"] for s in r["steps"]] == PIPELINE
-    train = r["steps"][4]
-    # exit 75 retried by the template's retryStrategy, each attempt in its own pod directory
-    assert [a["exit_code"] for a in train["attempt_details"]] == [75, 0]
-    assert train["attempts"] == 2
-    assert len({a["pod_dir"] for a in train["attempt_details"]}) == 2
-    for a in train["attempt_details"]:
-        assert (Path(a["outputs_dir"]) / "train.json").exists()
-    assert "requeued" in proc.stderr
-    assert r["resources_remaining"] == 0
 
 
 def test_failure_in_train_still_tears_down_and_leaves_nothing(
