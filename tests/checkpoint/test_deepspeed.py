@@ -36,7 +36,10 @@ def run(stage: int, store: Path, work: Path, phase: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stage", [1, 2, 3])
+# ZeRO-1 and ZeRO-2 are one optimizer in DeepSpeed (runtime/zero/stage_1_and_2.py), with one
+# state_dict and one file layout (zero_pp_rank_*_optim_states.pt); ZeRO-2 differs only in
+# how gradients are partitioned in memory, which no checkpoint sees: 1 stands for both
+@pytest.mark.parametrize("stage", [1, 3])
 def test_deepspeed_resume_is_exact(tmp_path: Path, stage: int) -> None:
     store = tmp_path / "store"
     expected = run(stage, store, tmp_path / "work-a", "save")
