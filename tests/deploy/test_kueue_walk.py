@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pipelines.common import KUEUE_GROUP_LABEL
+from pipelines.common import KUEUE_GROUP_LABEL, KUEUE_QUEUE_LABEL
 from pipelines.gang import volcano_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,3 +150,24 @@ def test_submit_refuses_a_team_that_cannot_name_a_kueue_local_queue(
         build_workflow(spec)
     assert "\n" not in str(err.value) and "team" in str(err.value)
     assert "LocalQueue" in str(err.value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="walk-kueue S6: Kueue gates the train pod, which exists only after provision has "
+    "rented the run's node group: a run waits in its team's queue (and after a preemption) "
+    "on GPUs it is already paying for",
+)
+def test_kueue_admits_a_run_before_its_gpus_are_rented() -> None:
+    train = yaml.safe_load((REPO / "deploy" / "argo" / "burst-train.yaml").read_text())
+    templates = {t["name"]: t for t in train["spec"]["templates"]}
+
+    def queued(name: str) -> bool:
+        t = templates[name]
+        labels = (t.get("metadata") or {}).get("labels") or {}
+        return KUEUE_QUEUE_LABEL in labels or KUEUE_QUEUE_LABEL in str(t.get("resource"))
+
+    for place in ("place", "place-gang"):
+        order = [s["template"] for group in templates[place]["steps"] for s in group]
+        first_queued = next(i for i, name in enumerate(order) if queued(name))
+        assert first_queued < order.index("provision"), f"{place}: {order}"
