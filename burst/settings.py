@@ -576,7 +576,7 @@ class Settings:
     )  # fmt: skip
     checkov_venv = Var(
         "BURST_CHECKOV_VENV", _path, None, "the virtualenv with checkov",
-        shown="`.venv-checkov`", audience=DEV,
+        shown="`~/.cache/burst/venv-checkov-<version>`", audience=DEV,
     )  # fmt: skip
 
     def __init__(self, raw: Mapping[str, str] | None = None) -> None:

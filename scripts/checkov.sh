@@ -3,14 +3,17 @@
 #
 #   scripts/checkov.sh [extra checkov arguments...]
 #
-# checkov pins old boto3/packaging/networkx, so it lives in .venv-checkov (created here on
-# first use from PyPI, reused after), never in the project's .venv. It runs with
+# checkov pins old boto3/packaging/networkx, so it lives in a virtualenv of its own, never in
+# the project's .venv: ~/.cache/burst/venv-checkov-<version> (created on first use from PyPI,
+# then reused by every clone on the machine, as the DeepSpeed op cache is: installing it took a
+# minute of every fresh clone's make test), or $BURST_CHECKOV_VENV. It runs with
 # BC_SKIP_MAPPING=TRUE and --skip-download so it never calls home. Deliberate skips are
 # written inline in the .tf files (#checkov:skip=CKV_...:reason), never on this command line.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${BURST_CHECKOV_VENV:-$ROOT/.venv-checkov}"
 VERSION="3.3.30"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/burst"
+VENV="${BURST_CHECKOV_VENV:-$CACHE/venv-checkov-$VERSION}"
 PYTHON="${PYTHON:-python3}"
 
 # Created under a lock: two runs at once (parallel test workers) would otherwise both create

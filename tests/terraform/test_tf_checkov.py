@@ -1,5 +1,5 @@
-"""checkov 3.3.30 over terraform/, offline, from its own virtualenv (.venv-checkov, created by
-scripts/checkov.sh on first use): zero failed checks, and each skip carries its reason."""
+"""checkov 3.3.30 over terraform/, offline, from its own virtualenv (~/.cache/burst/
+venv-checkov-3.3.30 or $BURST_CHECKOV_VENV, created by scripts/checkov.sh on first use): zero failed checks, and each skip carries its reason."""
 
 from __future__ import annotations
 
@@ -58,14 +58,15 @@ def test_every_skip_has_a_reason() -> None:
 @pytest.mark.timeout(1200)
 def test_checkov_fails_on_a_real_problem(tmp_path: Path) -> None:
     """The same scan on a copy of a module with versioning suspended reports a failure."""
-    assert _checkov("--version").returncode == 0  # creates .venv-checkov when missing
+    assert _checkov("--version").returncode == 0  # creates the virtualenv when missing
     mod = tmp_path / "aws-checkpoint-bucket"
     shutil.copytree(REPO_ROOT / "terraform" / "modules" / "aws-checkpoint-bucket", mod)
     main_tf = mod / "main.tf"
     main_tf.write_text(
         main_tf.read_text().replace('status = "Enabled"\n  }\n}', 'status = "Suspended"\n  }\n}', 1)
     )
-    venv = Path(os.environ.get("BURST_CHECKOV_VENV", REPO_ROOT / ".venv-checkov"))
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "burst"
+    venv = Path(os.environ.get("BURST_CHECKOV_VENV") or cache / "venv-checkov-3.3.30")
     proc = subprocess.run(
         [
             str(venv / "bin" / "checkov"),
