@@ -83,7 +83,17 @@ class AwsInventory:
 
         self.region = region
         # bounded timeouts and retries: a silent endpoint fails the scan, never hangs it
-        self._client = client_factory or (lambda svc: aws_client(svc, region))
+        self._make = client_factory or (lambda svc: aws_client(svc, region))
+        # one client per service for the inventory's life (one scan or reap pass; the next
+        # builds a new inventory, which reads the credentials again): a client was built for
+        # every call, about 0.3 CPU-seconds each (a session loading its service models), 72
+        # of them in a reap of one run
+        self._clients: dict[str, Any] = {}
+
+    def _client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self._make(service)
+        return self._clients[service]
 
     # ----------------------------------------------------------------- listing
 
