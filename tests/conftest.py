@@ -78,6 +78,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         defs = info.name2fixturedefs.values() if info is not None else ()
         if any(d.scope in SHARED_SCOPES for fixturedefs in defs for d in fixturedefs):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    # The longest first: the files with a test marked slow start before the rest, so the
+    # workers end together on short tests instead of one worker ending alone on a minute-long
+    # run (xdist hands out work in this order). A file's tests stay together and in order
+    # (a module-scoped fixture is set up once).
+    slow_files = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
+    items.sort(key=lambda i: i.nodeid.split("::", 1)[0] not in slow_files)
 
 
 @pytest.fixture
