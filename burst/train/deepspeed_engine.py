@@ -48,12 +48,26 @@ def default_environment() -> None:
 
     if not torch.cuda.is_available():
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        skip_inference_ops()
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_dir()))
     for name, value in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
         os.environ.setdefault(name, value)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if "MASTER_PORT" not in os.environ:
         os.environ["MASTER_PORT"] = str(free_port())
+
+
+def skip_inference_ops() -> None:
+    """On CPU, DeepSpeed's comm backend compiles its shared-memory all-reduce op
+    (``deepspeed_shm_comm``) as it starts: about 70 CPU-seconds, a minute here, at the first
+    start of every installation. The op serves only ``inference_all_reduce`` (inference and
+    AutoTP layers, ``deepspeed.module_inject``); training all-reduces through torch.distributed
+    with or without it (``deepspeed.comm.torch`` falls back where the op is absent). DeepSpeed
+    probes the ops it may build once a process into ``deepspeed.ops.__compatible_ops__``, a
+    dict it keeps so that edits persist: marked incompatible there, the op is not built."""
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
 def extensions_dir() -> Path:

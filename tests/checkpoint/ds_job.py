@@ -21,7 +21,7 @@ import torch
 
 from burst.checkpoint import CheckpointManager
 from burst.checkpoint.deepspeed import DeepSpeedCheckpointer
-from burst.train.deepspeed_engine import extensions_dir
+from burst.train.deepspeed_engine import extensions_dir, skip_inference_ops
 from burst.train.extension_locks import clear_stale_build_locks
 
 
@@ -32,6 +32,7 @@ def batch(i: int) -> torch.Tensor:
 def main() -> None:
     stage, store_dir, work, phase = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_dir()))  # as the train step
+    skip_inference_ops()  # as the train step: no shm op build on CPU
     clear_stale_build_locks()  # as the train step does: a killed build's lock hangs the op build
     deepspeed.init_distributed(dist_backend="gloo")
     torch.manual_seed(0 if phase == "save" else 7)

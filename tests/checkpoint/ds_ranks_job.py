@@ -35,7 +35,7 @@ import torch
 from burst.checkpoint import CheckpointManager
 from burst.checkpoint.deepspeed import DeepSpeedCheckpointer
 from burst.checkpoint.sharded import ShardInfo
-from burst.train.deepspeed_engine import extensions_dir
+from burst.train.deepspeed_engine import extensions_dir, skip_inference_ops
 from burst.train.extension_locks import clear_stale_build_locks
 
 SLICES = 4  # micro batches in a global batch: any world size dividing 4
@@ -84,6 +84,7 @@ def digest(ps: list[torch.Tensor]) -> str:
 def main() -> None:
     store_dir, work, phase = sys.argv[1], sys.argv[2], sys.argv[3]
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(extensions_dir()))  # as the train step
+    skip_inference_ops()  # as the train step: no shm op build on CPU
     clear_stale_build_locks()
     deepspeed.init_distributed(dist_backend="gloo", verbose=False)
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()

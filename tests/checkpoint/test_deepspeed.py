@@ -1,8 +1,9 @@
 """DeepSpeed on CPU (ZeRO-1 and ZeRO-3, gloo): save through the chunked upload, restore into a
 fresh engine, and the next two steps give bit-identical parameters.
 
-Each phase is its own process (a real torch.distributed process group per run). The first
-run on a machine compiles DeepSpeed's shm op (cached in TORCH_EXTENSIONS_DIR afterwards).
+Each phase is its own process (a real torch.distributed process group per run). DeepSpeed's
+shared-memory op, which serves only inference all-reduce, is not built on CPU
+(``burst.train.deepspeed_engine.skip_inference_ops``: it cost a minute at every fresh install).
 """
 
 from __future__ import annotations
@@ -47,3 +48,21 @@ def test_deepspeed_resume_is_exact(tmp_path: Path, stage: int) -> None:
     # a different machine: a fresh local directory, everything comes from the store
     resumed = run(stage, store, tmp_path / "work-b", "resume")
     assert len(expected) == 64 and resumed == expected
+
+
+def test_on_cpu_the_inference_shm_op_is_not_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DeepSpeed's comm backend builds its shared-memory all-reduce op on CPU as it starts (70
+    CPU-seconds at every fresh install here); burst marks it incompatible, and DeepSpeed's own
+    build_shm_op then returns None without compiling anything."""
+    monkeypatch.setenv("DS_ACCELERATOR", "cpu")
+    import deepspeed.ops
+    from deepspeed.comm.torch import build_shm_op
+
+    from burst.train.deepspeed_engine import skip_inference_ops
+
+    before = deepspeed.ops.__compatible_ops__.get("deepspeed_shm_comm")
+    try:
+        skip_inference_ops()
+        assert build_shm_op() is None
+    finally:
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = before

@@ -4,8 +4,7 @@
 step 7, saves a full DeepSpeed checkpoint, exits 75, resumes, and ends with the weights of the
 same spec run without preemption. With no time left at the notice (``BURST_SIGTERM_GRACE_S=0``)
 the train step saves nothing, exits 75, and the resume from the last committed checkpoint
-(step 5) still ends with those weights. Three DeepSpeed runs in all (the first run on a
-machine also compiles DeepSpeed's shm op into TORCH_EXTENSIONS_DIR).
+(step 5) still ends with those weights. Three DeepSpeed runs in all.
 """
 
 from __future__ import annotations
