@@ -64,6 +64,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             return
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which writes each group into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """`make test` runs the tests in parallel (pytest-xdist, ``--dist loadgroup``): each test
     goes to whichever worker is free, except the tests of a file that share a module-, class-
