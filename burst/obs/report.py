@@ -195,8 +195,11 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
     cost = sum(float(a.cost_usd or 0) for a in attempts)
     if failure is None:
         exit_code = EXIT_OK
-    else:  # a step lost before it could exit (killed, not started) has no code of its own
-        exit_code = failure["exit_code"] if failure["exit_code"] is not None else EXIT_FAILURE
+    else:  # a step lost before it could exit (killed, not started) has no code of its own;
+        # a step stopped with the run (SIGTERM to `burst run`, like `argo stop`) may have
+        # exited 0 as it was stopped: a failed run is never exit 0
+        code = failure["exit_code"]
+        exit_code = code if code is not None and code != 0 else EXIT_FAILURE
     ok = failure is None
     report = {
         "run_id": paths.run_id,

@@ -43,3 +43,16 @@ def test_a_step_lost_without_an_exit_code_is_exit_1(tmp_path: Path) -> None:
     steps[4]["attempt_details"] = [{"message": "pod deleted"}]
     r = build_report(paths, steps)
     assert r["exit_code"] == 1 and r["failure"]["message"] == "pod deleted"
+
+
+def test_a_step_stopped_with_the_run_that_exited_0_is_still_a_failed_run_exit_1(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM to `burst run` stops the running pod like `argo stop`; a train step that ends
+    0 as it is stopped (it had just finished) left the failed run with exit code 0, and
+    `burst run` exited 0 (seen in make test under load)."""
+    paths = RunPaths(tmp_path, "r3").create()
+    steps = _steps("train", 0)
+    steps[4]["attempt_details"] = [{"message": "stopped: the run was stopped"}]
+    r = build_report(paths, steps)
+    assert r["status"] == "failed" and r["exit_code"] == 1
