@@ -114,6 +114,7 @@ MODES: dict[str, dict[str, Any]] = {
         "inner_lrs": (INNER_LR,),
         "extend": 4,
         "eval_every": 4,
+        "one_region": False,  # the harness only: no third process start
     },
 }
 # What an arm does beyond its H; ``--ablate`` varies these one at a time (docs/regional.md).
@@ -133,6 +134,7 @@ DEFAULT_VARIANT: dict[str, Any] = {
     # at least this many steps after the last evaluation (burst): the curve for time to target
     "extend": 0,  # steps trained past equal tokens (the figures at equal tokens are kept)
     "first_local_steps": None,  # adaptive rounds (burst.regional.rounds): first H, doubling
+    "shard_of": 0,  # > 0 (with one region): train on the first region's shard of this split only
 }
 FEDAVG: dict[str, Any] = {"outer_lr": 1.0, "outer_momentum": 0.0, "nesterov": False}
 # ``--ablate``: why burst's loss differs from S's, one change at a time against the defaults
@@ -351,6 +353,8 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
     total = steps + v["extend"]
     regions = list(REGION_NAMES[:n])
     shards, held_bytes, _ = load_corpus(n)
+    if v["shard_of"]:  # one region alone, with only the data that lives there
+        shards = load_corpus(v["shard_of"])[0][:1]
     own = b"".join(shards) if v["iid"] else shards[rank]
     data = torch.frombuffer(bytearray(own), dtype=torch.uint8)
     held = torch.frombuffer(bytearray(held_bytes), dtype=torch.uint8)
@@ -734,6 +738,21 @@ def main() -> int:
             "eval_loss_by_inner_lr": {k: r["eval_loss"] for k, r in by_lr.items()},
             "best": base,
         }
+        # one region alone on its own shard (the data may not move; no sync at all), the same
+        # steps and inner lr grid: what regional sync is for
+        if cfg.get("one_region", True):
+            alone = run_many(1, [(steps, None, {"inner_lr": lr, "shard_of": n}) for lr in lrs])
+            one = min(alone, key=lambda r: r["eval_loss"])
+            row["one_region"] = {
+                "inner_lr": float(lrs[alone.index(one)]),
+                "eval_loss": one["eval_loss"],
+                "eval_loss_ratio": one["eval_loss"] / base["eval_loss"],
+                "eval_loss_by_inner_lr": {
+                    str(lr): r["eval_loss"] for lr, r in zip(lrs, alone, strict=True)
+                },
+                "shard_bytes": row["shard_bytes"][0],
+            }
+            print(json.dumps({"regions": n, "arm": "one_region"} | row["one_region"]), flush=True)
         row["burst"] = {}
         for h in hs:
             arm = burst_arm(n, steps, h, base, cfg)
@@ -933,6 +952,11 @@ def merge_grids(paths: list[str], out: str | None) -> int:
         raise SystemExit("the grids were measured with different steps per region")
     merged: dict[str, Any] = {k: v for k, v in docs[0].items() if k not in ("regions", "grid")}
     merged |= {"measured_in": [], "regions": {}, "complete": True}
+    merged["note"] = (
+        "cells measured by separate --tune-outer processes side by side (some stopped once "
+        "their cells were written: a cell is written only when all its points are done), "
+        "merged with --merge-grids; each cell lists the points it measured"
+    )
     for p, d in zip(paths, docs, strict=True):
         merged["measured_in"].append(
             {"file": Path(p).name, "measured_at": d["measured_at"], "machine": d["machine"]}
@@ -958,9 +982,8 @@ def write_defaults(grid_path: str | None) -> int:
     per (regions, H) the best (lr, momentum) and every point measured."""
     src = Path(grid_path or REPO / "benchmarks" / "results" / "regional_outer_grid.json")
     grid = json.loads(src.read_text())
-    hs = {h for row in grid["regions"].values() for h in row["local_steps"]}
-    if not grid["regions"] or any(set(r["local_steps"]) != hs for r in grid["regions"].values()):
-        raise SystemExit(f"{src}: every region count needs a cell for every H ({sorted(hs)})")
+    if not grid["regions"] or not all(r["local_steps"] for r in grid["regions"].values()):
+        raise SystemExit(f"{src}: a region count without a measured cell")
     cells = []
     for n, row in sorted(grid["regions"].items(), key=lambda kv: int(kv[0])):
         for h, cell in sorted(row["local_steps"].items(), key=lambda kv: int(kv[0])):

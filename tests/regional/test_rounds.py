@@ -43,6 +43,8 @@ def test_the_planner_counts_the_extra_rounds_bytes() -> None:
     ramp = plan_regional(prof, [10**6], link, 400, local_steps=50, first_local_steps=5)
     d = ramp.to_dict()
     assert flat["rounds"] == 8 and d["rounds"] == Rounds(400, 50, 5).count == 11
-    assert d["bytes_over_run"] == 11 * d["bytes_per_round"] == pytest.approx(
-        flat["bytes_over_run"] * 11 / 8
+    assert (
+        d["bytes_over_run"]
+        == 11 * d["bytes_per_round"]
+        == pytest.approx(flat["bytes_over_run"] * 11 / 8)
     )

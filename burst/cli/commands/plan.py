@@ -311,7 +311,7 @@ def _quality_lines(r: dict) -> list[str]:
     expected = r.get("expected_loss_ratio")
     quality = (
         f"  expected held-out loss: {expected:.3f} x synchronous DP's at equal tokens "
-        "(measured, docs/regional.md \"Outer defaults\")"
+        '(measured, docs/regional.md "Outer defaults")'
         if expected is not None
         else "  expected held-out loss: not measured for this outer setting"
     )
