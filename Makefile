@@ -30,11 +30,16 @@ ELAPSED = echo "make $@: $$(( $$(date +%s) - $(STARTED) )) s"
 
 setup: $(STAMP)
 
+# Packages are installed with uv (pinned; about 65 s cold here against pip's 100 s, about 15 s
+# from uv's cache in ~/.cache/uv): it downloads in parallel, links from its cache and compiles
+# no bytecode ahead (Python compiles what is imported, once). Torch first, then the rest.
+UV_VERSION ?= 0.13.9
+UV := $(BIN)/uv pip install --quiet --python $(BIN)/python $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS))
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet $(TORCH_SPEC)
-	$(BIN)/pip install --quiet -e '.[train,test]'
+	$(BIN)/pip install --quiet uv==$(UV_VERSION)
+	$(UV) $(TORCH_SPEC)
+	$(UV) -e '.[train,test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -81,8 +86,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check burst steps pipelines tests devtools benchmarks scripts
 	$(MAKE) typecheck
 
+# mypy's cache lives in ~/.cache/burst (shared by clones, like the checkov and DeepSpeed caches):
+# a module is re-checked when its content's hash changes, so a fresh clone reuses what an
+# earlier one checked (torch and transformers alone are about 50 CPU-seconds cold).
+MYPY_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/burst/mypy
 typecheck: $(STAMP)
-	$(BIN)/mypy burst steps pipelines devtools
+	$(BIN)/mypy --cache-dir $(MYPY_CACHE) burst steps pipelines devtools
 
 # Rewrite every golden (tests fail when one drifts): the compiled Argo manifests, the
 # quickstart's rendered Terraform plan, the Kyverno policy rendered from trust.yaml, and

@@ -110,6 +110,11 @@ def burst_cli() -> BurstCli:
     """`burst ARGS` in this process with click's CliRunner (no interpreter start-up), as a
     ``CompletedProcess`` like ``subprocess.run(..., capture_output=True, text=True)`` gives.
     The root logger's handlers are restored afterwards (the CLI points them at its stderr)."""
+    return cli_runner()
+
+
+def cli_runner() -> BurstCli:
+    """What the ``burst_cli`` fixture gives, for a module-scoped fixture to call."""
     from click.testing import CliRunner
 
     from burst.cli.main import cli

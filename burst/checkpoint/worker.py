@@ -31,16 +31,33 @@ from burst.storage import LocalStore, store_from_spec
 log = logging.getLogger("burst.checkpoint.worker")
 
 
+def background_uploads(concurrency: int) -> int:
+    """Uploads in flight while nobody waits for the save: a quarter of the cores this
+    process may use, at least 1, at most ``concurrency`` (all ``concurrency`` of them once
+    someone waits). Each upload in flight keeps a sender and, with a store on the same host,
+    a server thread busy: on 2 cores beside a one-thread training loop and a loopback S3
+    server (272 MiB state, load ~5 from other jobs), 8 in flight slowed its steps 1.82x,
+    2 in flight 1.45x, 1 in flight 1.41x."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(concurrency, cores // 4))
+
+
 class Worker:
     def __init__(self, init: dict[str, Any]) -> None:
         self.store = store_from_spec(init["store"])
         if isinstance(self.store, LocalStore):
             self.store.on_midway = lambda key: faults.checkpoint(f"put-midway {key}")
         rate = init.get("upload_rate")
+        concurrency = int(init.get("concurrency", 8))
         self.writer = CheckpointWriter(
             self.store,
-            concurrency=int(init.get("concurrency", 8)),
+            concurrency=concurrency,
             upload_rate=float(rate) if rate else None,
+            background_concurrency=background_uploads(concurrency),
+            nice=int(init.get("nice", 0)),
         )
         self.writer.trust(set(init.get("trust") or ()))
         self.keep_full = init.get("keep_full")
@@ -151,9 +168,10 @@ def main() -> int:
     if not line:
         return 0
     init = json.loads(line)
-    nice = int(init.get("nice", 0))
-    if nice:
-        os.nice(nice)
+    # "nice" is the priority of the writer's background threads, not of this process: the
+    # threads that join in when someone waits for the save (and this one, which mostly
+    # waits) run at the trainer's priority (an unprivileged process cannot raise its own
+    # priority again once it has lowered it)
     worker = Worker(init)
     faults.checkpoint("worker-start")
     _send(proto, {"op": "ready", "pid": os.getpid()})

@@ -23,14 +23,18 @@ manifest this writer commits references only verified bytes (``stats.verified``)
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import datetime as dt
 import json
 import logging
+import os
 import secrets
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 import blake3
 import xxhash
@@ -51,16 +55,28 @@ from burst.checkpoint.verify import chunk_is_sound
 from burst.storage.base import ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class CheckpointWriter:
     """Keeps what the previous save hashed and which chunks the store holds."""
 
     def __init__(
-        self, store: ObjectStore, *, concurrency: int = 8, upload_rate: float | None = None
+        self,
+        store: ObjectStore,
+        *,
+        concurrency: int = 8,
+        upload_rate: float | None = None,
+        background_concurrency: int | None = None,
+        nice: int = 0,
     ) -> None:
+        """``background_concurrency``: threads (at CPU priority ``nice``) that hash, upload
+        and check while nobody waits for the save; ``concurrency`` more, at this process's
+        own priority, join in once ``hurry`` is set. None: ``concurrency`` threads, at any
+        time, at this process's priority (a writer inside the training process)."""
         self.store = store
         self.concurrency = concurrency
+        self.background_concurrency = background_concurrency
         # Pacing of background uploads (bytes/s, None: none); lifted once ``hurry`` is set,
         # i.e. as soon as someone waits for the save (an emergency save, close, the next save).
         self.upload_rate = upload_rate
@@ -75,7 +91,7 @@ class CheckpointWriter:
         self._prev_sig: str | None = None
         self._prev_fast: list[bytes] = []
         self._prev_digests: list[str] = []
-        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="ckpt-up")
+        self._pool = Lanes(concurrency, background_concurrency or 0, nice, self.hurry)
 
     def load_known(self) -> dict[str, int]:
         if self.known is None:
@@ -107,6 +123,14 @@ class CheckpointWriter:
             elif self.known is not None:
                 self.known.pop(digest, None)
         return bool(sound)
+
+    def _hash(self, view: memoryview, prev: int) -> tuple[bytes, str]:
+        """xxh3 of a chunk; its blake3 unless the xxh3 matches chunk ``prev`` of the
+        previous save (same layout; -1: none), whose digest it then takes."""
+        fx = xxhash.xxh3_128_digest(view)
+        if prev >= 0 and self._prev_fast[prev] == fx:
+            return fx, self._prev_digests[prev]
+        return fx, blake3.blake3(view).hexdigest()
 
     def _pace(self, nbytes: int) -> None:
         if not self.upload_rate or self.hurry.is_set():
@@ -174,11 +198,9 @@ class CheckpointWriter:
         try:
             for i, span in enumerate(spans):
                 view = buffer[span.offset : span.offset + span.size]
-                fx = xxhash.xxh3_128_digest(view)
-                if same_layout and self._prev_fast[i] == fx:
-                    digest = self._prev_digests[i]
-                else:
-                    digest = blake3.blake3(view).hexdigest()
+                # hashed on the lanes, ahead of any upload: at the lanes' priority
+                hashing = self._pool.submit(self._hash, view, i if same_layout else -1, first=True)
+                fx, digest = hashing.result()
                 fast.append(fx)
                 digests.append(digest)
                 with self._known_lock:
@@ -292,4 +314,78 @@ class CheckpointWriter:
         return manifest
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()
+
+
+class Lanes:
+    """The threads that run a writer's work, first come first served (``first``: ahead of
+    the queue). ``background`` threads, at CPU priority ``nice`` (set per thread), take work
+    at any time; ``concurrency`` threads at the process's own priority take it only while
+    ``hurry`` is set (someone waits for the save), so a waited-for save is not starved by
+    the priority its background part runs at. ``nice`` is added to a background thread's
+    priority, like ``os.nice``. With ``background`` 0 every thread takes work
+    at any time, at the process's priority."""
+
+    def __init__(self, concurrency: int, background: int, nice: int, hurry: threading.Event):
+        self._cv = threading.Condition()
+        self._queue: collections.deque[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]]
+        self._queue = collections.deque()
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+        for i in range(background):
+            self._spawn(f"ckpt-bg{i}", None, nice)
+        for i in range(concurrency):
+            self._spawn(f"ckpt-up{i}", hurry if background else None, 0)
+
+    def _spawn(self, name: str, gate: threading.Event | None, nice: int) -> None:
+        thread = threading.Thread(target=self._run, args=(gate, nice), daemon=True, name=name)
+        thread.start()
+        self._threads.append(thread)
+
+    def _run(self, gate: threading.Event | None, nice: int) -> None:
+        if nice:
+            with contextlib.suppress(OSError, AttributeError):  # Linux: per thread
+                tid = threading.get_native_id()  # like os.nice(nice), for this thread only
+                os.setpriority(
+                    os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+                )
+        while True:
+            with self._cv:
+                while True:
+                    if self._queue and (gate is None or gate.is_set() or self._closed):
+                        fut, fn, args = self._queue.popleft()
+                        break
+                    if self._closed:
+                        return
+                    self._cv.wait(0.05)  # a gate (an Event) is looked at again every 50 ms
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:
+                fut.set_exception(exc)
+
+    def submit(self, fn: Callable[..., T], *args: Any, first: bool = False) -> Future[T]:
+        fut: Future[T] = Future()
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the writer is closed")
+            item = (fut, fn, args)
+            if first:
+                self._queue.appendleft(item)
+            else:
+                self._queue.append(item)
+            self._cv.notify_all()
+        return fut
+
+    def shutdown(self) -> None:
+        """Cancel what has not started, wait for what has."""
+        with self._cv:
+            self._closed = True
+            for fut, _, _ in self._queue:
+                fut.cancel()
+            self._queue.clear()
+            self._cv.notify_all()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join()

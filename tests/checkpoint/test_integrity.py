@@ -27,7 +27,7 @@ def two_checkpoints(store: ObjectStore) -> tuple[CheckpointManager, dict[int, di
 
 def unique_chunk(store: ObjectStore, step: int, other: int) -> str:
     """A chunk of checkpoint ``step`` that checkpoint ``other`` does not share."""
-    mgr = CheckpointManager(store)
+    mgr = CheckpointManager(store, start_worker=False)
     mine, theirs = (load_manifest(store, r) for r in mgr.checkpoints() if r.step in (step, other))
     if mine.step != step:
         mine, theirs = theirs, mine

@@ -51,7 +51,7 @@ def test_retention_keeps_k_full_l_weights_and_their_chunks(store: ObjectStore) -
     chunks = {i.key[len(CHUNK_PREFIX) :] for i in store.list(CHUNK_PREFIX)}
     assert referenced(store) <= chunks  # nothing a kept manifest needs was deleted
     assert chunks == referenced(store)  # and nothing else is left
-    with CheckpointManager(store) as mgr:
+    with CheckpointManager(store, start_worker=False) as mgr:
         for r in refs:
             assert_same(mgr.restore(r.step).state, saved[r.step])
 

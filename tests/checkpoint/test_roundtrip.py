@@ -177,16 +177,20 @@ def test_buffer_directory_too_small_is_one_clear_error(
     assert mgr.restore().state["w"].equal(torch.arange(1000))
 
 
-def test_state_that_grows_gets_a_new_buffer_and_worker(local_store: ObjectStore) -> None:
+def test_state_that_grows_grows_the_buffer_for_the_same_worker(local_store: ObjectStore) -> None:
     small = {"w": torch.randn(1000)}
     big = {"w": torch.randn(300_000), "extra": torch.randn(50_000)}
     with CheckpointManager(local_store, chunk_size=64 << 10) as mgr:
         mgr.save(1, small)
         mgr.wait()
-        first_pid = mgr.worker_pid
+        first_pid, buffer = mgr.worker_pid, mgr._buffer
+        assert buffer is not None
+        size = buffer.size
         mgr.save(2, big)
         mgr.wait()
-        assert mgr.worker_pid is not None and mgr.worker_pid != first_pid
+        # grown in place (same descriptor): the worker maps the new size, no restart
+        assert mgr.worker_pid is not None and mgr.worker_pid == first_pid
+        assert mgr._buffer is buffer and buffer.size > size
         mgr.save(3, small)  # fits in the big buffer: same worker
         mgr.wait()
         assert_same(mgr.restore(1).state, small)

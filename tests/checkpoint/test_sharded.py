@@ -135,7 +135,8 @@ def test_worker_killed_during_a_sharded_save(
     finally:
         for m in mgrs:
             m.close()
-    mgrs = managers(local_store, 2, "s2")
+    # the worker starts at the first save, with the fault in its environment
+    mgrs = managers(local_store, 2, "s2", start_worker=False)
     mgrs[rank].worker_env = {FAULT_ENV: point}
     # the two-phase commit completes when every shard became durable before the kill; then no
     # worker waits for a dead one, and the timeout must not be what decides (a loaded machine)
@@ -161,7 +162,7 @@ def test_worker_killed_during_a_sharded_save(
     # a save whose global manifest is in the store is committed, whichever worker died after
     # (issue 16); a save that cannot commit fails loudly on some rank
     assert bool(errors) != commits, errors
-    reader = CheckpointManager(local_store, chunk_size=CHUNK)
+    reader = CheckpointManager(local_store, chunk_size=CHUNK, start_worker=False)
     steps = [r.step for r in list_checkpoints(local_store)]
     restored = reader.restore()
     # after the global commit, or a rank other than 0 killed once its shard was durable:
@@ -195,7 +196,7 @@ def test_shards_with_padded_arrays_do_not_overlap_in_the_global_layout(
     spans = sorted((a.offset, a.offset + a.nbytes) for a in manifest.arrays if a.nbytes)
     assert all(end <= nxt for (_, end), (nxt, _) in itertools.pairwise(spans))
     for _ in range(3):  # the chunks are fetched in parallel: any overlap shows as a race
-        with CheckpointManager(local_store) as reader:
+        with CheckpointManager(local_store, start_worker=False) as reader:
             assert_equal_state(assemble(reader.restore().state), odd)
 
 

@@ -50,7 +50,7 @@ def test_worker_finishes_the_upload_after_the_trainer_dies(tmp_path: Path) -> No
     # the worker committed the save in hand, then exited (and its buffer went with it)
     assert not alive(int(worker)), "the worker outlived its trainer"
     assert not Path(buffer).exists()
-    with CheckpointManager(str(store)) as mgr:
+    with CheckpointManager(str(store), start_worker=False) as mgr:
         restored = mgr.restore()
     g = torch.Generator().manual_seed(42)
     assert restored.step == 7

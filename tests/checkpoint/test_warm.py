@@ -28,7 +28,6 @@ def test_first_save_uses_the_warmed_buffer_and_worker(
     first = state(1)
     nbytes = sum(t.numel() * 4 for t in (first["w"], first["b"]))
     with CheckpointManager(local_store, chunk_size=CHUNK) as mgr:
-        assert mgr.worker_pid is None
         if exact:
             mgr.warm(first, wait=True)
             assert mgr.worker_pid is not None
@@ -46,16 +45,69 @@ def test_first_save_uses_the_warmed_buffer_and_worker(
             assert torch.equal(got["w"], state(step)["w"]) and got["n"] == step
 
 
-def test_warm_with_a_buffer_too_small_is_replaced_by_the_save(local_store: ObjectStore) -> None:
+def test_warm_with_a_buffer_too_small_is_grown_by_the_save(local_store: ObjectStore) -> None:
     with CheckpointManager(local_store, chunk_size=CHUNK) as mgr:
         mgr.warm(nbytes=1000, wait=True)
-        small = mgr._buffer
+        small, size, pid = mgr._buffer, mgr._buffer.size if mgr._buffer else 0, mgr.worker_pid
         mgr.save(1, state(1))
         mgr.wait(30)
-        assert mgr._buffer is not small
+        # grown in place: the same descriptor, so the same worker maps the new size
+        assert mgr._buffer is small and small is not None and small.size > size
+        assert mgr.worker_pid == pid
         assert torch.equal(mgr.restore(1).state["w"], state(1)["w"])
 
 
+def test_an_unwarmed_manager_does_its_setup_off_the_first_save(
+    local_store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without warm(): the worker process starts at construction, in a background thread;
+    the first save grows the empty buffer in place and writes it with pwrite, never faulting
+    pages in on the caller's thread (that happens afterwards, in the background)."""
+    import threading
+
+    from burst.checkpoint import manager as manager_mod
+    from burst.checkpoint.staging import HostBuffer
+
+    where: dict[str, list[str]] = {"start": [], "populate": [], "fault": []}
+    start, populate = manager_mod.CheckpointManager._start_worker, HostBuffer.populate
+    zero, pwrite = HostBuffer.zero, HostBuffer._pwrite
+    written: list[int] = []  # bytes each pwrite on the caller's thread wrote
+
+    def count(self: HostBuffer, data: Any, offset: int) -> None:
+        written.append(len(memoryview(data).cast("B")))
+        pwrite(self, data, offset)
+
+    def record(kind: str, fn: Any) -> Any:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            where[kind].append(threading.current_thread().name)
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(manager_mod.CheckpointManager, "_start_worker", record("start", start))
+    monkeypatch.setattr(HostBuffer, "populate", record("populate", populate))
+    monkeypatch.setattr(HostBuffer, "zero", record("fault", zero))
+    monkeypatch.setattr(HostBuffer, "_pwrite", count)
+    caller = threading.current_thread().name
+    big = 300_000 * 4
+    with CheckpointManager(local_store, chunk_size=CHUNK) as mgr:
+        mgr.save(1, state(1))
+        assert big in written  # the first touch of the big array's pages: pwrite
+        buffer = mgr._buffer
+        mgr.wait(30)
+        written.clear()
+        mgr.save(2, state(2))  # the mapping populated in the background: copied through it
+        assert big not in written
+        mgr.wait(30)
+        assert buffer is not None and buffer.faulted == buffer.size and mgr._buffer is buffer
+        for step in (1, 2):
+            got = mgr.restore(step).state
+            assert torch.equal(got["w"], state(step)["w"]) and got["n"] == step
+    assert where["start"] and caller not in where["start"]
+    assert where["populate"] and caller not in where["populate"]
+    assert where["fault"] == []
+
+
 def test_warm_needs_a_state_or_a_size(local_store: ObjectStore) -> None:
-    with CheckpointManager(local_store) as mgr, pytest.raises(CheckpointError):
+    with CheckpointManager(local_store, start_worker=False) as mgr, pytest.raises(CheckpointError):
         mgr.warm()

@@ -163,7 +163,7 @@ def test_a_corrupt_chunk_is_never_trusted_by_deduplication(tmp_path: Path) -> No
     for r in refs:  # every checkpoint the run kept restores, verified chunk by chunk
         mgr.restore(r.step, tier=r.tier, fallback=False)
     final = mgr.restore(fallback=False)
-    expect = CheckpointManager(clean).restore(fallback=False)
+    expect = CheckpointManager(clean, start_worker=False).restore(fallback=False)
     assert (final.step, final.tier) == (expect.step, expect.tier) == (30, "full")
     tree, arrays = flatten(final.state)
     expect_tree, expect_arrays = flatten(expect.state)

@@ -98,23 +98,35 @@ def _check_shards_stay_home(run_dir: Path, regions: list[str], agg: str, mode: S
     assert all(agg in (r["src"], r["dst"]) for r in crossing)  # a star around the aggregator
 
 
-def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
+@pytest.fixture(scope="module")
+def two_regions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """``burst run examples/regional.yaml`` (in this process, click's CliRunner): its runs
+    root and report. The two-region test checks it; the fault test takes it as the run
+    without faults its final weights must equal."""
+    from tests.conftest import cli_runner
+
+    root = tmp_path_factory.mktemp("regional-two") / "runs"
+    spec = REPO / "examples" / "regional.yaml"
+    assert load_spec(spec).data.shards == TWO
+    return root, _cli_run(cli_runner(), spec, root, "two")
+
+
+def test_burst_run_two_regions(two_regions: tuple[Path, dict[str, Any]]) -> None:
     """examples/regional.yaml as shipped: ``local_steps: null``, the run takes the planner's H
     (4 for its 0.6 s step, see test_regional_errors.py) and reports it with its basis."""
     spec = REPO / "examples" / "regional.yaml"
-    assert load_spec(spec).data.shards == TWO
-    doc = _cli_run(burst_cli, spec, tmp_path / "runs", "two")
+    runs, doc = two_regions
     regions = list(TWO)
     _check_complete(doc, regions)
     assert doc["local_steps"] == 4 and doc["local_steps_basis"].startswith("planner:")
-    _check_shards_stay_home(tmp_path / "runs" / "two", regions, "ap-southeast-1", "s3")
-    _check_regions_provisioned_alone(tmp_path / "runs", "two", regions)
+    _check_shards_stay_home(runs / "two", regions, "ap-southeast-1", "s3")
+    _check_regions_provisioned_alone(runs, "two", regions)
     # one executor: the local runner ran the compiled burst-regional template
     assert doc["workflow"]["template"] == str(REGIONAL_TEMPLATE)
     assert doc["workflow"]["phase"] == doc["workflow"]["exit_handler_phase"] == "Succeeded"
-    _check_branches_overlap(tmp_path / "runs" / "two", regions)
-    cfg = RoleConfig.load(tmp_path / "runs" / "two" / "worker-me-central-1.config.json")
-    run_dir = (tmp_path / "runs" / "two").resolve()
+    _check_branches_overlap(runs / "two", regions)
+    cfg = RoleConfig.load(runs / "two" / "worker-me-central-1.config.json")
+    run_dir = (runs / "two").resolve()
     assert Path(cfg.spec).resolve().is_relative_to(run_dir)  # the run's own copy
     assert Path(cfg.spec).read_text() == spec.read_text()
     links = doc["links"]
@@ -122,7 +134,7 @@ def test_burst_run_two_regions(tmp_path: Path, burst_cli: BurstCli) -> None:
     assert links["egress_usd"] > 0 and links["link_seconds"] > 0.1
     assert links["shard_bytes_crossing"] == 0
     # a worker in sync fetches the compressed update, not the global weights
-    worker = json.loads((tmp_path / "runs" / "two" / "worker-me-central-1.json").read_text())
+    worker = json.loads((runs / "two" / "worker-me-central-1.json").read_text())
     assert [r["next_from"] for r in worker["rounds"]] == ["update"] * 3
     # every round: me-central-1's delta up, the update down (the aggregation region's own
     # worker moves nothing across); the first global checkpoint is read once
@@ -185,15 +197,18 @@ def _run(
 
 
 def test_preempted_worker_and_killed_aggregator_end_as_an_undisturbed_run(
-    tmp_path: Path,
+    tmp_path: Path, two_regions: tuple[Path, dict[str, Any]]
 ) -> None:
     """A worker whose node is lost mid-round (SIGKILL, Argo's "pod deleted") is retried by the
     template's retryStrategy and rejoins from the newest global checkpoint and its own state;
     the aggregator lost between rounds, and once between its state commit and the global
     commit, restarts from its last committed round. The batches are a function of (seed,
-    region, round), so the final weights equal those of a run without faults."""
+    region, round), so the final weights equal those of a run without faults: the shipped
+    two-region example's (the same training: the quickstart's model, seed, batch and 12
+    steps in rounds of 4 over the same shards; its stores are S3 servers, these directories)."""
     spec = regional_spec(tmp_path, TWO)
-    clean = _run(tmp_path, spec, "clean", {})
+    clean = RegionalReport.model_validate(two_regions[1])
+    assert clean.local_steps == 4 and clean.rounds_planned == 3
     faulty = _run(
         tmp_path,
         spec,
@@ -206,8 +221,7 @@ def test_preempted_worker_and_killed_aggregator_end_as_an_undisturbed_run(
             },
         },
     )
-    for report in (clean, faulty):
-        _check_complete(report.to_json(), list(TWO))
+    _check_complete(faulty.to_json(), list(TWO))
     attempts = {(a.role, a.region): a.exit_codes for a in faulty.attempts}
     # a lost node leaves no exit code: Argo's -1 (lastRetry.exitCode), "pod deleted"
     assert attempts[("worker", "me-central-1")] == [-1, 0]

@@ -150,7 +150,7 @@ def test_fsdp2_resumed_on_another_world_size_continues_data_and_loss_curve(
     records = (runs / "move" / "train-attempts.jsonl").read_text().splitlines()
     assert [json.loads(r)["engine"] for r in records] == ["torch-fsdp2"] * 2
     ckpts = open_store(f"file://{store}/move")
-    mgr = CheckpointManager(ckpts)
+    mgr = CheckpointManager(ckpts, start_worker=False)
     try:
         restored = mgr.restore(STEPS, tier="full")
     finally:

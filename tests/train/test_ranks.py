@@ -73,7 +73,7 @@ def test_two_ranks_preempted_at_a_random_step_resume_bit_identical_and_on_one_ra
     d = doc(runs, "shrink")
     assert [a["resumed_from"] for a in d["attempts"]] == [0, at]
     assert d["world_size"] == 1
-    mgr = CheckpointManager(open_store(f"file://{store}/shrink"))
+    mgr = CheckpointManager(open_store(f"file://{store}/shrink"), start_worker=False)
     try:
         final = assemble(mgr.restore(STEPS, tier="full").state)
     finally:
@@ -109,7 +109,7 @@ def test_a_rank_killed_stops_the_others_and_no_partial_checkpoint(
     # is logged, not asserted (shared machines are noisy)
     print(f"seed {SEED}: the others stopped {took:.1f}s after the kill")
     store = open_store(f"file://{spec.parent}/store/killed")
-    mgr = CheckpointManager(store)
+    mgr = CheckpointManager(store, start_worker=False)
     try:
         for ref in list_checkpoints(store):  # every visible checkpoint is complete
             state = assemble(mgr.restore(ref.step, tier=ref.tier).state)

@@ -31,8 +31,8 @@ def test_final_checkpoint_is_replicated_and_restores_from_the_replica(
     assert train["replica"]["step"] == 30 and train["replica"]["copied_bytes"] > 0
     assert train["replica"]["verified"] is True  # read back in the replica, chunk by chunk
 
-    primary = CheckpointManager(train["checkpoint_store"])
-    copy = CheckpointManager(train["replica"]["store"])
+    primary = CheckpointManager(train["checkpoint_store"], start_worker=False)
+    copy = CheckpointManager(train["replica"]["store"], start_worker=False)
     try:
         assert [r.step for r in copy.checkpoints()] == [30]
         a, b = primary.restore(step=30), copy.restore(step=30)  # checksums verified

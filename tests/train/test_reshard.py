@@ -51,7 +51,7 @@ def test_resumed_on_another_world_size_continues_data_and_loss_curve(tmp_path: P
     assert [a["resumed_from"] for a in d["attempts"]] == [0, at], f"seed {SEED}"
     assert [a["world_size"] for a in d["attempts"]] == [before, after]
     # the data position: every sample once, none skipped, across the change
-    mgr = CheckpointManager(open_store(f"file://{store}/move"))
+    mgr = CheckpointManager(open_store(f"file://{store}/move"), start_worker=False)
     try:
         final = assemble(mgr.restore(STEPS, tier="full").state)
     finally:
