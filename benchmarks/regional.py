@@ -631,6 +631,12 @@ def main() -> int:
         help="--tune-outer: these (lr/momentum) points instead of OUTER_GRID",
     )
     p.add_argument(
+        "--merge-results",
+        default=None,
+        metavar="RESULTS,...",
+        help="one results/regional.json from runs of --regions/--local-steps measured apart",
+    )
+    p.add_argument(
         "--merge-grids",
         default=None,
         metavar="GRID,...",
@@ -652,6 +658,8 @@ def main() -> int:
     )
     p.add_argument("--out", default=None, help="the JSON to write")
     args = p.parse_args()
+    if args.merge_results:
+        return merge_results(args.merge_results.split(","), args.out)
     if args.merge_grids:
         return merge_grids(args.merge_grids.split(","), args.out)
     if args.write_defaults is not None:
@@ -969,6 +977,34 @@ def merge_grids(paths: list[str], out: str | None) -> int:
                 raise SystemExit(f"{p}: S of {n} regions differs from the other grids'")
             into["local_steps"] |= row["local_steps"]  # a cell is written only once complete
     merged["elapsed_s"] = sum(float(d.get("elapsed_s", 0)) for d in docs)
+    write_results(path, merged)
+    print(f"wrote {path}")
+    return 0
+
+
+def merge_results(paths: list[str], out: str | None) -> int:
+    """One results/regional.json from best-against-best runs of the same mode measured apart
+    (``--regions N --local-steps H`` each): S's figures checked equal, arms united."""
+    path = out or str(REPO / "benchmarks" / "results" / "regional.json")
+    docs = [json.loads(Path(p).read_text()) for p in paths]
+    if len({(d["mode"], d["steps_per_region"]) for d in docs}) != 1:
+        raise SystemExit("the runs were measured in different modes or steps")
+    merged: dict[str, Any] = {k: v for k, v in docs[0].items() if k != "regions"}
+    merged |= {"measured_in": [], "regions": {}}
+    merged["complete"] = all(d.get("complete") for d in docs)
+    merged["elapsed_s"] = sum(float(d.get("elapsed_s", 0)) for d in docs)
+    for p, d in zip(paths, docs, strict=True):
+        merged["measured_in"].append(
+            {"file": Path(p).name, "measured_at": d["measured_at"], "machine": d["machine"]}
+        )
+        for n, row in d["regions"].items():
+            into = merged["regions"].setdefault(n, {k: v for k, v in row.items()})
+            if into["sync_dp"]["best"]["eval_loss"] != row["sync_dp"]["best"]["eval_loss"]:
+                raise SystemExit(f"{p}: S of {n} regions differs from the other runs'")
+            for key in ("burst", "burst_adaptive"):
+                into.setdefault(key, {}).update(row.get(key, {}))
+            if "one_region" in row:
+                into["one_region"] = row["one_region"]
     write_results(path, merged)
     print(f"wrote {path}")
     return 0
