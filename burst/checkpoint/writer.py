@@ -92,6 +92,8 @@ class CheckpointWriter:
         self._prev_fast: list[bytes] = []
         self._prev_digests: list[str] = []
         self._pool = Lanes(concurrency, background_concurrency or 0, nice, self.hurry)
+        # hashing has lanes of its own: the next chunk's hash never waits behind uploads
+        self._hasher = Lanes(1, 1 if background_concurrency else 0, nice, self.hurry)
 
     def load_known(self) -> dict[str, int]:
         if self.known is None:
@@ -198,8 +200,8 @@ class CheckpointWriter:
         try:
             for i, span in enumerate(spans):
                 view = buffer[span.offset : span.offset + span.size]
-                # hashed on the lanes, ahead of any upload: at the lanes' priority
-                hashing = self._pool.submit(self._hash, view, i if same_layout else -1, first=True)
+                # hashed on the hashing lanes: at the background priority until someone waits
+                hashing = self._hasher.submit(self._hash, view, i if same_layout else -1)
                 fx, digest = hashing.result()
                 fast.append(fx)
                 digests.append(digest)
@@ -314,15 +316,17 @@ class CheckpointWriter:
         return manifest
 
     def close(self) -> None:
+        self._hasher.shutdown()
         self._pool.shutdown()
 
 
 class Lanes:
     """The threads that run a writer's work, first come first served (``first``: ahead of
     the queue). ``background`` threads, at CPU priority ``nice`` (set per thread), take work
-    at any time; ``concurrency`` threads at the process's own priority take it only while
-    ``hurry`` is set (someone waits for the save), so a waited-for save is not starved by
-    the priority its background part runs at. ``nice`` is added to a background thread's
+    while nobody waits for the save; once ``hurry`` is set (someone waits), ``concurrency``
+    threads at the process's own priority take it instead, so a waited-for save is not
+    starved by the priority its background part runs at (what a background thread has in
+    hand, it finishes). ``nice`` is added to a background thread's
     priority, like ``os.nice``. With ``background`` 0 every thread takes work
     at any time, at the process's priority."""
 
@@ -333,16 +337,16 @@ class Lanes:
         self._closed = False
         self._threads: list[threading.Thread] = []
         for i in range(background):
-            self._spawn(f"ckpt-bg{i}", None, nice)
+            self._spawn(f"ckpt-bg{i}", lambda: not hurry.is_set(), nice)
         for i in range(concurrency):
-            self._spawn(f"ckpt-up{i}", hurry if background else None, 0)
+            self._spawn(f"ckpt-up{i}", hurry.is_set if background else None, 0)
 
-    def _spawn(self, name: str, gate: threading.Event | None, nice: int) -> None:
+    def _spawn(self, name: str, gate: Callable[[], bool] | None, nice: int) -> None:
         thread = threading.Thread(target=self._run, args=(gate, nice), daemon=True, name=name)
         thread.start()
         self._threads.append(thread)
 
-    def _run(self, gate: threading.Event | None, nice: int) -> None:
+    def _run(self, gate: Callable[[], bool] | None, nice: int) -> None:
         if nice:
             with contextlib.suppress(OSError, AttributeError):  # Linux: per thread
                 tid = threading.get_native_id()  # like os.nice(nice), for this thread only
@@ -352,7 +356,7 @@ class Lanes:
         while True:
             with self._cv:
                 while True:
-                    if self._queue and (gate is None or gate.is_set() or self._closed):
+                    if self._queue and (gate is None or gate() or self._closed):
                         fut, fn, args = self._queue.popleft()
                         break
                     if self._closed:
