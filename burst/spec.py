@@ -83,6 +83,7 @@ def _hidden_character(value: Any) -> str | None:
 
 class Strict(BaseModel):
     model_config = ConfigDict(
+        defer_build=True,
         extra="forbid",
         frozen=True,
         use_enum_values=True,
@@ -657,6 +658,7 @@ class BurstJob(Strict):
     storage: Storage
 
     model_config = ConfigDict(
+        defer_build=True,
         extra="forbid",
         frozen=True,
         use_enum_values=True,
