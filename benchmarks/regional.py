@@ -96,8 +96,8 @@ MODES: dict[str, dict[str, Any]] = {
     "full": {  # sized for 2 shared cores: 300 steps, 2 inner lrs, the H that meet 0.01 bytes
         "steps": 300,
         "local_steps": (30, 100),
-        "inner_lrs": (2e-3, 4e-3),
-        "extend": 100,
+        "inner_lrs": (2e-3, 4e-3, 8e-3),
+        "extend": 200,
         "eval_every": 10,
         "adaptive": ((10, 100),),  # (first H, H): rounds of 10, 20, 40, 80, then 100
     },
