@@ -30,11 +30,16 @@ ELAPSED = echo "make $@: $$(( $$(date +%s) - $(STARTED) )) s"
 
 setup: $(STAMP)
 
-# Packages are installed with uv (pinned; about 65 s cold here against pip's 100 s, about 15 s
-# from uv's cache in ~/.cache/uv): it downloads in parallel, links from its cache and compiles
-# no bytecode ahead (Python compiles what is imported, once). Torch first, then the rest.
+# Packages are installed with uv (pinned): it downloads in parallel and links from its cache
+# in ~/.cache/uv, and compiles the bytecode on every core (pip compiles on one: 100 s here for
+# setup with pip). The bytecode is compiled at install: without it every process would
+# compile what it imports, and the test workers that start together would each compile torch.
+# Torch first, then the rest.
 UV_VERSION ?= 0.13.9
-UV := $(BIN)/uv pip install --quiet --python $(BIN)/python $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS))
+# uv reads none of pip's configuration: scripts/uv_pip_args.py passes on pip's indexes and
+# find-links (where these machines keep the CPU torch wheel), best match across them as pip.
+UV := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	--index-strategy unsafe-best-match $$($(PYTHON) scripts/uv_pip_args.py)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet uv==$(UV_VERSION)

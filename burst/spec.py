@@ -83,6 +83,7 @@ def _hidden_character(value: Any) -> str | None:
 
 class Strict(BaseModel):
     model_config = ConfigDict(
+        defer_build=True,
         extra="forbid",
         frozen=True,
         use_enum_values=True,
@@ -323,15 +324,26 @@ class CheckpointPolicy(Strict):
 
 
 class OuterOptimizerSettings(Strict):
-    """The aggregator's outer optimizer (DiLoCo, arXiv 2311.08105: Nesterov, lr 0.7,
-    momentum 0.9)."""
+    """The aggregator's outer optimizer (DiLoCo, arXiv 2311.08105: Nesterov). A null lr or
+    momentum is the measured table's for the run's regions and H
+    (``burst.regional.defaults``, docs/regional.md "Outer defaults")."""
 
     optimizer: Literal["nesterov", "sgd"] = Field(
         default="nesterov",
         description="nesterov (DiLoCo's choice) or sgd (plain heavy-ball momentum).",
     )
-    lr: Float = Field(default=0.7, gt=0, le=10, description="Outer learning rate.")
-    momentum: Float = Field(default=0.9, ge=0, lt=1, description="Outer momentum.")
+    lr: Float | None = Field(
+        default=None,
+        gt=0,
+        le=10,
+        description="Outer learning rate. null: the measured table's for the regions and H.",
+    )
+    momentum: Float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        description="Outer momentum. null: the measured table's for the regions and H.",
+    )
 
 
 class CompressionSettings(Strict):
@@ -371,6 +383,13 @@ class RegionalSync(Strict):
         ge=1,
         le=STEPS_MAX,
         description="Inner steps between synchronisations (H). null: the planner picks it.",
+    )
+    first_local_steps: Int | None = Field(
+        default=None,
+        ge=1,
+        le=STEPS_MAX,
+        description="Adaptive rounds: the first round's inner steps; each later round doubles "
+        "it, up to local_steps. null: every round local_steps.",
     )
     sync_fraction: Float = Field(
         default=0.1,
@@ -639,6 +658,7 @@ class BurstJob(Strict):
     storage: Storage
 
     model_config = ConfigDict(
+        defer_build=True,
         extra="forbid",
         frozen=True,
         use_enum_values=True,

@@ -17,7 +17,7 @@ from burst.errors import BadInputError
 class Document(BaseModel):
     """A document burst writes itself: unknown fields are refused (a typo is not ignored)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object as the producer built it (fields it did not set are left out)."""
@@ -28,7 +28,7 @@ class Detail(BaseModel):
     """A nested detail record that carries producer-specific keys (measurements, a notice):
     typed where the consumers read it, open to more keys."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class StepDocument(Document):

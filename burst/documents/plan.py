@@ -118,6 +118,12 @@ class RegionalSyncPlan(Document):
     step_s: float = Field(ge=0, description="One local step (the workload's step time).")
     codec: Literal["int8", "topk", "none"]
     local_steps: int = Field(ge=1, description="H: local steps between syncs.")
+    first_local_steps: int | None = Field(
+        default=None,
+        ge=1,
+        description="Adaptive rounds: the first round's H, doubling up to local_steps "
+        "(burst.regional.rounds); null: every round H.",
+    )
     rounds: int = Field(ge=1)
     delta_bytes: int = Field(ge=0, description="One compressed delta (payload).")
     bytes_per_round: int = Field(ge=0, description="Bytes crossing regions in one round.")
@@ -132,6 +138,18 @@ class RegionalSyncPlan(Document):
     sync_dp_wall_s: float = Field(ge=0)
     bytes_ratio: float = Field(ge=0, description="regional / synchronous DP.")
     wall_ratio: float = Field(ge=0, description="regional / synchronous DP.")
+    outer_optimizer: Literal["nesterov", "sgd"] | None = None
+    outer_lr: float | None = Field(default=None, gt=0, description="The outer lr the run uses.")
+    outer_momentum: float | None = Field(default=None, ge=0, lt=1)
+    outer_basis: str | None = Field(
+        default=None, description="The spec, or the measured table's cell (regions, H)."
+    )
+    expected_loss_ratio: float | None = Field(
+        default=None,
+        gt=0,
+        description="Held-out loss / synchronous DP's at equal tokens, as measured for this "
+        "outer setting at the table's nearest (regions, H); null: not measured.",
+    )
 
 
 class Topology(Document):

@@ -17,7 +17,11 @@ plan document's ``regional`` section:
 * compute: the workload's step time (``burst.plan.workload.estimate``) is one local step in
   every region (each region runs the spec's GPUs), split 1:2 between forward and backward;
 * H: ``local_steps`` from the spec, else the smallest H whose sync stays under
-  ``sync_fraction`` of a round's compute (``estimates.choose_local_steps``).
+  ``sync_fraction`` of a round's compute (``estimates.choose_local_steps``);
+* quality: the outer optimizer the run will use (the spec's, or the measured table's for the
+  number of regions and H: ``burst.regional.defaults``) and the held-out loss ratio against
+  synchronous DP at equal tokens that the table measured for it (``expected_loss_ratio``;
+  null when the spec names a setting the table did not measure).
 """
 
 from __future__ import annotations
@@ -85,7 +89,12 @@ def plan_regional_sync(
         local_steps=rs.local_steps,
         block_size=comp.block_size,
         topk_fraction=comp.topk_fraction,
+        first_local_steps=rs.first_local_steps,
     )
+    from burst.regional.defaults import resolve_outer
+
+    h = min(plan.comparison.local_steps, job.training.steps)
+    outer = resolve_outer(rs.outer.optimizer, rs.outer.lr, rs.outer.momentum, len(regions), h)
     doc: dict[str, Any] = {
         "strategy": REGIONAL_SYNC,
         "regions": regions,
@@ -99,6 +108,12 @@ def plan_regional_sync(
         ),
         "step_s": step_s,
         **plan.to_dict(),
+        "first_local_steps": rs.first_local_steps,
+        "outer_optimizer": rs.outer.optimizer,
+        "outer_lr": outer.lr,
+        "outer_momentum": outer.momentum,
+        "outer_basis": outer.basis,
+        "expected_loss_ratio": outer.expected_loss_ratio,
     }
     log.info(
         "regional sync: H %d, %d rounds, %.3g GB a round, bytes ratio %.3g vs sync DP",

@@ -37,6 +37,7 @@ DAY_SECONDS = 86400
 
 class Strict(BaseModel):
     model_config = ConfigDict(
+        defer_build=True,
         extra="forbid",
         frozen=True,
         use_enum_values=True,

@@ -32,6 +32,7 @@ from burst.checkpoint.writer import CheckpointWriter
 from burst.errors import InfraError
 from burst.regional.aggregate import DeltaMessage, aggregate_round
 from burst.regional.compression import Codec
+from burst.regional.defaults import resolve_outer
 from burst.regional.outer import NesterovOuterOptimizer, OuterSettings, StalenessRule
 from burst.regional.runtime import (
     Role,
@@ -65,11 +66,21 @@ def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
     global_w = CheckpointWriter(global_store, concurrency=2)
     update_w = CheckpointWriter(update_store, concurrency=2)
     delta_stores = {r: role.series(delta_series(r)) for r in cfg.regions}
+    resolved = resolve_outer(
+        rs.outer.optimizer, rs.outer.lr, rs.outer.momentum, len(cfg.regions), cfg.local_steps
+    )
+    log.info(
+        "aggregator: outer %s lr %g momentum %g (%s)",
+        rs.outer.optimizer,
+        resolved.lr,
+        resolved.momentum,
+        resolved.basis,
+    )
     outer = NesterovOuterOptimizer(
         OuterSettings(
-            lr=rs.outer.lr,
-            momentum=rs.outer.momentum,
-            nesterov=rs.outer.optimizer == "nesterov",
+            lr=resolved.lr,
+            momentum=resolved.momentum,
+            nesterov=resolved.nesterov,
             local_steps=cfg.local_steps,
         )
     )

@@ -36,6 +36,7 @@ from burst.regional.codec_sizes import (
     none_bytes,
     topk_bytes,
 )
+from burst.regional.rounds import Rounds
 
 DEFAULT_SYNC_FRACTION = 0.1  # sync time at most 10 % of a round's compute time
 
@@ -145,6 +146,7 @@ def compare_with_sync_dp(
     traffic: RoundTraffic,
     local_steps: int,
     steps: int,
+    first_local_steps: int | None = None,
 ) -> Comparison:
     """Both run ``steps`` optimizer steps in each of ``len(remote_links) + 1`` regions.
     DP all-reduces ``prof.grad_gb`` every step over the slowest link (seed 002, plus the ring's
@@ -153,7 +155,7 @@ def compare_with_sync_dp(
     if local_steps < 1 or steps < 1:
         raise ValueError("local steps and steps must be >= 1")
     n = len(remote_links) + 1
-    rounds = math.ceil(steps / local_steps)
+    rounds = Rounds(steps, local_steps, first_local_steps).count  # adaptive rounds: more
     regional_wall = steps * local_step_time(prof) + rounds * traffic.sync_s
     if remote_links:
         slowest = min(remote_links, key=lambda ln: ln.gb_per_s)
@@ -218,12 +220,15 @@ def plan_regional(
     local_steps: int | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     topk_fraction: float = DEFAULT_TOPK_FRACTION,
+    first_local_steps: int | None = None,
 ) -> RegionalPlan:
     """Bytes of one delta, one round's traffic (the downlink compressed the same way), H chosen
     so the sync stays under ``max_sync_fraction`` of a round's compute (unless given), and the
-    comparison with synchronous DP over the same regions for ``steps`` steps."""
+    comparison with synchronous DP over the same regions for ``steps`` steps; with
+    ``first_local_steps`` the rounds are adaptive (``burst.regional.rounds``): more of them,
+    each one's bytes counted."""
     size = delta_bytes(tensor_sizes, codec, block_size, topk_fraction)
     traffic = round_traffic(size, size, remote_links)
     h = local_steps or choose_local_steps(traffic.sync_s, local_step_time(prof), max_sync_fraction)
-    comparison = compare_with_sync_dp(prof, remote_links, traffic, h, steps)
+    comparison = compare_with_sync_dp(prof, remote_links, traffic, h, steps, first_local_steps)
     return RegionalPlan(codec, size, traffic, comparison, max_sync_fraction)

@@ -15,7 +15,6 @@ go through the ``LinkedStore`` and are measured.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from burst.checkpoint.restore import Restored, restore_checkpoint
 from burst.checkpoint.tree import flatten
 from burst.checkpoint.writer import CheckpointWriter
 from burst.errors import BadInputError, InfraError
+from burst.regional.rounds import Rounds
 from burst.regional.stores import LinkedStore, LinkLog, links_from_pairs, open_spec, series
 from burst.spec import BurstJob, RegionalSync, load_spec
 from burst.storage.base import ObjectStore
@@ -66,6 +66,7 @@ class RoleConfig:
     poll_s: float = 0.05
     wait_limit_s: float = 600.0  # a worker waiting for the next global round gives up then
     run_id: str = ""  # the run's id (metrics, leases); empty: the spec's name
+    first_local_steps: int | None = None  # adaptive rounds: the first round's H (doubling)
 
     def to_json(self) -> str:
         d = dict(self.__dict__)
@@ -179,14 +180,17 @@ def subdir_spec(spec: dict[str, Any], prefix: str) -> dict[str, Any]:
     return out
 
 
-def rounds_for(steps: int, local_steps: int) -> int:
+def rounds_for(steps: int, local_steps: int, first_local_steps: int | None = None) -> int:
     """Rounds of a run: every worker runs ``steps`` inner steps, H of them a round (the last
-    round takes what is left)."""
-    return max(1, math.ceil(steps / local_steps))
+    round takes what is left), or adaptive rounds from ``first_local_steps`` up to H
+    (``burst.regional.rounds``)."""
+    return Rounds(max(1, steps), local_steps, first_local_steps).count
 
 
-def steps_in_round(round_: int, steps: int, local_steps: int) -> int:
-    return min(local_steps, steps - round_ * local_steps)
+def steps_in_round(
+    round_: int, steps: int, local_steps: int, first_local_steps: int | None = None
+) -> int:
+    return Rounds(steps, local_steps, first_local_steps).length(round_)
 
 
 def commit(writer: CheckpointWriter, state: Any, step: int, tier: str = "weights") -> Manifest:

@@ -40,6 +40,7 @@ import torch
 from burst.documents import TrainDocument
 from burst.errors import BadInputError
 from burst.regional.aggregate import apply_update, make_message
+from burst.regional.rounds import Rounds
 from burst.regional.runtime import (
     Role,
     RoleConfig,
@@ -48,7 +49,6 @@ from burst.regional.runtime import (
     payload_array,
     payload_bytes,
     read,
-    steps_in_round,
     subdir_spec,
 )
 from burst.regional.stores import (
@@ -98,6 +98,7 @@ class RegionalWorker:
         self.links = role.links
         self.H = cfg.local_steps
         self.total = self.job.training.steps
+        self.plan = Rounds(self.total, self.H, cfg.first_local_steps)  # where rounds begin
         own = LinkedStore(open_spec(cfg.region_store), self.region, self.region, self.links)
         self.global_store = role.series(GLOBAL)
         self.updates = role.series(UPDATES)
@@ -137,17 +138,14 @@ class RegionalWorker:
 
     def _round_of_end(self, done: int) -> int | None:
         """The round that inner step count ``done`` ends, or None mid-round."""
-        if done <= 0:
-            return None
-        r = (done - 1) // self.H
-        return r if done == min((r + 1) * self.H, self.total) else None
+        return self.plan.ending_at(done)
 
     def boundary(self, done: int) -> bool:
         r = self._round_of_end(done)
         if r is None:
             return False
         self.role.fault(f"worker-before-delta@{self.region}@{r}")
-        n = steps_in_round(r, self.total, self.H)
+        n = self.plan.length(r)
         job = self.job
         tokens = n * job.training.batch_size * job.training.tokens_per_sample
         msg = make_message(
@@ -184,7 +182,7 @@ class RegionalWorker:
         self.rounds[-1]["next_from"] = how
         _load(self._setup.model, self.global_params)
         self.round = newest
-        return newest * self.H
+        return self.plan.start(newest)
 
     def result(self) -> dict[str, Any]:
         return {"region": self.region, "rounds": self.rounds, "final_round": self.round}
@@ -237,7 +235,7 @@ class RegionalWorker:
 
     def step(self, step: int) -> float:
         setup, job = self._setup, self.job
-        r, i = divmod(step, self.H)
+        r, i = self.plan.locate(step)
         if self.pos != (r, i):
             self._start_round(r, i)
         assert self.gen is not None
@@ -251,7 +249,7 @@ class RegionalWorker:
         value = float(loss.detach())
         self.losses.append(value)
         self.pos = (r, i + 1)
-        if i == steps_in_round(r, self.total, self.H) // 2:
+        if i == self.plan.length(r) // 2:
             self.role.fault(f"worker-mid-round@{self.region}@{r}")
         return value
 
@@ -272,11 +270,11 @@ class RegionalWorker:
         setup = self._setup
         if restored is None:
             _load(setup.model, self.global_params)
-            return g * self.H if g > 0 else None
+            return self.plan.start(g) if g > 0 else None
         s, state = restored
         self.codec.residual = dict(state.get("residual") or {})
         ended = self._round_of_end(s)
-        if ended is None and s // self.H == g:  # mid-round, and the round is still open
+        if ended is None and self.plan.locate(s)[0] == g:  # mid-round, the round still open
             apply_setup(setup, state, f"worker {self.region}'s own state at step {s}")
             log.info("worker %s: resumed mid-round %d at inner step %d", self.region, g, s)
             return s
@@ -291,7 +289,7 @@ class RegionalWorker:
             self.global_params = dict(read(self.global_store, g).state["weights"])
         _load(setup.model, self.global_params)
         log.info("worker %s: resumed at global round %d (own state of step %d)", self.region, g, s)
-        return g * self.H
+        return self.plan.start(g)
 
     def nbytes(self, tier: str) -> int:
         return state_nbytes(self._state(0))

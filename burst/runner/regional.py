@@ -213,7 +213,7 @@ def _report(
     cfg_file = run_dir / f"worker-{regions[0]}.config.json"
     if cfg_file.exists():  # what the run's provision step chose (the plan's H)
         local_steps = int(json.loads(cfg_file.read_text())["local_steps"])
-    rounds = rounds_for(job.training.steps, local_steps)
+    rounds = rounds_for(job.training.steps, local_steps, rs.first_local_steps)
     # a region whose provisioning began (a failure half-way is torn down too); bad input
     # (2) and a refusal (3) come before anything is applied
     provisioned = [

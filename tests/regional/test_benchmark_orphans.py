@@ -71,7 +71,8 @@ def alive(pid: int) -> bool:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
 def test_region_processes_die_with_a_killed_benchmark(tmp_path: Path) -> None:
     script = str(REPO / "benchmarks" / "regional.py")
-    args = ["--smoke", "--regions", "2", "--steps", "1000000", "--out", str(tmp_path / "r.json")]
+    args = ["--smoke", "--regions", "2", "--steps", "1000000", "--sync-dp-ranks"]
+    args += ["--out", str(tmp_path / "r.json")]
     proc = subprocess.Popen(
         [*BACKGROUND, sys.executable, script, *args],
         stdout=subprocess.DEVNULL,

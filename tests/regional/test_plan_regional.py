@@ -105,3 +105,10 @@ def test_burst_plan_prints_the_regional_section(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     assert "regional sync: 2 regions, aggregator ap-southeast-1; H 47" in out.output
     assert "synchronous DP: 2,820 GB" in out.output
+    # the outer optimizer and the loss ratio the measured table expects for it (issue 31)
+    from burst.regional.defaults import resolve_outer
+
+    shipped = resolve_outer("nesterov", None, None, 2, 47)
+    assert f"outer nesterov lr {shipped.lr:g} momentum {shipped.momentum:g}" in out.output
+    assert shipped.expected_loss_ratio is not None
+    assert f"expected held-out loss: {shipped.expected_loss_ratio:.3f} x" in out.output

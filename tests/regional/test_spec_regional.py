@@ -38,7 +38,9 @@ def test_regional_sync_defaults_come_from_the_shards() -> None:
     assert rs.regions == ["ap-southeast-1", "me-central-1"]
     assert rs.aggregation_region == "ap-southeast-1"
     assert rs.local_steps == 5
-    assert (rs.outer.optimizer, rs.outer.lr, rs.outer.momentum) == ("nesterov", 0.7, 0.9)
+    # null: the measured table's for the run's regions and H (burst.regional.defaults)
+    assert (rs.outer.optimizer, rs.outer.lr, rs.outer.momentum) == ("nesterov", None, None)
+    assert rs.first_local_steps is None  # every round H steps
     assert (rs.compression.codec, rs.compression.block_size) == ("int8", 256)
     assert rs.compression.topk_fraction == 0.01
     assert (rs.sync_fraction, rs.round_deadline_s, rs.max_staleness) == (0.1, 600, 0)
@@ -117,6 +119,7 @@ def test_regional_sync_mistakes_are_one_line_each(extra: str, shards: str, needl
         ("  strategy: regional-sync\n  regional_sync: {compression: {codec: fp4}}\n", "codec"),
         ("  strategy: regional-sync\n  regional_sync: {outer: {momentum: 1}}\n", "momentum"),
         ("  strategy: regional-sync\n  regional_sync: {round_deadline_s: -1}\n", "deadline"),
+        ("  strategy: regional-sync\n  regional_sync: {first_local_steps: 0}\n", "first_local"),
         ("  strategy: regional-sync\n  regional_sync: {max_staleness: -1}\n", "max_staleness"),
         ("  strategy: regional-sync\n  regional_sync: {bogus: 1}\n", "unknown field"),
     ],
@@ -136,6 +139,7 @@ def test_schema_documents_the_strategy() -> None:
         "regions",
         "aggregation_region",
         "local_steps",
+        "first_local_steps",
         "sync_fraction",
         "outer",
         "compression",

@@ -285,7 +285,13 @@ def regional_lines(r: dict) -> list[str]:
     """The plan's regional-sync section in words (docs/regional.md "Planning")."""
     return [
         f"regional sync: {len(r['regions'])} regions, aggregator {r['aggregation_region']}; "
-        f"H {r['local_steps']} ({r['local_steps_basis']}), {r['rounds']} rounds, "
+        f"H {r['local_steps']} ({r['local_steps_basis']})"
+        + (
+            f", adaptive from {r['first_local_steps']} doubling"
+            if r.get("first_local_steps")
+            else ""
+        )
+        + f", {r['rounds']} rounds, "
         f"{r['codec']} deltas of {_gb(r['delta_bytes'])}",
         f"  per round: {_gb(r['bytes_per_round'])} across regions, "
         f"{_money(r['egress_usd_per_round'])} egress, sync {_seconds(r['sync_s_per_round'])} "
@@ -294,4 +300,23 @@ def regional_lines(r: dict) -> list[str]:
         f"{_seconds(r['wall_s'])}; synchronous DP: {_gb(r['sync_dp_bytes'])}, "
         f"{_money(r['sync_dp_egress_usd'])}, {_seconds(r['sync_dp_wall_s'])}",
         f"  (bytes ratio {r['bytes_ratio']:.3g}, wall ratio {r['wall_ratio']:.3g})",
+        *_quality_lines(r),
+    ]
+
+
+def _quality_lines(r: dict) -> list[str]:
+    """The outer optimizer and the loss ratio the measured table expects (issue 31)."""
+    if r.get("outer_lr") is None:  # a plan document written before issue 31
+        return []
+    expected = r.get("expected_loss_ratio")
+    quality = (
+        f"  expected held-out loss: {expected:.3f} x synchronous DP's at equal tokens "
+        '(measured, docs/regional.md "Outer defaults")'
+        if expected is not None
+        else "  expected held-out loss: not measured for this outer setting"
+    )
+    return [
+        f"  outer {r['outer_optimizer']} lr {r['outer_lr']:g} momentum {r['outer_momentum']:g} "
+        f"({r['outer_basis']})",
+        quality,
     ]
