@@ -36,7 +36,10 @@ setup: $(STAMP)
 # compile what it imports, and the test workers that start together would each compile torch.
 # Torch first, then the rest.
 UV_VERSION ?= 0.13.9
-UV := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python $(if $(PIP_FIND_LINKS),--find-links $(PIP_FIND_LINKS))
+# uv reads none of pip's configuration: scripts/uv_pip_args.py passes on pip's indexes and
+# find-links (where these machines keep the CPU torch wheel), best match across them as pip.
+UV := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
+	--index-strategy unsafe-best-match $$($(PYTHON) scripts/uv_pip_args.py)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet uv==$(UV_VERSION)

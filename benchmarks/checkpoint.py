@@ -237,7 +237,8 @@ def bench_restore(
     import boto3
 
     s3 = boto3.client("s3", endpoint_url=server.endpoint, region_name=server.region)
-    mgr = CheckpointManager(open_store(f"s3://{bucket}/ours"))
+    # restores only: no worker process (it would start beside the first timed restore)
+    mgr = CheckpointManager(open_store(f"s3://{bucket}/ours"), start_worker=False)
     target = tr.state()  # restore straight into the live model's and optimizer's tensors
     thr_a, thr_b = [], []
     for rep in range(reps):

@@ -34,7 +34,7 @@ WINDOW_S: dict[str, float] = {"day": 86400.0, "week": 7 * 86400.0, "month": 30 *
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Limit(_Strict):

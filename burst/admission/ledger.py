@@ -49,7 +49,7 @@ EntryState = Literal["admitted", "refused", "settled"]
 class Entry(BaseModel):
     """One run's line in its team's ledger."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     run_id: str
     team: str

@@ -46,7 +46,7 @@ TierName = Literal["heavy", "distilled", "distilled-int8"]
 
 
 class TierArtifact(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: TierName
     kind: Literal["heavy", "distilled"]
@@ -62,7 +62,7 @@ class TierArtifact(BaseModel):
 
 
 class TiersDocument(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     kind: Literal["burst/tiers"] = "burst/tiers"
     run_id: str

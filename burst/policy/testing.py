@@ -44,7 +44,7 @@ class TestResult:
 
 
 class Case(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: str = Field(min_length=1)
     candidate: str = Field(pattern=r"^[a-z0-9-]+/[a-z0-9-]+$", description="provider/region")
@@ -66,7 +66,7 @@ class Case(BaseModel):
 
 
 class CaseFile(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     base: dict[str, Any]
     cases: list[Case] = Field(min_length=1)

@@ -7,24 +7,12 @@ RNG states and its place in the data)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-pytest.importorskip("transformers")
 import torch
-from transformers import (
-    GPT2Config,
-    GPT2LMHeadModel,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-)
 
-from burst.adapters.hf import BurstCallback, output_dir, resume_from_checkpoint
 from burst.adapters.notice import NoticeWatch, notice_signal
 from burst.errors import BadInputError
 from burst.program.contract import Notice, write_notice
@@ -32,48 +20,14 @@ from burst.program.contract import Notice, write_notice
 pytestmark = pytest.mark.slow
 
 
-class Tokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
-    def __len__(self) -> int:
-        return 32
-
-    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-        ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
-        return {"input_ids": ids, "labels": ids}
-
-
-def trainer(out: Path, callbacks: list[Any]) -> Trainer:
-    torch.manual_seed(0)
-    cfg = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2)
-    args = TrainingArguments(
-        output_dir=str(out),
-        max_steps=8,
-        save_steps=3,
-        per_device_train_batch_size=4,
-        report_to=[],
-        use_cpu=True,
-        seed=0,
-        disable_tqdm=True,
-        logging_steps=100,
-    )
-    return Trainer(
-        model=GPT2LMHeadModel(cfg), args=args, train_dataset=Tokens(), callbacks=callbacks
-    )
-
-
-class SignalAt(TrainerCallback):
-    """Sends this process the notice signal at the end of one step (a real signal)."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-        if state.global_step == self.step:
-            os.kill(os.getpid(), signal.SIGUSR1)
-
-
 def test_notice_saves_now_stops_and_resume_matches_an_uninterrupted_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pytest.importorskip("transformers")
+    from hf_parts import SignalAt, trainer
+
+    from burst.adapters.hf import BurstCallback, output_dir, resume_from_checkpoint
+
     out = tmp_path / "ckpt"
     monkeypatch.setenv("BURST_CHECKPOINT_DIR", str(out))
     monkeypatch.delenv("BURST_RESUME_FROM", raising=False)
@@ -111,6 +65,9 @@ def test_the_notice_file_alone_is_a_notice(tmp_path: Path) -> None:
 
 
 def test_notice_signal_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers")
+    from burst.adapters.hf import resume_from_checkpoint
+
     assert notice_signal({}) == signal.SIGUSR1
     assert notice_signal({"BURST_NOTICE_SIGNAL": "usr2"}) == signal.SIGUSR2
     with pytest.raises(BadInputError, match="BURST_NOTICE_SIGNAL='SIGNOPE' is not a signal"):
