@@ -361,7 +361,10 @@ class Lanes:
                         break
                     if self._closed:
                         return
-                    self._cv.wait(0.05)  # a gate (an Event) is looked at again every 50 ms
+                    # work held back by its gate (an Event): looked at again every 50 ms;
+                    # no work: asleep until submit or shutdown notifies (an idle writer
+                    # costs no CPU: its threads would otherwise wake 20 times a second)
+                    self._cv.wait(0.05 if self._queue else None)
             if not fut.set_running_or_notify_cancel():
                 continue
             try:

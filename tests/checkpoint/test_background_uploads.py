@@ -70,3 +70,35 @@ def test_background_uploads_are_bounded_until_someone_waits(tmp_path: Path, hurr
 def test_background_uploads_take_a_quarter_of_the_cores() -> None:
     assert background_uploads(8) >= 1
     assert background_uploads(1) == 1
+
+
+def _switches(native_id: int) -> int:
+    status = Path(f"/proc/self/task/{native_id}/status").read_text()
+    return sum(
+        int(line.split()[1])
+        for line in status.splitlines()
+        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"))
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_an_idle_writers_threads_sleep_until_there_is_work() -> None:
+    """An idle writer (every training process holds one between saves) costs no CPU: its
+    threads block until work is submitted, they do not wake to poll (before: every thread
+    woke every 50 ms, about 1 % of a core per worker process). Counted in each thread's
+    context switches over half a second, not timed."""
+    from burst.checkpoint.writer import Lanes
+
+    hurry = threading.Event()
+    lanes = Lanes(4, 1, 19, hurry)
+    try:
+        threads = [t for t in threading.enumerate() if t.name.startswith("ckpt-")]
+        assert len(threads) >= 5 and all(t.native_id for t in threads)
+        time.sleep(0.1)  # each has reached its wait
+        before = {t.native_id: _switches(t.native_id) for t in threads if t.native_id}
+        time.sleep(0.5)
+        after = {tid: _switches(tid) for tid in before}
+        assert all(after[tid] - before[tid] <= 1 for tid in before), (before, after)
+        assert lanes.submit(lambda: 7).result(timeout=10) == 7  # work still wakes them
+    finally:
+        lanes.shutdown()
