@@ -15,6 +15,8 @@ from urllib.parse import urlparse
 
 OPTIONS = {"index-url": "--index-url", "extra-index-url": "--extra-index-url",
            "find-links": "--find-links"}  # fmt: skip
+# as pip ranks them: a PIP_* variable over the [install] section over [global]
+RANK = {":env:": 3, "install": 2, "global": 1}
 
 
 def _exists(location: str) -> bool:
@@ -25,20 +27,18 @@ def _exists(location: str) -> bool:
 
 
 def uv_args(pip_config: str) -> list[str]:
-    """``pip config list`` output -> uv options; a PIP_* variable (``:env:``) wins over a file."""
-    values: dict[str, str] = {}
+    """``pip config list`` output -> uv options; a PIP_* variable (``:env:``) wins over a
+    file's ``[install]`` section, which wins over its ``[global]`` one."""
+    values: dict[str, tuple[int, str]] = {}  # option -> (its source's rank, value)
     for line in pip_config.splitlines():
         key, sep, raw = line.partition("=")
-        if not sep:
-            continue
         scope, _, name = key.rpartition(".")
-        if name not in OPTIONS or scope not in (":env:", "global", "install"):
-            continue
-        if scope != "global" or name not in values:  # a variable or install section wins
-            values[name] = ast.literal_eval(raw)
+        rank = RANK.get(scope, 0)
+        if sep and name in OPTIONS and rank > values.get(name, (0, ""))[0]:
+            values[name] = (rank, ast.literal_eval(raw))
     args: list[str] = []
     for name, flag in OPTIONS.items():
-        for location in values.get(name, "").split():
+        for location in values.get(name, (0, ""))[1].split():
             if _exists(location):
                 args += [flag, location]
     return args

@@ -81,7 +81,6 @@ def _switches(native_id: int) -> int:
     )
 
 
-@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
 def test_an_idle_writers_threads_sleep_until_there_is_work() -> None:
     """An idle writer (every training process holds one between saves) costs no CPU: its
     threads block until work is submitted, they do not wake to poll (before: every thread

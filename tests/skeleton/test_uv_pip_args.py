@@ -21,8 +21,9 @@ def test_pips_indexes_and_find_links_become_uv_options(tmp_path: Path) -> None:
             f":env:.find-links='{wheels}'",
             "global.cert='/etc/ssl/certs/ca-certificates.crt'",
             f"global.extra-index-url='file://{tmp_path} file://{tmp_path}/missing'",
-            "global.find-links='/not/this/one'",  # the variable wins over the file
+            "global.find-links='/not/this/one'",  # the variable wins over the files
             "global.index-url='https://mirror.example/simple'",
+            "install.find-links='/nor/this/one'",  # nor the install section
         ]
     )
     assert uv_pip_args.uv_args(listed) == [
