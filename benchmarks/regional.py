@@ -87,19 +87,23 @@ INNER_LR = 2e-3
 EVAL_SEQUENCES = 256
 CORPUS_CAP = 24_000_000  # bytes of the corpus used at most (the stdlib is ~30 MB)
 REGION_NAMES = ("ap-southeast-1", "me-central-1", "eu-central-1", "us-east-1")
-# Best against best (issue 31): S and burst each tried at every inner lr of ``inner_lrs``
-# (the same budget), each compared at its best; burst's outer optimizer is the shipped table's
-# for (regions, H) (burst.regional.defaults). burst trains ``extend`` steps past equal tokens
-# for the time to reach S's final loss; the held-out loss is evaluated every ``eval_every``
-# steps (S) or at the first sync at least that many steps after the last evaluation (burst).
+# Best against best (issue 31): S and burst each tried at every (inner lr, per-region batch)
+# of ``inner_lrs`` x ``batches`` (the same budget), each compared at its best; burst's outer
+# optimizer is the shipped table's for (regions, H) (burst.regional.defaults). Equal tokens:
+# ``steps``, ``local_steps``, ``extend`` and ``eval_every`` count steps of BATCH sequences; a
+# per-region batch of b sequences takes ``BATCH / b`` times as many of each (``scaled``), so a
+# larger batch means fewer steps and, for burst, the same tokens (and bytes) a round. burst
+# trains ``extend`` steps past equal tokens for the time to reach S's final loss; the held-out
+# loss is evaluated every ``eval_every`` steps (S) or at the first sync at least that many
+# steps after the last evaluation (burst).
 MODES: dict[str, dict[str, Any]] = {
-    "full": {  # sized for 2 shared cores: 300 steps, 2 inner lrs, the H that meet 0.01 bytes
+    "full": {  # sized for 2 shared cores: 300 steps, the H that meets 0.01 bytes
         "steps": 300,
-        "local_steps": (30, 100),
-        "inner_lrs": (2e-3, 4e-3, 8e-3),
+        "local_steps": (30,),
+        "inner_lrs": (8e-3, 1.6e-2, 3.2e-2),
+        "batches": (16, 32),
         "extend": 200,
         "eval_every": 10,
-        "adaptive": ((10, 100),),  # (first H, H): rounds of 10, 20, 40, 80, then 100
     },
     "quick": {
         "steps": 100,
@@ -129,6 +133,7 @@ DEFAULT_VARIANT: dict[str, Any] = {
     "warmup": 0,
     "iid": False,  # every region samples the whole training set (both arms)
     "inner_lr": INNER_LR,  # AdamW's learning rate in every region (both arms)
+    "batch": BATCH,  # sequences a step in every region (both arms)
     "seed": SEED,  # initial weights and every region's batches (the held-out set stays fixed)
     "eval_every": 0,  # > 0: held-out loss every this many steps (S) or at the first sync
     # at least this many steps after the last evaluation (burst): the curve for time to target
@@ -418,7 +423,7 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
         if solo:
             grads, t_fb = [], 0.0
             for r in range(n):
-                x, y = batch(solo_data[r], solo_gens[r], BATCH)
+                x, y = batch(solo_data[r], solo_gens[r], v["batch"])
                 t0 = time.thread_time()
                 opt.zero_grad(set_to_none=True)
                 lm_loss(model, x, y).backward()
@@ -430,7 +435,7 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
                 p.grad.copy_(flat[off : off + p.numel()].view_as(p))
                 off += p.numel()
         else:
-            x, y = batch(data, gen, BATCH)
+            x, y = batch(data, gen, v["batch"])
             t0 = time.thread_time()
             opt.zero_grad(set_to_none=True)
             loss = lm_loss(model, x, y)
@@ -476,7 +481,7 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
             continue
         # burst: a sync round
         local = {k: v.detach().clone() for k, v in model.named_parameters()}
-        tokens = round_steps * BATCH * CONTEXT
+        tokens = round_steps * v["batch"] * CONTEXT
         msg = make_message(regions[rank], rnd, tokens, global_params, local, codec)
         gathered: list[Any] = [None] * n if rank == 0 else []
         dist.gather_object(msg, gathered if rank == 0 else None, dst=0)
@@ -509,7 +514,7 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
     if rank == 0:
         out = {
             **equal,
-            "tokens": n * steps * BATCH * CONTEXT,
+            "tokens": n * steps * v["batch"] * CONTEXT,
             "param_count": sum(p.numel() for p in model.parameters()),
             "tensor_sizes": [p.numel() for p in model.parameters()],
             "grad_bytes": grad_bytes,
@@ -522,6 +527,7 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
         else:
             out.pop("rounds")
             out["step_compute_s"] = equal["compute_s"] / steps
+        out |= {"batch": v["batch"], "steps": steps}
         if v["eval_every"]:
             out["curve"] = curve
         if v["extend"]:
@@ -573,14 +579,14 @@ def run_many(
         return list(json.loads(result.read_text()))
 
 
-def planner(
-    n: int, steps: int, h: int, base: dict[str, Any], arm: dict[str, Any]
-) -> dict[str, Any]:
-    """The planner's prediction for this layout, with the compute profile measured in S."""
+def planner(n: int, base: dict[str, Any], arm: dict[str, Any]) -> dict[str, Any]:
+    """The planner's prediction for this layout (the arm's steps, H, first H), with the
+    compute profile measured in S (a step's compute scaled to the arm's batch)."""
     from burst.plan.crossregion import SEED_002_LINKS, ModelProfile
     from burst.regional.estimates import plan_regional
 
-    t_step = base["step_compute_s"]
+    steps, h = arm["steps"], arm["local_steps"]
+    t_step = base["step_compute_s"] * arm["batch"] / base["batch"]
     prof = ModelProfile(
         t_f=t_step / 3,
         t_b=t_step * 2 / 3,
@@ -590,7 +596,15 @@ def planner(
         microbatches=1,
     )
     links = [SEED_002_LINKS["cross_continent"]] * (n - 1)
-    plan = plan_regional(prof, arm["tensor_sizes"], links, steps, "int8", local_steps=h).to_dict()
+    plan = plan_regional(
+        prof,
+        arm["tensor_sizes"],
+        links,
+        steps,
+        "int8",
+        local_steps=h,
+        first_local_steps=arm["first_local_steps"],
+    ).to_dict()
     pred_bytes, pred_sync = float(plan["bytes_per_round"]), float(plan["sync_s_per_round"])
     return {
         "predicted_bytes_per_round": pred_bytes,
@@ -600,7 +614,8 @@ def planner(
         "measured_sync_s_per_round": arm["sync_s_per_round"],
         "sync_error": arm["sync_s_per_round"] / pred_sync - 1,
         "predicted_sync_dp_bytes": plan["sync_dp_bytes"],
-        "measured_sync_dp_bytes": base["bytes_crossing"],
+        # S's bytes at the arm's number of steps (S's best may step on another batch)
+        "measured_sync_dp_bytes": base["bytes_crossing"] * steps / base["steps"],
         "predicted_wall_ratio": plan["wall_ratio"],
     }
 
@@ -698,16 +713,21 @@ def main() -> int:
             "layers": LAYERS,
             "heads": HEADS,
             "context": CONTEXT,
-            "batch": BATCH,
-            "inner": "AdamW, constant lr; each arm's best of inner_lrs",
+            "batch": f"{BATCH} sequences a region a step, or each arm's best of batches",
+            "inner": "AdamW, constant lr; each arm's best of inner_lrs x batches",
             "outer": "burst: Nesterov, the shipped measured table's lr and momentum for "
             "(regions, H) (burst/regional/outer_defaults.json)",
             "codec": "int8, blocks of 256",
         },
         "protocol": {
             "inner_lrs": list(cfg["inner_lrs"]),
-            "best": "each arm (S; burst per H) at its inner lr with the lowest held-out loss at "
-            "equal tokens",
+            "batches": list(cfg.get("batches", (BATCH,))),
+            "grid": [grid_key(lr, b) for lr, b in tuning_grid(cfg)],
+            "best": "each arm (S; burst per H) at its (inner lr, per-region batch) with the "
+            "lowest held-out loss at equal tokens",
+            "equal_tokens": f"steps, H, extend and eval_every count steps of {BATCH} sequences; "
+            f"a batch of b sequences takes {BATCH}/b times as many (a larger batch: fewer "
+            "steps; burst keeps its tokens and bytes a round)",
             "extend": f"burst trains {cfg['extend']} steps past equal tokens (time to target)",
             "eval_every": cfg["eval_every"],
             "time_to_target": "compute plus emulated transfer until the held-out loss first "
@@ -721,42 +741,56 @@ def main() -> int:
         "regions": {},
     }
     for n in (int(v) for v in args.regions.split(",")):
-        lrs = cfg["inner_lrs"]
+        grid = tuning_grid(cfg)
         s_runs = run_many(
             n,
-            [(steps, None, {"inner_lr": lr, "eval_every": cfg["eval_every"]}) for lr in lrs],
+            [
+                (scaled(steps, b), None, {"inner_lr": lr, "batch": b} | every(cfg, b))
+                for lr, b in grid
+            ],
             sync_dp_ranks=args.sync_dp_ranks,
         )
-        by_lr = {str(lr): r for lr, r in zip(lrs, s_runs, strict=True)}
-        best_lr = min(by_lr, key=lambda k: by_lr[k]["eval_loss"])
-        base = by_lr[best_lr]
+        by_cfg = {grid_key(lr, b): r for (lr, b), r in zip(grid, s_runs, strict=True)}
+        best_key = min(by_cfg, key=lambda k: by_cfg[k]["eval_loss"])
+        base = by_cfg[best_key]
+        best_lr, best_batch = grid[list(by_cfg).index(best_key)]
         base["time_to_target_s"] = time_to_target(base, base["eval_loss"])
         print(
             json.dumps(
-                {"regions": n, "arm": "sync_dp", "inner_lr": best_lr}
+                {"regions": n, "arm": "sync_dp", "inner_lr": best_lr, "batch": best_batch}
                 | {k: base[k] for k in ("eval_loss", "bytes_crossing", "wall_s")}
-                | {"by_inner_lr": {k: r["eval_loss"] for k, r in by_lr.items()}}
+                | {"by_config": {k: r["eval_loss"] for k, r in by_cfg.items()}}
             ),
             flush=True,
         )
         row: dict[str, Any] = {"names": list(REGION_NAMES[:n]), "shard_bytes": []}
         row["shard_bytes"] = [len(s) for s in load_corpus(n)[0]]
         row["sync_dp"] = {
-            "inner_lr": float(best_lr),
-            "eval_loss_by_inner_lr": {k: r["eval_loss"] for k, r in by_lr.items()},
+            "inner_lr": best_lr,
+            "batch": best_batch,
+            "steps": scaled(steps, best_batch),
+            "eval_loss_by_config": {k: r["eval_loss"] for k, r in by_cfg.items()},
             "best": base,
         }
         # one region alone on its own shard (the data may not move; no sync at all), the same
-        # steps and inner lr grid: what regional sync is for
+        # steps and tuning grid: what regional sync is for
         if cfg.get("one_region", True):
-            alone = run_many(1, [(steps, None, {"inner_lr": lr, "shard_of": n}) for lr in lrs])
+            alone = run_many(
+                1,
+                [
+                    (scaled(steps, b), None, {"inner_lr": lr, "batch": b, "shard_of": n})
+                    for lr, b in grid
+                ],
+            )
             one = min(alone, key=lambda r: r["eval_loss"])
+            one_lr, one_b = grid[alone.index(one)]
             row["one_region"] = {
-                "inner_lr": float(lrs[alone.index(one)]),
+                "inner_lr": one_lr,
+                "batch": one_b,
                 "eval_loss": one["eval_loss"],
                 "eval_loss_ratio": one["eval_loss"] / base["eval_loss"],
-                "eval_loss_by_inner_lr": {
-                    str(lr): r["eval_loss"] for lr, r in zip(lrs, alone, strict=True)
+                "eval_loss_by_config": {
+                    grid_key(lr, b): r["eval_loss"] for (lr, b), r in zip(grid, alone, strict=True)
                 },
                 "shard_bytes": row["shard_bytes"][0],
             }
@@ -766,7 +800,7 @@ def main() -> int:
             arm = burst_arm(n, steps, h, base, cfg)
             row["burst"][str(h)] = arm
             shown = ("eval_loss_ratio", "bytes_ratio", "time_to_target_ratio", "wall_ratio")
-            line = {"regions": n, "H": h, "inner_lr": arm["inner_lr"]} | {k: arm[k] for k in shown}
+            line = {"regions": n, "H": h} | {k: arm[k] for k in ("inner_lr", "batch", *shown)}
             print(json.dumps(line), flush=True)
             write(
                 args.out,
@@ -774,12 +808,12 @@ def main() -> int:
                 started,
                 complete=False,
             )
-        for f, h in cfg.get("adaptive", ()):  # adaptive rounds, at the H arm's best inner lr
+        for f, h in cfg.get("adaptive", ()):  # adaptive rounds, at the H arm's best config
             done = row["burst"].get(str(h))
             if done is None:  # its H not measured in this run (--local-steps)
                 continue
-            lr_h = (done["inner_lr"],)
-            arm = burst_arm(n, steps, h, base, cfg, first=f, lrs=lr_h)
+            at_best = ((done["inner_lr"], done["batch"]),)
+            arm = burst_arm(n, steps, h, base, cfg, first=f, grid=at_best)
             row.setdefault("burst_adaptive", {})[f"{f}-{h}"] = arm
             shown = ("eval_loss_ratio", "bytes_ratio", "time_to_target_ratio", "wall_ratio")
             line = {"regions": n, "H": f"{f} doubling to {h}"} | {k: arm[k] for k in shown}
@@ -790,6 +824,28 @@ def main() -> int:
     write(args.out, results, started, complete=True)
     print(f"wrote {args.out}")
     return 0
+
+
+def scaled(count: int, batch: int) -> int:
+    """``count`` steps of BATCH sequences in steps of ``batch`` sequences (the same tokens,
+    at least 1)."""
+    return max(1, round(count * BATCH / batch))
+
+
+def tuning_grid(cfg: dict[str, Any]) -> tuple[tuple[float, int], ...]:
+    """Every (inner lr, per-region batch) a mode tries, the same for every arm."""
+    return tuple(
+        (float(lr), int(b)) for b in cfg.get("batches", (BATCH,)) for lr in cfg["inner_lrs"]
+    )
+
+
+def every(cfg: dict[str, Any], batch: int) -> dict[str, int]:
+    """The mode's evaluation interval in steps of ``batch`` sequences."""
+    return {"eval_every": scaled(cfg["eval_every"], batch)}
+
+
+def grid_key(lr: float, batch: int) -> str:
+    return f"lr {lr:g}, batch {batch}"
 
 
 def time_to_target(arm: dict[str, Any], target: float) -> float | None:
@@ -807,26 +863,34 @@ def burst_arm(
     base: dict[str, Any],
     cfg: dict[str, Any],
     first: int | None = None,
-    lrs: tuple[float, ...] | None = None,
+    grid: tuple[tuple[float, int], ...] | None = None,
 ) -> dict[str, Any]:
-    """burst at H ``h`` (adaptive rounds from ``first``) with the shipped outer defaults, at
-    every inner lr of the mode (or ``lrs``), against S's best ``base``: the best one's
-    figures, ratios, time to target, planner check, goals."""
+    """burst at H ``h`` (in steps of BATCH sequences; adaptive rounds from ``first``) with the
+    shipped outer defaults for the H it runs, at every (inner lr, batch) of the mode's tuning
+    grid (or ``grid``), against S's best ``base``: the best one's figures, ratios, time to
+    target, planner check, goals."""
     from burst.regional.defaults import resolve_outer
 
-    outer = resolve_outer("nesterov", None, None, n, h)
-    variant = {"outer_lr": outer.lr, "outer_momentum": outer.momentum}
-    variant |= {"eval_every": cfg["eval_every"], "extend": cfg["extend"]}
-    variant |= {"first_local_steps": first}
-    lrs = lrs or cfg["inner_lrs"]
-    arms = run_many(n, [(steps, h, variant | {"inner_lr": lr}) for lr in lrs])
-    by_lr = {str(lr): a for lr, a in zip(lrs, arms, strict=True)}
-    best_lr = min(by_lr, key=lambda k: by_lr[k]["eval_loss"])
-    arm = by_lr[best_lr]
-    arm["inner_lr"] = float(best_lr)
-    arm["eval_loss_by_inner_lr"] = {k: a["eval_loss"] for k, a in by_lr.items()}
+    grid = grid or tuning_grid(cfg)
+    runs, outers = [], {}
+    for lr, b in grid:
+        hb, fb = scaled(h, b), scaled(first, b) if first else None
+        outer = outers.setdefault(b, resolve_outer("nesterov", None, None, n, hb))
+        variant = {"outer_lr": outer.lr, "outer_momentum": outer.momentum, "inner_lr": lr}
+        variant |= {"batch": b, "first_local_steps": fb}
+        variant |= {"eval_every": scaled(cfg["eval_every"], b), "extend": scaled(cfg["extend"], b)}
+        runs.append((scaled(steps, b), hb, variant))
+    arms = run_many(n, runs)
+    by_cfg = {grid_key(lr, b): a for (lr, b), a in zip(grid, arms, strict=True)}
+    best_key = min(by_cfg, key=lambda k: by_cfg[k]["eval_loss"])
+    arm = by_cfg[best_key]
+    best_lr, best_batch = grid[list(by_cfg).index(best_key)]
+    outer = outers[best_batch]
+    arm["inner_lr"], arm["batch"] = best_lr, best_batch
+    arm["steps"], arm["local_steps"] = scaled(steps, best_batch), scaled(h, best_batch)
+    arm["eval_loss_by_config"] = {k: a["eval_loss"] for k, a in by_cfg.items()}
     arm["outer"] = {"lr": outer.lr, "momentum": outer.momentum, "basis": outer.basis}
-    arm["first_local_steps"] = first
+    arm["first_local_steps"] = scaled(first, best_batch) if first else None
     arm["bytes_ratio"] = arm["bytes_crossing"] / base["bytes_crossing"]
     arm["eval_loss_ratio"] = arm["eval_loss"] / base["eval_loss"]
     arm["wall_ratio"] = arm["wall_s"] / base["wall_s"]
@@ -835,7 +899,7 @@ def burst_arm(
     arm["time_to_target_ratio"] = (
         reached / base["time_to_target_s"] if reached is not None else None
     )
-    arm["planner"] = planner(n, steps, h, base, arm)
+    arm["planner"] = planner(n, base, arm)
     predicted = outer.expected_loss_ratio
     arm["planner"] |= {
         "predicted_loss_ratio": predicted,
