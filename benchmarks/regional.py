@@ -140,8 +140,16 @@ DEFAULT_VARIANT: dict[str, Any] = {
     "extend": 0,  # steps trained past equal tokens (the figures at equal tokens are kept)
     "first_local_steps": None,  # adaptive rounds (burst.regional.rounds): first H, doubling
     "shard_of": 0,  # > 0 (with one region): train on the first region's shard of this split only
+    "sync_warmup": 0,  # burst: the first this many steps synchronous (S's all-reduce), then rounds
 }
 FEDAVG: dict[str, Any] = {"outer_lr": 1.0, "outer_momentum": 0.0, "nesterov": False}
+# Optional arms (issue 31), each at the best (inner lr, batch) of burst's arm at the same H:
+# (name, H, variant). SparseLoCo-style: top-k (1 %) deltas with error feedback both ways and no
+# outer momentum (the models' average, outer lr 1); a synchronous warm-up before the rounds.
+ARMS: tuple[tuple[str, int, dict[str, Any]], ...] = (
+    ("topk 1% error feedback, outer sgd lr 1 momentum 0", 30, {"codec": "topk"} | FEDAVG),
+    ("synchronous warm-up of 30 steps", 30, {"sync_warmup": 30}),
+)
 # ``--ablate``: why burst's loss differs from S's, one change at a time against the defaults
 # (2 regions, --quick's 200 steps unless --steps): (name, H or None for S, variant).
 ABLATIONS: tuple[tuple[str, int | None, dict[str, Any]], ...] = (
@@ -410,9 +418,10 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
             rounds=rnd,
         )
 
+    warmup = v["sync_warmup"] if h is not None else 0
     if h is not None:  # where the rounds end: burst.regional.rounds, as the worker's
-        plan = Rounds(total, h, v["first_local_steps"])
-        ends = {plan.end(r) for r in range(plan.count)}
+        plan = Rounds(total - warmup, h, v["first_local_steps"])
+        ends = {warmup + plan.end(r) for r in range(plan.count)}
     # S in one process (``run_many``): every region's batch from its own shard and generator,
     # as its own process would draw it, and the mean of their gradients (the all-reduce's)
     solo = h is None and cfg["world"] == 1 and n > 1
@@ -441,7 +450,8 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
             loss = lm_loss(model, x, y)
             loss.backward()
             t_fb = time.thread_time() - t0
-        if h is None and not solo:  # baseline S: all-reduce every step (real, on loopback)
+        warm = step <= warmup  # burst's synchronous warm-up: S's step
+        if (h is None or warm) and not solo:  # S: all-reduce every step (real, on loopback)
             flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
             dist.all_reduce(flat)
             flat /= n
@@ -453,7 +463,7 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
         opt.step()
         sched.step()
         t_u = time.thread_time() - t1
-        if h is None:
+        if h is None or warm:
             times = torch.tensor([t_fb, t_u], dtype=torch.float64)
             dist.all_reduce(times, op=dist.ReduceOp.MAX)
             if rank == 0:
@@ -470,10 +480,13 @@ def run_arm(rank: int, cfg: dict[str, Any]) -> dict[str, Any]:
                 )
                 wall += max(float(times[0]), comm) + float(times[1])
                 compute += float(times[0] + times[1])
-                syncs.append(comm)
+                if h is None:
+                    syncs.append(comm)
                 if v["eval_every"] and step % v["eval_every"] == 0:
                     evaluate(step)
                 at_equal_tokens(step)
+            if warm and step == warmup:  # the rounds start from the warmed-up weights
+                global_params = {k: p.detach().clone() for k, p in model.named_parameters()}
             continue
         round_compute += t_fb + t_u
         round_steps += 1
@@ -601,7 +614,7 @@ def planner(n: int, base: dict[str, Any], arm: dict[str, Any]) -> dict[str, Any]
         arm["tensor_sizes"],
         links,
         steps,
-        "int8",
+        arm.get("variant", {}).get("codec", "int8"),
         local_steps=h,
         first_local_steps=arm["first_local_steps"],
     ).to_dict()
@@ -671,8 +684,16 @@ def main() -> int:
         action="store_true",
         help="run S as one gloo rank per region (its all-reduce for real) instead of one process",
     )
+    p.add_argument(
+        "--arms",
+        default=None,
+        metavar="RESULTS",
+        help="the optional arms (ARMS) against the S of this finished results file, into it",
+    )
     p.add_argument("--out", default=None, help="the JSON to write")
     args = p.parse_args()
+    if args.arms:
+        return add_arms(args.arms)
     if args.merge_results:
         return merge_results(args.merge_results.split(","), args.out)
     if args.merge_grids:
@@ -864,21 +885,30 @@ def burst_arm(
     cfg: dict[str, Any],
     first: int | None = None,
     grid: tuple[tuple[float, int], ...] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """burst at H ``h`` (in steps of BATCH sequences; adaptive rounds from ``first``) with the
     shipped outer defaults for the H it runs, at every (inner lr, batch) of the mode's tuning
     grid (or ``grid``), against S's best ``base``: the best one's figures, ratios, time to
-    target, planner check, goals."""
-    from burst.regional.defaults import resolve_outer
+    target, planner check, goals. ``extra``: an optional arm's variant (``ARMS``), over the
+    defaults' outer setting where it names one; its step counts scaled to the batch."""
+    from burst.regional.defaults import ResolvedOuter, resolve_outer
 
     grid = grid or tuning_grid(cfg)
     runs, outers = [], {}
     for lr, b in grid:
         hb, fb = scaled(h, b), scaled(first, b) if first else None
         outer = outers.setdefault(b, resolve_outer("nesterov", None, None, n, hb))
+        if extra and "outer_lr" in extra:  # the arm's own outer setting (no expected ratio)
+            outer = outers[b] = ResolvedOuter(
+                extra["nesterov"], extra["outer_lr"], extra["outer_momentum"], "the arm's", None
+            )
         variant = {"outer_lr": outer.lr, "outer_momentum": outer.momentum, "inner_lr": lr}
         variant |= {"batch": b, "first_local_steps": fb}
         variant |= {"eval_every": scaled(cfg["eval_every"], b), "extend": scaled(cfg["extend"], b)}
+        variant |= extra or {}
+        if variant.get("sync_warmup"):
+            variant["sync_warmup"] = scaled(variant["sync_warmup"], b)
         runs.append((scaled(steps, b), hb, variant))
     arms = run_many(n, runs)
     by_cfg = {grid_key(lr, b): a for (lr, b), a in zip(grid, arms, strict=True)}
@@ -890,6 +920,9 @@ def burst_arm(
     arm["steps"], arm["local_steps"] = scaled(steps, best_batch), scaled(h, best_batch)
     arm["eval_loss_by_config"] = {k: a["eval_loss"] for k, a in by_cfg.items()}
     arm["outer"] = {"lr": outer.lr, "momentum": outer.momentum, "basis": outer.basis}
+    arm["outer"]["nesterov"] = outer.nesterov
+    if extra:
+        arm["variant"] = extra
     arm["first_local_steps"] = scaled(first, best_batch) if first else None
     arm["bytes_ratio"] = arm["bytes_crossing"] / base["bytes_crossing"]
     arm["eval_loss_ratio"] = arm["eval_loss"] / base["eval_loss"]
@@ -920,6 +953,30 @@ def burst_arm(
     }
     arm.pop("tensor_sizes")
     return arm
+
+
+def add_arms(path: str) -> int:
+    """The optional arms (``ARMS``) against the S of a finished results file, each at the best
+    (inner lr, batch) of burst's arm at its H, written into it as ``burst_arms``."""
+    started = time.perf_counter()
+    results = json.loads(Path(path).read_text())
+    cfg = MODES[results["mode"]]
+    for n, row in results["regions"].items():
+        base = row["sync_dp"]["best"]
+        for name, h, extra in ARMS:
+            done = row["burst"].get(str(h))
+            if done is None:
+                continue
+            at_best = ((done["inner_lr"], done["batch"]),)
+            steps = results["steps_per_region"]
+            arm = burst_arm(int(n), steps, h, base, cfg, grid=at_best, extra=extra)
+            row.setdefault("burst_arms", {})[name] = arm
+            shown = ("eval_loss_ratio", "bytes_ratio", "time_to_target_ratio", "wall_ratio")
+            print(json.dumps({"regions": n, "arm": name} | {k: arm[k] for k in shown}), flush=True)
+            results["arms_elapsed_s"] = round(time.perf_counter() - started, 1)
+            write_results(path, results)
+    print(f"wrote {path}")
+    return 0
 
 
 def ablate(steps: int, out: str | None) -> int:
