@@ -6,6 +6,7 @@ synchronous data parallelism across the same regions, on a real corpus, CPU, glo
     python benchmarks/regional.py --tune-outer      # the outer lr/momentum grid per (regions, H)
     python benchmarks/regional.py --write-defaults  # burst/regional/outer_defaults.json from it
     python benchmarks/regional.py --ablate          # one change at a time (2 regions)
+    python benchmarks/regional.py --arms FILE       # the optional arms, into a results file
 
 Corpus: the Python standard library's own ``.py`` files of the interpreter that runs this
 (``sysconfig.get_paths()["stdlib"]``, ``site-packages`` and ``test`` folders left out). It is on
@@ -39,10 +40,14 @@ takes ``--steps`` AdamW steps of ``BATCH`` sequences in both.
   A round's wall time is the slowest worker's measured compute for its H steps plus the
   emulated sync.
 
-Best against best (issue 31): both arms are run at every inner AdamW learning rate of the
-mode's ``inner_lrs`` (the same budget) and compared at their best. burst trains past equal
-tokens (``extend`` steps) so that the time to reach S's final held-out loss can be measured;
-its figures at equal tokens are those at step ``--steps``.
+Best against best (issue 31): both arms are run at every (inner AdamW learning rate,
+per-region batch) of the mode's ``inner_lrs`` x ``batches`` (the same budget) and compared at
+their best; a batch of b sequences takes ``BATCH / b`` times the steps (equal tokens), H and
+``extend`` (burst's tokens and bytes a round unchanged). burst trains past equal tokens
+(``extend`` steps) so that the time to reach S's final held-out loss can be measured; its
+figures at equal tokens are those at step ``--steps``. ``--arms RESULTS`` adds the optional
+arms (``ARMS``: top-k with error feedback and no outer momentum; a synchronous warm-up) to a
+finished results file, each at burst's best configuration at its H.
 
 The emulator does not sleep (``time_scale=0``): wall times are measured compute plus emulated
 transfer time. Compute is each process's CPU time for the step (``time.thread_time``, one torch
@@ -1122,7 +1127,7 @@ def merge_results(paths: list[str], out: str | None) -> int:
             into = merged["regions"].setdefault(n, {k: v for k, v in row.items()})
             if into["sync_dp"]["best"]["eval_loss"] != row["sync_dp"]["best"]["eval_loss"]:
                 raise SystemExit(f"{p}: S of {n} regions differs from the other runs'")
-            for key in ("burst", "burst_adaptive"):
+            for key in ("burst", "burst_adaptive", "burst_arms"):
                 into.setdefault(key, {}).update(row.get(key, {}))
             if "one_region" in row:
                 into["one_region"] = row["one_region"]
