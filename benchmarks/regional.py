@@ -648,6 +648,10 @@ def main() -> int:
     p.add_argument("--local-steps", default=None, help="H values, comma separated")
     p.add_argument("--steps", type=int, default=None, help="inner steps per region")
     p.add_argument(
+        "--inner-lrs", default=None, help="the tuning grid's inner lrs (comma separated)"
+    )
+    p.add_argument("--batches", default=None, help="the tuning grid's per-region batches")
+    p.add_argument(
         "--ablate",
         action="store_true",
         help="the ablations (2 regions, 200 steps): results/regional_ablations.json",
@@ -727,7 +731,11 @@ def main() -> int:
     )
     started = time.perf_counter()
     _, _, corpus = load_corpus(1)
-    cfg = MODES[mode]
+    cfg = dict(MODES[mode])
+    if args.inner_lrs:
+        cfg["inner_lrs"] = tuple(float(v) for v in args.inner_lrs.split(","))
+    if args.batches:
+        cfg["batches"] = tuple(int(v) for v in args.batches.split(","))
     results: dict[str, Any] = {
         "mode": mode,
         "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
