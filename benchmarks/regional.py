@@ -694,6 +694,12 @@ def main() -> int:
         help="run S as one gloo rank per region (its all-reduce for real) instead of one process",
     )
     p.add_argument(
+        "--union-results",
+        default=None,
+        metavar="RESULTS,...",
+        help="one results/regional.json from runs over parts of one tuning grid",
+    )
+    p.add_argument(
         "--arms",
         default=None,
         metavar="RESULTS",
@@ -703,6 +709,8 @@ def main() -> int:
     args = p.parse_args()
     if args.arms:
         return add_arms(args.arms)
+    if args.union_results:
+        return union_results(args.union_results.split(","), args.out)
     if args.merge_results:
         return merge_results(args.merge_results.split(","), args.out)
     if args.merge_grids:
@@ -937,6 +945,16 @@ def burst_arm(
     if extra:
         arm["variant"] = extra
     arm["first_local_steps"] = scaled(first, best_batch) if first else None
+    arm["planner"] = planner(n, base, arm)
+    arm["planner"]["predicted_loss_ratio"] = outer.expected_loss_ratio
+    score(n, arm, base)
+    arm.pop("tensor_sizes")
+    return arm
+
+
+def score(n: int, arm: dict[str, Any], base: dict[str, Any]) -> None:
+    """An arm's figures against S's best ``base``: ratios, time to target, the planner's loss
+    ratio error, goals (in place)."""
     arm["bytes_ratio"] = arm["bytes_crossing"] / base["bytes_crossing"]
     arm["eval_loss_ratio"] = arm["eval_loss"] / base["eval_loss"]
     arm["wall_ratio"] = arm["wall_s"] / base["wall_s"]
@@ -945,10 +963,9 @@ def burst_arm(
     arm["time_to_target_ratio"] = (
         reached / base["time_to_target_s"] if reached is not None else None
     )
-    arm["planner"] = planner(n, base, arm)
-    predicted = outer.expected_loss_ratio
+    predicted = arm["planner"]["predicted_loss_ratio"]
     arm["planner"] |= {
-        "predicted_loss_ratio": predicted,
+        "measured_sync_dp_bytes": base["bytes_crossing"] * arm["steps"] / base["steps"],
         "measured_loss_ratio": arm["eval_loss_ratio"],
         "loss_ratio_error": predicted / arm["eval_loss_ratio"] - 1 if predicted else None,
         "loss_excess_error": (predicted - 1) / (arm["eval_loss_ratio"] - 1) - 1
@@ -964,8 +981,72 @@ def burst_arm(
             and abs(arm["planner"]["loss_ratio_error"]) <= PLANNER_TOLERANCE
         )
     }
-    arm.pop("tensor_sizes")
-    return arm
+
+
+def union_results(paths: list[str], out: str | None) -> int:
+    """One results/regional.json from best-against-best runs of the same steps over parts of
+    one tuning grid (``--inner-lrs`` / ``--batches`` probes beside the mode's grid): every
+    arm's losses by configuration united, each arm's best over all of them, and burst's
+    figures (and the optional arms') scored again against S's best of the union."""
+    path = out or str(REPO / "benchmarks" / "results" / "regional.json")
+    docs = [json.loads(Path(p).read_text()) for p in paths]
+    if len({d["steps_per_region"] for d in docs}) != 1:
+        raise SystemExit("the runs were measured with different steps per region")
+    merged: dict[str, Any] = {k: v for k, v in docs[0].items() if k != "regions"}
+    grid = sorted({g for d in docs for g in d["protocol"]["grid"]})
+    merged["protocol"] = dict(docs[0]["protocol"]) | {
+        "grid": grid,
+        "inner_lrs": sorted({x for d in docs for x in d["protocol"]["inner_lrs"]}),
+        "batches": sorted({x for d in docs for x in d["protocol"]["batches"]}),
+        "union": "runs over parts of the grid, united with --union-results",
+    }
+    merged |= {"measured_in": [], "regions": {}}
+    merged["complete"] = all(d.get("complete") for d in docs)
+    merged["elapsed_s"] = sum(float(d.get("elapsed_s", 0)) for d in docs)
+    merged["elapsed_s"] += sum(float(d.get("arms_elapsed_s", 0)) for d in docs)
+    for p, d in zip(paths, docs, strict=True):
+        merged["measured_in"].append(
+            {"file": Path(p).name, "measured_at": d["measured_at"], "machine": d["machine"]}
+        )
+
+    def unite(arms: list[dict[str, Any]]) -> dict[str, Any]:
+        best = min(arms, key=lambda a: a["eval_loss"])
+        losses: dict[str, float] = {}
+        for a in arms:
+            losses |= a["eval_loss_by_config"]
+        return dict(best) | {"eval_loss_by_config": losses}
+
+    for n in sorted({n for d in docs for n in d["regions"]}, key=int):
+        rows = [d["regions"][n] for d in docs if n in d["regions"]]
+        s_best = unite(
+            [
+                r["sync_dp"]["best"]
+                | {k: r["sync_dp"][k] for k in ("inner_lr", "eval_loss_by_config")}
+                for r in rows
+            ]
+        )
+        base = {k: v for k, v in s_best.items() if k != "eval_loss_by_config"}
+        row: dict[str, Any] = {k: v for k, v in rows[0].items() if k not in ("burst", "burst_arms")}
+        row["sync_dp"] = {k: base[k] for k in ("inner_lr", "batch", "steps")}
+        row["sync_dp"] |= {"eval_loss_by_config": s_best["eval_loss_by_config"], "best": base}
+        if all("one_region" in r for r in rows):
+            one = unite([r["one_region"] for r in rows])
+            one["eval_loss_ratio"] = one["eval_loss"] / base["eval_loss"]
+            row["one_region"] = one
+        row["burst"] = {}
+        for h in sorted({h for r in rows for h in r.get("burst", {})}, key=int):
+            arm = unite([r["burst"][h] for r in rows if h in r.get("burst", {})])
+            score(int(n), arm, base)
+            row["burst"][h] = arm
+        for r in rows:
+            for name, arm in r.get("burst_arms", {}).items():
+                arm = dict(arm)
+                score(int(n), arm, base)
+                row.setdefault("burst_arms", {})[name] = arm
+        merged["regions"][n] = row
+    write_results(path, merged)
+    print(f"wrote {path}")
+    return 0
 
 
 def add_arms(path: str) -> int:
