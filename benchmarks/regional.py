@@ -652,6 +652,9 @@ def main() -> int:
     )
     p.add_argument("--batches", default=None, help="the tuning grid's per-region batches")
     p.add_argument(
+        "--sync-dp-only", action="store_true", help="S only: no burst, no one region (a probe)"
+    )
+    p.add_argument(
         "--ablate",
         action="store_true",
         help="the ablations (2 regions, 200 steps): results/regional_ablations.json",
@@ -744,6 +747,8 @@ def main() -> int:
         cfg["inner_lrs"] = tuple(float(v) for v in args.inner_lrs.split(","))
     if args.batches:
         cfg["batches"] = tuple(int(v) for v in args.batches.split(","))
+    if args.sync_dp_only:
+        cfg["one_region"], hs = False, ()
     results: dict[str, Any] = {
         "mode": mode,
         "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
