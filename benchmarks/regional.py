@@ -1031,11 +1031,12 @@ def union_results(paths: list[str], out: str | None) -> int:
             ]
         )
         base = {k: v for k, v in s_best.items() if k != "eval_loss_by_config"}
-        row: dict[str, Any] = {k: v for k, v in rows[0].items() if k not in ("burst", "burst_arms")}
+        skip = ("burst", "burst_arms", "one_region")
+        row: dict[str, Any] = {k: v for k, v in rows[0].items() if k not in skip}
         row["sync_dp"] = {k: base[k] for k in ("inner_lr", "batch", "steps")}
         row["sync_dp"] |= {"eval_loss_by_config": s_best["eval_loss_by_config"], "best": base}
-        if all("one_region" in r for r in rows):
-            one = unite([r["one_region"] for r in rows])
+        if any("one_region" in r for r in rows):
+            one = unite([r["one_region"] for r in rows if "one_region" in r])
             one["eval_loss_ratio"] = one["eval_loss"] / base["eval_loss"]
             row["one_region"] = one
         row["burst"] = {}
