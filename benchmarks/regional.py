@@ -992,7 +992,8 @@ def union_results(paths: list[str], out: str | None) -> int:
     """One results/regional.json from best-against-best runs of the same steps over parts of
     one tuning grid (``--inner-lrs`` / ``--batches`` probes beside the mode's grid): every
     arm's losses by configuration united, each arm's best over all of them, and burst's
-    figures (and the optional arms') scored again against S's best of the union."""
+    figures scored again against S's best of the union (the optional arms keep the S of the
+    run they were measured in, which ``scored_against_sync_dp`` names)."""
     path = out or str(REPO / "benchmarks" / "results" / "regional.json")
     docs = [json.loads(Path(p).read_text()) for p in paths]
     if len({d["steps_per_region"] for d in docs}) != 1:
@@ -1044,11 +1045,10 @@ def union_results(paths: list[str], out: str | None) -> int:
             arm = unite([r["burst"][h] for r in rows if h in r.get("burst", {})])
             score(int(n), arm, base)
             row["burst"][h] = arm
-        for r in rows:
+        for r in rows:  # scored against the S of their own run (the configuration they ran at)
             for name, arm in r.get("burst_arms", {}).items():
-                arm = dict(arm)
-                score(int(n), arm, base)
-                row.setdefault("burst_arms", {})[name] = arm
+                against = {k: r["sync_dp"][k] for k in ("inner_lr", "batch")}
+                row.setdefault("burst_arms", {})[name] = arm | {"scored_against_sync_dp": against}
         merged["regions"][n] = row
     write_results(path, merged)
     print(f"wrote {path}")
