@@ -11,7 +11,8 @@ worker commits the global manifest) and with ``torch.distributed.checkpoint.asyn
 (``FileSystemWriter``), both into directories on the same local disk. A and B alternated,
 medians of --reps (at least 3); the first save of each is reported apart. Restore: into the
 live model and optimizer, burst (what the engine does: ``restore_own``, each rank fetching
-only its own shard, then DCP's ``set_*_state_dict``) against ``dcp.load`` +
+only its own shard straight into the live model's and optimizer's tensors, then DCP's
+``set_*_state_dict``) against ``dcp.load`` (into the live state dicts) +
 ``set_*_state_dict``. Written to benchmarks/results/fsdp2.json (the slowest rank of each
 measurement):
 
@@ -70,6 +71,7 @@ def rank_main(args: argparse.Namespace) -> int:
     from burst.checkpoint.sharded import ShardInfo
     from burst.checkpoint.split_restore import Exchange
     from burst.storage import open_store
+    from burst.train.fsdp_engine import live_part
 
     dist.init_process_group("gloo", timeout=dt.timedelta(seconds=600))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -165,7 +167,11 @@ def rank_main(args: argparse.Namespace) -> int:
         dist.barrier()
         t0 = time.perf_counter()
         restored = restore_own(
-            store, mgr.checkpoints("full") if rank == 0 else [], exchange, "fsdp2"
+            store,
+            mgr.checkpoints("full") if rank == 0 else [],
+            exchange,
+            "fsdp2",
+            into=lambda: live_part(model, optim),
         )
         assert restored is not None
         parts = rank_parts(restored.state)

@@ -8,6 +8,7 @@ with ``fallback=True`` then tries the previous complete checkpoint (the one rest
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -206,12 +207,18 @@ def match_targets(manifest: Manifest, into: Any) -> list[Any]:
     whole state's path, also for a checkpoint saved by several ranks), or None."""
     from burst.checkpoint.sharded import whole_paths
 
+    return targets_at(whole_paths(manifest), into)
+
+
+def targets_at(paths: Sequence[str | None], into: Any) -> list[Any]:
+    """For each of ``paths`` (one per manifest array; None: none wanted), the array of the
+    state ``into`` at that path, or None."""
     skeleton, arrays = flatten(into)
     by_path = dict(zip(array_paths(skeleton), arrays, strict=True))
     out: list[Any] = []
     seen: set[int] = set()
-    for path in whole_paths(manifest):
-        target = by_path.get(path)
+    for path in paths:
+        target = by_path.get(path) if path is not None else None
         where = _address(target)
         if where is not None and where in seen:
             target = None  # memory shared by two paths (tied weights) is written once

@@ -122,6 +122,13 @@ def _hashable(key: Any) -> Any:
 
 def array_paths(skeleton: Any) -> list[str]:
     """The path (``.model.0.weight``, ``.optimizer.state.3.exp_avg``) of each array, in order."""
+    paths = indexed_paths(skeleton)
+    return [paths[i] for i in range(len(paths))]
+
+
+def indexed_paths(skeleton: Any) -> dict[int, str]:
+    """The path of each array reference in ``skeleton`` by its index (a part of a larger
+    skeleton, e.g. one shard of a sharded checkpoint, holds indices that do not start at 0)."""
     paths: dict[int, str] = {}
 
     def walk(obj: Any, path: str) -> None:
@@ -150,4 +157,4 @@ def array_paths(skeleton: Any) -> list[str]:
             walk(v, f"{path}.{k}")
 
     walk(skeleton, "")
-    return [paths[i] for i in range(len(paths))]
+    return paths
