@@ -389,7 +389,9 @@ class RegionalSync(Strict):
         ge=1,
         le=STEPS_MAX,
         description="Adaptive rounds: the first round's inner steps; each later round doubles "
-        "it, up to local_steps. null: every round local_steps.",
+        "it, up to local_steps (local_steps or more: every round local_steps). null: the planner "
+        "picks it: the shortest round whose sync stays under sync_fraction of its compute, "
+        "when that is below local_steps, else every round local_steps.",
     )
     sync_fraction: Float = Field(
         default=0.1,

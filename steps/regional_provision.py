@@ -26,7 +26,7 @@ from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument, pro
 from burst.documents.plan import Candidate
 from burst.errors import BadInputError, InfraError
 from burst.infra.provision import gate_candidates, provision
-from burst.regional.runplan import local_steps_for, run_links
+from burst.regional.runplan import first_local_steps_for, local_steps_for, run_links
 from burst.regional.runtime import RoleConfig, regional, rounds_for
 from burst.regional.site import given_site
 from burst.settings import current
@@ -54,6 +54,8 @@ def run(ctx: StepContext) -> ProvisionDocument:
     plan = ctx.input("plan", PlanDocument)
     local_steps = plan.regional.local_steps if plan.regional else local_steps_for(job)[0]
     local_steps = min(local_steps, job.training.steps)
+    # the plan's round schedule (the spec's first_local_steps, or the planner's pick)
+    first = plan.regional.first_local_steps if plan.regional else first_local_steps_for(job)[0]
     ctx.fail_point("before")
     doc = provision(job, ctx.run_id, ctx.paths.terraform, allowed)
     doc = doc.model_copy(update={"refused": refused, "placement": 0})
@@ -81,8 +83,8 @@ def run(ctx: StepContext) -> ProvisionDocument:
             aggregation_region=agg,
             regions=tuple(regions),
             local_steps=local_steps,
-            rounds=rounds_for(job.training.steps, local_steps, rs.first_local_steps),
-            first_local_steps=rs.first_local_steps,
+            rounds=rounds_for(job.training.steps, local_steps, first),
+            first_local_steps=first,
             region_store=own if role == "worker" else None,
             exchange_store=exchange,
             links=links,

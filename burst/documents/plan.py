@@ -124,6 +124,15 @@ class RegionalSyncPlan(Document):
         description="Adaptive rounds: the first round's H, doubling up to local_steps "
         "(burst.regional.rounds); null: every round H.",
     )
+    rounds_basis: str | None = Field(
+        default=None,
+        description="Where the round schedule comes from: the spec's first_local_steps or the "
+        "planner's choice (absent in plans written before issue 31's schedule).",
+    )
+    schedule: str | None = Field(
+        default=None,
+        description="Every round's inner steps, runs counted ('5, 10, 20 x 4, 7').",
+    )
     rounds: int = Field(ge=1)
     delta_bytes: int = Field(ge=0, description="One compressed delta (payload).")
     bytes_per_round: int = Field(ge=0, description="Bytes crossing regions in one round.")

@@ -18,6 +18,10 @@ plan document's ``regional`` section:
   every region (each region runs the spec's GPUs), split 1:2 between forward and backward;
 * H: ``local_steps`` from the spec, else the smallest H whose sync stays under
   ``sync_fraction`` of a round's compute (``estimates.choose_local_steps``);
+* the round schedule: ``first_local_steps`` from the spec, else the planner's
+  (``estimates.choose_first_local_steps``): the first round the shortest whose sync stays under
+  ``sync_fraction`` of its compute, doubling up to H; constant when that is H already (always
+  so when the planner picks H too); the plan counts every round's bytes;
 * quality: the outer optimizer the run will use (the spec's, or the measured table's for the
   number of regions and H: ``burst.regional.defaults``) and the held-out loss ratio against
   synchronous DP at equal tokens that the table measured for it (``expected_loss_ratio``;
@@ -33,6 +37,7 @@ from burst.plan.catalog import Catalog
 from burst.plan.crossregion import Link, ModelProfile
 from burst.plan.datastrategy import inter_region_price, link_class
 from burst.plan.workload import Workload
+from burst.regional.rounds import Rounds
 from burst.spec import BurstJob, RegionalSync
 
 log = logging.getLogger(__name__)
@@ -90,6 +95,7 @@ def plan_regional_sync(
         block_size=comp.block_size,
         topk_fraction=comp.topk_fraction,
         first_local_steps=rs.first_local_steps,
+        choose_first=True,
     )
     from burst.regional.defaults import resolve_outer
 
@@ -108,7 +114,10 @@ def plan_regional_sync(
         ),
         "step_s": step_s,
         **plan.to_dict(),
-        "first_local_steps": rs.first_local_steps,
+        "rounds_basis": rounds_basis(rs.first_local_steps, plan.first_local_steps, fraction),
+        "schedule": Rounds(
+            job.training.steps, plan.comparison.local_steps, plan.first_local_steps
+        ).describe(),
         "outer_optimizer": rs.outer.optimizer,
         "outer_lr": outer.lr,
         "outer_momentum": outer.momentum,
@@ -123,3 +132,16 @@ def plan_regional_sync(
         doc["bytes_ratio"],
     )
     return doc
+
+
+def rounds_basis(given: int | None, first: int | None, fraction: float) -> str:
+    """Where the plan's round schedule comes from, in words."""
+    if given is not None:
+        return "training.regional_sync.first_local_steps"
+    if first is None:
+        return (
+            f"planner: constant, no round shorter than H keeps sync <= {fraction:g} x its compute"
+        )
+    return (
+        f"planner: from the shortest round with sync <= {fraction:g} x its compute, doubling to H"
+    )

@@ -99,6 +99,19 @@ def choose_local_steps(
     return max(1, math.ceil(sync_s / (max_fraction * step_s) - 1e-12))
 
 
+def choose_first_local_steps(
+    sync_s: float, step_s: float, local_steps: int, max_fraction: float = DEFAULT_SYNC_FRACTION
+) -> int | None:
+    """The planner's round schedule below H (issue 31): the first round is the shortest one
+    whose sync stays under ``max_fraction`` of its compute (``choose_local_steps``), and each
+    later round doubles it up to H (``burst.regional.rounds``), so every round keeps the sync
+    fraction and the rounds are short only while the spec's H allows shorter ones. None (every
+    round H) when that shortest round is H or longer: the planner's own H is already the
+    shortest, so with ``local_steps`` null the schedule is constant."""
+    shortest = choose_local_steps(sync_s, step_s, max_fraction)
+    return shortest if shortest < local_steps else None
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Hybrid regional training against synchronous DP over the same regions, same steps."""
@@ -187,12 +200,14 @@ class RegionalPlan:
     traffic: RoundTraffic
     comparison: Comparison
     max_sync_fraction: float
+    first_local_steps: int | None = None  # adaptive rounds (given or chosen); None: constant
 
-    def to_dict(self) -> dict[str, float | int | str]:
+    def to_dict(self) -> dict[str, float | int | str | None]:
         c, t = self.comparison, self.traffic
         return {
             "codec": self.codec,
             "local_steps": c.local_steps,
+            "first_local_steps": self.first_local_steps,
             "rounds": c.rounds,
             "delta_bytes": self.delta_bytes,
             "bytes_per_round": t.bytes_crossing,
@@ -221,14 +236,20 @@ def plan_regional(
     block_size: int = DEFAULT_BLOCK_SIZE,
     topk_fraction: float = DEFAULT_TOPK_FRACTION,
     first_local_steps: int | None = None,
+    choose_first: bool = False,
 ) -> RegionalPlan:
     """Bytes of one delta, one round's traffic (the downlink compressed the same way), H chosen
     so the sync stays under ``max_sync_fraction`` of a round's compute (unless given), and the
     comparison with synchronous DP over the same regions for ``steps`` steps; with
     ``first_local_steps`` the rounds are adaptive (``burst.regional.rounds``): more of them,
-    each one's bytes counted."""
+    each one's bytes counted. ``choose_first`` (and no ``first_local_steps``): the planner
+    picks the first round (``choose_first_local_steps``)."""
     size = delta_bytes(tensor_sizes, codec, block_size, topk_fraction)
     traffic = round_traffic(size, size, remote_links)
-    h = local_steps or choose_local_steps(traffic.sync_s, local_step_time(prof), max_sync_fraction)
-    comparison = compare_with_sync_dp(prof, remote_links, traffic, h, steps, first_local_steps)
-    return RegionalPlan(codec, size, traffic, comparison, max_sync_fraction)
+    step_s = local_step_time(prof)
+    h = local_steps or choose_local_steps(traffic.sync_s, step_s, max_sync_fraction)
+    first = first_local_steps
+    if first is None and choose_first and remote_links:
+        first = choose_first_local_steps(traffic.sync_s, step_s, h, max_sync_fraction)
+    comparison = compare_with_sync_dp(prof, remote_links, traffic, h, steps, first)
+    return RegionalPlan(codec, size, traffic, comparison, max_sync_fraction, first)

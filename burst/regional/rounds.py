@@ -79,3 +79,13 @@ class Rounds:
 
     def lengths(self) -> list[int]:
         return [self.length(r) for r in range(self.count)]
+
+    def describe(self) -> str:
+        """The round lengths in words, runs of equal rounds counted: ``"5, 10, 20 x 4, 7"``."""
+        runs: list[list[int]] = []
+        for n in self.lengths():
+            if runs and runs[-1][0] == n:
+                runs[-1][1] += 1
+            else:
+                runs.append([n, 1])
+        return ", ".join(f"{n} x {k}" if k > 1 else str(n) for n, k in runs)

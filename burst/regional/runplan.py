@@ -1,6 +1,7 @@
-"""What a regional-sync run is made of, from its spec: H (the local steps of a round) and
-where it comes from, and the links between its regions. The ``regional-provision`` step
-writes both into its regions' role configs; the local runner reports them."""
+"""What a regional-sync run is made of, from its spec: H (the local steps of a round), the
+round schedule (its first round) and where they come from, and the links between its regions.
+The ``regional-provision`` step writes them into its regions' role configs; the local runner
+reports them."""
 
 from __future__ import annotations
 
@@ -59,3 +60,23 @@ def local_steps_for(job: BurstJob) -> tuple[int, str]:
         basis += f"; the planner's H {picked} exceeds training.steps, capped to one round"
         picked = job.training.steps
     return picked, basis
+
+
+def first_local_steps_for(job: BurstJob) -> tuple[int | None, str]:
+    """The first round's H (adaptive rounds, doubling up to H; None: every round H) and where
+    it comes from: ``regional_sync.first_local_steps``, or (null) the planner's pick
+    (``burst.regional.estimates.choose_first_local_steps``: the shortest round whose sync stays
+    under ``sync_fraction`` of its compute, when that is below H)."""
+    rs = regional(job)
+    if rs.first_local_steps is not None:
+        return rs.first_local_steps, "training.regional_sync.first_local_steps"
+    from burst.plan.regional import plan_regional_sync
+    from burst.plan.workload import estimate
+
+    cat = load_catalog()
+    provider = job.compute.providers[0] if job.compute.providers else "aws"
+    doc = plan_regional_sync(job, cat, estimate(job, cat), provider)
+    if doc is None:  # not reached: regional() refused a spec without the strategy
+        raise BadInputError(f"spec {job.name}: training.strategy is not regional-sync")
+    first = doc["first_local_steps"]
+    return (int(first) if first is not None else None), str(doc["rounds_basis"])

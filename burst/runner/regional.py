@@ -31,7 +31,7 @@ from typing import Any
 from burst.documents.regional import LinkTotals, RegionalReport, RegionalRound, RegionAttempts
 from burst.documents.report import ContainerRun, WorkflowResult
 from burst.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_REFUSED
-from burst.regional.runplan import local_steps_for
+from burst.regional.runplan import first_local_steps_for, local_steps_for
 from burst.regional.runtime import regional, rounds_for
 from burst.regional.stores import read_link_log
 from burst.runner.containers import ContainerLauncher
@@ -211,9 +211,12 @@ def _report(
     _copy_documents(nodes, run_dir)
     local_steps, basis = local_steps_for(job)
     cfg_file = run_dir / f"worker-{regions[0]}.config.json"
-    if cfg_file.exists():  # what the run's provision step chose (the plan's H)
-        local_steps = int(json.loads(cfg_file.read_text())["local_steps"])
-    rounds = rounds_for(job.training.steps, local_steps, rs.first_local_steps)
+    if cfg_file.exists():  # what the run's provision step chose (the plan's H and schedule)
+        chosen = json.loads(cfg_file.read_text())
+        local_steps, first = int(chosen["local_steps"]), chosen.get("first_local_steps")
+    else:
+        first = first_local_steps_for(job)[0]
+    rounds = rounds_for(job.training.steps, local_steps, first)
     # a region whose provisioning began (a failure half-way is torn down too); bad input
     # (2) and a refusal (3) come before anything is applied
     provisioned = [

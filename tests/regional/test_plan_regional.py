@@ -81,13 +81,37 @@ def test_plan_of_a_regional_sync_spec_picks_h_and_compares_with_dp(cat: Catalog)
 
 
 def test_local_steps_and_codec_from_the_spec(cat: Catalog) -> None:
-    doc = plan(job(spec_doc(local_steps=100, compression={"codec": "topk"})), cat)
-    r = doc["regional"]
-    assert r["local_steps"] == 100 and r["rounds"] == 5
+    spec = spec_doc(local_steps=100, first_local_steps=100, compression={"codec": "topk"})
+    r = plan(job(spec), cat)["regional"]
+    assert r["local_steps"] == 100 and r["rounds"] == 5  # first_local_steps = H: constant
+    assert r["schedule"] == "100 x 4, 70"
+    assert r["rounds_basis"] == "training.regional_sync.first_local_steps"
     assert r["local_steps_basis"] == "training.regional_sync.local_steps"
     assert r["codec"] == "topk"
     k = math.ceil(PARAMS * 0.01)
     assert r["delta_bytes"] == 8 * k  # int32 index + float32 value per kept value
+
+
+def test_the_planner_chooses_the_round_schedule(cat: Catalog) -> None:
+    """Issue 31: with first_local_steps null the planner picks the schedule: the first round
+    the shortest whose sync stays under sync_fraction of its compute (the planner's own H, 47
+    here), doubling up to the spec's H; constant when H is the planner's own; the spec's value
+    wins; the plan counts every round's bytes."""
+    default = plan(job(spec_doc()), cat)["regional"]
+    assert default["first_local_steps"] is None and default["schedule"] == "47 x 10"
+    assert default["rounds_basis"].startswith("planner: constant")
+    r = plan(job(spec_doc(local_steps=200)), cat)["regional"]
+    assert r["first_local_steps"] == 47 and r["schedule"] == "47, 94, 188, 141"
+    assert r["rounds"] == 4 and r["rounds_basis"].startswith("planner: from the shortest round")
+    assert r["bytes_over_run"] == 4 * r["bytes_per_round"]
+    for n in (47, 94, 188):  # every full round keeps the sync fraction
+        assert r["sync_s_per_round"] <= 0.1 * n * STEP_S
+    assert r["sync_s_per_round"] > 0.1 * 46 * STEP_S  # and the first is the shortest that does
+    flat = plan(job(spec_doc(local_steps=200, first_local_steps=200)), cat)["regional"]
+    assert flat["first_local_steps"] == 200 and flat["schedule"] == "200 x 2, 70"
+    assert flat["rounds"] == 3 and flat["bytes_over_run"] == 3 * r["bytes_per_round"]
+    given = plan(job(spec_doc(local_steps=200, first_local_steps=20)), cat)["regional"]
+    assert given["schedule"] == "20, 40, 80, 160, 170" and given["first_local_steps"] == 20
 
 
 def test_single_region_plan_has_no_regional_section(cat: Catalog) -> None:
@@ -105,6 +129,7 @@ def test_burst_plan_prints_the_regional_section(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     assert "regional sync: 2 regions, aggregator ap-southeast-1; H 47" in out.output
     assert "synchronous DP: 2,820 GB" in out.output
+    assert "  rounds: 47 x 10 inner steps (planner: constant" in out.output
     # the outer optimizer and the loss ratio the measured table expects for it (issue 31)
     from burst.regional.defaults import resolve_outer
 
@@ -112,3 +137,5 @@ def test_burst_plan_prints_the_regional_section(tmp_path: Path) -> None:
     assert f"outer nesterov lr {shipped.lr:g} momentum {shipped.momentum:g}" in out.output
     assert shipped.expected_loss_ratio is not None
     assert f"expected held-out loss: {shipped.expected_loss_ratio:.3f} x" in out.output
+    # next to the bytes the schedule costs
+    assert "at equal tokens (measured" in out.output and "(bytes ratio 0.0108)" in out.output

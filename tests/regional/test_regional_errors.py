@@ -13,7 +13,7 @@ import pytest
 from burst.plan.catalog import load_catalog
 from burst.plan.regional import plan_regional_sync
 from burst.plan.workload import estimate
-from burst.regional.runplan import local_steps_for, run_links
+from burst.regional.runplan import first_local_steps_for, local_steps_for, run_links
 from burst.regional.runtime import RoleConfig
 from burst.spec import load_spec
 from burst.storage.local import LocalStore
@@ -46,6 +46,28 @@ def test_local_steps_null_is_capped_at_the_run(tmp_path: Path) -> None:
     job = load_spec(regional_spec(tmp_path, TWO, local_steps=None, step_seconds=0.05))
     h, basis = local_steps_for(job)
     assert h == 12 and "exceeds training.steps" in basis, basis
+
+
+def test_the_round_schedule_is_the_spec_s_or_the_planner_s(tmp_path: Path) -> None:
+    """Issue 31: ``first_local_steps: null`` takes the planner's schedule (what the provision
+    step writes into the role configs when no plan document is given): constant when H is the
+    planner's own, the shortest round within the sync fraction (4 here) below a longer H."""
+    planned = load_spec(regional_spec(tmp_path, TWO, local_steps=None, step_seconds=0.6))
+    first, basis = first_local_steps_for(planned)
+    assert first is None and basis.startswith("planner: constant"), basis
+    longer = load_spec(regional_spec(tmp_path, TWO, local_steps=8, step_seconds=0.6))
+    first, basis = first_local_steps_for(longer)
+    assert first == 4 and basis.startswith("planner: from the shortest round"), basis
+    given = regional_spec(tmp_path, TWO, local_steps=8, step_seconds=0.6)
+    given.write_text(
+        given.read_text().replace(
+            "    local_steps: 8\n", "    local_steps: 8\n    first_local_steps: 8\n"
+        )
+    )
+    assert first_local_steps_for(load_spec(given)) == (
+        8,
+        "training.regional_sync.first_local_steps",
+    )
 
 
 def test_burst_run_refuses_the_train_graphs_fault_options(

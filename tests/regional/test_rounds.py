@@ -48,3 +48,15 @@ def test_the_planner_counts_the_extra_rounds_bytes() -> None:
         == 11 * d["bytes_per_round"]
         == pytest.approx(flat["bytes_over_run"] * 11 / 8)
     )
+
+
+def test_the_planners_first_round_is_the_shortest_within_the_sync_fraction() -> None:
+    from burst.regional.estimates import choose_first_local_steps, choose_local_steps
+
+    # sync 2 s, steps of 1 s, 10 %: rounds of 20 steps or more keep the fraction
+    assert choose_local_steps(2.0, 1.0, 0.1) == 20
+    assert choose_first_local_steps(2.0, 1.0, 100, 0.1) == 20  # 20, 40, 80, 100 ...
+    assert choose_first_local_steps(2.0, 1.0, 20, 0.1) is None  # H is the shortest already
+    assert choose_first_local_steps(2.0, 1.0, 10, 0.1) is None  # H below it: constant, as given
+    assert Rounds(300, 100, 20).describe() == "20, 40, 80, 100, 60"
+    assert Rounds(300, 100).describe() == "100 x 3" and Rounds(7, 3).describe() == "3 x 2, 1"

@@ -293,6 +293,7 @@ def regional_lines(r: dict) -> list[str]:
         )
         + f", {r['rounds']} rounds, "
         f"{r['codec']} deltas of {_gb(r['delta_bytes'])}",
+        *_schedule_lines(r),
         f"  per round: {_gb(r['bytes_per_round'])} across regions, "
         f"{_money(r['egress_usd_per_round'])} egress, sync {_seconds(r['sync_s_per_round'])} "
         "(upload + download)",
@@ -304,6 +305,16 @@ def regional_lines(r: dict) -> list[str]:
     ]
 
 
+def _schedule_lines(r: dict) -> list[str]:
+    """The round schedule, where it comes from and what it costs (issue 31)."""
+    if r.get("schedule") is None:  # a plan document written before issue 31's schedule
+        return []
+    return [
+        f"  rounds: {r['schedule']} inner steps ({r['rounds_basis']}); "
+        f"{_gb(r['bytes_over_run'])} across regions over the run"
+    ]
+
+
 def _quality_lines(r: dict) -> list[str]:
     """The outer optimizer and the loss ratio the measured table expects (issue 31)."""
     if r.get("outer_lr") is None:  # a plan document written before issue 31
@@ -312,6 +323,16 @@ def _quality_lines(r: dict) -> list[str]:
     quality = (
         f"  expected held-out loss: {expected:.3f} x synchronous DP's at equal tokens "
         '(measured, docs/regional.md "Outer defaults")'
+        + (
+            f" for {_gb(r['bytes_over_run'])} across regions (bytes ratio {r['bytes_ratio']:.3g})"
+            if r.get("schedule") is not None
+            else ""
+        )
+        + (
+            "; measured at constant H, not on this schedule's shorter first rounds"
+            if r.get("first_local_steps") and r["first_local_steps"] < r["local_steps"]
+            else ""
+        )
         if expected is not None
         else "  expected held-out loss: not measured for this outer setting"
     )
