@@ -11,13 +11,16 @@ worker commits the global manifest) and with ``torch.distributed.checkpoint.asyn
 (``FileSystemWriter``), both into directories on the same local disk. A and B alternated,
 medians of --reps (at least 3); the first save of each is reported apart. Restore: into the
 live model and optimizer, burst (what the engine does: ``restore_own``, each rank fetching
-only its own shard, then DCP's ``set_*_state_dict``) against ``dcp.load`` +
+only its own shard straight into the live model's and optimizer's tensors, then DCP's
+``set_*_state_dict``) against ``dcp.load`` (into the live state dicts) +
 ``set_*_state_dict``. Written to benchmarks/results/fsdp2.json (the slowest rank of each
 measurement):
 
   stall_ratio_vs_dcp    training blocked per save, burst / DCP async_save   (goal <= 0.5)
   durable_ratio_vs_dcp  save call -> committed, burst / DCP                 (goal <= 1.0)
-  restore_ratio_vs_dcp  restore, burst / DCP                                (goal <= 1.0)
+  restore_ratio_vs_dcp  restore, burst / DCP (the two alternate first)      (goal <= 1.0);
+                        restore_reps_s: each repetition's; restore_cpu_s: each rank's
+                        CPU-seconds (median), less sensitive to the load than wall time
   bytes_per_rank        what each rank of burst wrote in one save
 """
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import statistics
 import sys
 import time
@@ -34,6 +38,8 @@ from typing import Any
 
 from harness import (
     REPO,
+    ab_order,
+    cpu_seconds,
     goals_text,
     machine_note,
     meets_goals,
@@ -70,6 +76,7 @@ def rank_main(args: argparse.Namespace) -> int:
     from burst.checkpoint.sharded import ShardInfo
     from burst.checkpoint.split_restore import Exchange
     from burst.storage import open_store
+    from burst.train.fsdp_engine import live_part
 
     dist.init_process_group("gloo", timeout=dt.timedelta(seconds=600))
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -159,13 +166,30 @@ def rank_main(args: argparse.Namespace) -> int:
 
     exchange = Exchange(rank, world, broadcast, all_ok, decide)
     saved = model[3].weight.to_local().clone()
-    restore_b, restore_d = [], []
-    for _ in range(args.reps):
+    walls: dict[str, list[float]] = {"burst": [], "dcp": []}
+    cpus: dict[str, list[list[float]]] = {"burst": [], "dcp": []}
+
+    def timed(side: str, run: Any) -> None:
+        """``run()`` after a barrier: the slowest rank's wall time and each rank's
+        CPU-seconds (this process, every thread: less sensitive to the load than wall)."""
         touch(1000)  # the live state differs from the checkpoint's
         dist.barrier()
-        t0 = time.perf_counter()
+        c0, t0 = cpu_seconds(), time.perf_counter()
+        run()
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        every = [torch.zeros(2, dtype=torch.float64) for _ in range(world)]
+        dist.all_gather(every, torch.tensor([wall, cpu], dtype=torch.float64))
+        walls[side].append(max(float(t[0]) for t in every))
+        cpus[side].append([float(t[1]) for t in every])
+        assert torch.equal(model[3].weight.to_local(), saved)
+
+    def burst_restore() -> None:
         restored = restore_own(
-            store, mgr.checkpoints("full") if rank == 0 else [], exchange, "fsdp2"
+            store,
+            mgr.checkpoints("full") if rank == 0 else [],
+            exchange,
+            "fsdp2",
+            into=lambda: live_part(model, optim),
         )
         assert restored is not None
         parts = rank_parts(restored.state)
@@ -176,39 +200,48 @@ def rank_main(args: argparse.Namespace) -> int:
         optim_like = get_optimizer_state_dict(model, optim)
         whole = own_shards([p["optimizer"] for p in parts], optim_like, rank)
         set_optimizer_state_dict(model, optim, whole)
-        restore_b.append(slowest(time.perf_counter() - t0))
-        assert torch.equal(model[3].weight.to_local(), saved)
-        del restored, parts, whole
-        touch(1000)
-        dist.barrier()
-        t0 = time.perf_counter()
+
+    def dcp_restore() -> None:
         state = dcp_state()
         dcp.load(state, storage_reader=dcp.FileSystemReader(str(ddir)))
         set_model_state_dict(model, state["model"])
         set_optimizer_state_dict(model, optim, state["optim"])
-        restore_d.append(slowest(time.perf_counter() - t0))
-        assert torch.equal(model[3].weight.to_local(), saved)
-        del state
+
+    for rep in range(args.reps):
+        for side in ab_order(rep):
+            if side == "A":
+                timed("burst", burst_restore)
+            else:
+                timed("dcp", dcp_restore)
 
     dist.barrier()
     if rank == 0:
         m = load_manifest(store, list_checkpoints(store)[-1])
         med = statistics.median
+
+        def per_rank(reps: list[list[float]]) -> list[float]:
+            return [round(med(r[i] for r in reps), 4) for i in range(world)]
+
         out: dict[str, Any] = {
             "world": world,
             "state_bytes": 3 * LAYERS * args.width * args.width * 4,
             "burst": {
                 "stall_s": med(rows["b_stall"]),
                 "durable_s": med(rows["b_durable"]),
-                "restore_s": med(restore_b),
+                "restore_s": med(walls["burst"]),
                 "first_stall_s": first["b_stall"],
+                "restore_reps_s": walls["burst"],
+                "restore_cpu_s": per_rank(cpus["burst"]),
             },
             "dcp_async_save": {
                 "stall_s": med(rows["d_stall"]),
                 "durable_s": med(rows["d_durable"]),
-                "restore_s": med(restore_d),
+                "restore_s": med(walls["dcp"]),
                 "first_stall_s": first["d_stall"],
+                "restore_reps_s": walls["dcp"],
+                "restore_cpu_s": per_rank(cpus["dcp"]),
             },
+            "restore_load": [round(x, 2) for x in os.getloadavg()],
             "bytes_per_rank": [p["bytes"] for p in m.stats["ranks"]],
         }
         for k in ("stall", "durable", "restore"):

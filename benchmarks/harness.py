@@ -10,6 +10,7 @@ measurements and their own result documents; only the mechanics live here, once:
   first (a warm cache, a busy neighbour); ``alternate`` runs two callables that way and
   returns both sides' results, after ``warmup`` repetitions whose results are dropped.
 * ``median``: of at least one value, as a float.
+* ``cpu_seconds``: this process's CPU-seconds so far (every thread), reported beside wall times.
 * ``goals_text`` / ``meets_goals``: goals written ``{name: (op, bound)}`` with op ``<=``/``>=``.
 * ``machine_note``: cores and load average at start (the machines are shared: say so).
 * ``write_results``: the JSON document, indented, newline-terminated, parents created.
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -69,6 +71,13 @@ def alternate(
         if rep >= warmup and after_rep is not None:
             after_rep(rep - warmup, a, b)
     return a, b
+
+
+def cpu_seconds() -> float:
+    """CPU-seconds (user + system) this process has used, every thread counted: a figure
+    much less sensitive than wall time to the other jobs on a shared machine."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def median(xs: Iterable[float]) -> float:

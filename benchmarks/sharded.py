@@ -13,7 +13,10 @@ alternated, medians of --reps (at least 3). Written to benchmarks/results/sharde
   stall_ratio_vs_dcp    time the loop is blocked per save (the slowest rank), burst / DCP (<= 0.5)
   durable_ratio_vs_dcp  save call -> committed (rank 0), burst / DCP                 (<= 1.0)
   restore_ratio_vs_dcp  restore into a fresh model's tensors (allocated before the clock
-                        starts, for both; the slowest rank), burst / DCP            (<= 1.0);
+                        starts, for both; the slowest rank; the two sides alternate
+                        first), burst / DCP                                          (<= 1.0);
+                        restore_reps_s: each repetition's; restore_cpu_s: each rank's
+                        CPU-seconds (median), less sensitive to the load than wall time;
                         burst: every rank reads every chunk at once, in place, and
                         verifies 1/W of them (burst.checkpoint.split_restore);
                         burst.restore_shared_s: each rank reads 1/W and broadcasts it
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import statistics
 import sys
 import time
@@ -37,6 +41,8 @@ from typing import Any
 
 from harness import (
     REPO,
+    ab_order,
+    cpu_seconds,
     goals_text,
     machine_note,
     meets_goals,
@@ -142,12 +148,7 @@ def rank_main(args: argparse.Namespace) -> int:
         rows["d_stall"].append(d[0])
         rows["d_durable"].append(d[1])
 
-    # restore into fresh tensors, the slowest rank
-    restore_b: list[float] = []
-    restore_d: list[float] = []
-    restore_shared: list[float] = []
-    restore_alloc: list[float] = []
-
+    # restore into fresh tensors, the slowest rank; CPU-seconds of each rank beside it
     def broadcast(t: Any, src: int) -> None:
         dist.broadcast(t, src=src)
 
@@ -161,47 +162,65 @@ def rank_main(args: argparse.Namespace) -> int:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
+    def timed(run: Any) -> tuple[Any, float, list[float]]:
+        """``run()``, its wall time on the slowest rank, each rank's CPU-seconds (this
+        process, every thread: less sensitive to the machine's load than wall time)."""
+        dist.barrier()
+        c0, t0 = cpu_seconds(), time.perf_counter()
+        out = run()
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        every = [torch.zeros(2, dtype=torch.float64) for _ in range(world)]
+        dist.all_gather(every, torch.tensor([wall, cpu], dtype=torch.float64))
+        return out, max(float(t[0]) for t in every), [float(t[1]) for t in every]
+
     exchange = Exchange(rank, world, broadcast, all_ok, decide)
     want = state["model"]["layer3.weight"]
-    for _ in range(args.reps):
-        # A: burst into a fresh model's tensors (made before the clock starts, as DCP's)
+    names = ("burst", "dcp", "shared", "fresh_memory")
+    walls: dict[str, list[float]] = {k: [] for k in names}
+    cpus: dict[str, list[list[float]]] = {k: [] for k in names}
+
+    def burst_side() -> None:
+        # into a fresh model's tensors (made before the clock starts, as DCP's)
         fresh = make_state(args.width, 99)
-        dist.barrier()
-        t0 = time.perf_counter()
-        restored = mgr.restore_split(exchange, into=fresh)  # all read, each verifies its part
+        restored, wall, cpu = timed(lambda: mgr.restore_split(exchange, into=fresh))
         assert restored is not None
         whole = assemble(restored.state)
-        restore_b.append(slowest(time.perf_counter() - t0))
         got = whole["model"]["layer3.weight"]
         assert got.data_ptr() == fresh["model"]["layer3.weight"].data_ptr()  # in place
         assert torch.equal(got, want)
-        del restored, whole, fresh
-        # B: DCP load into a fresh model's tensors
+        walls["burst"].append(wall)
+        cpus["burst"].append(cpu)
+
+    def dcp_side() -> None:
         fresh = make_state(args.width, 99)
-        dist.barrier()
-        t0 = time.perf_counter()
-        dcp.load(fresh, storage_reader=dcp.FileSystemReader(str(ddir)))
-        restore_d.append(slowest(time.perf_counter() - t0))
+        reader = dcp.FileSystemReader(str(ddir))
+        _, wall, cpu = timed(lambda: dcp.load(fresh, storage_reader=reader))
         assert torch.equal(fresh["model"]["layer3.weight"], want)
-        del fresh
-        # variants of burst: each rank reads 1/W and broadcasts it; no tensors to restore into
+        walls["dcp"].append(wall)
+        cpus["dcp"].append(cpu)
+
+    def shared_side() -> None:
+        # each rank reads 1/W and broadcasts it
         fresh = make_state(args.width, 99)
-        dist.barrier()
-        t0 = time.perf_counter()
-        restored = mgr.restore_split(exchange, share=True, into=fresh)
+        restored, wall, cpu = timed(lambda: mgr.restore_split(exchange, share=True, into=fresh))
         assert restored is not None
-        whole = assemble(restored.state)
-        restore_shared.append(slowest(time.perf_counter() - t0))
         assert torch.equal(fresh["model"]["layer3.weight"], want)
-        del restored, whole, fresh
-        dist.barrier()
-        t0 = time.perf_counter()
-        restored = mgr.restore_split(exchange)
+        walls["shared"].append(wall)
+        cpus["shared"].append(cpu)
+
+    def fresh_memory_side() -> None:
+        # no tensors to restore into: burst allocates its own
+        restored, wall, cpu = timed(lambda: mgr.restore_split(exchange))
         assert restored is not None
-        whole = assemble(restored.state)
-        restore_alloc.append(slowest(time.perf_counter() - t0))
-        assert torch.equal(whole["model"]["layer3.weight"], want)
-        del restored, whole
+        assert torch.equal(assemble(restored.state)["model"]["layer3.weight"], want)
+        walls["fresh_memory"].append(wall)
+        cpus["fresh_memory"].append(cpu)
+
+    for rep in range(args.reps):
+        for side in ab_order(rep):
+            burst_side() if side == "A" else dcp_side()
+        shared_side()
+        fresh_memory_side()
 
     # incremental: 2 of 12 layers change
     last = list_checkpoints(store)[-1].step
@@ -216,23 +235,34 @@ def rank_main(args: argparse.Namespace) -> int:
         first_m = load_manifest(store, refs[0])
         inc_m = load_manifest(store, refs[-1])
         med = statistics.median
+
+        def per_rank(reps: list[list[float]]) -> list[float]:
+            return [round(med(r[i] for r in reps), 4) for i in range(world)]
+
         out = {
             "world": world,
             "state_bytes": sum(t.numel() * 4 for g in state.values() for t in g.values()),
             "burst": {
                 "stall_s": med(rows["b_stall"]),
                 "durable_s": med(rows["b_durable"]),
-                "restore_s": med(restore_b),
-                "restore_shared_s": med(restore_shared),
-                "restore_fresh_memory_s": med(restore_alloc),
+                "restore_s": med(walls["burst"]),
+                "restore_shared_s": med(walls["shared"]),
+                "restore_fresh_memory_s": med(walls["fresh_memory"]),
                 "first_stall_s": first["b_stall"],
+                "restore_reps_s": walls["burst"],
+                "restore_cpu_s": per_rank(cpus["burst"]),
+                "restore_shared_cpu_s": per_rank(cpus["shared"]),
+                "restore_fresh_memory_cpu_s": per_rank(cpus["fresh_memory"]),
             },
             "dcp_async_save": {
                 "stall_s": med(rows["d_stall"]),
                 "durable_s": med(rows["d_durable"]),
-                "restore_s": med(restore_d),
+                "restore_s": med(walls["dcp"]),
                 "first_stall_s": first["d_stall"],
+                "restore_reps_s": walls["dcp"],
+                "restore_cpu_s": per_rank(cpus["dcp"]),
             },
+            "restore_load": [round(x, 2) for x in os.getloadavg()],
             "bytes_per_rank": [p["bytes"] for p in first_m.stats["ranks"]],
             "incremental_bytes": {
                 "burst": int(inc_m.stats["uploaded_bytes"]),

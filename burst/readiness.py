@@ -139,7 +139,17 @@ def check_stores(job: BurstJob) -> None:
 
 
 def check_ready(job: BurstJob, *, entrypoint: bool = True, stores: bool = True) -> list[BurstError]:
-    """Every readiness problem (entrypoint, stores), each an error with its exit code."""
+    """Every readiness problem (entrypoint, stores), each an error with its exit code. The
+    checks' time limits are read first: a bad setting is reported alone, before any check
+    starts (building the entrypoint costs a process and seconds of torch start-up)."""
+    try:
+        if stores:
+            _limit(STORE_ENV, current().store_check_s)
+        if entrypoint:
+            _limit(ENTRYPOINT_ENV, current().entrypoint_check_s)
+    except BurstError as exc:
+        log.debug("not ready: %s", exc.one_line())
+        return [exc]
     problems: list[BurstError] = []
     checks = []
     if stores:

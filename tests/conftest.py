@@ -9,6 +9,13 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+# One OpenMP thread in every test process and the processes it starts (torch reads this once,
+# at import): the suite already runs a process per core and more (xdist workers, ranks, pods).
+# With torch's default (a thread per core) each idle intra-op thread spins after every op, so
+# a step paced with sleeps burns its cores: the dead-driver test took 101 CPU-seconds with
+# the default and 17 with one thread (its train steps 98 -> 9.7).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import pytest
 from s3server import s3_bucket, s3_server  # noqa: F401  (shared fixtures)
 

@@ -16,8 +16,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from burst.errors import CheckpointError
 
 ALIGN = 64
@@ -65,6 +63,8 @@ def _align(n: int) -> int:
 
 def describe(arrays: list[Any]) -> list[tuple[str, str, tuple[int, ...], int]]:
     """(kind, dtype, shape, nbytes) of each array, without touching its data."""
+    import numpy as np  # here, not at import: the checkpoint worker never needs numpy
+
     out = []
     for a in arrays:
         if isinstance(a, np.ndarray):

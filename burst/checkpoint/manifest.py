@@ -29,6 +29,8 @@ MANIFEST_RE = re.compile(r"^manifests/(\d{12})\.(weights|full)\.json$")
 CHUNK_PREFIX = "chunks/"
 PENDING_PREFIX = "pending/"
 LATEST_KEY = "latest.json"
+#: the body's list of each chunk's xxh3-128 (hex), in the order of "chunks"
+CHECKS_KEY = "chunk_xxh3"
 
 
 def chunk_key(digest: str) -> str:
@@ -64,6 +66,10 @@ class ChunkRef:
     offset: int
     size: int
     digest: str  # blake3 hex of the chunk bytes; also its key
+    #: xxh3-128 hex of the same bytes (the writer computes it anyway, to find changed chunks):
+    #: what a restore checks, ten times cheaper than blake3; None in manifests written
+    #: before it was recorded (the restore checks the blake3 then)
+    check: str | None = None
 
     @property
     def span(self) -> ChunkSpan:
@@ -102,6 +108,12 @@ class Manifest:
             "chunks": [[c.offset, c.size, c.digest] for c in self.chunks],
             "tree": self.tree,
             "stats": self.stats,
+            # beside "chunks", not in it: a reader that predates it ignores an unknown key
+            **(
+                {CHECKS_KEY: [c.check for c in self.chunks]}
+                if self.chunks and all(c.check for c in self.chunks)
+                else {}
+            ),
         }
 
     def to_bytes(self) -> bytes:
@@ -127,7 +139,7 @@ class Manifest:
                 chunk_size=int(body["chunk_size"]),
                 total_bytes=int(body["total_bytes"]),
                 arrays=[ArrayEntry.from_json(a) for a in body["arrays"]],
-                chunks=[ChunkRef(int(o), int(s), str(d)) for o, s, d in body["chunks"]],
+                chunks=_chunks(body),
                 tree=body["tree"],
                 stats=dict(body.get("stats") or {}),
             )
@@ -135,3 +147,12 @@ class Manifest:
             raise
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CheckpointError(f"manifest is not valid: {exc}", where=where) from exc
+
+
+def _chunks(body: dict[str, Any]) -> list[ChunkRef]:
+    chunks = [ChunkRef(int(o), int(s), str(d)) for o, s, d in body["chunks"]]
+    checks = body.get(CHECKS_KEY)
+    if isinstance(checks, list) and len(checks) == len(chunks):
+        for c, x in zip(chunks, checks, strict=True):
+            c.check = str(x) if x else None
+    return chunks

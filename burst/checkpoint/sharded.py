@@ -187,7 +187,7 @@ def merge(shards: list[Manifest]) -> Manifest:
         arrays += [
             ArrayEntry(a.kind, a.dtype, a.shape, a.offset + base, a.nbytes) for a in m.arrays
         ]
-        chunks += [ChunkRef(c.offset + base, c.size, c.digest) for c in m.chunks]
+        chunks += [ChunkRef(c.offset + base, c.size, c.digest, c.check) for c in m.chunks]
         per_rank.append(
             {
                 "bytes": m.total_bytes,

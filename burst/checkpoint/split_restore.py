@@ -40,7 +40,6 @@ from burst.checkpoint.read_plan import Exchange, restore_newest
 from burst.checkpoint.restore import Restored, allocate, fetch_chunks, match_targets
 from burst.checkpoint.tree import unflatten
 from burst.checkpoint.verify import ChunkAudit
-from burst.errors import CheckpointError
 from burst.storage.base import ObjectStore
 
 __all__ = ["Exchange", "SplitRead", "cut", "restore_split"]
@@ -58,45 +57,6 @@ def cut(chunks: list[ChunkRef], world: int) -> list[list[ChunkRef]]:
         runs[r].append(c)
         done += c.size
     return runs
-
-
-def _fetch_run(
-    store: ObjectStore,
-    manifest: Manifest,
-    run: list[ChunkRef],
-    flat: np.ndarray,
-    concurrency: int,
-    audit: ChunkAudit,
-    check: set[int] | None = None,
-) -> None:
-    """Fetch ``run`` into one flat buffer laid out as the manifest says (the arrays are
-    views of it), verifying the chunks whose offset is in ``check`` (all if None): kept for
-    ``burst.checkpoint.own_restore``; the fetch itself is ``restore.fetch_chunks``."""
-    raws = [flat[e.offset : e.offset + e.nbytes] for e in manifest.arrays]
-    fetch_chunks(store, manifest, run, raws, check=check, concurrency=concurrency, audit=audit)
-
-
-def _arrays(manifest: Manifest, flat_t: Any, flat: np.ndarray) -> list[Any]:
-    """The arrays of a flat buffer filled by ``_fetch_run``: large ones are views of it,
-    small ones (under 1 MiB) get storage of their own (torch.set_rng_state crashes on a
-    view at an offset)."""
-    import torch
-
-    out: list[Any] = []
-    for e in manifest.arrays:
-        if e.kind == "numpy":
-            raw = flat[e.offset : e.offset + e.nbytes]
-            out.append(raw.view(np.dtype(e.dtype)).reshape(e.shape))
-            continue
-        dtype = getattr(torch, e.dtype, None)
-        if not isinstance(dtype, torch.dtype):
-            raise CheckpointError(f"unknown tensor dtype {e.dtype!r} in manifest")
-        if e.nbytes == 0:
-            out.append(torch.empty(e.shape, dtype=dtype))
-            continue
-        t = flat_t[e.offset : e.offset + e.nbytes].view(dtype).view(e.shape)
-        out.append(t if e.nbytes >= 1 << 20 else t.clone())
-    return out
 
 
 def _broadcast_runs(

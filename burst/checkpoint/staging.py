@@ -229,25 +229,6 @@ def _populate_write(array: np.ndarray, start: int, length: int) -> bool:
         return False
 
 
-class AttachedBuffer:
-    """The worker's read-only mapping of a HostBuffer, by path."""
-
-    def __init__(self, path: str, size: int) -> None:
-        self.path = path
-        self.size = size
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            self._mmap = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-        finally:
-            os.close(fd)
-        self.view = memoryview(self._mmap)
-
-    def close(self) -> None:
-        self.view.release()
-        with contextlib.suppress(BufferError):
-            self._mmap.close()
-
-
 def _torch_uint8() -> Any:
     import torch
 

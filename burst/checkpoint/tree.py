@@ -11,8 +11,6 @@ import base64
 import math
 from typing import Any
 
-import numpy as np
-
 from burst.errors import CheckpointError
 
 TAGS = (
@@ -37,6 +35,8 @@ def _torch() -> Any:
 def flatten(state: Any) -> tuple[Any, list[Any]]:
     """Return (skeleton, arrays) where arrays are torch tensors or numpy arrays, in order."""
     arrays: list[Any] = []
+    import numpy as np  # here, not at import: the checkpoint worker never needs numpy
+
     try:
         torch = _torch()
     except ImportError:  # pragma: no cover - torch is always there for training code
@@ -110,6 +110,8 @@ def unflatten(skeleton: Any, arrays: list[Any]) -> Any:
             if tag == "__device__":
                 return _torch().device(val)
             if tag == "__npscalar__":
+                import numpy as np
+
                 return np.dtype(val[0]).type(dec(val[1]))
         return {k: dec(v) for k, v in obj.items()}
 
@@ -122,6 +124,13 @@ def _hashable(key: Any) -> Any:
 
 def array_paths(skeleton: Any) -> list[str]:
     """The path (``.model.0.weight``, ``.optimizer.state.3.exp_avg``) of each array, in order."""
+    paths = indexed_paths(skeleton)
+    return [paths[i] for i in range(len(paths))]
+
+
+def indexed_paths(skeleton: Any) -> dict[int, str]:
+    """The path of each array reference in ``skeleton`` by its index (a part of a larger
+    skeleton, e.g. one shard of a sharded checkpoint, holds indices that do not start at 0)."""
     paths: dict[int, str] = {}
 
     def walk(obj: Any, path: str) -> None:
@@ -150,4 +159,4 @@ def array_paths(skeleton: Any) -> list[str]:
             walk(v, f"{path}.{k}")
 
     walk(skeleton, "")
-    return [paths[i] for i in range(len(paths))]
+    return paths

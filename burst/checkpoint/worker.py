@@ -19,10 +19,10 @@ import time
 from typing import IO, Any
 
 from burst import faults
+from burst.checkpoint.attached import AttachedBuffer
 from burst.checkpoint.layout import ArrayEntry
 from burst.checkpoint.retention import apply_retention, collect_garbage
 from burst.checkpoint.sharded import ShardInfo, expire_manifests
-from burst.checkpoint.staging import AttachedBuffer
 from burst.checkpoint.writer import CheckpointWriter
 from burst.errors import BurstError, InfraError
 from burst.settings import current

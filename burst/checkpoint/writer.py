@@ -248,7 +248,10 @@ class CheckpointWriter:
             chunk_size=chunk_size,
             total_bytes=total,
             arrays=entries,
-            chunks=[ChunkRef(s.offset, s.size, d) for s, d in zip(spans, digests, strict=True)],
+            chunks=[
+                ChunkRef(s.offset, s.size, d, fx.hex())
+                for s, d, fx in zip(spans, digests, fast, strict=True)
+            ],
             tree=tree,
             stats={
                 "uploaded_bytes": uploaded,

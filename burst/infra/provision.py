@@ -399,7 +399,7 @@ class Provisioner:
             attempt.seconds = round(time.monotonic() - started, 3)
             attempt.changes = parse_document(Changes, result.changes(), "terraform plan")
             self._emit(attempt)
-            outputs = self.tf.outputs()
+            outputs = self.tf.outputs(result)
             # the train pods' service account is annotated with it (pipelines/common.py);
             # stacks without a per-run role (local, emulated) say so with ""
             outputs.setdefault("pod_role_arn", "")

@@ -235,7 +235,20 @@ class Terraform:
             for rc in doc.get("resource_changes", [])
         ]
 
-    def outputs(self) -> dict[str, Any]:
+    def outputs(self, applied: TfResult | None = None) -> dict[str, Any]:
+        """The root module's outputs: from ``applied`` (an apply's JSON stream, whose last
+        ``outputs`` message carries each value, but not a sensitive one's) where it has them
+        all, which saves a Terraform process; otherwise ``terraform output -json``."""
+        if applied is not None:
+            for ev in reversed(applied.events):
+                if ev.get("type") != "outputs":
+                    continue
+                outs = ev.get("outputs")
+                if isinstance(outs, dict) and all(
+                    isinstance(v, dict) and "value" in v for v in outs.values()
+                ):
+                    return {k: v["value"] for k, v in outs.items()}
+                break
         res = self.run(["output", "-no-color", "-json"], json_events=False)
         raw = json.loads(res.stdout or "{}")
         return {k: v.get("value") for k, v in raw.items()}

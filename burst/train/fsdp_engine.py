@@ -12,9 +12,11 @@ Checkpoints (docs/training.md, "engine: fsdp2"): every rank writes only its own 
 model's and the optimizer's, as DCP's ``get_state_dict`` gives them (keyed by parameter name),
 through the sharded two-phase commit (``burst.checkpoint.sharded``: a shard manifest per rank,
 then one global manifest), asynchronously from its own host buffer and worker like every
-engine. Restore reads the global checkpoint (``restore_split``), joins the ranks' shards into
-global tensors (``burst.checkpoint.dtensor_parts``) and cuts them for the reader's ranks, so
-a checkpoint saved by 4 ranks resumes on 2 or 8; DCP's ``set_state_dict`` loads them.
+engine. Restore (``restore_own``): saved by as many ranks, each rank reads only its own shard,
+straight into the live model's and optimizer's tensors; saved by another number, it reads the
+whole checkpoint, joins the ranks' shards into global tensors
+(``burst.checkpoint.dtensor_parts``) and cuts them for the reader's ranks, so a checkpoint
+saved by 4 ranks resumes on 2 or 8; DCP's ``set_state_dict`` loads them.
 """
 
 from __future__ import annotations
@@ -72,6 +74,17 @@ def shard_model(setup: TrainSetup) -> None:
     sharded = dict(setup.model.named_parameters())
     for group in setup.optimizer.param_groups:
         group["params"] = [sharded[names[id(p)]] for p in group["params"]]
+
+
+def live_part(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """This rank's part of a checkpoint as ``FSDPEngine`` saves it, holding the live local
+    shards of the model and (if it has any state) the optimizer: a restore writes into
+    them in place (``restore_own``'s ``into``). An optimizer that never stepped gets no
+    state here (DCP would create it by a step of zero gradients, which counts as a step)."""
+    part: dict[str, Any] = {"model": local_parts(get_model_state_dict(model), "model")}
+    if optimizer.state:
+        part["optimizer"] = local_parts(get_optimizer_state_dict(model, optimizer), "optimizer")
+    return {PART: part}
 
 
 class FSDPEngine:
@@ -155,8 +168,9 @@ class FSDPEngine:
     def restore(self, store: RunCheckpoints) -> int | None:
         """The newest full checkpoint that restores (``restore_own``: rank 0's list decides,
         all ranks fall back together; saved by as many ranks, each fetches only its own
-        shard), its own shards taken as they are, or, saved by another number of ranks, all
-        shards joined and cut for these ranks."""
+        shard, straight into the live model's and optimizer's tensors), its own shards taken
+        as they are, or, saved by another number of ranks, all shards joined and cut for
+        these ranks."""
         mgr, audit = store.mgr, ChunkAudit()
         try:
             restored = restore_own(
@@ -164,6 +178,7 @@ class FSDPEngine:
                 mgr.checkpoints("full") if self.ranks.leader else [],
                 self.ranks.exchange(),
                 PART,
+                into=lambda: live_part(self.setup.model, self.setup.optimizer),
                 concurrency=mgr.concurrency,
                 audit=audit,
             )

@@ -86,6 +86,7 @@ def test_events_stream_to_the_callback_and_errors_are_typed(tmp_path: Path) -> N
         """
 variable "region" { type = string }
 resource "terraform_data" "a" { input = var.region }
+output "region" { value = { name = terraform_data.a.output, n = [1, "2"] } }
 resource "terraform_data" "b" {
   input = terraform_data.a.output
   lifecycle {
@@ -107,6 +108,9 @@ resource "terraform_data" "b" {
     assert "apply_start" in types and "apply_complete" in types
     assert types.index("apply_start") < types.index("apply_complete")
     assert res.changes() == {"add": 2, "change": 0, "remove": 0}
+    # the outputs come from the apply's own stream, as `terraform output -json` gives them
+    expected = {"region": {"name": "fine", "n": [1, "2"]}}
+    assert tf.outputs(res) == tf.outputs() == expected
 
     tf2 = Terraform(_config(tmp_path / "2", (d / "main.tf").read_text()))
     tf2.init()
@@ -121,6 +125,27 @@ resource "terraform_data" "b" {
     with pytest.raises(InfraError) as info:
         tf2.apply(tmp_path / "missing.tfvars.json")
     assert not isinstance(info.value, CapacityError)
+
+
+def test_a_sensitive_output_is_read_with_terraform_output(tmp_path: Path) -> None:
+    """An apply's stream leaves a sensitive output's value out: then the outputs come from
+    `terraform output -json`, which has it."""
+    d = _config(
+        tmp_path,
+        """
+output "plain" { value = "p" }
+output "key" {
+  value     = "s3cret"
+  sensitive = true
+}
+""",
+    )
+    tf = Terraform(d)
+    tf.init()
+    res = tf.apply()
+    streamed = [e for e in res.events if e.get("type") == "outputs"][-1]["outputs"]
+    assert "value" not in streamed["key"]
+    assert tf.outputs(res) == {"plain": "p", "key": "s3cret"}
 
 
 @pytest.mark.e2e

@@ -2,12 +2,33 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
 TWO = {"ap-southeast-1": 0.004, "me-central-1": 0.006}
 THREE = {"ap-southeast-1": 0.003, "me-central-1": 0.004, "ap-southeast-3": 0.003}
+#: the xdist group of the tests that use the ``two_regions`` run (tests/regional/conftest.py):
+#: one worker, so the session-scoped run happens once
+TWO_REGIONS_GROUP = "regional-two"
+
+BurstCli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def cli_run(
+    burst_cli: BurstCli, spec: Path, root: Path, run_id: str, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``burst run SPEC`` into ``root``: its report, the run having succeeded."""
+    proc = burst_cli(["run", str(spec), "--runs-root", str(root), "--run-id", run_id], env=env)
+    report = root / run_id / "report.json"
+    assert report.exists(), proc.stderr
+    doc = json.loads(report.read_text())
+    assert proc.returncode == 0, (proc.stderr, doc.get("failure"))
+    return dict(doc)
 
 
 def regional_spec(

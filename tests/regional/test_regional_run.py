@@ -15,8 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,22 +33,17 @@ from burst.spec import load_spec
 from burst.storage.base import ObjectMissing, StoreError
 from burst.storage.local import LocalStore
 
-from .regional_specs import REPO, THREE, TWO, regional_spec
+from .regional_specs import (
+    REPO,
+    THREE,
+    TWO,
+    TWO_REGIONS_GROUP,
+    BurstCli,
+    cli_run,
+    regional_spec,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-
-BurstCli = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def _cli_run(
-    burst_cli: BurstCli, spec: Path, root: Path, run_id: str, env: dict[str, str] | None = None
-) -> dict[str, Any]:
-    proc = burst_cli(["run", str(spec), "--runs-root", str(root), "--run-id", run_id], env=env)
-    report = root / run_id / "report.json"
-    assert report.exists(), proc.stderr
-    doc = json.loads(report.read_text())
-    assert proc.returncode == 0, (proc.stderr, doc.get("failure"))
-    return dict(doc)
 
 
 def _check_complete(doc: dict[str, Any], regions: list[str]) -> None:
@@ -98,19 +92,7 @@ def _check_shards_stay_home(run_dir: Path, regions: list[str], agg: str, mode: S
     assert all(agg in (r["src"], r["dst"]) for r in crossing)  # a star around the aggregator
 
 
-@pytest.fixture(scope="module")
-def two_regions(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """``burst run examples/regional.yaml`` (in this process, click's CliRunner): its runs
-    root and report. The two-region test checks it; the fault test takes it as the run
-    without faults its final weights must equal."""
-    from tests.conftest import cli_runner
-
-    root = tmp_path_factory.mktemp("regional-two") / "runs"
-    spec = REPO / "examples" / "regional.yaml"
-    assert load_spec(spec).data.shards == TWO
-    return root, _cli_run(cli_runner(), spec, root, "two")
-
-
+@pytest.mark.xdist_group(TWO_REGIONS_GROUP)
 def test_burst_run_two_regions(two_regions: tuple[Path, dict[str, Any]]) -> None:
     """examples/regional.yaml as shipped: ``local_steps: null``, the run takes the planner's H
     (4 for its 0.6 s step, see test_regional_errors.py) and reports it with its basis."""
@@ -175,7 +157,7 @@ def test_burst_run_three_regions(
         (sites / f"{region}.tfvars").write_text(f'vpc_id = "vpc-{region}"\n')
     env = {"BURST_TF_SITE_VARS": str(sites)}
     monkeypatch.chdir(user)
-    doc = _cli_run(burst_cli, spec, tmp_path / "runs", "three", env)
+    doc = cli_run(burst_cli, spec, tmp_path / "runs", "three", env)
     regions = list(THREE)
     _check_complete(doc, regions)
     for r in doc["rounds"]:
@@ -196,6 +178,7 @@ def _run(
     return run_regional(load_spec(spec), spec, tmp_path / name, name, opts)
 
 
+@pytest.mark.xdist_group(TWO_REGIONS_GROUP)
 def test_preempted_worker_and_killed_aggregator_end_as_an_undisturbed_run(
     tmp_path: Path, two_regions: tuple[Path, dict[str, Any]]
 ) -> None:

@@ -18,6 +18,7 @@ import json
 import os
 import random
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -189,21 +190,15 @@ def two_rank_state(step: int) -> dict[str, Any]:
     return {"sharded": {"world": 2, "shards": shards}}
 
 
-def test_restore_own_reads_only_the_own_shard_and_the_ranks_fall_back_together(
-    tmp_path: Path,
-) -> None:
-    store = open_store(f"file://{tmp_path}/store")
-    with CheckpointManager(store, chunk_size=64 << 10) as mgr:
-        for step in (4, 8):
-            mgr.save(step, two_rank_state(step))
-            mgr.wait(30)
-    refs = list_checkpoints(store, "full")
-    newest = load_manifest(store, refs[-1])
-    mine = [{c.digest for c in own_chunks(newest, r, 2, "fsdp2") or []} for r in range(2)]
-    assert mine[0] and mine[1] and mine[0] != mine[1]
-    older = {c.digest for c in load_manifest(store, refs[0]).chunks}
-    bad = next(c for c in newest.chunks if c.digest in mine[1] - mine[0] - older)
-    store.put_bytes(chunk_key(bad.digest), b"\0" * bad.size)  # rank 1's part only
+def restore_on_two_ranks(
+    store: Any,
+    refs: list[Any],
+    audits: list[ChunkAudit],
+    into: list[Callable[[], Any] | None] | None = None,
+) -> list[Any]:
+    """``restore_own`` on two ranks, threads of this process whose collectives meet at a
+    threading barrier (the process group's stand-in; tests/checkpoint/test_split_restore.py
+    has the same); each rank's result or exception."""
     barrier, slot = threading.Barrier(2, timeout=60), [None, None]
 
     def meet(rank: int, value: Any) -> list[Any]:
@@ -223,14 +218,18 @@ def test_restore_own_reads_only_the_own_shard_and_the_ranks_fall_back_together(
         )
 
     out: list[Any] = [None, None]
-    audits = [ChunkAudit(), ChunkAudit()]
 
     def rank_main(rank: int) -> None:
         try:
             out[rank] = restore_own(
-                store, refs if rank == 0 else [], exchange(rank), "fsdp2", audit=audits[rank]
+                store,
+                refs if rank == 0 else [],
+                exchange(rank),
+                "fsdp2",
+                into=into[rank] if into else None,
+                audit=audits[rank],
             )
-        except Exception as exc:  # reported by the asserts below
+        except Exception as exc:  # reported by the caller's asserts
             out[rank] = exc
 
     threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(2)]
@@ -238,6 +237,26 @@ def test_restore_own_reads_only_the_own_shard_and_the_ranks_fall_back_together(
         t.start()
     for t in threads:
         t.join(120)
+    return out
+
+
+def test_restore_own_reads_only_the_own_shard_and_the_ranks_fall_back_together(
+    tmp_path: Path,
+) -> None:
+    store = open_store(f"file://{tmp_path}/store")
+    with CheckpointManager(store, chunk_size=64 << 10) as mgr:
+        for step in (4, 8):
+            mgr.save(step, two_rank_state(step))
+            mgr.wait(30)
+    refs = list_checkpoints(store, "full")
+    newest = load_manifest(store, refs[-1])
+    mine = [{c.digest for c in own_chunks(newest, r, 2, "fsdp2") or []} for r in range(2)]
+    assert mine[0] and mine[1] and mine[0] != mine[1]
+    older = {c.digest for c in load_manifest(store, refs[0]).chunks}
+    bad = next(c for c in newest.chunks if c.digest in mine[1] - mine[0] - older)
+    store.put_bytes(chunk_key(bad.digest), b"\0" * bad.size)  # rank 1's part only
+    audits = [ChunkAudit(), ChunkAudit()]
+    out = restore_on_two_ranks(store, refs, audits)
     assert bad.digest in audits[1].corrupt and bad.digest not in audits[0].corrupt | audits[0].sound
     for r in range(2):  # both fell back to step 4, together, each with its own shard intact
         assert not isinstance(out[r], BaseException), out[r]
@@ -246,3 +265,38 @@ def test_restore_own_reads_only_the_own_shard_and_the_ranks_fall_back_together(
         want = two_rank_state(4)["sharded"]["shards"][r]["fsdp2"]["model"]["w"]["dtensor"]["local"]
         assert torch.equal(got, want)
     assert audits[0].sound.isdisjoint(mine[1] - mine[0])  # rank 0 never read rank 1's shard
+
+
+def test_restore_own_writes_the_own_shard_into_the_live_tensors(tmp_path: Path) -> None:
+    """``into``: each rank's own part as it saves it (the live local shards); the bytes land
+    in those very tensors (no fresh buffer); one that does not fit (another shape) is left
+    alone and the shard gets memory of its own; ``into`` is not called without a candidate."""
+    store = open_store(f"file://{tmp_path}/store")
+    with CheckpointManager(store, chunk_size=64 << 10, start_worker=True) as mgr:
+        mgr.save(4, two_rank_state(4))
+        mgr.wait(30)
+    refs = list_checkpoints(store, "full")
+    live = [torch.zeros(64, 512), torch.zeros(32, 512)]  # rank 1's does not fit
+    calls = [0, 0]
+
+    def live_part(rank: int) -> Callable[[], Any]:
+        def make() -> Any:
+            calls[rank] += 1
+            return {"fsdp2": {"model": {"w": part(live[rank], [128, 512])}}}
+
+        return make
+
+    audits = [ChunkAudit(), ChunkAudit()]
+    out = restore_on_two_ranks(store, refs, audits, [live_part(0), live_part(1)])
+    want = two_rank_state(4)["sharded"]["shards"]
+    for r in range(2):
+        assert not isinstance(out[r], BaseException), out[r]
+        got = out[r].state["sharded"]["shards"][r]["fsdp2"]["model"]["w"]["dtensor"]["local"]
+        assert torch.equal(got, want[r]["fsdp2"]["model"]["w"]["dtensor"]["local"])
+    mine = out[0].state["sharded"]["shards"][0]["fsdp2"]["model"]["w"]["dtensor"]["local"]
+    assert mine.data_ptr() == live[0].data_ptr()  # written in place
+    theirs = out[1].state["sharded"]["shards"][1]["fsdp2"]["model"]["w"]["dtensor"]["local"]
+    assert theirs.data_ptr() != live[1].data_ptr() and not live[1].any()  # did not fit
+    assert calls == [1, 1]
+    assert restore_on_two_ranks(store, [], audits, [live_part(0), live_part(1)]) == [None, None]
+    assert calls == [1, 1]  # no candidate: the live state is not asked for

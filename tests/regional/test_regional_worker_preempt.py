@@ -6,12 +6,13 @@ Real processes (``python -m steps.regional_worker`` and ``steps.regional_aggrega
 exchange store). The worker of me-central-1 is held in the middle of round 1 by the named
 fault point ``worker-mid-round@me-central-1@1`` (``sleep``) so the signal lands mid-round;
 the retried worker resumes from its emergency checkpoint and the run ends with the weights of
-a run that was never preempted.
+a run that was never preempted: the shipped two-region run (``two_regions``, shared with
+test_regional_run.py: the same model, seed, steps, H and shards, split by the runner's own
+``split_shards``).
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -21,13 +22,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
+from burst.documents.regional import RegionalReport
 from burst.errors import EXIT_PREEMPTED
 from burst.regional.runtime import RoleConfig
+from burst.regional.stores import SHARD_KEY
+from burst.runner.regions import split_shards
+from burst.spec import load_spec
 from burst.storage.local import LocalStore
-from burst.train.example import make_dataset
+
+from .regional_specs import TWO_REGIONS_GROUP
 
 pytestmark = [pytest.mark.e2e]
 
@@ -61,14 +66,11 @@ def _spec(tmp: Path) -> Path:
     return path
 
 
-def _shards(tmp: Path) -> None:
-    """Each region's part of the example data set, in its own store only."""
-    x, y = make_dataset(7)
-    half = int(x.shape[0]) * 4 // 10
-    for region, (lo, hi) in zip(REGIONS, ((0, half), (half, int(x.shape[0]))), strict=True):
-        buf = io.BytesIO()
-        np.savez(buf, x=x[lo:hi].numpy(), y=y[lo:hi].numpy())
-        LocalStore(tmp / "stores" / region).put_bytes("shard/shard.npz", buf.getvalue())
+def _shards(tmp: Path, spec: Path) -> None:
+    """Each region's part of the example data set, in its own store only, as the local
+    runner splits it."""
+    for region, (_, shard) in split_shards(load_spec(spec), list(REGIONS)).items():
+        LocalStore(tmp / "stores" / region).put_bytes(SHARD_KEY, shard)
 
 
 def _config(tmp: Path, spec: Path, role: str, region: str, faults: dict[str, str]) -> Path:
@@ -122,7 +124,7 @@ def _wait_line(log: Path, text: str, proc: subprocess.Popen[bytes], timeout: flo
 def _run(tmp: Path, preempt: bool) -> dict[str, Any]:
     tmp.mkdir()
     spec = _spec(tmp)
-    _shards(tmp)
+    _shards(tmp, spec)
     faults = {MID_ROUND: "sleep:3"} if preempt else {}
     cfgs = {r: _config(tmp, spec, "worker", r, faults if r == PREEMPTED else {}) for r in REGIONS}
     agg_cfg = _config(tmp, spec, "aggregator", AGG, {})
@@ -155,8 +157,12 @@ def _run(tmp: Path, preempt: bool) -> dict[str, Any]:
     }
 
 
-def test_a_worker_preempted_mid_round_saves_exits_75_and_rejoins(tmp_path: Path) -> None:
-    clean = _run(tmp_path / "clean", preempt=False)
+@pytest.mark.xdist_group(TWO_REGIONS_GROUP)
+def test_a_worker_preempted_mid_round_saves_exits_75_and_rejoins(
+    tmp_path: Path, two_regions: tuple[Path, dict[str, Any]]
+) -> None:
+    clean = RegionalReport.model_validate(two_regions[1])
+    assert (clean.local_steps, clean.rounds_planned) == (H, ROUNDS)
     hit = _run(tmp_path / "hit", preempt=True)
     assert hit["codes"] == [EXIT_PREEMPTED]
     first, second = hit["train"]["attempts"]
@@ -170,4 +176,4 @@ def test_a_worker_preempted_mid_round_saves_exits_75_and_rejoins(tmp_path: Path)
     rounds = hit["aggregator"]["rounds"]
     assert [sorted(r["accepted"]) for r in rounds] == [sorted(REGIONS)] * ROUNDS, rounds
     assert [r["round"] for r in hit["worker"]["rounds"]] == [1, 2]
-    assert hit["aggregator"]["final_weights_sha256"] == clean["aggregator"]["final_weights_sha256"]
+    assert hit["aggregator"]["final_weights_sha256"] == clean.final_weights_sha256
