@@ -654,6 +654,7 @@ def main() -> int:
     p.add_argument(
         "--sync-dp-only", action="store_true", help="S only: no burst, no one region (a probe)"
     )
+    p.add_argument("--extend", type=int, default=None, help="burst's steps past equal tokens")
     p.add_argument(
         "--ablate",
         action="store_true",
@@ -749,6 +750,8 @@ def main() -> int:
         cfg["batches"] = tuple(int(v) for v in args.batches.split(","))
     if args.sync_dp_only:
         cfg["one_region"], hs = False, ()
+    if args.extend is not None:
+        cfg["extend"] = args.extend
     results: dict[str, Any] = {
         "mode": mode,
         "measured_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
