@@ -46,16 +46,9 @@ def local_steps_for(job: BurstJob) -> tuple[int, str]:
     rs = regional(job)
     if rs.local_steps is not None:
         return rs.local_steps, "training.regional_sync.local_steps"
-    from burst.plan.regional import plan_regional_sync
-    from burst.plan.workload import estimate
-
-    cat = load_catalog()
-    provider = job.compute.providers[0] if job.compute.providers else "aws"
-    doc = plan_regional_sync(job, cat, estimate(job, cat), provider)
-    if doc is None:  # not reached: regional() refused a spec without the strategy
-        raise BadInputError(f"spec {job.name}: training.strategy is not regional-sync")
+    doc, step_basis = _planned(job)
     picked = int(doc["local_steps"])
-    basis = f"{doc['local_steps_basis']} (step time: {estimate(job, cat).basis})"
+    basis = f"{doc['local_steps_basis']} (step time: {step_basis})"
     if picked > job.training.steps:
         basis += f"; the planner's H {picked} exceeds training.steps, capped to one round"
         picked = job.training.steps
@@ -70,13 +63,21 @@ def first_local_steps_for(job: BurstJob) -> tuple[int | None, str]:
     rs = regional(job)
     if rs.first_local_steps is not None:
         return rs.first_local_steps, "training.regional_sync.first_local_steps"
+    doc, _ = _planned(job)
+    first = doc["first_local_steps"]
+    return (int(first) if first is not None else None), str(doc["rounds_basis"])
+
+
+def _planned(job: BurstJob) -> tuple[dict[str, Any], str]:
+    """The planner's regional-sync document for ``job`` (the catalog's link, the workload's
+    step time) and the basis of that step time."""
     from burst.plan.regional import plan_regional_sync
     from burst.plan.workload import estimate
 
     cat = load_catalog()
     provider = job.compute.providers[0] if job.compute.providers else "aws"
-    doc = plan_regional_sync(job, cat, estimate(job, cat), provider)
+    step = estimate(job, cat)
+    doc = plan_regional_sync(job, cat, step, provider)
     if doc is None:  # not reached: regional() refused a spec without the strategy
         raise BadInputError(f"spec {job.name}: training.strategy is not regional-sync")
-    first = doc["first_local_steps"]
-    return (int(first) if first is not None else None), str(doc["rounds_basis"])
+    return doc, step.basis
