@@ -34,9 +34,9 @@ def _torch() -> Any:
 
 def flatten(state: Any) -> tuple[Any, list[Any]]:
     """Return (skeleton, arrays) where arrays are torch tensors or numpy arrays, in order."""
-    arrays: list[Any] = []
     import numpy as np  # here, not at import: the checkpoint worker never needs numpy
 
+    arrays: list[Any] = []
     try:
         torch = _torch()
     except ImportError:  # pragma: no cover - torch is always there for training code
