@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 # Each name is imported from its module on first use (PEP 562), not with the package: the
 # checkpoint worker, a process of its own for every manager, imports burst.checkpoint.worker
-# and would otherwise load the manager, restore and numpy it never uses (0.29 -> 0.1x
+# and would otherwise load the manager, restore and numpy it never uses (0.29 -> 0.10
 # CPU-seconds a worker start).
 _HOME = {
     "latest_checkpoint": "burst.checkpoint.catalog",
