@@ -18,6 +18,7 @@ import mmap
 import os
 import secrets
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,27 @@ from burst.errors import CheckpointError
 
 log = logging.getLogger(__name__)
 SHM_DIR_ENV = "BURST_CHECKPOINT_SHM_DIR"
+#: Fresh bytes are written in pieces of this size, taken from one queue by every thread.
+FRESH_PIECE = 16 << 20
+#: At least this many fresh bytes per thread: below it, starting threads costs more.
+FRESH_PARALLEL_MIN = 32 << 20
+#: Most threads a first save writes with (memory bandwidth, not cores, bounds it beyond).
+FRESH_THREADS_MAX = 8
+
+
+def fresh_threads() -> int:
+    """Threads that write a save's fresh bytes: the cores this process may run on, shared
+    among the ranks of its node (``LOCAL_WORLD_SIZE``, set by torchrun), at most
+    ``FRESH_THREADS_MAX``. The caller is blocked meanwhile: its own core is one of them."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or 1))
+    except ValueError:
+        local = 1
+    return max(1, min(FRESH_THREADS_MAX, cores // local))
 
 
 def shm_override() -> Path | None:
@@ -53,7 +75,8 @@ class HostBuffer:
     buffer starts unmapped: ``copy_in`` writes what lies beyond the faulted part with
     ``pwrite`` (the kernel allocates each page and fills it, no zeroing pass and no page
     fault in this process: about twice as fast as the first write through the mapping, which
-    pays both), and ``populate`` maps it afterwards, in the background, for the next save.
+    pays both), helped by threads on the other cores (``write_fresh``), and ``populate`` maps
+    it afterwards, in the background, for the next save.
     ``grow`` keeps the same descriptor (and ``token``): a worker that inherited it needs no
     restart, it maps the new size.
     """
@@ -166,6 +189,7 @@ class HostBuffer:
         part of the buffer not faulted in yet they are written with pwrite (see the class).
         """
         buf = None
+        fresh_parts: list[tuple[np.ndarray, int]] = []
         for a, e in zip(arrays, entries, strict=True):
             if e.nbytes == 0:
                 continue
@@ -181,9 +205,73 @@ class HostBuffer:
                 dst_t.copy_(a.detach())
                 continue
             if fresh:
-                self._pwrite(src, e.offset)
+                fresh_parts.append((src, e.offset))
             else:
                 np.copyto(self.array[e.offset : e.offset + e.nbytes], src)
+        if fresh_parts:
+            self.write_fresh(fresh_parts)
+
+    def write_fresh(
+        self,
+        parts: list[tuple[np.ndarray, int]],
+        threads: int | None = None,
+        piece: int = FRESH_PIECE,
+        min_per_thread: int = FRESH_PARALLEL_MIN,
+    ) -> None:
+        """Write ``(bytes, offset)`` parts into pages nobody has touched yet (a first save,
+        a grown buffer): the first touch of a page (allocation, and a fault per 4 KiB page
+        through the mapping) costs several times the copy itself, and it is paid while the
+        caller is blocked. The caller writes pieces with pwrite, and, with more than one
+        core to use (``fresh_threads``) and enough bytes, helper threads take pieces from
+        the same queue and write them through the mapping after populating their pages
+        (``MADV_POPULATE_WRITE``: one call per piece, not one fault per page). Helpers do
+        not pwrite: the kernel serialises writes to one shmem file (its inode lock), while
+        page faults on disjoint pages run in parallel. Each thread releases the GIL."""
+        pieces = [
+            (src[lo : lo + piece], off + lo)
+            for src, off in parts
+            for lo in range(0, src.nbytes, piece)
+        ]
+        total = sum(p.nbytes for p, _ in pieces)
+        n = fresh_threads() if threads is None else threads
+        n = min(n, len(pieces), max(1, total // max(1, min_per_thread)))
+        if n <= 1:
+            for src, off in parts:
+                self._pwrite(src, off)
+            return
+        lock = threading.Lock()
+        queue = iter(pieces)
+        failed: list[BaseException] = []
+
+        def take() -> tuple[np.ndarray, int] | None:
+            with lock:
+                return None if failed else next(queue, None)
+
+        def helper() -> None:
+            try:
+                while (item := take()) is not None:
+                    src, off = item
+                    start = off // mmap.PAGESIZE * mmap.PAGESIZE
+                    _populate_write(self.array, start, off + src.nbytes - start)
+                    np.copyto(self.array[off : off + src.nbytes], src)
+            except BaseException as exc:  # re-raised on the caller's thread
+                with lock:
+                    failed.append(exc)
+
+        helpers = [
+            threading.Thread(target=helper, daemon=True, name=f"ckpt-fresh-{i}")
+            for i in range(n - 1)
+        ]
+        for t in helpers:
+            t.start()
+        try:
+            while (item := take()) is not None:
+                self._pwrite(*item)
+        finally:
+            for t in helpers:
+                t.join()
+        if failed:
+            raise failed[0]
 
     def close(self) -> None:
         self._torch_view = None

@@ -111,3 +111,64 @@ def test_an_unwarmed_manager_does_its_setup_off_the_first_save(
 def test_warm_needs_a_state_or_a_size(local_store: ObjectStore) -> None:
     with CheckpointManager(local_store, start_worker=False) as mgr, pytest.raises(CheckpointError):
         mgr.warm()
+
+
+def test_fresh_bytes_are_written_by_the_caller_and_helper_threads_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A first save's bytes (pages nobody touched yet): the caller pwrites pieces while
+    helper threads populate and copy others through the mapping, from one queue; every
+    byte lands once, in its place; a helper's failure reaches the caller."""
+    import threading
+
+    import numpy as np
+
+    from burst.checkpoint import staging
+    from burst.checkpoint.staging import HostBuffer
+
+    rng = np.random.default_rng(5)
+    parts = [
+        (rng.integers(0, 256, n, dtype=np.uint8), off)
+        for n, off in ((300_000, 0), (5, 300_032), (1 << 20, 300_096))
+    ]
+    caller = threading.current_thread()
+    helped = threading.Event()
+    by: dict[str, list[int]] = {"caller": [], "helper": []}  # append: atomic across threads
+    pwrite, populate = HostBuffer._pwrite, staging._populate_write
+
+    def caller_write(self: HostBuffer, data: Any, offset: int) -> None:
+        assert threading.current_thread() is caller  # helpers never pwrite
+        helped.wait(10)  # a helper writes a piece before the caller's first one lands
+        by["caller"].append(offset)
+        pwrite(self, data, offset)
+
+    def helper_populate(array: Any, start: int, length: int) -> bool:
+        assert threading.current_thread() is not caller
+        by["helper"].append(start)
+        helped.set()
+        return populate(array, start, length)
+
+    monkeypatch.setattr(HostBuffer, "_pwrite", caller_write)
+    monkeypatch.setattr(staging, "_populate_write", helper_populate)
+    buf = HostBuffer(0, prefault=False)
+    try:
+        buf.grow(300_096 + (1 << 20))
+        buf.write_fresh(parts, threads=3, piece=64 << 10, min_per_thread=1)
+        pieces = sum(-(-src.nbytes // (64 << 10)) for src, _ in parts)
+        assert by["helper"] and len(by["caller"]) + len(by["helper"]) == pieces
+        for src, off in parts:
+            assert np.array_equal(buf.array[off : off + src.nbytes], src)
+        assert not buf.array[300_000:300_032].any()  # padding untouched: zeros
+
+        failed = threading.Event()
+
+        def broken(array: Any, start: int, length: int) -> bool:
+            failed.set()
+            raise OSError("no memory")
+
+        monkeypatch.setattr(staging, "_populate_write", broken)
+        monkeypatch.setattr(HostBuffer, "_pwrite", lambda *args: failed.wait(10))
+        with pytest.raises(OSError, match="no memory"):
+            buf.write_fresh(parts, threads=2, piece=64 << 10, min_per_thread=1)
+    finally:
+        buf.close()
