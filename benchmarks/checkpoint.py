@@ -20,6 +20,11 @@ benchmarks/results/checkpoint.json:
                             and first_stall_ratio_unwarmed: no warm() call at all)
   durable_ratio             save call -> committed / torch.save + upload_file           (<= 0.8)
   stall_ratio_vs_dcp        our stall / DCP async_save's (FileSystemWriter, one rank)   (<= 0.5)
+
+With --dcp-s3-env DIR (s3fs for DCP, in a directory of its own: benchmarks/dcp_s3_arm.py),
+step_slowdown is also measured for DCP async_save to the same S3 server, in a child process,
+burst's and DCP's repetitions alternated: details.step_slowdown_dcp and step_slowdown_vs_dcp
+(ours / DCP's; the issue's goal <= 1).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -274,6 +280,61 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class DcpS3Arm:
+    """DCP ``async_save`` to the same S3 server, in a child process whose path puts ``env``
+    (s3fs, aiobotocore and the botocore they pin) first: benchmarks/dcp_s3_arm.py."""
+
+    def __init__(self, env: Path, width: int, server: LoopbackS3, url: str, threads: int):
+        if not (env / "s3fs").is_dir() or not (env / "aiobotocore").is_dir():
+            raise SystemExit(
+                f"--dcp-s3-env {env}: no s3fs/aiobotocore there; install them with the"
+                " command in benchmarks/dcp_s3_arm.py's docstring"
+            )
+        child_env = dict(os.environ)
+        child_env["PYTHONPATH"] = os.pathsep.join([str(env), str(REPO)])
+        # the checksum settings burst's own S3 client uses (burst.storage.s3)
+        child_env["AWS_REQUEST_CHECKSUM_CALCULATION"] = "when_required"
+        child_env["AWS_RESPONSE_CHECKSUM_VALIDATION"] = "when_required"
+        self.server = server
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "benchmarks/dcp_s3_arm.py"),
+                f"--width={width}",
+                f"--url={url}",
+                f"--endpoint={server.endpoint}",
+                f"--train-threads={threads}",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env,
+        )
+        if not json.loads(self._line()).get("ready"):
+            raise RuntimeError("the DCP arm did not start")
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the DCP arm exited (code {self.proc.wait()})")
+        return line
+
+    def rep(self, order: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.server.proc is not None
+        s0 = cpu_seconds(self.server.proc.pid)
+        self.proc.stdin.write(json.dumps({"order": order}) + "\n")
+        self.proc.stdin.flush()
+        doc: dict[str, Any] = json.loads(self._line())
+        doc["server_cpu"] = cpu_seconds(self.server.proc.pid) - s0
+        return doc
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=120)
+
+
 def bench_step_slowdown(
     tr: Trainer,
     server: LoopbackS3,
@@ -281,17 +342,23 @@ def bench_step_slowdown(
     reps: int,
     log: list[str],
     upload_rate: float | None = None,
+    dcp_arm: DcpS3Arm | None = None,
 ) -> dict[str, Any]:
     """Per repetition: steps with no upload (A) next to steps during a full upload (B), in
     alternating order; the ratio of the two medians; the median of those ratios. Also the CPU
-    seconds the worker and the (loopback) server spent per upload."""
+    seconds the worker and the (loopback) server spent per upload. With ``dcp_arm``: each
+    repetition also runs DCP's side (the same, with ``dcp.async_save`` to the same server),
+    burst's and DCP's sides alternated (``ab_order``)."""
     label = f" paced {upload_rate / 2**20:.0f} MiB/s" if upload_rate else ""
     mgr = CheckpointManager(open_store(f"s3://{bucket}/slowdown"), upload_rate=upload_rate)
     mgr.save(tr.position, tr.state())  # warm the buffer and the worker
     mgr.wait()
     ratios, quiet_all, busy_all, worker_cpu, server_cpu = [], [], [], [], []
+    dcp_ratios, dcp_cpu, dcp_server_cpu, dcp_stall = [], [], [], []
     assert server.proc is not None
     for rep in range(reps):
+        if dcp_arm is not None and ab_order(rep) == "BA":
+            dcp_ratios.append(_dcp_rep(dcp_arm, rep, log, dcp_cpu, dcp_server_cpu, dcp_stall))
         quiet: list[float] = []
         busy: list[float] = []
         for side in ab_order(rep):
@@ -314,9 +381,11 @@ def bench_step_slowdown(
             f"{med(busy) * 1e3:.1f} ms ({len(busy)} steps), ratio {ratios[-1]:.2f}; "
             f"cpu worker {worker_cpu[-1]:.2f}s server {server_cpu[-1]:.2f}s"
         )
+        if dcp_arm is not None and ab_order(rep) == "AB":
+            dcp_ratios.append(_dcp_rep(dcp_arm, rep, log, dcp_cpu, dcp_server_cpu, dcp_stall))
     mgr.close()
     key = "step_slowdown" + ("_paced" if upload_rate else "")
-    return {
+    out = {
         key: med(ratios),
         f"{key}_reps": [round(r, 3) for r in ratios],
         f"{key}_step_seconds_quiet": med(quiet_all),
@@ -324,6 +393,42 @@ def bench_step_slowdown(
         f"{key}_cpu_seconds_worker_per_upload": med(worker_cpu),
         f"{key}_cpu_seconds_server_per_upload": med(server_cpu),
     }
+    if dcp_ratios:
+        out.update(
+            {
+                "step_slowdown_dcp": med(dcp_ratios),
+                "step_slowdown_dcp_reps": [round(r, 3) for r in dcp_ratios],
+                "step_slowdown_vs_dcp": med(ratios) / med(dcp_ratios),
+                "step_slowdown_dcp_stall_seconds": med(dcp_stall),
+                # the trainer process's CPU while DCP's save runs (its steps included)
+                "step_slowdown_dcp_cpu_seconds_trainer_process": med(dcp_cpu),
+                "step_slowdown_dcp_cpu_seconds_server_per_upload": med(dcp_server_cpu),
+                "step_slowdown_dcp_writer": "FsspecWriter over s3fs 2026.9.0, async_save",
+            }
+        )
+    return out
+
+
+def _dcp_rep(
+    arm: DcpS3Arm,
+    rep: int,
+    log: list[str],
+    cpu: list[float],
+    server_cpu: list[float],
+    stall: list[float],
+) -> float:
+    doc = arm.rep(ab_order(rep))
+    ratio = med(doc["busy"]) / med(doc["quiet"])
+    cpu.append(doc["cpu"])
+    server_cpu.append(doc["server_cpu"])
+    stall.append(doc["stall"])
+    log.append(
+        f"rep {rep} DCP async_save to S3: step quiet {med(doc['quiet']) * 1e3:.1f} ms, during"
+        f" upload {med(doc['busy']) * 1e3:.1f} ms ({len(doc['busy'])} steps), ratio"
+        f" {ratio:.2f}; stall {doc['stall']:.3f}s; cpu trainer process {doc['cpu']:.2f}s"
+        f" server {doc['server_cpu']:.2f}s"
+    )
+    return ratio
 
 
 def bench_delta(width: int, bucket: str, reps: int, log: list[str]) -> dict[str, Any]:
@@ -370,6 +475,14 @@ def main(argv: list[str] | None = None) -> int:
         help="torch threads of the training loop (default 1: on a GPU box the loop leaves the"
         " host CPU mostly idle; 1 also avoids OpenMP stalls on a shared machine)",
     )
+    ap.add_argument(
+        "--dcp-s3-env",
+        type=Path,
+        default=None,
+        help="a directory holding s3fs, aiobotocore and the botocore they pin (see"
+        " benchmarks/dcp_s3_arm.py): also measure step_slowdown for DCP async_save to the same"
+        " S3 server, alternated with burst's (step_slowdown_dcp, step_slowdown_vs_dcp)",
+    )
     args = ap.parse_args(argv)
     if args.reps < 3:
         ap.error("--reps must be at least 3 (medians of at least three)")
@@ -392,7 +505,18 @@ def main(argv: list[str] | None = None) -> int:
             res.update(bench_stall_and_upload(tr, server, bucket, work, args.reps, log))
             res.update(bench_restore(tr, server, bucket, args.reps, res.pop("baseline_key"), log))
             res.update(bench_vs_dcp(tr, bucket, work, args.reps, log))
-            res.update(bench_step_slowdown(tr, server, bucket, max(args.reps, 5), log))
+            arm = (
+                DcpS3Arm(args.dcp_s3_env, width, server, f"s3://{bucket}/dcp", args.train_threads)
+                if args.dcp_s3_env
+                else None
+            )
+            try:
+                res.update(
+                    bench_step_slowdown(tr, server, bucket, max(args.reps, 5), log, dcp_arm=arm)
+                )
+            finally:
+                if arm is not None:
+                    arm.close()
             if args.paced_rate:
                 rate = args.paced_rate * 2**20
                 res.update(
