@@ -23,8 +23,9 @@ benchmarks/results/checkpoint.json:
 
 With --dcp-s3-env DIR (s3fs for DCP, in a directory of its own: benchmarks/dcp_s3_arm.py),
 step_slowdown is also measured for DCP async_save to the same S3 server, in a child process,
-burst's and DCP's repetitions alternated: details.step_slowdown_dcp and step_slowdown_vs_dcp
-(ours / DCP's; the issue's goal <= 1).
+burst's and DCP's repetitions alternated, in each of DCP's async modes (a thread of the
+trainer, or DCP's daemon process): details.step_slowdown_dcp_<mode>, step_slowdown_dcp (the
+best mode's) and step_slowdown_vs_dcp (ours / that; the issue's goal <= 1).
 """
 
 from __future__ import annotations
@@ -284,7 +285,10 @@ class DcpS3Arm:
     """DCP ``async_save`` to the same S3 server, in a child process whose path puts ``env``
     (s3fs, aiobotocore and the botocore they pin) first: benchmarks/dcp_s3_arm.py."""
 
-    def __init__(self, env: Path, width: int, server: LoopbackS3, url: str, threads: int):
+    def __init__(
+        self, env: Path, width: int, server: LoopbackS3, url: str, threads: int, mode: str
+    ) -> None:
+        self.mode = mode
         if not (env / "s3fs").is_dir() or not (env / "aiobotocore").is_dir():
             raise SystemExit(
                 f"--dcp-s3-env {env}: no s3fs/aiobotocore there; install them with the"
@@ -304,6 +308,7 @@ class DcpS3Arm:
                 f"--url={url}",
                 f"--endpoint={server.endpoint}",
                 f"--train-threads={threads}",
+                f"--mode={mode}",
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -314,11 +319,14 @@ class DcpS3Arm:
             raise RuntimeError("the DCP arm did not start")
 
     def _line(self) -> str:
+        """The next JSON line (DCP's daemon process may print lines of its own)."""
         assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the DCP arm exited (code {self.proc.wait()})")
-        return line
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the DCP arm exited (code {self.proc.wait()})")
+            if line.startswith("{"):
+                return line
 
     def rep(self, order: str) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.server.proc is not None
@@ -342,23 +350,28 @@ def bench_step_slowdown(
     reps: int,
     log: list[str],
     upload_rate: float | None = None,
-    dcp_arm: DcpS3Arm | None = None,
+    dcp_arms: list[DcpS3Arm] | None = None,
 ) -> dict[str, Any]:
     """Per repetition: steps with no upload (A) next to steps during a full upload (B), in
     alternating order; the ratio of the two medians; the median of those ratios. Also the CPU
-    seconds the worker and the (loopback) server spent per upload. With ``dcp_arm``: each
-    repetition also runs DCP's side (the same, with ``dcp.async_save`` to the same server),
-    burst's and DCP's sides alternated (``ab_order``)."""
+    seconds the worker and the (loopback) server spent per upload. With ``dcp_arms``: each
+    repetition also runs DCP's side (the same, with ``dcp.async_save`` to the same server)
+    in each of DCP's modes, burst's first and the DCP arms after it, then the other way
+    round (``ab_order``)."""
     label = f" paced {upload_rate / 2**20:.0f} MiB/s" if upload_rate else ""
     mgr = CheckpointManager(open_store(f"s3://{bucket}/slowdown"), upload_rate=upload_rate)
     mgr.save(tr.position, tr.state())  # warm the buffer and the worker
     mgr.wait()
     ratios, quiet_all, busy_all, worker_cpu, server_cpu = [], [], [], [], []
-    dcp_ratios, dcp_cpu, dcp_server_cpu, dcp_stall = [], [], [], []
+    arms = dcp_arms or []
+    dcp: dict[str, dict[str, list[float]]] = {
+        a.mode: {"ratio": [], "cpu": [], "server_cpu": [], "stall": []} for a in arms
+    }
     assert server.proc is not None
     for rep in range(reps):
-        if dcp_arm is not None and ab_order(rep) == "BA":
-            dcp_ratios.append(_dcp_rep(dcp_arm, rep, log, dcp_cpu, dcp_server_cpu, dcp_stall))
+        if ab_order(rep) == "BA":
+            for arm in reversed(arms):
+                _dcp_rep(arm, rep, log, dcp[arm.mode])
         quiet: list[float] = []
         busy: list[float] = []
         for side in ab_order(rep):
@@ -381,8 +394,9 @@ def bench_step_slowdown(
             f"{med(busy) * 1e3:.1f} ms ({len(busy)} steps), ratio {ratios[-1]:.2f}; "
             f"cpu worker {worker_cpu[-1]:.2f}s server {server_cpu[-1]:.2f}s"
         )
-        if dcp_arm is not None and ab_order(rep) == "AB":
-            dcp_ratios.append(_dcp_rep(dcp_arm, rep, log, dcp_cpu, dcp_server_cpu, dcp_stall))
+        if ab_order(rep) == "AB":
+            for arm in arms:
+                _dcp_rep(arm, rep, log, dcp[arm.mode])
     mgr.close()
     key = "step_slowdown" + ("_paced" if upload_rate else "")
     out = {
@@ -393,42 +407,36 @@ def bench_step_slowdown(
         f"{key}_cpu_seconds_worker_per_upload": med(worker_cpu),
         f"{key}_cpu_seconds_server_per_upload": med(server_cpu),
     }
-    if dcp_ratios:
-        out.update(
-            {
-                "step_slowdown_dcp": med(dcp_ratios),
-                "step_slowdown_dcp_reps": [round(r, 3) for r in dcp_ratios],
-                "step_slowdown_vs_dcp": med(ratios) / med(dcp_ratios),
-                "step_slowdown_dcp_stall_seconds": med(dcp_stall),
-                # the trainer process's CPU while DCP's save runs (its steps included)
-                "step_slowdown_dcp_cpu_seconds_trainer_process": med(dcp_cpu),
-                "step_slowdown_dcp_cpu_seconds_server_per_upload": med(dcp_server_cpu),
-                "step_slowdown_dcp_writer": "FsspecWriter over s3fs 2026.9.0, async_save",
-            }
-        )
+    for mode, m in dcp.items():
+        k = f"step_slowdown_dcp_{mode}"
+        out[k] = med(m["ratio"])
+        out[f"{k}_reps"] = [round(r, 3) for r in m["ratio"]]
+        out[f"{k}_stall_seconds"] = med(m["stall"])
+        # the trainer process's CPU while DCP's save runs (its own steps included; in
+        # process mode DCP's daemon process is not counted)
+        out[f"{k}_cpu_seconds_trainer_process"] = med(m["cpu"])
+        out[f"{k}_cpu_seconds_server_per_upload"] = med(m["server_cpu"])
+    if dcp:
+        best = min(dcp, key=lambda mode: med(dcp[mode]["ratio"]))
+        out["step_slowdown_dcp"] = med(dcp[best]["ratio"])  # DCP's best mode in this run
+        out["step_slowdown_dcp_mode"] = best
+        out["step_slowdown_vs_dcp"] = med(ratios) / med(dcp[best]["ratio"])
+        out["step_slowdown_dcp_writer"] = "FsspecWriter over s3fs 2026.9.0, dcp.async_save"
     return out
 
 
-def _dcp_rep(
-    arm: DcpS3Arm,
-    rep: int,
-    log: list[str],
-    cpu: list[float],
-    server_cpu: list[float],
-    stall: list[float],
-) -> float:
+def _dcp_rep(arm: DcpS3Arm, rep: int, log: list[str], into: dict[str, list[float]]) -> None:
     doc = arm.rep(ab_order(rep))
     ratio = med(doc["busy"]) / med(doc["quiet"])
-    cpu.append(doc["cpu"])
-    server_cpu.append(doc["server_cpu"])
-    stall.append(doc["stall"])
+    for k in ("cpu", "server_cpu", "stall"):
+        into[k].append(doc[k])
+    into["ratio"].append(ratio)
     log.append(
-        f"rep {rep} DCP async_save to S3: step quiet {med(doc['quiet']) * 1e3:.1f} ms, during"
-        f" upload {med(doc['busy']) * 1e3:.1f} ms ({len(doc['busy'])} steps), ratio"
+        f"rep {rep} DCP async_save ({arm.mode}) to S3: step quiet {med(doc['quiet']) * 1e3:.1f}"
+        f" ms, during upload {med(doc['busy']) * 1e3:.1f} ms ({len(doc['busy'])} steps), ratio"
         f" {ratio:.2f}; stall {doc['stall']:.3f}s; cpu trainer process {doc['cpu']:.2f}s"
         f" server {doc['server_cpu']:.2f}s"
     )
-    return ratio
 
 
 def bench_delta(width: int, bucket: str, reps: int, log: list[str]) -> dict[str, Any]:
@@ -483,6 +491,12 @@ def main(argv: list[str] | None = None) -> int:
         " benchmarks/dcp_s3_arm.py): also measure step_slowdown for DCP async_save to the same"
         " S3 server, alternated with burst's (step_slowdown_dcp, step_slowdown_vs_dcp)",
     )
+    ap.add_argument(
+        "--dcp-modes",
+        default="thread,process",
+        help="DCP async_save executors for --dcp-s3-env (comma-separated: thread, process);"
+        " step_slowdown_vs_dcp compares with the best of them",
+    )
     args = ap.parse_args(argv)
     if args.reps < 3:
         ap.error("--reps must be at least 3 (medians of at least three)")
@@ -505,17 +519,18 @@ def main(argv: list[str] | None = None) -> int:
             res.update(bench_stall_and_upload(tr, server, bucket, work, args.reps, log))
             res.update(bench_restore(tr, server, bucket, args.reps, res.pop("baseline_key"), log))
             res.update(bench_vs_dcp(tr, bucket, work, args.reps, log))
-            arm = (
-                DcpS3Arm(args.dcp_s3_env, width, server, f"s3://{bucket}/dcp", args.train_threads)
-                if args.dcp_s3_env
-                else None
-            )
+            arms: list[DcpS3Arm] = []
             try:
+                for mode in args.dcp_modes.split(",") if args.dcp_s3_env else []:
+                    url = f"s3://{bucket}/dcp-{mode}"
+                    arms.append(
+                        DcpS3Arm(args.dcp_s3_env, width, server, url, args.train_threads, mode)
+                    )
                 res.update(
-                    bench_step_slowdown(tr, server, bucket, max(args.reps, 5), log, dcp_arm=arm)
+                    bench_step_slowdown(tr, server, bucket, max(args.reps, 5), log, dcp_arms=arms)
                 )
             finally:
-                if arm is not None:
+                for arm in arms:
                     arm.close()
             if args.paced_rate:
                 rate = args.paced_rate * 2**20

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -33,6 +34,7 @@ import torch.distributed.checkpoint as dcp
 from checkpoint import Trainer
 from harness import cpu_seconds
 from torch.distributed.checkpoint._fsspec_filesystem import FsspecWriter
+from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,8 +43,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url", required=True, help="s3://bucket/prefix for the saves")
     ap.add_argument("--endpoint", required=True)
     ap.add_argument("--train-threads", type=int, default=1)
+    ap.add_argument(
+        "--mode",
+        choices=("thread", "process"),
+        default="thread",
+        help="DCP's async executor: a thread of this process (the default), or its daemon"
+        " process (needs a process group: one rank of gloo here, as under torchrun)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(args.train_threads)
+    kind = AsyncCheckpointerType.PROCESS if args.mode == "process" else AsyncCheckpointerType.THREAD
+    if args.mode == "process":
+        import torch.distributed as dist
+
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     tr = Trainer(args.width)
     for _ in range(3):  # as many steps as the burst side's trainer has had before its reps
         tr.step()
@@ -52,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         nonlocal n
         n += 1
         writer = FsspecWriter(f"{args.url}/{n}", sync_files=False, endpoint_url=args.endpoint)
-        return dcp.async_save(tr.state(), storage_writer=writer)
+        return dcp.async_save(tr.state(), storage_writer=writer, async_checkpointer_type=kind)
 
     save().result()  # warm-up: s3fs's session, DCP's planner
     print(json.dumps({"ready": True}), flush=True)
