@@ -3,6 +3,8 @@
 #
 #   scripts/checkov.sh [extra checkov arguments...]
 #
+# BURST_CHECKOV_DIR scans another directory than terraform/ (the tests' broken copy of a module).
+#
 # checkov pins old boto3/packaging/networkx, so it lives in a virtualenv of its own, never in
 # the project's .venv: ~/.cache/burst/venv-checkov-<version> (created on first use from PyPI,
 # then reused by every clone on the machine, as the DeepSpeed op cache is: installing it took a
@@ -18,13 +20,19 @@ PYTHON="${PYTHON:-python3}"
 
 # Created under a lock: two runs at once (parallel test workers) would otherwise both create
 # the environment, and one would run a half-made pip.
+# Whether the environment holds this version: read from its package metadata (starting checkov
+# itself to ask costs about 2.5 CPU-seconds).
+installed() {
+  "$VENV/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("checkov") != sys.argv[1])' \
+    "$VERSION" 2>/dev/null
+}
 install() {
-  if ! "$VENV/bin/checkov" --version 2>/dev/null | grep -qx "$VERSION"; then
+  if ! installed; then
     "$PYTHON" -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$VERSION"
   fi
 }
-if ! "$VENV/bin/checkov" --version 2>/dev/null | grep -qx "$VERSION"; then
+if ! installed; then
   mkdir -p "$(dirname "$VENV")"
   exec 9>"$VENV.lock"
   flock 9
@@ -35,5 +43,5 @@ fi
 export BC_SKIP_MAPPING=TRUE
 export CHECKOV_RUN_SCA_PACKAGE_SCAN_V2=false
 cd "$ROOT"
-exec "$VENV/bin/checkov" --directory terraform --framework terraform --skip-download \
+exec "$VENV/bin/checkov" --directory "${BURST_CHECKOV_DIR:-terraform}" --framework terraform --skip-download \
   --quiet --compact "$@"

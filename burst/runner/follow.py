@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from burst.errors import BadInputError, InfraError
+from burst.runner import DEFAULT_MAX_OUTAGE_S
 from burst.runner.argo import (
     ArgoNotFound,
     ArgoSettings,
@@ -38,8 +39,6 @@ from burst.runner.argo import (
 
 log = logging.getLogger(__name__)
 
-#: How long an unreachable or failing Argo server is ridden out before giving up following.
-DEFAULT_MAX_OUTAGE_S = 900.0
 Decision = Literal["teardown", "stopped", "leave"]
 
 

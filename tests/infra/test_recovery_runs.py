@@ -269,4 +269,5 @@ def test_a_kill_in_a_two_rank_train_step_ends_succeeded(
     train = {s["name"]: s for s in r["steps"]}["train"]
     assert [a["exit_code"] for a in train["attempt_details"]] == codes
     assert _docs(paths, "train")["resumed_from"] == 10
+    assert r["world_size"] == 2  # what the report (and its first screen) says of the ranks
     assert r["resources_remaining"] == 0

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_first_screen import first_screen
 from test_obs_html_chromium import _count_near, screenshot
 
 from burst.infra.terraform import count_state_resources
@@ -175,3 +176,29 @@ def test_report_metrics_and_page_of_the_preempted_run(runs: Runs, tmp_path: Path
     img = screenshot(page, tmp_path / "shot.png", tmp_path / "profile")
     assert _count_near(img, STATUS_COLOURS["succeeded"]) > 2000
     assert _count_near(img, PREEMPT) > 40
+
+    # The first screen (issue 29): where the run ran, why there, under which law, from what
+    # image and spec, the loss curve, the preemptions with notice-to-exit and restart times,
+    # lost work, and cost planned against actual with emulated hardware labelled.
+    o = s["overview"]
+    where = o["where"]
+    assert (where["provider"], where["ranks"], where["emulated"]) == ("aws", 1, True)
+    assert where["region"] and where["instance"]
+    assert o["why"]["rank"] == 1 and o["why"]["candidates"] >= 2
+    assert o["law"]["verdict"] == "allow" and o["law"]["sign_offs"]
+    assert o["source"]["image_digest"].startswith("sha256:") and o["source"]["spec_sha256"]
+    assert len(o["loss"]) >= 2
+    first, second = o["attempts"][:2]
+    assert first["outcome"] == "preempted" and first["restart_s"] is not None
+    assert first["lost_steps"] is not None and second["resumed_from"] == 7
+    assert o["cost"]["emulated"] and "emulated" in o["cost"]["note"]
+    text = subprocess.run(
+        [*burst, "report", "pre", "--runs-root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    ).stdout
+    for head in ("where:", "why:", "law:", "from:", "loss by step:", "attempt 1: preempted"):
+        assert head in text, head
+    first_screen(img, page)

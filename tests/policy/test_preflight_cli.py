@@ -133,7 +133,8 @@ def test_policy_test_passes_and_fails(burst_cmd: list[str], tmp_path: Path) -> N
             "    expect: allow",
         )
     )
-    proc = run([*burst_cmd, "policy", "test", "--policies", str(copy)])
+    # the broken case alone (-k): a failure is reported and fails the command
+    proc = run([*burst_cmd, "policy", "test", "--policies", str(copy), "-k", "uae-health-abroad"])
     assert proc.returncode == EXIT_FAILURE
     assert "FAIL preflight.yaml::uae-health-abroad-denied" in proc.stdout
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from burst.runner.follow import DEFAULT_MAX_OUTAGE_S
+from burst.runner import DEFAULT_MAX_OUTAGE_S
 
 TOKEN_COMMAND_HELP = (
     "Command printing a fresh Argo bearer token, run when the server refuses the current one "

@@ -7,7 +7,6 @@ from __future__ import annotations
 import click
 
 from burst.errors import EXIT_BAD_INPUT, EXIT_INFRA, InfraError, SpecError
-from burst.spec import load_spec
 
 
 @click.command("validate")
@@ -26,6 +25,8 @@ def command(spec: str, offline: bool) -> None:
     $BURST_STORE_CHECK_S, default 60 s). Exit 2 for a mistake in the spec, 4 for a store that
     does not answer or refuses the write.
     """
+    from burst.spec import load_spec  # (pydantic: not on every burst command's start)
+
     try:
         job = load_spec(spec)
     except SpecError as exc:
