@@ -166,3 +166,12 @@ def replay_losses(spec: Path, worlds: list[int]) -> list[float]:
         samples += world * b
         out.append(first)
     return out
+
+
+#: A resumed run's per-step loss against ``replay_losses``: within this relative gap (the
+#: order of float sums; a data position or optimizer moment off moves it by percents).
+RTOL = 1e-4
+
+
+def relative_gap(curve: list[float], ref: list[float]) -> float:
+    return max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(curve, ref, strict=True))

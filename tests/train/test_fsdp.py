@@ -3,7 +3,7 @@ parts, and, end to end on CPU (real torchrun ranks with gloo, real FSDP2), a run
 W ranks that resumes on W' (2 -> 3 or 3 -> 2: shards that do not divide evenly; the direction
 and the step from a seed printed with the result; ``BURST_TEST_SEED`` replays one).
 
-The resumed run is held to what ``test_reshard.py`` holds the DDP engine to: resumed from the
+The resumed run is held to what ``test_ranks.py`` holds the DDP engine to: resumed from the
 saved step, the data position in samples exact, and rank 0's per-step loss within a relative
 1e-4 of ``replay_losses`` (the same data schedule replayed in one process; FSDP2 averages the
 gradients as DDP does, by a reduce-scatter instead of an all-reduce: only the order of float
@@ -24,8 +24,7 @@ from typing import Any
 
 import pytest
 import torch
-from ranks_helpers import doc, ranks_spec, replay_losses, train
-from test_reshard import RTOL, relative_gap
+from ranks_helpers import RTOL, doc, ranks_spec, relative_gap, replay_losses, train
 
 from burst.checkpoint import CheckpointManager, list_checkpoints
 from burst.checkpoint.catalog import load_manifest
