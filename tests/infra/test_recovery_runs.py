@@ -140,8 +140,9 @@ def _armed(tmp_path: Path, point: str, *, once: bool) -> tuple[Path, dict[str, s
 @pytest.mark.parametrize(
     ("point", "resumed"),
     [
-        ("before-manifest@15", 10),  # mid-run: step 15 not committed, 10 (full) is
-        ("after-latest@30", 30),  # the last step committed, the step not yet exited
+        # the last step committed, the step not yet exited (a kill mid-run, the last full
+        # checkpoint before it resumed: test_a_kill_in_a_two_rank_train_step_ends_succeeded)
+        ("after-latest@30", 30),
     ],
 )
 def test_a_killed_train_restarts_from_the_last_commit_and_the_run_succeeds(
@@ -271,3 +272,8 @@ def test_a_kill_in_a_two_rank_train_step_ends_succeeded(
     assert _docs(paths, "train")["resumed_from"] == 10
     assert r["world_size"] == 2  # what the report (and its first screen) says of the ranks
     assert r["resources_remaining"] == 0
+    if target == "step":  # killed from outside (137): restarted in the same placement
+        assert train["placements"] == 2
+        doc = _docs(paths, "provision")
+        assert doc["recovery"]["event"] == "restart" and doc["recovery"]["restarts"] == 1
+        assert doc["recovery"]["history"][0]["region"] == doc["candidate"]["region"]
