@@ -236,6 +236,7 @@ def build(
             args += ["--from", base, *pip_mounts(store_dir())]
     elif substituted:
         args += ["--build-context", f"{locked.split('@')[0]}={base}"]
+    before = eng.run("image", "inspect", "--format", "{{.Id}}", tag, check=False).stdout.strip()
     started = time.monotonic()
     say(f"{name}: building {tag} with {eng.name} ({dockerfile.relative_to(ROOT)})")
     proc = subprocess.run(
@@ -250,6 +251,10 @@ def build(
         raise SystemExit(f"images: {name}: the build failed (exit {proc.returncode})")
     seconds = time.monotonic() - started
     info = eng.inspect(tag)
+    if before and before != info["id"]:
+        # the image this build replaced (untagged now): removed, or every rebuild after a
+        # source change would leave one more in the store; kept where something still uses it
+        eng.run("rmi", before, check=False)
     if name == "trainer" and check:
         check_trainer(eng, tag, variant)
     built = Built(

@@ -112,15 +112,17 @@ def aws_client(service: str, region: str | None) -> Any:
     """A boto3 client with bounded connect/read timeouts and retries (credentials and
     AWS_ENDPOINT_URL from the environment, as boto3 reads them).
 
-    A session of its own, not boto3's process-wide default one: that session keeps the
-    credentials it resolved first, so a later call would act with credentials the
-    environment no longer has (a long-lived process, or in-process test runs)."""
-    import boto3
+    A session of its own (``burst.aws_session``), not boto3's process-wide default one:
+    that session keeps the credentials it resolved first, so a later call would act with
+    credentials the environment no longer has (a long-lived process, or in-process test
+    runs)."""
     from botocore.config import Config
+
+    from burst.aws_session import session
 
     cfg = Config(
         connect_timeout=AWS_CONNECT_TIMEOUT_S,
         read_timeout=AWS_READ_TIMEOUT_S,
         retries={"max_attempts": AWS_MAX_ATTEMPTS, "mode": "standard"},
     )
-    return boto3.session.Session().client(service, region_name=region, config=cfg)
+    return session().client(service, region_name=region, config=cfg)

@@ -126,12 +126,11 @@ class LoopbackS3:
         """A store of ``bucket`` on this server with the server's own keys (for whoever
         started it; a process it hands the store to gets the keys another way, e.g. a
         profile of a shared credentials file, ``credentials_profile``)."""
-        import boto3
-
+        from burst.aws_session import session
         from burst.storage.s3 import S3Store
 
         store = S3Store(bucket, endpoint_url=self.endpoint, region=self.region)
-        store._client = boto3.session.Session(
+        store._client = session(
             aws_access_key_id=self.access_key,
             aws_secret_access_key=self.secret_key,
         ).client("s3", endpoint_url=self.endpoint, region_name=self.region)

@@ -77,8 +77,9 @@ class S3Store(ObjectStore):
     @property
     def client(self) -> Any:
         if self._client is None:
-            import boto3
             from botocore.config import Config
+
+            from burst.aws_session import session as aws_session
 
             cfg = Config(
                 retries={"max_attempts": self.max_attempts, "mode": "standard"},
@@ -92,7 +93,7 @@ class S3Store(ObjectStore):
                 # plain HTTP); a checkpoint chunk's key is its blake3, verified on read.
                 request_checksum_calculation="when_required",
             )
-            session = boto3.session.Session(profile_name=self.profile)
+            session = aws_session(profile_name=self.profile)
             self._client = session.client(
                 "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=cfg
             )

@@ -22,8 +22,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch
-
 from burst.checkpoint import CheckpointManager, CheckpointRef, SaveResult
 from burst.checkpoint.sharded import ShardInfo
 from burst.errors import CheckpointError
@@ -249,6 +247,8 @@ class RunCheckpoints:
 
 def state_nbytes(state: Any) -> int:
     """Bytes of the tensors (and numpy arrays) in a nested state."""
+    import torch
+
     if isinstance(state, torch.Tensor):
         return state.numel() * state.element_size()
     if isinstance(state, dict):

@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from burst import faults
 from burst.budget import BudgetExceeded
@@ -81,6 +80,10 @@ def submitted_at() -> float | None:
 
 
 def seed_everything(seed: int) -> None:
+    # torch imported here, not with the module: in its program mode (a user's own program
+    # trains in a process of its own) this loop never needs it
+    import torch
+
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)

@@ -23,14 +23,15 @@ import os
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from burst.checkpoint.split_restore import Exchange
 from burst.errors import Preempted
 from burst.preempt.notice import Notice
 from burst.settings import current
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ class Ranks:
     def from_env(cls) -> Ranks:
         if not under_torchrun() or int(os.environ["WORLD_SIZE"]) <= 1:
             return cls(session=secrets.token_hex(4))
+        import torch
         import torch.distributed as dist
 
         own = not dist.is_initialized()
@@ -139,6 +141,7 @@ class Ranks:
     def all_of(self, flag: bool) -> bool:
         if not self.many:
             return flag
+        import torch
         import torch.distributed as dist
 
         t = torch.tensor([1.0 if flag else 0.0], dtype=torch.float64)
@@ -149,6 +152,7 @@ class Ranks:
         """What any rank saw at this step boundary, the same on every rank."""
         if not self.many:
             return Agreement(stop, advisory, over_budget)
+        import torch
         import torch.distributed as dist
 
         # MAX of: stop, the notice's -deadline (the earliest wins; none: -inf), the highest

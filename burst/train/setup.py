@@ -5,15 +5,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from burst.errors import BadInputError, BurstError
 from burst.inputs import clip
 from burst.spec import BurstJob
 
-Batch = tuple[torch.Tensor, torch.Tensor]
+if TYPE_CHECKING:  # (torch is imported by the entrypoint: a program's supervisor needs none)
+    import torch
+
+Batch: TypeAlias = "tuple[torch.Tensor, torch.Tensor]"
 
 
 @dataclass

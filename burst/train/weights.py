@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 def state_sha256(state: Mapping[str, torch.Tensor]) -> str:
     """The digest of a model state dict of whole tensors (names sorted)."""
+    import torch
+
     h = hashlib.sha256()
     for name in sorted(state):
         t = state[name].detach().cpu().contiguous()

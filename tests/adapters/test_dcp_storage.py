@@ -127,8 +127,11 @@ def test_killed_between_shard_and_commit_is_never_visible(tmp_path: Path) -> Non
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_two_gloo_ranks_save_a_sharded_dtensor_and_load_on_two_and_on_one(
-    url: str, tmp_path: Path
+    s3_bucket: str, tmp_path: Path
 ) -> None:
+    """On the S3 store only (what a cluster's ranks write to): the ranks' part is the same on
+    any store, and the one-process test above runs the adapter on both stores."""
+    url = f"s3://{s3_bucket}/run-1"
     result = tmp_path / "result.json"
     assert _job(url, result, 2) == 0
     doc = json.loads(result.read_text())

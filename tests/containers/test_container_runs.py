@@ -174,7 +174,18 @@ def test_push_pin_sign_verify_and_refuse(
     )
     trust = load_trust(keys)
     tag = f"{registry.host}/team/steps:dev"
-    pinned = push(images, images.steps, tag, tmp_path)
+    # A small image of two layers stands for the steps image here: the registry, the digests
+    # and the signatures see the same manifest and layer types (zstd, OCI), and pushing the
+    # real 790 MB image would cost ~17 CPU-seconds of compression (the steps image itself
+    # runs in the quickstart test above).
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "a.txt").write_text("the first layer\n")
+    (probe / "b.txt").write_text("the second layer\n")
+    (probe / "Containerfile").write_text("FROM scratch\nCOPY a.txt /a.txt\nCOPY b.txt /b.txt\n")
+    images.engine.run("build", "--pull=never", "--tag", "localhost/burst/push-probe:dev",
+                      str(probe), timeout=300)  # fmt: skip
+    pinned = push(images, "localhost/burst/push-probe:dev", tag, tmp_path)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     signed = subprocess.run(
         [sys.executable, "-m", "burst.cli.main", "image", "sign", pinned, "--key", str(tmp_path / "team.key")],
@@ -205,7 +216,9 @@ def test_push_pin_sign_verify_and_refuse(
     # an image changed after signing (one more label: a new digest), pushed to the same tag:
     # unsigned, refused; with the original's signature copied beside it, refused too
     (tmp_path / "ctx").mkdir()
-    (tmp_path / "ctx" / "Containerfile").write_text(f"FROM {images.steps}\nLABEL tampered=yes\n")
+    (tmp_path / "ctx" / "Containerfile").write_text(
+        "FROM localhost/burst/push-probe:dev\nLABEL tampered=yes\n"
+    )
     images.engine.run("build", "--pull=never", "--tag", "localhost/burst/tampered:dev",
                       str(tmp_path / "ctx"), timeout=300)  # fmt: skip
     tampered = push(images, "localhost/burst/tampered:dev", tag, tmp_path)

@@ -107,6 +107,13 @@ def test_a_store_that_refuses_a_write_is_exit_4_before_renting(tmp_path: Path) -
     text = QUICKSTART.read_text().replace(
         "file://checkpoints", f"file://{tmp_path}/store\n  replica_uri: file://{replica}"
     )
+    # a program's command (checked by a dry import), not the example's entrypoint (a torch
+    # build in a child process): the stores are this test's subject
+    program = REPO / "examples" / "programs" / "hf_trainer.py"
+    text = text.replace(
+        "  entrypoint: burst.train.example:build\n", f"  command: [python, {program}]\n"
+    )
+    assert str(program) in text
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
     proc = _validate(spec, tmp_path)

@@ -180,10 +180,15 @@ def test_failover_document_and_idempotent_rerun(
 
 @pytest.mark.slow
 def test_burst_run_fails_over_and_reports_attempts(
-    runs_root: Path, quickstart_in: Path, burst_cmd: list[str]
+    runs_root: Path, quickstart_in: Path, burst_cmd: list[str], tmp_path: Path
 ) -> None:
     """`burst run` with no capacity in the plan's first two candidates provisions in the
-    third; the report lists the attempts; nothing is left of any attempt."""
+    third; the report lists the attempts; nothing is left of any attempt.
+
+    With BURST_TF_SITE_VARS a directory of <region>.tfvars (issue 19's Done-when,
+    docs/topology.md), the local stack takes the candidate's file as a cloud stack would:
+    each attempt applies its own region's file, the node group the run trains on records the
+    values of the region it stands in, and teardown destroys with the file of the last apply."""
     # the plan's candidates for this spec, from the real plan step
     pre = subprocess.run(
         [*burst_cmd, "run", str(quickstart_in), "--run-id", "probe", "--fail-at", "verify-image"],
@@ -199,8 +204,19 @@ def test_burst_run_fails_over_and_reports_attempts(
     landing = next(c for c in plan if c["region"] not in first_two)
     expected = [c["region"] for c in plan[: plan.index(landing) + 1]]
     assert len(expected) >= 3
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    for region in {c["region"] for c in plan}:
+        (sites / f"{region}.tfvars").write_text(
+            f'vpc_id     = "vpc-{region}"\nsubnet_ids = ["subnet-{region}-a"]\n'
+            f'vpn = {{ customer_gateway_ip = "198.51.100.10", control_network_cidrs = ["10.20.0.0/16"] }}\n'
+        )
 
-    env = {**os.environ, "BURST_SIMULATE_NO_CAPACITY": ",".join(sorted(first_two))}
+    env = {
+        **os.environ,
+        "BURST_SIMULATE_NO_CAPACITY": ",".join(sorted(first_two)),
+        "BURST_TF_SITE_VARS": str(sites),
+    }
     proc = subprocess.run(
         [*burst_cmd, "run", str(quickstart_in), "--run-id", "failover"],
         capture_output=True,
@@ -217,3 +233,14 @@ def test_burst_run_fails_over_and_reports_attempts(
     assert report["status"] == "succeeded"
     assert report["resources_remaining"] == 0
     assert count_state_resources(runs_root / "failover" / "terraform" / "terraform.tfstate") == 0
+    # each attempt applied its own region's site file; the node group records the landing's
+    doc = json.loads((runs_root / "failover" / "docs" / "provision.json").read_text())
+    for a in doc["attempts"]:
+        assert a["site_vars"] == f"{a['region']}.tfvars", a
+    site = {k: json.loads(v) for k, v in doc["outputs"]["site"].items()}
+    assert site["vpc_id"] == f"vpc-{landing['region']}"
+    assert site["subnet_ids"] == [f"subnet-{landing['region']}-a"]
+    assert site["vpn"]["control_network_cidrs"] == ["10.20.0.0/16"]
+    # teardown destroyed with the file of the last apply (recorded for the run id alone)
+    record = json.loads((Path(doc["terraform_dir"]) / "workspace.json").read_text())
+    assert Path(record["site_vars"]).name == f"{landing['region']}.tfvars"

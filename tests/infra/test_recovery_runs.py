@@ -55,17 +55,27 @@ def _docs(paths: Any, name: str) -> dict[str, Any]:
 
 
 def test_a_requeue_after_a_capacity_failover_lands_in_a_third_region(
-    runs_root: Path, spec: Path
+    runs_root: Path, spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The plan's first region has no capacity (provision fails over to the second); train
     is preempted there with no retry in place, and is requeued: in a third region, not back
     in the second (failed before the fix: the requeue skipped one candidate of the plan and
-    the provisioner put the region that had succeeded first)."""
+    the provisioner put the region that had succeeded first).
+
+    The requeue is the template's: a placement again (provision, the run's identity, train)
+    in the plan's next candidate, and the run succeeds. The site configuration is per region
+    (BURST_TF_SITE_VARS, a directory): the requeue's provision applies its own region's file.
+    (This was also tests/runner/test_local_run.py's requeue test, a run of its own.)"""
     probe = run_paths("probe-plan", runs_root)
     LocalRunner(probe, spec, RunOptions(fail_at=("verify-image",))).run()
     plan = _docs(probe, "plan")["candidates"]
     first = plan[0]["region"]
     second = next(c["region"] for c in plan if c["region"] != first)
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    for region in {c["region"] for c in plan}:
+        (sites / f"{region}.tfvars").write_text(f'vpc_id = "vpc-{region}"\n')
+    monkeypatch.setenv("BURST_TF_SITE_VARS", str(sites))
 
     paths = run_paths("wf-third", runs_root)
     options = RunOptions(
@@ -75,11 +85,33 @@ def test_a_requeue_after_a_capacity_failover_lands_in_a_third_region(
     r = LocalRunner(paths, spec, options).run()
     assert r["status"] == "succeeded", r["failure"]
     assert r["resources_remaining"] == 0
+    by_name = {s["name"]: s for s in r["steps"]}
+    assert list(by_name) == ["preflight", "plan", "verify-image", "provision", "train", "teardown"]
+    assert by_name["train"]["placements"] == by_name["provision"]["placements"] == 2
+    assert [a["exit_code"] for a in by_name["train"]["attempt_details"]] == [75, 0]
+    # the pods, in order: the run's own identity (resource templates: recorded) is one
+    # parallel step group, its two pods started at the same time, in either order
+    identity = {"service-account", "role-binding"}
+    pods = [p.name.split("-", 1)[1] for p in sorted((paths.dir / "pods").iterdir())]
+    placement: list[str | set[str]] = ["provision", identity, "train"]
+    expected: list[str | set[str]] = [
+        "preflight", "plan", "verify-image", *placement, *placement, "teardown"
+    ]  # fmt: skip
+    grouped: list[str | set[str]] = []
+    for name in pods:
+        if name in identity and grouped and isinstance(grouped[-1], set) and len(grouped[-1]) < 2:
+            grouped[-1].add(name)
+        else:
+            grouped.append({name} if name in identity else name)
+    assert grouped == expected, pods
     doc = _docs(paths, "provision")  # the last placement's
     assert doc["placement"] == 1
     assert doc["candidate"]["region"] not in (first, second)
     assert doc["recovery"]["event"] == "requeue"
     assert [p["region"] for p in doc["recovery"]["history"]] == [second]
+    region = doc["candidate"]["region"]
+    assert [a["site_vars"] for a in doc["attempts"]] == [f"{region}.tfvars"]
+    assert json.loads(doc["outputs"]["site"]["vpc_id"]) == f"vpc-{region}"
 
 
 def _train_pids(run_id: str) -> list[int]:
@@ -140,8 +172,9 @@ def _armed(tmp_path: Path, point: str, *, once: bool) -> tuple[Path, dict[str, s
 @pytest.mark.parametrize(
     ("point", "resumed"),
     [
-        ("before-manifest@15", 10),  # mid-run: step 15 not committed, 10 (full) is
-        ("after-latest@30", 30),  # the last step committed, the step not yet exited
+        # the last step committed, the step not yet exited (a kill mid-run, the last full
+        # checkpoint before it resumed: test_a_kill_in_a_two_rank_train_step_ends_succeeded)
+        ("after-latest@30", 30),
     ],
 )
 def test_a_killed_train_restarts_from_the_last_commit_and_the_run_succeeds(
@@ -271,3 +304,8 @@ def test_a_kill_in_a_two_rank_train_step_ends_succeeded(
     assert _docs(paths, "train")["resumed_from"] == 10
     assert r["world_size"] == 2  # what the report (and its first screen) says of the ranks
     assert r["resources_remaining"] == 0
+    if target == "step":  # killed from outside (137): restarted in the same placement
+        assert train["placements"] == 2
+        doc = _docs(paths, "provision")
+        assert doc["recovery"]["event"] == "restart" and doc["recovery"]["restarts"] == 1
+        assert doc["recovery"]["history"][0]["region"] == doc["candidate"]["region"]

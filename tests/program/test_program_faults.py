@@ -122,3 +122,25 @@ def test_a_program_that_ignores_the_notice_keeps_committed_work_and_reports_the_
     notice = json.loads((runs / "ignore" / "program" / "notice.json").read_text())
     assert notice["reason"] == "sigterm" and notice["deadline_unix"] > 0
     assert steps_of(p, "ignore") == [1]
+
+
+def test_the_supervisor_of_a_program_never_imports_torch(tmp_path: Path) -> None:
+    """The train step in its program mode supervises a process: it needs no torch (a second
+    or two of start-up and hundreds of MiB on every attempt, and a program may train with
+    another framework). A ``torch`` that cannot be imported is first on its path here."""
+    import subprocess
+
+    fake = tmp_path / "no-torch" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('the supervisor imported torch')\n")
+    p = spec(tmp_path, "quiet")
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "out.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "steps.train", "--spec", str(p), "--run-id", "no-torch",
+         "--runs-root", str(tmp_path / "runs"), "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=repo,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), str(repo)])},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(out.read_text())["attempts"][-1]["outcome"] == "done"

@@ -1,7 +1,10 @@
 """`burst run` executes the compiled burst-train WorkflowTemplate: real steps as processes,
 real Terraform, real training, teardown always (slow: a few runs of the quickstart). A
 preemption retried by the template's retryStrategy is checked on the shared preempted run of
-tests/obs/test_quickstart_runs.py."""
+tests/obs/test_quickstart_runs.py; a failed train's teardown in tests/teardown/
+test_fault_injection.py; a capacity failover's site files in tests/infra/
+test_provision_step.py; the template's requeue in another region in tests/infra/
+test_recovery_runs.py."""
 
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ from typing import Any
 import pytest
 import yaml
 
-from burst.infra.terraform import count_state_resources
 from burst.runner.local import TEMPLATE, LocalRunner, RunOptions
 from burst.runs import run_paths
 
@@ -53,116 +55,6 @@ def _run(
 
 def _report(runs_root: Path, run_id: str) -> dict[str, Any]:
     return json.loads((runs_root / run_id / "report.json").read_text())
-
-
-def test_failure_in_train_still_tears_down_and_leaves_nothing(
-    runs_root: Path, spec: Path, burst_cmd: list[str]
-) -> None:
-    proc = _run(burst_cmd, spec, "wf-fail", "--fail-at", "train")
-    assert proc.returncode == 1, proc.stderr
-    r = _report(runs_root, "wf-fail")
-    assert r["failure"]["step"] == "train"
-    statuses = {s["name"]: s["status"] for s in r["steps"]}
-    assert [s["name"] for s in r["steps"]] == PIPELINE  # the helper give-up is not a step
-    assert statuses["provision"] == "succeeded" and statuses["train"] == "failed"
-    assert statuses["teardown"] == "succeeded"
-    assert r["steps"][4]["attempts"] == 1  # exit 1 is not a preemption: no retry
-    assert r["resources_remaining"] == 0
-    assert count_state_resources(Path(r["terraform_state"])) == 0
-    provision = json.loads((runs_root / "wf-fail" / "docs" / "provision.json").read_text())
-    assert provision["outputs"]["node_names"]  # there was something to destroy
-
-
-def test_requeue_in_the_next_candidate_after_preemptions(
-    runs_root: Path, spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With 0 retries per region, a preempted train is placed again (provision + train) in
-    the plan's next candidate by the template's requeue step, and the run succeeds. The
-    site configuration is per region (BURST_TF_SITE_VARS, a directory): the requeue's
-    provision applies the next candidate's own file."""
-    sites = tmp_path / "sites"
-    sites.mkdir()
-    for region in ("ap-southeast-1", "ap-southeast-3", "me-central-1"):
-        (sites / f"{region}.tfvars").write_text(f'vpc_id = "vpc-{region}"\n')
-    monkeypatch.setenv("BURST_TF_SITE_VARS", str(sites))
-    paths = run_paths("wf-requeue", runs_root)
-    options = RunOptions(
-        env={"BURST_PREEMPT_AT_STEPS": "12"}, parameters={"preemptions-per-region": "0"}
-    )
-    r = LocalRunner(paths, spec, options).run()
-    assert r["status"] == "succeeded", r["failure"]
-    by_name = {s["name"]: s for s in r["steps"]}
-    assert [s["name"] for s in r["steps"]] == PIPELINE
-    assert by_name["train"]["placements"] == 2
-    assert [a["exit_code"] for a in by_name["train"]["attempt_details"]] == [75, 0]
-    assert by_name["provision"]["placements"] == 2
-    indices = sorted(p.name for p in (paths.dir / "pods").iterdir())
-    # the run's own identity (resource templates: recorded) is one parallel step group: its
-    # two pods start at the same time, in either order
-    identity = {"service-account", "role-binding"}
-    pods = [i.split("-", 1)[1] for i in indices]
-    placement: list[str | set[str]] = ["provision", identity, "train"]
-    expected: list[str | set[str]] = [
-        "preflight", "plan", "verify-image", *placement, *placement, "teardown"
-    ]  # fmt: skip
-    grouped: list[str | set[str]] = []
-    for name in pods:
-        if name in identity and grouped and isinstance(grouped[-1], set) and len(grouped[-1]) < 2:
-            grouped[-1].add(name)
-        else:
-            grouped.append({name} if name in identity else name)
-    assert grouped == expected, pods
-    assert r["resources_remaining"] == 0
-    # the second placement really is the plan's next candidate, not the first one again:
-    # since issue 25 (burst/recovery.py) the next one in another region than the one train
-    # was lost in (before: plan["candidates"][1], which may share that region)
-    plan = json.loads((paths.dir / "docs" / "plan.json").read_text())
-    second = json.loads((paths.dir / "docs" / "provision.json").read_text())
-    assert second["placement"] == 1
-    lost = plan["candidates"][0]["region"]
-    expected = next(c for c in plan["candidates"][1:] if c["region"] != lost)
-    assert second["candidate"] == {k: v for k, v in expected.items() if k in second["candidate"]}
-    region = second["candidate"]["region"]
-    assert [a["site_vars"] for a in second["attempts"]] == [f"{region}.tfvars"]
-    assert json.loads(second["outputs"]["site"]["vpc_id"]) == f"vpc-{region}"
-
-
-def test_capacity_failover_applies_the_next_regions_own_site_file(
-    runs_root: Path, spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Issue 19's Done-when (docs/topology.md): BURST_TF_SITE_VARS is a directory of
-    <region>.tfvars; the local stack takes the candidate's file as a cloud stack would. The
-    first regions report no capacity; each attempt applies its own region's file, and the
-    node group the run trains on records the values of the region it stands in."""
-    sites = tmp_path / "sites"
-    sites.mkdir()
-    regions = ["ap-southeast-1", "ap-southeast-3", "me-central-1"]
-    for region in regions:
-        (sites / f"{region}.tfvars").write_text(
-            f'vpc_id     = "vpc-{region}"\nsubnet_ids = ["subnet-{region}-a"]\n'
-            f'vpn = {{ customer_gateway_ip = "198.51.100.10", control_network_cidrs = ["10.20.0.0/16"] }}\n'
-        )
-    monkeypatch.setenv("BURST_TF_SITE_VARS", str(sites))
-    paths = run_paths("wf-sites", runs_root)
-    no_capacity = ",".join(regions[:2])  # only me-central-1 has capacity
-    options = RunOptions(env={"BURST_SIMULATE_NO_CAPACITY": no_capacity})
-    r = LocalRunner(paths, spec, options).run()
-    assert r["status"] == "succeeded", r["failure"]
-    assert r["resources_remaining"] == 0
-    doc = json.loads((paths.dir / "docs" / "provision.json").read_text())
-    attempts = doc["attempts"]
-    assert len(attempts) >= 2, attempts  # at least one capacity failover
-    assert [a["result"] for a in attempts] == ["capacity"] * (len(attempts) - 1) + ["ok"]
-    for a in attempts:
-        assert a["site_vars"] == f"{a['region']}.tfvars", a
-    assert attempts[-1]["region"] == "me-central-1"
-    site = {k: json.loads(v) for k, v in doc["outputs"]["site"].items()}
-    assert site["vpc_id"] == "vpc-me-central-1"
-    assert site["subnet_ids"] == ["subnet-me-central-1-a"]
-    assert site["vpn"]["control_network_cidrs"] == ["10.20.0.0/16"]
-    # teardown destroyed with the file of the last apply (recorded for the run id alone)
-    record = json.loads((Path(doc["terraform_dir"]) / "workspace.json").read_text())
-    assert Path(record["site_vars"]).name == "me-central-1.tfvars"
 
 
 @pytest.mark.e2e

@@ -1,5 +1,8 @@
 """The fault-injection harness: whatever step fails, the run ends non-zero, the report names
-the failure and teardown's outcome, and nothing is left in the state (real Terraform)."""
+the failure and teardown's outcome, and nothing is left in the state (real Terraform). The
+failure in train is also the walking skeleton's and the runner's "a failed train still tears
+down" (they were two more runs of the same command in tests/skeleton/test_run_local.py and
+tests/runner/test_local_run.py)."""
 
 from __future__ import annotations
 
@@ -48,6 +51,17 @@ def test_any_failure_ends_nonzero_with_nothing_left(
         # the failed provision really created resources, which teardown then destroyed
         log = (runs_root / run_id / "logs" / "teardown.log").read_text()
         assert "Destroy complete! Resources: 0 destroyed" not in log
+    if fail_at == "train":
+        assert proc.returncode == 1  # a failure, not a preemption (75) nor bad input (2)
+        assert [s["name"] for s in report["steps"]] == [  # the helper give-up is not a step
+            *("preflight", "plan", "verify-image", "provision", "train", "teardown")
+        ]
+        assert steps["provision"]["status"] == "succeeded"
+        assert steps["train"]["status"] == "failed"
+        assert steps["train"]["attempts"] == 1  # exit 1 is not a preemption: no retry
+        # provision really created resources, which teardown then destroyed
+        provision = json.loads((runs_root / run_id / "docs" / "provision.json").read_text())
+        assert provision["outputs"]["node_names"]
     if fail_at == "teardown":
         assert report["teardown"]["injected_failures"] == [1, 2]
         assert report["teardown"]["attempts"] == 3

@@ -166,3 +166,32 @@ def replay_losses(spec: Path, worlds: list[int]) -> list[float]:
         samples += world * b
         out.append(first)
     return out
+
+
+#: A resumed run's per-step loss against ``replay_losses``: within this relative gap (the
+#: order of float sums; a data position or optimizer moment off moves it by percents).
+RTOL = 1e-4
+
+
+def relative_gap(curve: list[float], ref: list[float]) -> float:
+    return max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(curve, ref, strict=True))
+
+
+def check_loss_curve(
+    d: dict[str, Any], spec: Path, before: int, after: int, at: int, why: str
+) -> None:
+    """Rank 0's per-step losses of a run that went from ``before`` to ``after`` ranks at step
+    ``at`` (its document ``d``, two attempts) against ``replay_losses`` of that schedule: each
+    part within ``RTOL``; the gaps are printed with ``why`` (the seed)."""
+    curve = d["attempts"][0]["losses"] + d["attempts"][1]["losses"]
+    steps = len(curve)
+    assert steps == at + len(d["attempts"][1]["losses"]) and steps > at
+    ref = replay_losses(spec, [before] * at + [after] * (steps - at))
+    gap_before = relative_gap(curve[:at], ref[:at])
+    gap_after = relative_gap(curve[at:], ref[at:])
+    print(
+        f"{why}, {before} -> {after} ranks at step {at}: relative gap {gap_before:.2e} "
+        f"before, {gap_after:.2e} after"
+    )
+    assert gap_before <= RTOL, f"{why}: the uninterrupted part is off the reference"
+    assert gap_after <= RTOL, f"{why} step {at}: {curve[at:]} vs {ref[at:]}"

@@ -1,9 +1,9 @@
 """``training.engine: fsdp2`` (issue 18): the spec's refusal, the joining of the ranks' DTensor
 parts, and, end to end on CPU (real torchrun ranks with gloo, real FSDP2), a run preempted on
-W ranks that resumes on W' (2 -> 4 or 4 -> 2, the direction and the step from a seed printed
-with the result; ``BURST_TEST_SEED`` replays one).
+W ranks that resumes on W' (2 -> 3 or 3 -> 2: shards that do not divide evenly; the direction
+and the step from a seed printed with the result; ``BURST_TEST_SEED`` replays one).
 
-The resumed run is held to what ``test_reshard.py`` holds the DDP engine to: resumed from the
+The resumed run is held to what ``test_ranks.py`` holds the DDP engine to: resumed from the
 saved step, the data position in samples exact, and rank 0's per-step loss within a relative
 1e-4 of ``replay_losses`` (the same data schedule replayed in one process; FSDP2 averages the
 gradients as DDP does, by a reduce-scatter instead of an all-reduce: only the order of float
@@ -24,8 +24,7 @@ from typing import Any
 
 import pytest
 import torch
-from ranks_helpers import doc, ranks_spec, replay_losses, train
-from test_reshard import RTOL, relative_gap
+from ranks_helpers import check_loss_curve, doc, ranks_spec, train
 
 from burst.checkpoint import CheckpointManager, list_checkpoints
 from burst.checkpoint.catalog import load_manifest
@@ -136,7 +135,7 @@ def test_fsdp2_resumed_on_another_world_size_continues_data_and_loss_curve(
     tmp_path: Path,
 ) -> None:
     rng = random.Random(SEED)
-    before, after = rng.choice([(2, 4), (4, 2)])
+    before, after = rng.choice([(2, 3), (3, 2)])
     at = rng.randrange(2, STEPS - 1)
     runs, store = tmp_path / "runs", tmp_path / "store"
     old = ranks_spec(tmp_path, "old", processes=before, steps=STEPS, engine="fsdp2")
@@ -164,17 +163,8 @@ def test_fsdp2_resumed_on_another_world_size_continues_data_and_loss_curve(
     # each rank wrote only its own shards: no rank's part is near the whole state
     per_rank = [int(r["bytes"]) for r in manifest.stats["ranks"]]
     assert len(per_rank) == after and max(per_rank) < 0.75 * sum(per_rank), per_rank
-    curve = d["attempts"][0]["losses"] + d["attempts"][1]["losses"]
-    assert len(curve) == STEPS
-    ref = replay_losses(old, [before] * at + [after] * (STEPS - at))
-    gap_before = relative_gap(curve[:at], ref[:at])
-    gap_after = relative_gap(curve[at:], ref[at:])
-    print(
-        f"seed {SEED}, fsdp2 {before} -> {after} ranks at step {at}: relative gap "
-        f"{gap_before:.2e} before, {gap_after:.2e} after"
-    )
-    assert gap_before <= RTOL, f"seed {SEED}: the uninterrupted part is off the reference"
-    assert gap_after <= RTOL, f"seed {SEED} step {at}: {curve[at:]} vs {ref[at:]}"
+    assert len(d["attempts"][0]["losses"]) + len(d["attempts"][1]["losses"]) == STEPS
+    check_loss_curve(d, old, before, after, at, f"seed {SEED}, fsdp2")
 
 
 def two_rank_state(step: int) -> dict[str, Any]:

@@ -163,7 +163,9 @@ def command(
     if template is not None:
         options.template = template
     # the template is read and checked (kind, features, parameters) before anything is created
-    LocalRunner(paths, spec, options).check()
+    # (one runner: it parses the template once, for the check and the run)
+    runner = LocalRunner(paths, spec, options)
+    runner.check()
     try:
         paths.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -188,7 +190,8 @@ def command(
                 f"  [red]✗[/red] {step} exit {info.get('exit_code')} (log: {paths.log(step)})"
             )
 
-    report = LocalRunner(paths, spec, options, on_event).run()
+    runner.on_event = on_event
+    report = runner.run()
 
     table = Table(title=f"run {rid}: {report['status']}", title_justify="left")
     table.add_column("step")

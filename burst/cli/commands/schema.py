@@ -7,7 +7,7 @@ import json
 import click
 
 # The names of burst.documents.DOCUMENTS, written out so that registering this command does not
-# import every document model (tests/cli/test_schema_cli.py keeps the two equal).
+# import every document model (tests/cli/test_cli_start.py keeps the two equal).
 DOCUMENT_NAMES = (
     "decision-record",
     "plan",
