@@ -20,6 +20,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 PREEMPT = ("--preempt-at-step", "10")  # burst's demo notice once step 10 is committed
+# Each step paced 0.5 s: the notice (sent once step 10's checkpoint is committed) must land
+# before the program's step 30 on a loaded machine too (10 s of steps after it); at 0.3 s a run at
+# load 11 saw it only at step 30 (a CI failure of the lightning example).
+PACE = "0.5"
 
 
 def _spec(tmp_path: Path, name: str, final: Path, pace: str) -> Path:
@@ -64,7 +68,7 @@ def _preempted_run(
 def test_dcp_example_preempted_and_resumed_ends_with_an_uninterrupted_runs_weights(
     tmp_path: Path, burst_cmd: list[str]
 ) -> None:
-    _, final, log = _preempted_run(tmp_path, burst_cmd, "own-dcp", "0.3")
+    _, final, log = _preempted_run(tmp_path, burst_cmd, "own-dcp", PACE)
     assert final["step"] == 30
     assert f"resumed from {tmp_path}" in log
     straight = tmp_path / "straight.json"
@@ -81,7 +85,7 @@ def test_dcp_example_preempted_and_resumed_ends_with_an_uninterrupted_runs_weigh
 def test_hf_example_preempted_and_resumed_continues_from_the_committed_checkpoint(
     tmp_path: Path, burst_cmd: list[str]
 ) -> None:
-    train, final, log = _preempted_run(tmp_path, burst_cmd, "own-hf", "0.3")
+    train, final, log = _preempted_run(tmp_path, burst_cmd, "own-hf", PACE)
     saved = train["attempts"][0]["ended_at_step"]
     # the second attempt's Trainer loaded checkpoint-<saved> (restored by burst) and ran on
     assert final["step"] == 30 and final["resumed_from"].endswith(f"checkpoint-{saved}")
@@ -91,7 +95,7 @@ def test_hf_example_preempted_and_resumed_continues_from_the_committed_checkpoin
 def test_lightning_example_preempted_and_resumed_continues_from_the_committed_checkpoint(
     tmp_path: Path, burst_cmd: list[str]
 ) -> None:
-    train, final, log = _preempted_run(tmp_path, burst_cmd, "own-lightning", "0.3")
+    train, final, log = _preempted_run(tmp_path, burst_cmd, "own-lightning", PACE)
     saved = train["attempts"][0]["ended_at_step"]
     # step-N.ckpt, or step-N-v1.ckpt where Lightning's own ModelCheckpoint saved the same
     # step after the notice's save (it versions a name that exists)
