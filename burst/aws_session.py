@@ -5,7 +5,8 @@ environment has now (boto3's process-wide default session keeps the first ones i
 new botocore session parses its data again: the endpoints file and each service's model,
 read-only JSON, about 0.1 CPU-second a client. The sessions made here share one data loader
 (botocore caches what it parsed in the loader), so a process pays that once: a leak scan
-makes a client per service and region, a test process many more.
+makes a client per service and region, a test process many more. (Botocore's extra data
+directories, ``AWS_DATA_PATH``, are read once, when the loader is made.)
 """
 
 from __future__ import annotations
