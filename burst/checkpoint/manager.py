@@ -183,8 +183,8 @@ class CheckpointManager:
     # -- worker process -------------------------------------------------------------------
 
     def _ensure_worker(self) -> subprocess.Popen[str]:
-        fd = self._buffer.memfd if self._buffer is not None else None
-        token = self._buffer.token if fd is not None and self._buffer is not None else None
+        fds = self._buffer.memfds if self._buffer is not None else ()
+        token = self._buffer.token if fds and self._buffer is not None else None
         if self._proc is not None and self._proc.poll() is None:
             if token is None or token == self._worker_buffer:
                 return self._proc
@@ -193,7 +193,7 @@ class CheckpointManager:
         problems: list[str] = []
         for attempt in range(1, WORKER_STARTS + 1):
             try:
-                return self._start_worker(fd)
+                return self._start_worker(fds)
             except WorkerStartError as exc:
                 problems.append(exc.message)
                 log.warning(
@@ -205,7 +205,7 @@ class CheckpointManager:
             where=self.store.url,
         )
 
-    def _start_worker(self, fd: int | None) -> subprocess.Popen[str]:
+    def _start_worker(self, fds: tuple[int, ...]) -> subprocess.Popen[str]:
         env = dict(os.environ)
         pkg_root = str(checkout.ROOT)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
@@ -223,7 +223,7 @@ class CheckpointManager:
                 env=env,
                 bufsize=1,
                 start_new_session=True,
-                pass_fds=(fd,) if fd is not None else (),
+                pass_fds=fds,
             )
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
@@ -370,7 +370,9 @@ class CheckpointManager:
                     # a fresh buffer is all zeros: the first save need not zero it again
                     self._layout_sig = sig
                 elif self._buffer.size < total or self._buffer.faulted < total:
-                    self._buffer.grow(total)  # same descriptor: the worker keeps it
+                    if self._buffer.size < total:
+                        self._layout_sig = None  # the bytes may move (HostBuffer.grow)
+                    self._buffer.grow(total)  # same descriptors: the worker keeps them
                     self._buffer.populate()
                 self._ensure_worker()
             except (StoreError, CheckpointError, OSError) as exc:
@@ -414,7 +416,7 @@ class CheckpointManager:
             self._buffer = HostBuffer(total, self.buffer_dir, prefault=False)
             self._layout_sig = None
         elif self._buffer.size < total:
-            self._buffer.grow(total)  # same descriptor: the worker maps the new size
+            self._buffer.grow(total)  # same descriptors: the worker maps the new size
             self._layout_sig = None
         sig = layout_signature(entries, self.chunk_size)
         if sig != self._layout_sig:
@@ -427,7 +429,7 @@ class CheckpointManager:
             "op": "save",
             "step": int(step),
             "tier": tier,
-            "buffer": self._buffer.worker_path,
+            "buffer": self._buffer.worker_paths,
             "size": self._buffer.size,
             "arrays": [e.to_json() for e in entries],
             "tree": tree,

@@ -8,6 +8,11 @@ the last process holding it exits, whatever kills them. Without memfd (or with
 checked for free space first. Either way it is kept and reused between checkpoints: a fresh
 allocation costs page faults on every save (~1.7 GB/s measured here), a reused one copies at
 memory speed. It grows only when the state grows.
+
+A memfd buffer is several memfds of one size, mapped side by side into one contiguous range
+(``attached.map_side_by_side``), here and in the worker: the kernel lets one thread at a time
+write to a shmem file (its inode lock), and a first save's pwrite of fresh pages is bound by
+the allocation of each page, so two threads write two files at once (``write_fresh``).
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ import os
 import secrets
 import tempfile
 import threading
+from collections import deque
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from burst.checkpoint.attached import map_side_by_side
 from burst.checkpoint.layout import ArrayEntry
 from burst.errors import CheckpointError
 
@@ -35,6 +42,8 @@ FRESH_PIECE = 16 << 20
 FRESH_PARALLEL_MIN = 32 << 20
 #: Most threads a first save writes with (memory bandwidth, not cores, bounds it beyond).
 FRESH_THREADS_MAX = 8
+#: Most memfds one buffer is made of (``fresh_segments``).
+SEGMENTS_MAX = 16
 
 
 def fresh_threads() -> int:
@@ -50,6 +59,13 @@ def fresh_threads() -> int:
     except ValueError:
         local = 1
     return max(1, min(FRESH_THREADS_MAX, cores // local))
+
+
+def fresh_segments() -> int:
+    """Memfds a new buffer is made of: two for each thread that writes fresh bytes (a thread
+    that finishes its file finds another one free), one where a single thread writes."""
+    threads = fresh_threads()
+    return 1 if threads <= 1 else min(SEGMENTS_MAX, 2 * threads)
 
 
 def shm_override() -> Path | None:
@@ -77,13 +93,23 @@ class HostBuffer:
     fault in this process: about twice as fast as the first write through the mapping, which
     pays both), helped by threads on the other cores (``write_fresh``), and ``populate`` maps
     it afterwards, in the background, for the next save.
-    ``grow`` keeps the same descriptor (and ``token``): a worker that inherited it needs no
-    restart, it maps the new size.
+    ``grow`` keeps the same descriptors (and ``token``): a worker that inherited them needs
+    no restart, it maps the new size.
+
+    ``segments``: how many memfds (``fresh_segments()`` by default; a file buffer is one
+    file), each ``size / segments`` bytes rounded up to whole pages.
     """
 
-    def __init__(self, size: int, directory: Path | None = None, *, prefault: bool = True) -> None:
-        self.size = max(size, mmap.PAGESIZE)
-        self.memfd: int | None = None  # the worker inherits it (pass_fds) when set
+    def __init__(
+        self,
+        size: int,
+        directory: Path | None = None,
+        *,
+        prefault: bool = True,
+        segments: int | None = None,
+    ) -> None:
+        size = max(size, mmap.PAGESIZE)
+        self.memfds: tuple[int, ...] = ()  # the worker inherits them (pass_fds)
         self.token = secrets.token_hex(8)  # fd numbers are reused: this names the buffer
         use_memfd = (
             directory is None
@@ -93,35 +119,52 @@ class HostBuffer:
         )
         self._directory: Path | None = None
         if use_memfd:
-            fd = os.memfd_create("burst-ckpt", os.MFD_CLOEXEC)
-            self.memfd = fd
-            self.path = Path(f"/proc/{os.getpid()}/fd/{fd}")
+            count = max(1, fresh_segments() if segments is None else segments)
+            fds: list[int] = []
+            try:
+                for _ in range(count):
+                    fds.append(os.memfd_create("burst-ckpt", os.MFD_CLOEXEC))
+            except BaseException:
+                for fd in fds:
+                    os.close(fd)
+                raise
+            self.memfds = tuple(fds)
+            self.path = Path(f"/proc/{os.getpid()}/fd/{fds[0]}")
         else:
             directory = directory or shm_dir()
             self._directory = directory
-            _check_room(directory, self.size)
+            _check_room(directory, size)
             self.path = directory / f"burst-ckpt-{os.getpid()}-{secrets.token_hex(4)}"
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        self._fd = fd  # kept open: pwrite and grow
+            fds = [os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)]
+        self._fds = fds  # kept open: pwrite and grow
+        self.segment, self.size = _segment_size(size, len(fds))
         self.faulted = 0  # bytes from the start that this process's mapping has touched
         self._torch_view: Any = None
         try:
-            os.ftruncate(fd, self.size)
+            for fd in fds:
+                os.ftruncate(fd, self.segment)
             self._map()
         except BaseException:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
             raise
         if prefault:
             self.array[:] = 0  # fault every page in now, not during the first save
             self.faulted = self.size
 
     def _map(self) -> None:
-        self._mmap = mmap.mmap(self._fd, self.size)
+        if len(self._fds) == 1:
+            self._mmap = mmap.mmap(self._fds[0], self.size)
+        else:
+            self._mmap = map_side_by_side(self._fds, self.segment, writable=True)
         self.array = np.frombuffer(self._mmap, dtype=np.uint8)
         self._torch_view = None
 
     def grow(self, size: int) -> None:
-        """At least ``size`` bytes, the same descriptor; the new part is zeros, not faulted."""
+        """At least ``size`` bytes, the same descriptors; not faulted. One file: the bytes
+        stay where they were and the new part is zeros. Several: each file grows at its end,
+        so the bytes move; the caller writes every byte again (the manager does: a grown
+        buffer has no layout, its gaps are zeroed)."""
         if size <= self.size:
             return
         if self._directory is not None:
@@ -130,8 +173,11 @@ class HostBuffer:
         self.array = np.empty(0, dtype=np.uint8)
         with contextlib.suppress(BufferError, ValueError):
             self._mmap.close()
-        os.ftruncate(self._fd, size)
-        self.size = size
+        self.segment, self.size = _segment_size(size, len(self._fds))
+        for fd in self._fds:
+            os.ftruncate(fd, self.segment)
+        if len(self._fds) > 1:
+            self.faulted = 0  # a new mapping of moved bytes
         self._map()
 
     def populate(self) -> None:
@@ -144,11 +190,13 @@ class HostBuffer:
             self.faulted = self.size
 
     @property
-    def worker_path(self) -> str:
-        """How the worker opens the buffer: its inherited copy of the memfd, or the file.
-        The inherited descriptor stays valid even if the trainer dies before the worker
+    def worker_paths(self) -> list[str]:
+        """How the worker opens the buffer: its inherited copies of the memfds, or the file.
+        The inherited descriptors stay valid even if the trainer dies before the worker
         maps the buffer."""
-        return f"/proc/self/fd/{self.memfd}" if self.memfd is not None else str(self.path)
+        if self.memfds:
+            return [f"/proc/self/fd/{fd}" for fd in self.memfds]
+        return [str(self.path)]
 
     def torch_bytes(self) -> Any:
         """The buffer as a torch uint8 tensor (shares memory)."""
@@ -175,10 +223,14 @@ class HostBuffer:
             self._pwrite(bytes(total - pos), pos)
 
     def _pwrite(self, data: Any, offset: int) -> None:
+        """Write ``data`` at ``offset`` of the buffer, into the file(s) that hold it."""
         view = memoryview(data).cast("B")
         done = 0
         while done < len(view):
-            done += os.pwrite(self._fd, view[done : done + (1 << 30)], offset + done)
+            pos = offset + done
+            seg, at = divmod(pos, self.segment)
+            n = min(len(view) - done, self.segment - at, 1 << 30)
+            done += os.pwrite(self._fds[seg], view[done : done + n], at)
 
     def copy_in(self, arrays: list[Any], entries: list[ArrayEntry]) -> None:
         """Copy each array into its slot (a tensor on any device is copied to host).
@@ -219,54 +271,83 @@ class HostBuffer:
         min_per_thread: int = FRESH_PARALLEL_MIN,
     ) -> None:
         """Write ``(bytes, offset)`` parts into pages nobody has touched yet (a first save,
-        a grown buffer): the first touch of a page (allocation, and a fault per 4 KiB page
-        through the mapping) costs several times the copy itself, and it is paid while the
-        caller is blocked. The caller writes pieces with pwrite, and, with more than one
-        core to use (``fresh_threads``) and enough bytes, helper threads take pieces from
-        the same queue and write them through the mapping after populating their pages
-        (``MADV_POPULATE_WRITE``: one call per piece, not one fault per page). Helpers do
-        not pwrite: the kernel serialises writes to one shmem file (its inode lock), while
-        page faults on disjoint pages run in parallel. Each thread releases the GIL."""
-        pieces = [
-            (src[lo : lo + piece], off + lo)
-            for src, off in parts
-            for lo in range(0, src.nbytes, piece)
-        ]
-        total = sum(p.nbytes for p, _ in pieces)
+        a grown buffer): the first touch of a page (its allocation, and through the mapping
+        a fault per 4 KiB page) costs several times the copy itself, and it is paid while
+        the caller is blocked.
+
+        With more than one core to use (``fresh_threads``) and enough bytes, the caller and
+        helper threads take pieces (``piece`` bytes, never across two files) from per-file
+        queues. A thread pwrites a piece of a file that no other thread is writing (pwrite
+        allocates and fills each page, no fault: the cheapest first touch, but the kernel
+        lets one writer at a time into a shmem file, its inode lock). Where every file with
+        pieces left is taken, it takes a piece from the far end of the longest queue and
+        writes it through the mapping, after populating its pages (``MADV_POPULATE_WRITE``:
+        one call, not a fault per page; faults on disjoint pages run in parallel). Each
+        thread releases the GIL; the first failure stops every thread and is raised here."""
+        queues: dict[int, deque[tuple[np.ndarray, int]]] = {}
+        total = 0
+        for src, off in parts:
+            lo = 0
+            while lo < src.nbytes:
+                seg, at = divmod(off + lo, self.segment)
+                n = min(piece, src.nbytes - lo, self.segment - at)
+                queues.setdefault(seg, deque()).append((src[lo : lo + n], off + lo))
+                lo += n
+            total += src.nbytes
+        count = sum(len(q) for q in queues.values())
         n = fresh_threads() if threads is None else threads
-        n = min(n, len(pieces), max(1, total // max(1, min_per_thread)))
+        n = min(n, count, max(1, total // max(1, min_per_thread)))
         if n <= 1:
             for src, off in parts:
                 self._pwrite(src, off)
             return
         lock = threading.Lock()
-        queue = iter(pieces)
+        busy: set[int] = set()  # files a thread is writing with pwrite now
         failed: list[BaseException] = []
 
-        def take() -> tuple[np.ndarray, int] | None:
+        def take() -> tuple[np.ndarray, int, int | None] | None:
+            """The next piece and its file's index if this thread may pwrite it, or None
+            for the file: write it through the mapping."""
             with lock:
-                return None if failed else next(queue, None)
+                if failed:
+                    return None
+                for seg, q in queues.items():
+                    if q and seg not in busy:
+                        busy.add(seg)
+                        src, off = q.popleft()
+                        return src, off, seg
+                longest = max(queues.values(), key=len)
+                if not longest:
+                    return None
+                src, off = longest.pop()
+                return src, off, None
 
-        def helper() -> None:
+        def work() -> None:
             try:
                 while (item := take()) is not None:
-                    src, off = item
-                    start = off // mmap.PAGESIZE * mmap.PAGESIZE
-                    _populate_write(self.array, start, off + src.nbytes - start)
-                    np.copyto(self.array[off : off + src.nbytes], src)
-            except BaseException as exc:  # re-raised on the caller's thread
+                    src, off, seg = item
+                    if seg is None:
+                        start = off // mmap.PAGESIZE * mmap.PAGESIZE
+                        _populate_write(self.array, start, off + src.nbytes - start)
+                        np.copyto(self.array[off : off + src.nbytes], src)
+                        continue
+                    try:
+                        self._pwrite(src, off)
+                    finally:
+                        with lock:
+                            busy.discard(seg)
+            except BaseException as exc:  # raised on the caller's thread
                 with lock:
                     failed.append(exc)
 
         helpers = [
-            threading.Thread(target=helper, daemon=True, name=f"ckpt-fresh-{i}")
+            threading.Thread(target=work, daemon=True, name=f"ckpt-fresh-{i}")
             for i in range(n - 1)
         ]
         for t in helpers:
             t.start()
         try:
-            while (item := take()) is not None:
-                self._pwrite(*item)
+            work()
         finally:
             for t in helpers:
                 t.join()
@@ -278,13 +359,25 @@ class HostBuffer:
         self.array = np.empty(0, dtype=np.uint8)
         with contextlib.suppress(BufferError, ValueError):
             self._mmap.close()
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
-        if self.memfd is not None:
-            self.memfd = None
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = []
+        if self.memfds:
+            self.memfds = ()
         else:
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
+
+
+def _segment_size(size: int, files: int) -> tuple[int, int]:
+    """(bytes of each file, bytes of the buffer) for at least ``size`` bytes in ``files``
+    files: one file holds ``size`` exactly; several, whole pages each (they are mapped
+    side by side)."""
+    if files == 1:
+        return size, size
+    pages = -(-size // (files * mmap.PAGESIZE))
+    return pages * mmap.PAGESIZE, pages * mmap.PAGESIZE * files
 
 
 def _check_room(directory: Path, size: int) -> None:

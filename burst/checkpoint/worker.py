@@ -64,15 +64,15 @@ class Worker:
         self.keep_weights = init.get("keep_weights")
         self.buffer: AttachedBuffer | None = None
 
-    def _attach(self, path: str, size: int) -> AttachedBuffer:
-        if self.buffer is None or self.buffer.path != path or self.buffer.size != size:
+    def _attach(self, paths: list[str], size: int) -> AttachedBuffer:
+        if self.buffer is None or self.buffer.paths != paths or self.buffer.size != size:
             if self.buffer is not None:
                 self.buffer.close()
-            self.buffer = AttachedBuffer(path, size)
+            self.buffer = AttachedBuffer(paths, size)
         return self.buffer
 
     def save(self, req: dict[str, Any]) -> dict[str, Any]:
-        buf = self._attach(req["buffer"], int(req["size"]))
+        buf = self._attach(list(req["buffer"]), int(req["size"]))
         entries = [ArrayEntry.from_json(a) for a in req["arrays"]]
         manifest = self.writer.write(
             buf.view,

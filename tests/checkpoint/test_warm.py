@@ -116,9 +116,10 @@ def test_warm_needs_a_state_or_a_size(local_store: ObjectStore) -> None:
 def test_fresh_bytes_are_written_by_the_caller_and_helper_threads_together(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A first save's bytes (pages nobody touched yet): the caller pwrites pieces while
-    helper threads populate and copy others through the mapping, from one queue; every
-    byte lands once, in its place; a helper's failure reaches the caller."""
+    """A first save's bytes (pages nobody touched yet) in a one-file buffer: one thread at a
+    time pwrites into the file, the others populate and copy pieces through the mapping, from
+    the far end of the same queue; every byte lands once, in its place; a helper's failure
+    reaches the caller."""
     import threading
 
     import numpy as np
@@ -131,31 +132,37 @@ def test_fresh_bytes_are_written_by_the_caller_and_helper_threads_together(
         (rng.integers(0, 256, n, dtype=np.uint8), off)
         for n, off in ((300_000, 0), (5, 300_032), (1 << 20, 300_096))
     ]
-    caller = threading.current_thread()
-    helped = threading.Event()
-    by: dict[str, list[int]] = {"caller": [], "helper": []}  # append: atomic across threads
+    mapped = threading.Event()
+    lock = threading.Lock()
+    writing: list[int] = []  # pwrites in flight
+    by: dict[str, list[int]] = {"pwrite": [], "mapped": []}  # append: atomic across threads
     pwrite, populate = HostBuffer._pwrite, staging._populate_write
 
-    def caller_write(self: HostBuffer, data: Any, offset: int) -> None:
-        assert threading.current_thread() is caller  # helpers never pwrite
-        helped.wait(10)  # a helper writes a piece before the caller's first one lands
-        by["caller"].append(offset)
-        pwrite(self, data, offset)
+    def one_writer(self: HostBuffer, data: Any, offset: int) -> None:
+        with lock:
+            writing.append(offset)
+            assert len(writing) == 1  # never two writers in one file
+        mapped.wait(10)  # a piece goes through the mapping before the first pwrite lands
+        by["pwrite"].append(offset)
+        try:
+            pwrite(self, data, offset)
+        finally:
+            with lock:
+                writing.remove(offset)
 
-    def helper_populate(array: Any, start: int, length: int) -> bool:
-        assert threading.current_thread() is not caller
-        by["helper"].append(start)
-        helped.set()
+    def through_mapping(array: Any, start: int, length: int) -> bool:
+        by["mapped"].append(start)
+        mapped.set()
         return populate(array, start, length)
 
-    monkeypatch.setattr(HostBuffer, "_pwrite", caller_write)
-    monkeypatch.setattr(staging, "_populate_write", helper_populate)
-    buf = HostBuffer(0, prefault=False)
+    monkeypatch.setattr(HostBuffer, "_pwrite", one_writer)
+    monkeypatch.setattr(staging, "_populate_write", through_mapping)
+    buf = HostBuffer(0, prefault=False, segments=1)
     try:
         buf.grow(300_096 + (1 << 20))
         buf.write_fresh(parts, threads=3, piece=64 << 10, min_per_thread=1)
         pieces = sum(-(-src.nbytes // (64 << 10)) for src, _ in parts)
-        assert by["helper"] and len(by["caller"]) + len(by["helper"]) == pieces
+        assert by["mapped"] and len(by["pwrite"]) + len(by["mapped"]) == pieces
         for src, off in parts:
             assert np.array_equal(buf.array[off : off + src.nbytes], src)
         assert not buf.array[300_000:300_032].any()  # padding untouched: zeros
@@ -170,5 +177,70 @@ def test_fresh_bytes_are_written_by_the_caller_and_helper_threads_together(
         monkeypatch.setattr(HostBuffer, "_pwrite", lambda *args: failed.wait(10))
         with pytest.raises(OSError, match="no memory"):
             buf.write_fresh(parts, threads=2, piece=64 << 10, min_per_thread=1)
+    finally:
+        buf.close()
+
+
+def test_two_threads_pwrite_fresh_bytes_at_once_into_files_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A buffer of several memfds side by side: two threads pwrite fresh bytes at the same
+    time, never two into one file; the bytes land in place, and the worker's mapping of the
+    same files (AttachedBuffer, by the paths it is sent) reads the same bytes."""
+    import threading
+
+    import numpy as np
+
+    from burst.checkpoint.attached import AttachedBuffer
+    from burst.checkpoint.staging import HostBuffer
+
+    rng = np.random.default_rng(6)
+    pwrite = HostBuffer._pwrite
+    lock = threading.Lock()
+    writing: list[int] = []  # the file of each pwrite in flight
+    files: set[int] = set()
+    met = threading.Barrier(2, timeout=10)  # the first two pwrites are in flight together
+    calls = [0]
+
+    def pwrite_once_per_file(self: HostBuffer, data: Any, offset: int) -> None:
+        n = len(memoryview(data).cast("B"))
+        seg = offset // self.segment
+        assert (offset + n - 1) // self.segment == seg  # a piece never spans two files
+        with lock:
+            assert seg not in writing
+            writing.append(seg)
+            files.add(seg)
+            calls[0] += 1
+            first = calls[0] <= 2
+        if first:
+            met.wait()
+        try:
+            pwrite(self, data, offset)
+        finally:
+            with lock:
+                writing.remove(seg)
+
+    monkeypatch.setattr(HostBuffer, "_pwrite", pwrite_once_per_file)
+    buf = HostBuffer(0, prefault=False, segments=3)
+    if not buf.memfds:
+        buf.close()
+        pytest.skip("no memfd here: a file buffer is one file")
+    try:
+        buf.grow(3 << 20)
+        assert buf.size >= 3 << 20 and buf.segment * 3 == buf.size
+        parts = [
+            (rng.integers(0, 256, n, dtype=np.uint8), off)
+            for n, off in ((1_500_000, 0), (1_400_000, 1_500_032))
+        ]
+        buf.write_fresh(parts, threads=2, piece=256 << 10, min_per_thread=1)
+        assert len(files) == 3
+        for src, off in parts:
+            assert np.array_equal(buf.array[off : off + src.nbytes], src)
+        assert not buf.array[1_500_000:1_500_032].any()
+        seen = AttachedBuffer(buf.worker_paths, buf.size)
+        try:
+            assert seen.view.readonly and bytes(seen.view) == buf.array.tobytes()
+        finally:
+            seen.close()
     finally:
         buf.close()
