@@ -341,8 +341,7 @@ class HostBuffer:
                     failed.append(exc)
 
         helpers = [
-            threading.Thread(target=work, daemon=True, name=f"ckpt-fresh-{i}")
-            for i in range(n - 1)
+            threading.Thread(target=work, daemon=True, name=f"ckpt-fresh-{i}") for i in range(n - 1)
         ]
         for t in helpers:
             t.start()
