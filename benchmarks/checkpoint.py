@@ -35,6 +35,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -111,6 +112,12 @@ class Trainer:
         )
 
 
+def process_cpu() -> float:
+    """CPU seconds of this process so far, every thread (user + system)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def state_nbytes(state: Any) -> int:
     from burst.checkpoint.tree import flatten
 
@@ -142,18 +149,25 @@ def bench_stall_and_upload(
     # A library user's manager, never warmed: it starts its worker at construction, in the
     # background; the first save, a few steps later, grows its buffer and writes it. One
     # fresh manager per repetition (a single first save is one sample of a noisy figure).
-    unwarmed = []
+    # The process's CPU time over each (about twice the wall time where the fresh pages are
+    # written on two cores, the wall time where another job holds the second core).
+    unwarmed, unwarmed_cpu = [], []
     for rep in range(reps):
         cold = CheckpointManager(open_store(f"s3://{bucket}/cold-{rep}"))
         tr.step()
         tr.step()
+        c0 = process_cpu()
         t0 = time.perf_counter()
         cold.save(tr.position, tr.state())
         unwarmed.append(time.perf_counter() - t0)
+        unwarmed_cpu.append(process_cpu() - c0)
         cold.wait()
         cold.close()
     first_stall_unwarmed = med(unwarmed)
-    log.append("first save, never warmed: " + ", ".join(f"{s:.3f}s" for s in unwarmed))
+    log.append(
+        "first save, never warmed: "
+        + ", ".join(f"{s:.3f}s (cpu {c:.2f}s)" for s, c in zip(unwarmed, unwarmed_cpu, strict=True))
+    )
     # The pessimistic case: the warm-up started in the background one step before the first
     # save, which waits for whatever of it is left (counted in its stall).
     mgr = CheckpointManager(open_store(f"s3://{bucket}/ours"))
@@ -198,6 +212,7 @@ def bench_stall_and_upload(
         "first_stall_ratio_unwarmed": first_stall_unwarmed / med(stall_a),
         "first_save_stall_seconds_unwarmed": first_stall_unwarmed,
         "first_save_stall_seconds_unwarmed_reps": [round(x, 4) for x in unwarmed],
+        "first_save_cpu_seconds_unwarmed_reps": [round(x, 3) for x in unwarmed_cpu],
         "first_save_stall_seconds_warm_one_step_before": first_stall_one_step,
         "warm_seconds": warm_seconds,
         # save call -> committed / torch.save + upload_file (durable when it returns)
