@@ -40,9 +40,14 @@ UV_VERSION ?= 0.13.9
 # find-links (where these machines keep the CPU torch wheel), best match across them as pip.
 UV := $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python \
 	--index-strategy unsafe-best-match $$($(PYTHON) scripts/uv_pip_args.py)
+# The venv gets no pip of its own (ensurepip took about 5 s of a fresh clone's setup): the
+# system's pip puts uv in it (pip >= 22.3, --python), else the venv's own pip does;
+# `.venv/bin/uv pip install` adds packages.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet uv==$(UV_VERSION)
+	$(PYTHON) -m venv --without-pip $(VENV)
+	$(PYTHON) -m pip --python $(BIN)/python install --quiet uv==$(UV_VERSION) 2>/dev/null \
+		|| { $(BIN)/python -m ensurepip --default-pip >/dev/null \
+		&& $(BIN)/python -m pip install --quiet uv==$(UV_VERSION); }
 	$(UV) $(TORCH_SPEC)
 	$(UV) -e '.[train,test]'
 	touch $(STAMP)

@@ -24,8 +24,9 @@ Points and what arms them:
   (``worker-mid-round@<region>@<round>``, ``aggregator-after-commit@<round>``, ...) does what
   its role config's ``faults`` says: ``kill`` (its node is lost there, once: a marker file
   in the config's state directory; ``lose_node`` marks the pod so that the local runner
-  reports Argo's "pod deleted") or ``sleep:<s>`` (a late worker). Armed only by the site the
-  local runner gives a region's pods for a test (``burst.runner.regions``).
+  reports Argo's "pod deleted"), ``preempt`` (a preemption notice there, once: SIGTERM to
+  itself, the one train loop saves and exits 75) or ``sleep:<s>`` (a late worker). Armed only
+  by the site the local runner gives a region's pods for a test (``burst.runner.regions``).
 * ``kill_runner(step, wanted)``: ``burst run --kill-runner-at STEP`` SIGKILLs the runner.
 * ``node_loss()``: ``BURST_NODE_LOSS=STEP[@N][+SECONDS],...`` makes the local runner lose
   the node under STEP's N-th pod SECONDS (virtual) in (``NodeLoss``): Argo's "pod deleted".
@@ -311,8 +312,9 @@ def kill_runner(step: str, wanted_step: str | None) -> None:
 
 
 def regional(armed: dict[str, str], point: str, once_dir: Path) -> None:
-    """Regional fault point ``point``: ``kill`` SIGKILLs this process (once per run: the marker
-    ``<once_dir>/fault-<point>``), ``sleep:<s>`` waits s seconds (each time). Unarmed: no-op."""
+    """Regional fault point ``point``: ``kill`` SIGKILLs this process and ``preempt`` SIGTERMs
+    it (each once per run: the marker ``<once_dir>/fault-<point>``), ``sleep:<s>`` waits s
+    seconds (each time). Unarmed: no-op."""
     action = armed.get(point)
     if not action:
         return
@@ -321,14 +323,20 @@ def regional(armed: dict[str, str], point: str, once_dir: Path) -> None:
         log.warning("fault point %s: sleeping %.2fs", point, delay)
         time.sleep(delay)
         return
-    if action != "kill":
-        raise BadInputError(f"regional fault {point}: unknown action {action!r} (kill, sleep:S)")
+    if action not in ("kill", "preempt"):
+        raise BadInputError(
+            f"regional fault {point}: unknown action {action!r} (kill, preempt, sleep:S)"
+        )
     marker = once_dir / f"fault-{point.replace('/', '_')}"
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
         return
     os.close(fd)
+    if action == "preempt":
+        log.warning("fault point %s: preemption notice (SIGTERM to myself)", point)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     log.warning("fault point %s: node lost (SIGKILL)", point)
     lose_node()
 

@@ -159,12 +159,22 @@ def pullable(eng: ContainerEngine, image: str) -> bool:
         return False
 
 
+def _python_with_pip() -> str:
+    """This interpreter when it has pip, else the one its venv was made from (make setup
+    makes the venv without pip: the system's pip configuration is the one to read)."""
+    import importlib.util
+
+    if importlib.util.find_spec("pip") is not None:
+        return sys.executable
+    return getattr(sys, "_base_executable", sys.executable)
+
+
 def pip_mounts(workdir: Path) -> list[str]:
     """``-v`` options that give a podman build this machine's pip configuration (its files
     and ``PIP_*`` variables merged into one pip.conf, and every local path it names), all
     read-only: an offline machine builds from the wheels and indexes it has."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"],
+        [_python_with_pip(), "-m", "pip", "config", "list"],
         capture_output=True, text=True, check=False, timeout=60,
     )  # fmt: skip
     conf = configparser.ConfigParser()

@@ -156,8 +156,12 @@ def _budget(paths: RunPaths) -> dict[str, Any] | None:
     return {"max_usd": job.budget.max_usd, "max_hours": job.budget.max_hours}
 
 
-def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run report as JSON, checked against its model (``RunReport``)."""
+def build_report(
+    paths: RunPaths, steps: list[dict[str, Any]], workflow_failed: str | None = None
+) -> dict[str, Any]:
+    """The run report as JSON, checked against its model (``RunReport``).
+    ``workflow_failed``: the workflow's message when its phase is not Succeeded (a run the
+    engine failed is never reported succeeded, whatever its steps say)."""
     train = _doc(paths, "train", TrainDocument)
     teardown = _doc(paths, "teardown", TeardownDocument)
     provision = _doc(paths, "provision", ProvisionDocument)
@@ -177,6 +181,8 @@ def build_report(paths: RunPaths, steps: list[dict[str, Any]]) -> dict[str, Any]
             "exit_code": EXIT_INFRA,
             "message": f"{remaining} resource(s) remain in {state}",
         }
+    if failure is None and workflow_failed is not None:
+        failure = {"step": "workflow", "exit_code": EXIT_FAILURE, "message": workflow_failed}
     candidate = provision.candidate if provision is not None else None
     if candidate is None and plan is not None and plan.candidates:
         candidate = plan.candidates[0]

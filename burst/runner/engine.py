@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -198,6 +198,10 @@ class WorkflowEngine:
         # branches of a step group run in threads: what they share is changed under this lock
         self._lock = threading.Lock()
         self._live: set[subprocess.Popen[bytes]] = set()  # running pods (stopped on a stop)
+        # a stop signal that came while this (the main) thread started a pod: it is raised
+        # once the pod's process is registered (raised inside Popen, it would orphan the pod)
+        self._launching = False
+        self._deferred_signal: int | None = None
         self._pod_slots = _slots(self.spec.get("parallelism"), "spec.parallelism")
 
     @property
@@ -347,6 +351,9 @@ class WorkflowEngine:
                 )
                 return
             self._stop_event.set()
+            if self._launching:
+                self._deferred_signal = signum
+                return
             raise Stopped(signum)
 
         old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -588,6 +595,29 @@ class WorkflowEngine:
             raise
         return outcomes
 
+    def _launch(self, spec: Pod, logf: IO[bytes]) -> subprocess.Popen[bytes] | None:
+        """Start the pod's process and register it as live, or None when the run is already
+        stopping. A stop signal to this (the main) thread meanwhile is held until the process
+        is registered, so that no pod outlives a stop unseen."""
+        main = _in_main_thread()
+        if main:
+            self._launching = True
+        try:
+            if self._stopping:
+                return None
+            proc = self.options.launch(spec, logf)
+            with self._lock:
+                self._live.add(proc)
+            return proc
+        finally:
+            if main:
+                self._launching = False
+
+    def _raise_deferred_stop(self) -> None:
+        if self._deferred_signal is not None and _in_main_thread():
+            signum, self._deferred_signal = self._deferred_signal, None
+            raise Stopped(signum)
+
     def _stop_live_pods(self) -> None:
         """Stop every running pod at once, as `argo stop` does (SIGTERM, then SIGKILL)."""
         with self._lock:
@@ -807,6 +837,10 @@ class WorkflowEngine:
                 Attempt(None, ERROR, outcome.message, 0.0, str(pod), clock=self.now())
             )
             return outcome
+        except Stopped:  # before its process started: the node is stopped, not pending
+            if node.phase == "Pending":
+                node.phase, node.message = FAILED, "stopped: the run was stopped"
+            raise
 
     def _pod_dir(self, name: str) -> Path:
         with self._lock:
@@ -911,18 +945,20 @@ class WorkflowEngine:
         lost = self._node_loss(node)
         if lost is not None and (timeout is None or lost.after_s < timeout):
             return self._lose_node(lost, node, spec)
-        if self._stopping:
-            return Outcome(FAILED, message="stopped: the run was stopped")
         started = self.now()
         clock = started
         wall_start = time.time()
         with open(spec.log_file, "ab") as logf:
-            proc = self.options.launch(spec, logf)
-            with self._lock:
-                self._live.add(proc)
+            proc = self._launch(spec, logf)
+            if proc is None:
+                self._raise_deferred_stop()
+                return Outcome(FAILED, message="stopped: the run was stopped")
             deadline_hit = False
             try:
-                code = proc.wait(timeout=timeout)
+                self._raise_deferred_stop()  # it came while the pod started: stop it, go on up
+                # a stop in another thread snapshots the live pods after it is set: a pod
+                # registered after that snapshot sees it here and stops itself
+                code = _stop(proc) if self._stopping else proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 deadline_hit = True
                 code = _stop(proc)
@@ -1083,6 +1119,10 @@ def node_key(path: str, step: str) -> str:
 def _continues(call: dict[str, Any], outcome: Outcome) -> bool:
     cont = call.get("continueOn") or {}
     return bool(cont.get("failed") if outcome.phase == FAILED else cont.get("error"))
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _stop(proc: subprocess.Popen[Any]) -> int:

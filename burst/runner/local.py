@@ -373,7 +373,8 @@ class LocalRunner:
         steps = report_steps(engine.manifest, result.nodes)
         if self.options.containers is not None:
             name_images(steps, result.nodes, self.options.containers)
-        report = build_report(self.paths, steps)
+        failed = None if result.phase == SUCCEEDED else (result.message or result.phase)
+        report = build_report(self.paths, steps, failed)
         report["workflow"] = WorkflowResult(
             template=str(self.options.template),
             phase=result.phase,

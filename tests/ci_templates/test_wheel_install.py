@@ -36,9 +36,12 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (src / f.decode()).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, src / f.decode())
     dist = tmp / "dist"
+    # the test environment's uv (make setup puts it there; its venv has no pip of its own)
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    assert uv, "uv is not installed beside this Python (make setup installs it)"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "-w", str(dist), str(src)],
+        [uv, "build", "--quiet", "--wheel", "--no-build-isolation", "--python", sys.executable,
+         "-o", str(dist), str(src)],
         check=True,
     )  # fmt: skip
     (whl,) = dist.glob("burst_train-*.whl")
@@ -59,8 +62,8 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
             f"raise ImportError('{name} is not installed in the CI preflight job')\n"
         )
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-         "--quiet", "--no-deps", str(whl)],
+        [uv, "pip", "install", "--quiet", "--no-deps", "--python", str(venv / "bin" / "python"),
+         str(whl)],
         check=True,
     )  # fmt: skip
     return venv

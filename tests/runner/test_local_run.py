@@ -159,7 +159,7 @@ def test_sigterm_to_burst_run_runs_teardown_and_writes_the_report(
         if proc.poll() is None:
             proc.kill()
     r = _report(runs_root, "wf-stop")
-    assert proc.returncode == (r["exit_code"] if r["exit_code"] > 0 else 1)
+    assert proc.returncode == (r["exit_code"] if r["exit_code"] > 0 else 1), (err, r["steps"])
     assert "Traceback" not in err
     assert r["workflow"]["phase"] == "Failed"
     assert "stopped by signal 15" in r["workflow"]["message"]

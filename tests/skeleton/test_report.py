@@ -56,3 +56,20 @@ def test_a_step_stopped_with_the_run_that_exited_0_is_still_a_failed_run_exit_1(
     steps[4]["attempt_details"] = [{"message": "stopped: the run was stopped"}]
     r = build_report(paths, steps)
     assert r["status"] == "failed" and r["exit_code"] == 1
+
+
+def test_a_workflow_the_engine_failed_is_a_failed_run_whatever_its_steps_say(
+    tmp_path: Path,
+) -> None:
+    """A stop that a pod starting in a branch thread missed let it run to its end: every
+    step succeeded, the workflow Failed ("stopped by signal 15"), and the report said
+    succeeded, exit 0 (seen in make test under load). The engine's phase decides."""
+    paths = RunPaths(tmp_path, "r4").create()
+    r = build_report(paths, _steps(), "stopped by signal 15 (like `argo stop`)")
+    assert r["status"] == "failed" and r["exit_code"] == 1
+    assert r["failure"] == {
+        "step": "workflow",
+        "exit_code": 1,
+        "message": "stopped by signal 15 (like `argo stop`)",
+    }
+    assert build_report(paths, _steps())["status"] == "succeeded"

@@ -96,3 +96,21 @@ def test_the_images_requirements_are_pyprojects() -> None:
         "images/requirements.txt differs from pyproject.toml: "
         "run python -m devtools.images --requirements"
     )
+
+
+def test_the_image_build_reads_pip_configuration_from_a_venv_without_pip(tmp_path: Path) -> None:
+    """make setup makes .venv without pip; the image build passes this machine's pip
+    configuration to podman, read by the interpreter the venv was made from."""
+    import subprocess
+    import sys
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "repo.pth").write_text(str(Path(__file__).resolve().parents[2]) + "\n")
+    code = "from devtools.images import _python_with_pip; print(_python_with_pip())"
+    python = venv / "bin" / "python"
+    found = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    chosen = found.stdout.strip()
+    assert chosen != str(python)
+    assert subprocess.run([chosen, "-c", "import pip"], check=False).returncode == 0
