@@ -25,3 +25,15 @@ def _tree(name: str) -> Path:
 POLICIES = _tree("policies")
 TERRAFORM = _tree("terraform")
 COMPILED = ROOT / "pipelines" / "compiled"
+
+
+def is_shipped(path: str | Path) -> bool:
+    """A file of burst's own embedded defaults (policies, Terraform, the compiled templates,
+    ``deploy/``, the default catalog), not one a user gave: such files may be read with the
+    faster YAML loader (``burst.inputs.ShippedLoader``)."""
+    try:
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError):
+        return False
+    roots = (POLICIES, TERRAFORM, COMPILED, ROOT / "deploy", ROOT / "burst" / "plan" / "catalog")
+    return any(resolved.is_relative_to(root) for root in roots)

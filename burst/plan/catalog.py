@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from burst import checkout
 from burst.errors import BadInputError
 from burst.inputs import parse_yaml, read_text, short
 from burst.yamllines import line_for, line_index
@@ -332,7 +333,7 @@ class _Reader:
 def _read_yaml(path: Path) -> tuple[dict[str, Any], str]:
     # bounded: file type, size, aliases, duplicated keys, dates, non-finite and huge numbers
     text = read_text(path, what="catalog")
-    doc = parse_yaml(text, str(path), what="catalog")
+    doc = parse_yaml(text, str(path), what="catalog", shipped=checkout.is_shipped(path))
     if doc is None:
         return {}, text
     if not isinstance(doc, dict):

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from burst import checkout
 from burst.errors import BadInputError
 from burst.inputs import parse_yaml, read_bytes, read_text, short
 from burst.policy.location import ENV, policy_dir
@@ -156,7 +157,7 @@ def _read_yaml(path: Path) -> tuple[Any, str]:
         raise PolicyFileError("policy file is missing", where=where)
     try:  # bounded: file type, size, aliases, duplicated keys, dates, numbers
         text = read_text(path, what="policy file")
-        data = parse_yaml(text, where, what="policy file")
+        data = parse_yaml(text, where, what="policy file", shipped=checkout.is_shipped(path))
     except BadInputError as exc:
         raise PolicyFileError(exc.message, where=exc.where) from None
     if not isinstance(data, dict):
