@@ -1045,11 +1045,19 @@ class WorkflowEngine:
         deleted", with no exit code and no outputs (nothing is collected from a lost node)."""
         clock, wall_start = self.now(), time.time()
         with open(pod.pod_dir / "log.txt", "ab") as logf:
-            proc = self.options.launch(pod, logf)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            self.options.end_pod(pod.pod_dir)  # every process on the node dies with it
+            proc = self._launch(pod, logf)
+            if proc is None:
+                self._raise_deferred_stop()
+                return Outcome(FAILED, message="stopped: the run was stopped")
+            try:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            finally:
+                with self._lock:
+                    self._live.discard(proc)
+                self.options.end_pod(pod.pod_dir)  # every process on the node dies with it
+        self._raise_deferred_stop()  # a stop signal that came while the pod started
         with self._lock:
             self._skew += lost.after_s
         message = "pod deleted"
