@@ -159,27 +159,31 @@ def pullable(eng: ContainerEngine, image: str) -> bool:
         return False
 
 
-def _python_with_pip() -> str:
-    """This interpreter when it has pip, else the one its venv was made from (make setup
-    makes the venv without pip: the system's pip configuration is the one to read)."""
-    import importlib.util
-
-    if importlib.util.find_spec("pip") is not None:
-        return sys.executable
-    return getattr(sys, "_base_executable", sys.executable)
+def pip_config_text() -> str:
+    """``pip config list`` of this interpreter, else of the one its venv was made from (make
+    setup makes the venv without pip). Asked of a child process: in this one, even looking
+    for pip (``find_spec``) makes setuptools' distutils hack give up its own distutils for
+    the rest of the process (``_distutils_hack.spec_for_pip``), and a later ``import
+    setuptools`` (torch.utils.cpp_extension) fails."""
+    for python in dict.fromkeys([sys.executable, getattr(sys, "_base_executable", "")]):
+        if not python:
+            continue
+        proc = subprocess.run(
+            [python, "-m", "pip", "config", "list"],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+        if proc.returncode == 0:
+            return proc.stdout
+    return ""
 
 
 def pip_mounts(workdir: Path) -> list[str]:
     """``-v`` options that give a podman build this machine's pip configuration (its files
     and ``PIP_*`` variables merged into one pip.conf, and every local path it names), all
     read-only: an offline machine builds from the wheels and indexes it has."""
-    proc = subprocess.run(
-        [_python_with_pip(), "-m", "pip", "config", "list"],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
     conf = configparser.ConfigParser()
     conf["global"] = {}
-    for line in proc.stdout.splitlines():
+    for line in pip_config_text().splitlines():
         name, _, value = line.partition("=")
         section, _, key = name.rpartition(".")
         if key and value and section in (":env:", "global"):

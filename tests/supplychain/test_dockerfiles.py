@@ -108,9 +108,33 @@ def test_the_image_build_reads_pip_configuration_from_a_venv_without_pip(tmp_pat
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "repo.pth").write_text(str(Path(__file__).resolve().parents[2]) + "\n")
-    code = "from devtools.images import _python_with_pip; print(_python_with_pip())"
+    code = "from devtools.images import pip_config_text; print(pip_config_text(), end='')"
     python = venv / "bin" / "python"
+    assert subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode
     found = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
-    chosen = found.stdout.strip()
-    assert chosen != str(python)
-    assert subprocess.run([chosen, "-c", "import pip"], check=False).returncode == 0
+    base = sys._base_executable  # what the venv was made from (the test's own venv's base)
+    expected = subprocess.run(
+        [base, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True
+    )
+    assert found.stdout == expected.stdout
+
+
+def test_looking_for_pip_here_would_break_setuptools_later() -> None:
+    """Why pip_config_text asks a child process: in this process even ``find_spec("pip")``
+    runs setuptools' distutils hook for pip, which gives up setuptools' distutils for the rest
+    of the process (a later ``import setuptools``, as torch.utils.cpp_extension does, fails).
+    Checked in a child: importing devtools.images and reading the configuration leave the
+    hook as it was."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom devtools.images import pip_config_text\npip_config_text()\n"
+        "import setuptools, distutils.core\n"
+        "assert '_distutils' in distutils.core.__file__, distutils.core.__file__\n"
+    )
+    env_path = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=env_path
+    )
+    assert proc.returncode == 0, proc.stderr[-1000:]
