@@ -28,6 +28,10 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 FAST_LEASE = {"BURST_LEASE_TTL_S": "2"}
 #: the killed attempt's hours must show: one second counts a minute (24 h = 1440 s, never hit)
 COUNTED = {**FAST_LEASE, "BURST_BUDGET_TIME_SCALE": "60"}
+#: the attempt that is killed is paced (10 ms a step): unpaced, the tiny model ran its 400
+#: steps in under a second on a quiet machine and ended "done" before the test saw step 60
+#: (a CI run); the refused second trainer must likewise find the first one still training
+PACED = {"BURST_STEP_PACE_S": "0.01"}
 
 
 def _records(tmp: Path, run_id: str) -> list[dict]:  # type: ignore[type-arg]
@@ -52,7 +56,7 @@ def _wait(pred, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
 
 def test_a_killed_attempt_is_counted_in_the_report_and_the_budget(tmp_path: Path) -> None:
     spec = write_spec(tmp_path, steps=400, interval=50)
-    a = start_attempt(spec, "k", tmp_path / "pod1", COUNTED)
+    a = start_attempt(spec, "k", tmp_path / "pod1", {**COUNTED, **PACED})
     # killed once its open record shows progress (hours spent, steps trained)
     _wait(lambda: any(float(r.get("hours") or 0) > 0 for r in _records(tmp_path, "k")))
     _wait(lambda: int((_records(tmp_path, "k") or [{}])[0].get("at_step") or 0) >= 60)
@@ -87,7 +91,7 @@ def test_second_trainer_is_refused_then_takes_over_a_dead_holder(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     spec = write_spec(tmp_path, steps=2000, interval=500)
-    a = start_attempt(spec, "two", tmp_path / "pod1", FAST_LEASE)
+    a = start_attempt(spec, "two", tmp_path / "pod1", {**FAST_LEASE, **PACED})
     lease = tmp_path / "store" / "two" / TRAINER_KEY
     _wait(lambda: lease.exists() and bool(_records(tmp_path, "two")))
     capfd.readouterr()
