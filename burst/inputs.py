@@ -274,7 +274,8 @@ def _refuse_ambiguous_number(node: yaml.ScalarNode) -> None:
 
 # YAML 1.2 floats with an exponent and no sign or dot (``1e16``, ``1.0e5``): YAML 1.1 reads
 # them as strings, which then slip through as text; here they are numbers (and checked).
-_LOADERS: tuple[type[Any], ...] = (BoundedLoader, ShippedLoader)
+# (one loader, not two, where PyYAML has no libyaml: its resolvers are added once)
+_LOADERS: tuple[type[Any], ...] = tuple(dict.fromkeys((BoundedLoader, ShippedLoader)))
 for _loader in _LOADERS:
     _loader.add_implicit_resolver(
         "tag:yaml.org,2002:float",
