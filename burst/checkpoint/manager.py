@@ -43,7 +43,7 @@ from burst.checkpoint.replication import ReplicationResult, replicate
 from burst.checkpoint.restore import Restored, restore_checkpoint
 from burst.checkpoint.sharded import ShardInfo
 from burst.checkpoint.split_restore import Exchange, restore_split
-from burst.checkpoint.staging import HostBuffer
+from burst.checkpoint.staging import HostBuffer, fresh_threads
 from burst.checkpoint.tree import flatten
 from burst.checkpoint.verify import ChunkAudit
 from burst.errors import CheckpointError
@@ -373,7 +373,7 @@ class CheckpointManager:
                     if self._buffer.size < total:
                         self._layout_sig = None  # the bytes may move (HostBuffer.grow)
                     self._buffer.grow(total)  # same descriptors: the worker keeps them
-                    self._buffer.populate()
+                    self._buffer.populate(fresh_threads())
                 self._ensure_worker()
             except (StoreError, CheckpointError, OSError) as exc:
                 log.warning("checkpoint warm-up failed (the first save does it): %s", exc)

@@ -243,3 +243,76 @@ def test_two_threads_pwrite_fresh_bytes_at_once_into_files_of_their_own(
             seen.close()
     finally:
         buf.close()
+
+
+def test_populate_maps_each_file_on_a_thread_of_its_own_and_keeps_the_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``populate(threads=2)`` over a buffer of three memfds (what warm() and a prefaulted
+    buffer do): two files are allocated and mapped at the same time, each span by one call,
+    every file once, the bytes written before stay as they were, and the buffer counts as
+    faulted in; where the kernel cannot populate, it does not."""
+    import threading
+
+    import numpy as np
+
+    from burst.checkpoint import staging
+    from burst.checkpoint.attached import AttachedBuffer
+    from burst.checkpoint.staging import HostBuffer
+
+    monkeypatch.delenv("BURST_CHECKPOINT_SHM_DIR", raising=False)  # that would be one file
+    populate, fallocate = staging._populate_write, staging.os.posix_fallocate
+    met = threading.Barrier(2, timeout=10)
+    lock = threading.Lock()
+    spans: list[tuple[int, int]] = []
+    allocated: list[int] = []
+
+    def two_at_once(array: Any, start: int, length: int) -> bool:
+        with lock:
+            spans.append((start, start + length))
+            first = len(spans) <= 2
+        if first:
+            met.wait()  # the first two files are populated together
+        return populate(array, start, length)
+
+    def record_fallocate(fd: int, offset: int, length: int) -> None:
+        with lock:
+            allocated.append(fd)
+        fallocate(fd, offset, length)
+
+    monkeypatch.setattr(staging, "_populate_write", two_at_once)
+    monkeypatch.setattr(staging.os, "posix_fallocate", record_fallocate)
+    rng = np.random.default_rng(7)
+    buf = HostBuffer(0, prefault=False, segments=3)
+    try:
+        assert len(buf.memfds) == 3, "Linux has memfd_create: the buffer is three memfds"
+        buf.grow(3 << 20)
+        data = rng.integers(0, 256, 1_000_000, dtype=np.uint8)
+        buf.write_fresh([(data, 40_960)], threads=1)  # pwrite: not mapped yet
+        assert buf.faulted == 0
+        buf.populate(threads=2)
+        assert buf.faulted == buf.size
+        assert sorted(spans) == [(i * buf.segment, (i + 1) * buf.segment) for i in range(3)]
+        assert sorted(allocated) == sorted(buf.memfds)
+        assert np.array_equal(buf.array[40_960 : 40_960 + data.nbytes], data)
+        assert not buf.array[:40_960].any() and not buf.array[40_960 + data.nbytes :].any()
+        seen = AttachedBuffer(buf.worker_paths, buf.size)
+        try:
+            assert bytes(seen.view) == buf.array.tobytes()
+        finally:
+            seen.close()
+    finally:
+        buf.close()
+
+    monkeypatch.setattr(staging, "_populate_write", lambda *args: False)
+    buf = HostBuffer(1 << 20, prefault=False, segments=2)
+    try:
+        buf.populate(threads=2)
+        assert buf.faulted == 0  # not mapped: the next save writes through pwrite again
+    finally:
+        buf.close()
+    buf = HostBuffer(1 << 20, segments=2)  # prefault: zeros through the mapping instead
+    try:
+        assert buf.faulted == buf.size and not buf.array.any()
+    finally:
+        buf.close()
