@@ -22,6 +22,7 @@ error; a corrupt or refused checkpoint stays a ``CheckpointError``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -117,7 +118,9 @@ class CheckpointManager:
     ) -> None:
         """``start_worker``: start the background worker process now, in a thread, so that
         the first save does not wait for it (False: the first save starts it; a manager that
-        only restores)."""
+        only restores). A save made while it still starts waits only for the process to
+        exist (its request goes into the worker's stdin, read once it is up), not for it to
+        be ready."""
         self.store = open_store(store) if isinstance(store, str) else store
         self.chunk_size = chunk_size
         self.keep_full = keep_full
@@ -150,22 +153,58 @@ class CheckpointManager:
         self._unwaited_kind: str | None = None  # "worker", "store", "checkpoint", "error"
         self._closed = False
         self._warming: threading.Thread | None = None  # warm(): buffer + worker, ahead
+        self._starting: threading.Thread | None = None  # the worker's start at construction
+        self._spawned = threading.Event()  # set once that start has a process (or failed)
+        self._start_lock = threading.Lock()  # one worker start at a time
         # What restores here found: sound chunks (the worker need not read them again) and
         # corrupt ones (quarantined; the worker must upload them again).
         self._audit = ChunkAudit()
         if start_worker:
             # The worker process starts now, in the background (a Python start and its
-            # imports, about 0.3 s of a save's stall otherwise), with an empty buffer that
+            # imports, 0.3 s or more of a save's stall otherwise), with an empty buffer that
             # the first save grows in place (the worker maps the new size; no restart).
-            self._background(self._start_empty)
+            try:
+                self._buffer = HostBuffer(0, self.buffer_dir, prefault=False)
+            except (CheckpointError, OSError) as exc:
+                log.warning("checkpoint buffer not created (the first save tries again): %s", exc)
+            self._starting = threading.Thread(
+                target=self._start_empty, daemon=True, name="ckpt-start"
+            )
+            self._starting.start()
+        else:
+            self._spawned.set()
 
     def _start_empty(self) -> None:
+        """The construction's worker start: a save may write its request into the process's
+        stdin as soon as it exists (``_spawned``); if the process then never gets ready, that
+        save fails as one whose worker died (``wait`` sends it again)."""
+        proc: subprocess.Popen[str] | None = None
         try:
-            if self._buffer is None:
-                self._buffer = HostBuffer(0, self.buffer_dir)
-            self._ensure_worker()
+            with self._start_lock:
+                fds = self._buffer.memfds if self._buffer is not None else ()
+                self._worker_buffer = self._buffer.token if fds and self._buffer else None
+                proc = self._spawn(fds)
+                with self._cond:
+                    self._proc = proc
+                self._spawned.set()
+                self._confirm(proc)
         except (StoreError, CheckpointError, OSError) as exc:
             log.warning("checkpoint worker start failed (the first save tries again): %s", exc)
+            with self._cond:
+                if proc is not None and self._proc is proc:
+                    self._proc = None
+                    if self._inflight is not None:
+                        what = self._inflight
+                        self._finish(
+                            {
+                                "op": "error",
+                                "id": what["id"],
+                                "message": f"checkpoint worker did not start: {exc}",
+                                "kind": "worker",
+                            }
+                        )
+        finally:
+            self._spawned.set()
 
     def _background(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` in a thread after whatever runs in the background already; ``save``
@@ -183,6 +222,10 @@ class CheckpointManager:
     # -- worker process -------------------------------------------------------------------
 
     def _ensure_worker(self) -> subprocess.Popen[str]:
+        with self._start_lock:
+            return self._ensure_worker_locked()
+
+    def _ensure_worker_locked(self) -> subprocess.Popen[str]:
         fds = self._buffer.memfds if self._buffer is not None else ()
         token = self._buffer.token if fds and self._buffer is not None else None
         if self._proc is not None and self._proc.poll() is None:
@@ -206,6 +249,13 @@ class CheckpointManager:
         )
 
     def _start_worker(self, fds: tuple[int, ...]) -> subprocess.Popen[str]:
+        proc = self._spawn(fds)
+        self._confirm(proc)
+        return proc
+
+    def _spawn(self, fds: tuple[int, ...]) -> subprocess.Popen[str]:
+        """The worker process, its settings written to its stdin; requests may follow at
+        once (it reads them after its start)."""
         env = dict(os.environ)
         pkg_root = str(checkout.ROOT)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
@@ -237,9 +287,24 @@ class CheckpointManager:
             "trust": sorted(self._audit.sound - self._audit.corrupt),
         }
         assert proc.stdin is not None and proc.stdout is not None
+        with contextlib.suppress(OSError):  # room for a request while the worker starts
+            fcntl.fcntl(proc.stdin.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
         try:
             proc.stdin.write(json.dumps(init) + "\n")
             proc.stdin.flush()
+        except OSError:
+            proc.kill()
+            proc.wait()
+            raise WorkerStartError(
+                f"checkpoint worker failed to start (exit code {proc.returncode})",
+                where=self.store.url,
+            ) from None
+        return proc
+
+    def _confirm(self, proc: subprocess.Popen[str]) -> None:
+        """Wait for the worker's "ready", then read its replies in a thread."""
+        assert proc.stdout is not None
+        try:
             ready = proc.stdout.readline()
         except OSError:
             ready = ""
@@ -255,7 +320,6 @@ class CheckpointManager:
             target=self._read_replies, args=(proc,), daemon=True, name="ckpt-replies"
         )
         self._reader.start()
-        return proc
 
     def _read_replies(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
@@ -310,6 +374,21 @@ class CheckpointManager:
 
     def _send(self, req: dict[str, Any], inflight: dict[str, Any]) -> None:
         self._warmed()
+        starting = self._starting
+        if starting is not None and starting.is_alive():
+            # the construction's worker start: write into its stdin once the process exists
+            self._spawned.wait()
+            with self._cond:
+                proc = self._proc
+                if proc is not None and proc.poll() is None and self._starting is starting:
+                    self._seq += 1
+                    req["id"] = inflight["id"] = self._seq
+                    self._inflight = inflight
+                else:
+                    proc = None
+            if proc is not None:
+                self._write(proc, req)
+                return
         try:
             proc = self._ensure_worker()
         except WorkerStartError as exc:
@@ -322,16 +401,20 @@ class CheckpointManager:
                     {"op": "error", "id": self._seq, "message": exc.one_line(), "kind": "worker"}
                 )
             return
-        assert proc.stdin is not None
         with self._cond:
             self._seq += 1
             req["id"] = inflight["id"] = self._seq
             self._inflight = inflight
+        self._write(proc, req)
+
+    def _write(self, proc: subprocess.Popen[str], req: dict[str, Any]) -> None:
+        assert proc.stdin is not None
         try:
             proc.stdin.write(json.dumps(req, separators=(",", ":")) + "\n")
             proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            # the reader thread reports the dead worker as this request's failure
+        except (OSError, ValueError):
+            # the reader thread (or a start that failed) reports the dead worker as this
+            # request's failure
             pass
 
     @property
@@ -665,6 +748,8 @@ class CheckpointManager:
             return
         self._closed = True
         self._warmed()
+        if self._starting is not None:
+            self._starting.join()
         idle = False
         try:
             idle = self._wait_idle(timeout)

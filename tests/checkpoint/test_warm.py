@@ -69,7 +69,7 @@ def test_an_unwarmed_manager_does_its_setup_off_the_first_save(
     from burst.checkpoint.staging import HostBuffer
 
     where: dict[str, list[str]] = {"start": [], "populate": [], "fault": []}
-    start, populate = manager_mod.CheckpointManager._start_worker, HostBuffer.populate
+    start, populate = manager_mod.CheckpointManager._spawn, HostBuffer.populate
     zero, pwrite = HostBuffer.zero, HostBuffer._pwrite
     written: list[int] = []  # bytes each pwrite on the caller's thread wrote
 
@@ -84,7 +84,7 @@ def test_an_unwarmed_manager_does_its_setup_off_the_first_save(
 
         return wrapped
 
-    monkeypatch.setattr(manager_mod.CheckpointManager, "_start_worker", record("start", start))
+    monkeypatch.setattr(manager_mod.CheckpointManager, "_spawn", record("start", start))
     monkeypatch.setattr(HostBuffer, "populate", record("populate", populate))
     monkeypatch.setattr(HostBuffer, "zero", record("fault", zero))
     monkeypatch.setattr(HostBuffer, "_pwrite", count)
@@ -316,3 +316,41 @@ def test_populate_maps_each_file_on_a_thread_of_its_own_and_keeps_the_bytes(
         assert buf.faulted == buf.size and not buf.array.any()
     finally:
         buf.close()
+
+
+def test_a_save_right_after_construction_does_not_wait_for_the_worker_to_be_ready(
+    local_store: ObjectStore, tmp_path: Any
+) -> None:
+    """The worker started at construction holds before its "ready" (a pause fault point)
+    until the test lets it go: the first save returns all the same, its request waiting in
+    the worker's stdin, and commits once the worker is up. A worker that never gets ready
+    fails that save as a dead worker would: ``wait`` starts another and sends it again."""
+    import threading
+
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    env = {
+        "BURST_CHECKPOINT_FAULT": "worker-start",
+        "BURST_CHECKPOINT_FAULT_ACTION": f"pause:{pause}",
+    }
+    with CheckpointManager(local_store, chunk_size=CHUNK, worker_env=env) as mgr:
+        saving = threading.Thread(target=mgr.save, args=(1, state(1)))
+        saving.start()
+        saving.join(60)
+        returned = not saving.is_alive()
+        (pause / "resume").touch()  # let the worker go (also when the save hung)
+        assert returned, "the first save waited for the worker to be ready"
+        result = mgr.wait(60)
+        assert result is not None and result.step == 1
+        got = mgr.restore(1).state
+        assert torch.equal(got["w"], state(1)["w"])
+
+    env = {
+        "BURST_CHECKPOINT_FAULT": "worker-start",
+        "BURST_CHECKPOINT_FAULT_ONCE": str(tmp_path / "once"),
+    }
+    with CheckpointManager(local_store, chunk_size=CHUNK, worker_env=env) as mgr:
+        mgr.save(2, state(2))  # its worker is killed before "ready" (once)
+        result = mgr.wait(60)
+        assert result is not None and result.step == 2 and (tmp_path / "once").exists()
+        assert torch.equal(mgr.restore(2).state["w"], state(2)["w"])
