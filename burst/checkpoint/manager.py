@@ -378,9 +378,12 @@ class CheckpointManager:
         if starting is not None and starting.is_alive():
             # the construction's worker start: write into its stdin once the process exists
             self._spawned.wait()
+            buffer = self._buffer
+            # a buffer made since (the one of the construction failed) is not the worker's
+            inherited = buffer is None or not buffer.memfds or buffer.token == self._worker_buffer
             with self._cond:
                 proc = self._proc
-                if proc is not None and proc.poll() is None and self._starting is starting:
+                if proc is not None and proc.poll() is None and inherited:
                     self._seq += 1
                     req["id"] = inflight["id"] = self._seq
                     self._inflight = inflight

@@ -354,3 +354,45 @@ def test_a_save_right_after_construction_does_not_wait_for_the_worker_to_be_read
         result = mgr.wait(60)
         assert result is not None and result.step == 2 and (tmp_path / "once").exists()
         assert torch.equal(mgr.restore(2).state["w"], state(2)["w"])
+
+
+def test_a_buffer_the_starting_worker_did_not_inherit_gets_a_worker_of_its_own(
+    local_store: ObjectStore, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The construction could not make the buffer (the worker starts without one), so the
+    first save makes one while that worker still starts: its request must not go to a
+    worker that cannot see those memfds; the save is committed by a worker that can."""
+    import threading
+    import time
+
+    from burst.checkpoint import manager as manager_mod
+
+    real = manager_mod.HostBuffer
+    made: list[int] = []
+
+    def first_fails(size: int, *args: Any, **kwargs: Any) -> Any:
+        made.append(size)
+        if len(made) == 1:
+            raise OSError("no memfd at construction")
+        return real(size, *args, **kwargs)
+
+    monkeypatch.setattr(manager_mod, "HostBuffer", first_fails)
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    env = {
+        "BURST_CHECKPOINT_FAULT": "worker-start",
+        "BURST_CHECKPOINT_FAULT_ACTION": f"pause:{pause}",
+        "BURST_CHECKPOINT_FAULT_ONCE": str(tmp_path / "once"),
+    }
+    with CheckpointManager(local_store, chunk_size=CHUNK, worker_env=env) as mgr:
+        assert mgr._buffer is None
+        saving = threading.Thread(target=mgr.save, args=(1, state(1)))
+        saving.start()
+        deadline = time.monotonic() + 60
+        while not (pause / "paused").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (pause / "resume").touch()  # the first worker (no buffer) goes on
+        saving.join(60)
+        result = mgr.wait(60)
+        assert result is not None and result.step == 1 and len(made) == 2
+        assert torch.equal(mgr.restore(1).state["w"], state(1)["w"])
