@@ -581,9 +581,20 @@ class WorkflowEngine:
         threads = [
             threading.Thread(target=one, args=(c,), name=c.where, daemon=True) for c in children
         ]
-        for th in threads:
-            th.start()
+        # A stop signal while the branches start is held until every one has started (raised
+        # between two starts, it left the started ones running unwaited for: the exit handler
+        # and the report went on beside them, a pod of theirs still "Pending")
+        main = _in_main_thread()
+        if main:
+            self._launching = True
         try:
+            for th in threads:
+                th.start()
+        finally:
+            if main:
+                self._launching = False
+        try:
+            self._raise_deferred_stop()
             for ev in done.values():
                 while not ev.wait(timeout=0.2):
                     pass

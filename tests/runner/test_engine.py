@@ -639,6 +639,65 @@ def test_stop_signal_during_a_pods_start_stops_it(tmp_path: Path) -> None:
     assert not outlived and code < 0  # stopped, not run to its end
 
 
+def test_stop_signal_while_a_group_starts_its_branches_waits_for_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM to the runner while its main thread starts a step group's branches (here: as
+    it starts the second, the first one's pod running): the stop is held until every branch
+    has started, then stops them and waits for them. Raised between two starts, it left the
+    first branch unwaited for: the exit handler and the report went on beside its pod, the
+    node still "Pending" (CI run ciI)."""
+    import os
+    import signal
+    import threading
+
+    real = threading.Thread
+    launched: dict[str, subprocess.Popen[bytes]] = {}
+    a_running = threading.Event()
+    starts = [0]
+
+    def launch(pod: Pod, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        proc = launch_process(pod, log)
+        launched[pod.step] = proc
+        if pod.step == "a":
+            a_running.set()
+        return proc
+
+    class SignalAtTheSecondBranch(real):
+        def start(self) -> None:
+            target = getattr(self, "_target", None)
+            if getattr(target, "__name__", "") == "one":  # a branch of a step group
+                starts[0] += 1
+                if starts[0] == 2:
+                    assert a_running.wait(30)
+                    os.kill(os.getpid(), signal.SIGTERM)  # handled here, in the main thread
+            super().start()
+
+    monkeypatch.setattr(threading, "Thread", SignalAtTheSecondBranch)
+    a = container("a", step_code("time.sleep(30)"), "a")
+    b = container("b", step_code("time.sleep(1)"), "b")
+    group = steps("main", [{"name": "a", "template": "a"}, {"name": "b", "template": "b"}])
+    opts = EngineOptions(
+        workflow_name="wf-1", volumes={"work": tmp_path}, pods_dir=tmp_path / "pods", launch=launch
+    )
+    try:
+        result = WorkflowEngine(workflow([a, b, group]), opts).run()
+        outlived = launched["a"].poll() is None
+    finally:
+        for proc in launched.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert starts[0] == 2
+    assert not outlived, "a's pod outlived the run"
+    assert result.phase == "Failed" and "stopped by signal 15" in result.message
+    nodes = {n.step: n for n in result.nodes}
+    assert (nodes["a"].phase, nodes["a"].message) == ("Failed", "stopped: the run was stopped")
+    assert "b" not in nodes or nodes["b"].phase == "Failed"  # never started, or stopped
+    assert nodes["bye"].phase == "Succeeded"
+    assert (tmp_path / "status.txt").read_text() == "Failed"
+
+
 def test_output_artifacts_are_kept_even_when_the_step_fails(tmp_path: Path) -> None:
     """Output artifacts land in artifacts/<step>/<name>: the local artifact repository
     (given one: EngineOptions.artifact_repository). A
