@@ -181,8 +181,7 @@ class CheckpointManager:
         proc: subprocess.Popen[str] | None = None
         try:
             with self._start_lock:
-                fds = self._buffer.memfds if self._buffer is not None else ()
-                self._worker_buffer = self._buffer.token if fds and self._buffer else None
+                fds, self._worker_buffer = self._buffer_fds()
                 proc = self._spawn(fds)
                 with self._cond:
                     self._proc = proc
@@ -193,16 +192,7 @@ class CheckpointManager:
             with self._cond:
                 if proc is not None and self._proc is proc:
                     self._proc = None
-                    if self._inflight is not None:
-                        what = self._inflight
-                        self._finish(
-                            {
-                                "op": "error",
-                                "id": what["id"],
-                                "message": f"checkpoint worker did not start: {exc}",
-                                "kind": "worker",
-                            }
-                        )
+                    self._worker_failed(f"checkpoint worker did not start: {exc}")
         finally:
             self._spawned.set()
 
@@ -225,9 +215,13 @@ class CheckpointManager:
         with self._start_lock:
             return self._ensure_worker_locked()
 
-    def _ensure_worker_locked(self) -> subprocess.Popen[str]:
+    def _buffer_fds(self) -> tuple[tuple[int, ...], str | None]:
+        """The memfds a new worker inherits, and the token of their buffer (None: none)."""
         fds = self._buffer.memfds if self._buffer is not None else ()
-        token = self._buffer.token if fds and self._buffer is not None else None
+        return fds, self._buffer.token if fds and self._buffer is not None else None
+
+    def _ensure_worker_locked(self) -> subprocess.Popen[str]:
+        fds, token = self._buffer_fds()
         if self._proc is not None and self._proc.poll() is None:
             if token is None or token == self._worker_buffer:
                 return self._proc
@@ -339,7 +333,20 @@ class CheckpointManager:
                     + (f" of step {what['step']}" if what.get("step") is not None else "")
                     + "; the previous checkpoint is intact"
                 )
-                self._finish({"op": "error", "id": what["id"], "message": msg, "kind": "worker"})
+                self._worker_failed(msg)
+
+    def _worker_failed(self, message: str) -> None:
+        """The request in flight fails as one whose worker died (``wait`` starts another and
+        sends it again); called with the lock held."""
+        if self._inflight is not None:
+            doc = {"op": "error", "id": self._inflight["id"], "message": message, "kind": "worker"}
+            self._finish(doc)
+
+    def _register(self, req: dict[str, Any], inflight: dict[str, Any]) -> None:
+        """Make ``req`` the request in flight (called with the lock held)."""
+        self._seq += 1
+        req["id"] = inflight["id"] = self._seq
+        self._inflight = inflight
 
     def _finish(self, doc: dict[str, Any]) -> None:
         """Record a reply (called with the lock held)."""
@@ -384,9 +391,7 @@ class CheckpointManager:
             with self._cond:
                 proc = self._proc
                 if proc is not None and proc.poll() is None and inherited:
-                    self._seq += 1
-                    req["id"] = inflight["id"] = self._seq
-                    self._inflight = inflight
+                    self._register(req, inflight)
                 else:
                     proc = None
             if proc is not None:
@@ -397,17 +402,11 @@ class CheckpointManager:
         except WorkerStartError as exc:
             # the request fails like one whose worker died: wait() starts another and retries
             with self._cond:
-                self._seq += 1
-                req["id"] = inflight["id"] = self._seq
-                self._inflight = inflight
-                self._finish(
-                    {"op": "error", "id": self._seq, "message": exc.one_line(), "kind": "worker"}
-                )
+                self._register(req, inflight)
+                self._worker_failed(exc.one_line())
             return
         with self._cond:
-            self._seq += 1
-            req["id"] = inflight["id"] = self._seq
-            self._inflight = inflight
+            self._register(req, inflight)
         self._write(proc, req)
 
     def _write(self, proc: subprocess.Popen[str], req: dict[str, Any]) -> None:
@@ -568,10 +567,7 @@ class CheckpointManager:
             and reader is not None
             and not reader.is_alive()
         ):
-            msg = f"checkpoint worker died (exit code {proc.returncode})"
-            self._finish(
-                {"op": "error", "id": self._inflight["id"], "message": msg, "kind": "worker"}
-            )
+            self._worker_failed(f"checkpoint worker died (exit code {proc.returncode})")
 
     def wait(self, timeout: float | None = None, *, retry: bool = True) -> SaveResult | None:
         """Wait for the save in flight to commit.

@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -198,8 +198,9 @@ class WorkflowEngine:
         # branches of a step group run in threads: what they share is changed under this lock
         self._lock = threading.Lock()
         self._live: set[subprocess.Popen[bytes]] = set()  # running pods (stopped on a stop)
-        # a stop signal that came while this (the main) thread started a pod: it is raised
-        # once the pod's process is registered (raised inside Popen, it would orphan the pod)
+        # a stop signal that came while this (the main) thread started a pod or a step
+        # group's branches (``_stop_held``): raised once the pod's process is registered or
+        # every branch has started (raised inside Popen, it would orphan the pod)
         self._launching = False
         self._deferred_signal: int | None = None
         self._pod_slots = _slots(self.spec.get("parallelism"), "spec.parallelism")
@@ -584,15 +585,9 @@ class WorkflowEngine:
         # A stop signal while the branches start is held until every one has started (raised
         # between two starts, it left the started ones running unwaited for: the exit handler
         # and the report went on beside them, a pod of theirs still "Pending")
-        main = _in_main_thread()
-        if main:
-            self._launching = True
-        try:
+        with self._stop_held():
             for th in threads:
                 th.start()
-        finally:
-            if main:
-                self._launching = False
         try:
             self._raise_deferred_stop()
             for ev in done.values():
@@ -610,16 +605,23 @@ class WorkflowEngine:
         """Start the pod's process and register it as live, or None when the run is already
         stopping. A stop signal to this (the main) thread meanwhile is held until the process
         is registered, so that no pod outlives a stop unseen."""
-        main = _in_main_thread()
-        if main:
-            self._launching = True
-        try:
+        with self._stop_held():
             if self._stopping:
                 return None
             proc = self.options.launch(spec, logf)
             with self._lock:
                 self._live.add(proc)
             return proc
+
+    @contextlib.contextmanager
+    def _stop_held(self) -> Iterator[None]:
+        """A stop signal to this thread meanwhile (if it is the main one, which gets them) is
+        held in ``_deferred_signal``; the caller raises it with ``_raise_deferred_stop``."""
+        main = _in_main_thread()
+        if main:
+            self._launching = True
+        try:
+            yield
         finally:
             if main:
                 self._launching = False
