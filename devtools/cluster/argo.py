@@ -1,0 +1,81 @@
+"""Argo Workflows on the engines tier: its CRDs and RBAC from the module's own install
+manifests (``manifests/cluster-install``, without the Deployments and Services: the
+controller runs here as a process, with the token of the service account those manifests
+make), burst's controller configuration (``deploy/controller``) merged in as a user applies
+it, and the ``workflow-controller`` process."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from devtools.cluster.controlplane import ControlPlane, Process, free_port
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "argo"
+CONTROLLER_ACCOUNT = "argo"  # manifests/base/workflow-controller/workflow-controller-sa.yaml
+# Objects of the install that would be pods or their Services: the tier runs the controller
+# as a process instead, and argo-server is not part of the tier (docs/reference/engines-tier.md).
+_SKIPPED_KINDS = {"Deployment", "Service"}
+
+
+def module_dir() -> Path:
+    """The Argo module's source in the Go module cache (the build downloaded it)."""
+    from devtools.engines import ARGO
+
+    out = subprocess.run(
+        ["go", "mod", "download", "-json", f"github.com/argoproj/argo-workflows/v4@{ARGO}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
+        env={**__import__("os").environ, "GOFLAGS": "-mod=mod"},
+    )
+    return Path(json.loads(out.stdout)["Dir"])
+
+
+def install_objects(cp: ControlPlane) -> list[dict[str, Any]]:
+    src = module_dir() / "manifests" / "cluster-install"
+    text = cp.kubectl("kustomize", str(src)).stdout
+    return [d for d in yaml.safe_load_all(text) if d and d.get("kind") not in _SKIPPED_KINDS]
+
+
+def install(cp: ControlPlane, repo: Path) -> None:
+    cp.kubectl("create", "namespace", NAMESPACE, check=False)
+    objs = install_objects(cp)
+    crds = [o for o in objs if o["kind"] == "CustomResourceDefinition"]
+    cp.apply(crds)
+    for crd in crds:
+        cp.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+    cp.apply([o for o in objs if o["kind"] != "CustomResourceDefinition"])
+    # burst's controller configuration, applied as docs/cluster-setup.md step 4 says
+    cp.kubectl("apply", "-k", str(repo / "deploy" / "controller"))
+
+
+def start_controller(cp: ControlPlane, argo_bin: Path) -> Process:
+    token = cp.create_token(NAMESPACE, CONTROLLER_ACCOUNT)
+    kubeconfig = cp.token_kubeconfig("argo-workflow-controller", token)
+    doc = yaml.safe_load(kubeconfig.read_text())
+    doc["contexts"][0]["context"]["namespace"] = NAMESPACE  # the controller's own namespace
+    kubeconfig.write_text(yaml.safe_dump(doc))
+    return cp._spawn(
+        "workflow-controller",
+        [
+            str(argo_bin / "workflow-controller"),
+            f"--kubeconfig={kubeconfig}",
+            "--executor-image=quay.io/argoproj/argoexec:v4.0.5",
+            "--loglevel=info",
+            "--workflow-workers=4",
+            "--pod-cleanup-workers=2",
+        ],
+        env={
+            "LEADER_ELECTION_DISABLE": "true",
+            "ARGO_METRICS_PORT": str(free_port()),
+        },
+    )
