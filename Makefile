@@ -26,7 +26,7 @@ unexport PYTHONDONTWRITEBYTECODE
 STARTED := $(shell date +%s)
 ELAPSED = echo "make $@: $$(( $$(date +%s) - $(STARTED) )) s"
 
-.PHONY: demo test test-fast test-containers lint typecheck goldens checkov clean setup system-deps images
+.PHONY: demo test test-fast test-containers test-cluster engines lint typecheck goldens checkov clean setup system-deps images
 
 setup: $(STAMP)
 
@@ -86,6 +86,18 @@ test-containers: images
 	BURST_CONTAINER_BUILD=1 $(PYTEST) -n 0 -m containers || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
 	@$(ELAPSED)
 
+# The engines tier (tests/cluster, docs/reference/engines-tier.md): Kubernetes, etcd, Argo and
+# Kueue built from their Go modules at pinned versions (devtools/engines.py; cached in
+# ~/.cache/burst/engines for every clone: cold about 15 minutes here, warm seconds), a control
+# plane on loopback, Argo's controller and executor, Kueue, the stand-in kubelet. `make test`
+# does not collect it; .ci/run runs both.
+engines: $(STAMP)
+	$(BIN)/python -m devtools.engines
+
+test-cluster: engines
+	BURST_CLUSTER_TIER=1 $(PYTEST) -n 0 -p no:cacheprovider --timeout=1800 tests/cluster || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
+	@$(ELAPSED)
+
 test-fast: $(STAMP)
 	$(BIN)/ruff check .
 	$(PYTEST) -n $(FAST_WORKERS) -m "not e2e" || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
@@ -104,8 +116,8 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --cache-dir $(MYPY_CACHE) burst steps pipelines devtools
 
 # Rewrite every golden (tests fail when one drifts): the compiled Argo manifests, the
-# quickstart's rendered Terraform plan, the Kyverno policy rendered from trust.yaml, and
-# their copies in the deploy/ bundle.
+# quickstart's rendered Terraform plan, the Kyverno policy rendered from trust.yaml, their
+# copies in the deploy/ bundle, and deploy/kueue generated from the catalog.
 goldens: $(STAMP)
 	$(BIN)/burst compile --out pipelines/compiled
 	BURST_UPDATE_GOLDENS=1 $(BIN)/python -m pytest -q tests/terraform/test_tf_plan_golden.py
@@ -113,6 +125,7 @@ goldens: $(STAMP)
 	cp pipelines/compiled/burst-train.yaml pipelines/compiled/burst-reaper.yaml \
 		pipelines/compiled/burst-regional.yaml deploy/argo/
 	$(BIN)/burst image kyverno --out deploy/kyverno/verify-images.yaml
+	BURST_CATALOG= $(BIN)/burst kueue --out deploy/kueue
 
 checkov:
 	bash scripts/checkov.sh

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from burst.recovery import RETRY_IN_PLACE
+from burst.spec import Priority
 
 #: Placeholder digest: a real install passes its own pinned images as parameters.
 _DIGEST: Final = "sha256:" + "0" * 64
@@ -126,9 +127,13 @@ def team_parameters() -> list[Any]:
             value="default",
             description="team: the GPU quota semaphore key and a cost label",
         ),
+        # only the bands deploy/kueue has a WorkloadPriorityClass for: a pod naming another
+        # class is never admitted by Kueue (its Workload cannot be built), after provision
+        # rented its GPUs; Argo refuses a value outside the enum at submission
         Parameter(
             name="priority",
-            value="normal",
+            value=str(Priority.normal),
+            enum=[str(p) for p in Priority],
             description="priority band (low, normal, high, critical): the train pods' Kueue "
             "WorkloadPriorityClass burst-<priority>",
         ),

@@ -22,6 +22,9 @@ from s3server import s3_bucket, s3_server  # noqa: F401  (shared fixtures)
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
 SHARED_SCOPES = ("module", "class", "package")
+# The engines tier (tests/cluster: a real control plane, Argo, Kueue) runs only under
+# `make test-cluster`, which sets BURST_CLUSTER_TIER=1; `make test` stays the fast loop.
+collect_ignore_glob = [] if os.environ.get("BURST_CLUSTER_TIER") else ["cluster/*"]
 CPU_PROFILE = os.environ.get("BURST_TEST_CPU_PROFILE")  # a directory: where the time goes
 
 

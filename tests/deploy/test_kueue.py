@@ -18,6 +18,7 @@ import pytest
 import yaml
 from strict_schema import strict
 
+from burst.admission.kueue_objects import CAPACITY_ORDER
 from burst.spec import Priority
 from pipelines.common import (
     KUEUE_GROUP_COUNT_ANNOTATION,
@@ -135,11 +136,17 @@ def test_the_objects_agree_with_each_other_and_with_burst() -> None:
             order = [f["name"] for f in rg["flavors"]]
             assert set(order) <= set(flavors), f"{name}: unknown flavors"
             caps = [flavors[f]["spec"]["nodeLabels"]["burst/capacity"] for f in order]
-            assert caps == sorted(caps, key=lambda c: c != "spot"), "spot flavors come first"
+            ranks = [CAPACITY_ORDER.index(c) for c in caps]
+            assert ranks == sorted(ranks), "spot flavors first, on-demand last"
     for f in flavors.values():
         labels = f["spec"]["nodeLabels"]
-        assert {"accelerator", "burst/capacity", "topology.kubernetes.io/region"} <= set(labels)
-        assert labels["burst/capacity"] in ("spot", "on_demand")  # the node groups' values
+        assert {"accelerator", "burst/capacity"} <= set(labels)
+        # the region where the nodes carry it (EKS node groups), none on hybrid nodes, which
+        # carry eks.amazonaws.com/compute-type: hybrid (tests/deploy/test_kueue_providers.py)
+        hybrid = labels.get("eks.amazonaws.com/compute-type") == "hybrid"
+        assert ("topology.kubernetes.io/region" in labels) != hybrid
+        assert labels["burst/capacity"] in CAPACITY_ORDER  # the nodes' values
+        assert f["metadata"]["name"].endswith("-" + labels["burst/capacity"].replace("_", ""))
 
 
 def _template(manifest: dict[str, Any], name: str) -> dict[str, Any]:

@@ -48,28 +48,68 @@ def _selector(capacity: str, flavor_labels: dict[str, str]) -> dict[str, str]:
     return {k: node[k] for k in keys if k in node}
 
 
-def _flavor_matches(flavor_labels: dict[str, str], node_selector: dict[str, str]) -> bool:
+def _flavor_matches(
+    flavor_labels: dict[str, str], node_selector: dict[str, str], keys: set[str]
+) -> bool:
     """Kueue's flavorassigner.flavorSelector + Match: the pod's nodeSelector, restricted to the
-    keys of the flavor's own nodeLabels, must match those labels."""
-    return all(node_selector[k] == v for k, v in flavor_labels.items() if k in node_selector)
+    resource group's LabelKeys (``keys``: every key any flavor of the group names,
+    clusterqueue.go updateLabelKeys), must match the flavor's nodeLabels as a node's labels:
+    a key the pod selects that this flavor lacks does not match (walk-kueue S7)."""
+    return all(flavor_labels.get(k) == v for k, v in node_selector.items() if k in keys)
 
 
 def test_kueue_admits_a_train_pod_under_the_flavor_of_the_nodes_burst_provisioned() -> None:
     """walk-kueue S1: with a selector of accelerator and burst/run-id only, Kueue took the
     first flavor with quota (spot, ap-southeast-1) whatever region and capacity burst rented,
-    and pinned the pod there with that flavor's nodeLabels: a pod that never schedules."""
+    and pinned the pod there with that flavor's nodeLabels: a pod that never schedules.
+    (The EKS node groups' flavors; every provider's: tests/deploy/test_kueue_providers.py.)"""
     flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"] for f in _docs("flavors.yaml")}
-    for name, labels in flavors.items():
+    keys = {k for labels in flavors.values() for k in labels}
+    aws = {n: fl for n, fl in flavors.items() if "topology.kubernetes.io/region" in fl}
+    assert aws
+    for name, labels in aws.items():
         capacity = labels["burst/capacity"]
         selector = _selector(capacity, labels)
-        matching = [n for n, fl in flavors.items() if _flavor_matches(fl, selector)]
+        matching = [n for n, fl in flavors.items() if _flavor_matches(fl, selector, keys)]
         assert matching == [name], f"nodes of {name}: Kueue may pick any of {matching}"
         if capacity == "spot":
             # spot with an on-demand floor: the pod may land on either group of the region,
             # so Kueue may pick either flavor of that region (and pins the pod to it)
             floor = _selector("spot_with_floor", labels)
-            both = [n for n, fl in flavors.items() if _flavor_matches(fl, floor)]
+            both = [n for n, fl in flavors.items() if _flavor_matches(fl, floor, keys)]
             assert both == [name, name.replace("-spot", "-ondemand")]
+
+
+def test_a_key_the_pod_selects_and_a_flavor_lacks_does_not_match() -> None:
+    """walk-kueue S7: the model above is Kueue's, not "the flavor's own keys only": an AWS
+    pod (it selects the region) never matches a hybrid flavor (no region label), and a hybrid
+    pod (it selects eks.amazonaws.com/compute-type) never an EKS node group's flavor. The
+    earlier model, restricted to the flavor's own keys, let an AWS pod match every h100
+    flavor of every provider."""
+    flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"] for f in _docs("flavors.yaml")}
+    keys = {k for labels in flavors.values() for k in labels}
+    aws_pod = {
+        "accelerator": "h100",
+        "burst/capacity": "spot",
+        "burst/run-id": "r1",
+        "topology.kubernetes.io/region": "ap-southeast-1",
+    }
+    hybrid_pod = {
+        "accelerator": "h100",
+        "burst/capacity": "spot",
+        "burst/run-id": "r1",
+        "eks.amazonaws.com/compute-type": "hybrid",
+    }
+    assert [n for n, fl in flavors.items() if _flavor_matches(fl, aws_pod, keys)] == [
+        "h100-ap-southeast-1-spot"
+    ]
+    hybrid = [n for n, fl in flavors.items() if _flavor_matches(fl, hybrid_pod, keys)]
+    assert hybrid and all("topology.kubernetes.io/region" not in flavors[n] for n in hybrid)
+
+    def own_keys_only(fl: dict[str, str], sel: dict[str, str]) -> bool:
+        return all(sel[k] == v for k, v in fl.items() if k in sel)
+
+    assert len([n for n, fl in flavors.items() if own_keys_only(fl, aws_pod)]) > 1
 
 
 def _reachable_gpus(team: str) -> dict[str, int]:
@@ -171,3 +211,46 @@ def test_kueue_admits_a_run_before_its_gpus_are_rented() -> None:
         order = [s["template"] for group in templates[place]["steps"] for s in group]
         first_queued = next(i for i, name in enumerate(order) if queued(name))
         assert first_queued < order.index("provision"), f"{place}: {order}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="walk-kueue S8: Kueue v0.17.0 writes every flavor of a LocalQueue's ClusterQueue "
+    "into its status (cache.go filterLocalQueueUsage) and its CRD allows 16 "
+    "(flavorsReservation, flavorsUsage): with more, every LocalQueue status update is refused "
+    "(Active condition and counts never written; admission goes on). kubernetes-sigs/kueue#12082 "
+    "raised it to 64 after v0.17.0; on v0.17: burst kueue --provider",
+)
+def test_every_local_queue_status_fits_kueue_v0_17() -> None:
+    from burst.admission.kueue_objects import LOCAL_QUEUE_STATUS_FLAVORS_V0_17
+
+    for q in _docs("clusterqueues.yaml"):
+        count = sum(len(rg["flavors"]) for rg in q["spec"]["resourceGroups"])
+        assert count <= LOCAL_QUEUE_STATUS_FLAVORS_V0_17, q["metadata"]["name"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="walk-kueue S9: hybrid nodes (gcp, azure, nebius) carry no region or provider label, "
+    "so their flavors of one GPU type and capacity have the same nodeLabels: Kueue admits a "
+    "hybrid pod under the first of them with quota (it lands right, the quota is charged to "
+    "that flavor's name). A fix labels the joined nodes with their region (terraform stacks)",
+)
+def test_every_flavor_names_nodes_no_other_flavor_names() -> None:
+    seen: dict[tuple[tuple[str, str], ...], str] = {}
+    for f in _docs("flavors.yaml"):
+        key = tuple(sorted(f["spec"]["nodeLabels"].items()))
+        assert key not in seen, f"{f['metadata']['name']} and {seen.get(key)}"
+        seen[key] = f["metadata"]["name"]
+
+
+def test_no_flavor_opens_every_run_s_nodes() -> None:
+    """walk-kueue S10: Kueue appends a flavor's tolerations to every pod it admits under it
+    (podset.go FromAssignment/Merge). The hybrid nodes' taint burst/run-id=<run> keeps other
+    pods off a run's nodes; a flavor tolerating it (Exists) would hand that to every pod of the
+    flavor. The pod gets its run's exact toleration from provision instead."""
+    for f in _docs("flavors.yaml"):
+        for t in f["spec"].get("tolerations") or []:
+            assert t.get("key") not in ("burst/run-id", None, ""), f["metadata"]["name"]
+            if t.get("operator") == "Exists":
+                assert t["key"] == "nvidia.com/gpu", f["metadata"]["name"]

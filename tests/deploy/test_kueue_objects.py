@@ -1,0 +1,303 @@
+"""deploy/kueue is generated from the catalog and the teams' GPU quota
+(burst/admission/kueue_objects.py, `burst kueue --out deploy/kueue`, `make goldens`): the
+committed files are exactly the generator's output, every GPU type x region x capacity type
+the catalog can rent has a flavor in every team's ClusterQueue, and a catalog the objects
+cannot express is one error line. Rewrite the files on purpose with
+
+    BURST_UPDATE_GOLDENS=1 .venv/bin/python -m pytest -q tests/deploy/test_kueue_objects.py
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from burst.admission import kueue_objects as ko
+from burst.errors import BadInputError
+from burst.plan.catalog import Catalog, load_catalog
+from burst.providers import PROVIDER_STACKS
+from burst.spec import Priority
+
+REPO = Path(__file__).resolve().parents[2]
+KUEUE = REPO / "deploy" / "kueue"
+BEFORE = Path(__file__).resolve().parent / "before"
+
+
+def _catalog(tmp_path: Path, text: str) -> Catalog:
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(text)
+    return load_catalog([extra], use_env=False)
+
+
+def _by(objects: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == kind}
+
+
+def _queue_flavors(cq: dict[str, Any]) -> list[str]:
+    (rg,) = cq["spec"]["resourceGroups"]
+    return [f["name"] for f in rg["flavors"]]
+
+
+def test_deploy_kueue_is_the_generators_output() -> None:
+    files = ko.render(ko.kueue_objects())
+    if os.environ.get("BURST_UPDATE_GOLDENS") == "1":
+        ko.write(KUEUE, files)
+    assert sorted(p.name for p in KUEUE.glob("*.yaml")) == sorted(files)
+    for name, text in files.items():
+        assert (KUEUE / name).read_text() == text, (
+            f"deploy/kueue/{name} drifted from the catalog and deploy/gpu-quota.yaml: run "
+            "`make goldens` (or BURST_UPDATE_GOLDENS=1 on this test)"
+        )
+
+
+def test_the_drift_check_catches_the_old_hand_written_flavors() -> None:
+    files = ko.render(ko.kueue_objects())
+    assert (BEFORE / "deploy_kueue_flavors.yaml").read_text() != files["flavors.yaml"]
+    old = {
+        d["metadata"]["name"]
+        for d in yaml.safe_load_all((BEFORE / "deploy_kueue_flavors.yaml").read_text())
+        if d
+    }
+    new = set(_by(ko.kueue_objects(), "ResourceFlavor"))
+    assert old < new  # the h100 AWS flavors kept their names; the others were missing
+
+
+def _rentable(cat: Catalog) -> set[tuple[str, str, str]]:
+    return {
+        (o.provider, o.region, o.gpu_type)
+        for o in cat.offers.values()
+        if o.provider in PROVIDER_STACKS
+        and (o.provider, o.region) in cat.regions
+        and o.facts["availability"].value != "unavailable"
+    }
+
+
+def coverage_problems(objects: list[dict[str, Any]], cat: Catalog) -> list[str]:
+    """Every rentable offer has, for each capacity its provider's nodes carry, a flavor with
+    its GPU type, region and capacity in every team's ClusterQueue."""
+    flavors = _by(objects, "ResourceFlavor")
+    queues = _by(objects, "ClusterQueue")
+    out = []
+    for provider, region, gpu in sorted(_rentable(cat)):
+        profile = ko.profile_for(provider)
+        assert profile is not None
+        for capacity in profile.capacities:
+            name = f"{gpu}-{region}-{capacity.replace('_', '')}"
+            f = flavors.get(name)
+            if f is None:
+                out.append(f"{provider}/{region}/{gpu}/{capacity}: no flavor {name}")
+                continue
+            labels = f["spec"]["nodeLabels"]
+            if (labels.get("accelerator"), labels.get("burst/capacity")) != (gpu, capacity):
+                out.append(f"{name}: labels {labels}")
+            for team, q in queues.items():
+                if name not in _queue_flavors(q):
+                    out.append(f"{name}: not in team {team}'s ClusterQueue")
+    return out
+
+
+def test_every_gpu_region_and_capacity_the_catalog_rents_has_a_flavor_in_every_queue() -> None:
+    cat = load_catalog(use_env=False)
+    objects = ko.kueue_objects(cat)
+    assert coverage_problems(objects, cat) == []
+    # the shipped catalog: more than the one GPU type, on more than one provider
+    flavors = _by(objects, "ResourceFlavor").values()
+    assert {f["spec"]["nodeLabels"]["accelerator"] for f in flavors} >= {"h100", "h200", "b200"}
+
+
+def test_before_the_flavors_covered_one_gpu_on_aws_only() -> None:
+    old = [
+        d
+        for name in ("flavors", "clusterqueues")
+        for d in yaml.safe_load_all((BEFORE / f"deploy_kueue_{name}.yaml").read_text())
+        if d
+    ]
+    problems = coverage_problems(old, load_catalog(use_env=False))
+    assert any(p.startswith("aws/ap-southeast-3/h200/spot") for p in problems)
+    assert any(p.startswith("gcp/asia-southeast1/b200") for p in problems)
+    assert any(p.startswith("nebius/eu-north1/h100/spot_with_floor") for p in problems)
+
+
+def test_a_new_offer_gets_its_flavors_and_an_unavailable_one_none(tmp_path: Path) -> None:
+    cat = _catalog(
+        tmp_path,
+        """
+offers:
+  - provider: gcp
+    region: me-central2
+    gpu_type: h200
+    instance: a3-ultragpu-8g
+    gpus_per_instance: 8
+    on_demand_usd_per_hour: {value: 80, source: test, date: 2026-11-30}
+    spot_usd_per_hour: {value: null, source: test, date: 2026-11-30}
+    availability: {value: unknown, source: test, date: 2026-11-30}
+  - provider: aws
+    region: me-central-1
+    gpu_type: h200
+    instance: p5en.48xlarge
+    gpus_per_instance: 8
+    availability: {value: unavailable, source: test, date: 2026-11-30}
+""",
+    )
+    objects = ko.kueue_objects(cat)
+    assert coverage_problems(objects, cat) == []
+    names = set(_by(objects, "ResourceFlavor"))
+    assert {"h200-me-central2-spot", "h200-me-central2-spotwithfloor"} <= names
+    assert "h200-me-central2-ondemand" in names
+    assert not any(n.startswith("h200-me-central-1-") for n in names)
+    hybrid = _by(objects, "ResourceFlavor")["h200-me-central2-spot"]["spec"]
+    assert hybrid["nodeLabels"] == {
+        "accelerator": "h200",
+        "burst/capacity": "spot",
+        "eks.amazonaws.com/compute-type": "hybrid",
+    }
+
+
+def test_a_provider_without_a_stack_gets_no_flavor() -> None:
+    cat = load_catalog(use_env=False)
+    assert any(o.provider == "oci" for o in cat.offers.values())
+    assert ko.profile_for("oci") is None
+    names = set(_by(ko.kueue_objects(cat), "ResourceFlavor"))
+    assert "h100-ap-singapore-1-spot" not in names and "h100-me-dubai-1-ondemand" not in names
+
+
+def test_the_flavors_of_chosen_providers_only() -> None:
+    objects = ko.kueue_objects(providers=["aws"])
+    flavors = _by(objects, "ResourceFlavor")
+    assert flavors and all(
+        "topology.kubernetes.io/region" in f["spec"]["nodeLabels"] for f in flavors.values()
+    )
+    assert len(flavors) <= ko.LOCAL_QUEUE_STATUS_FLAVORS_V0_17
+    with pytest.raises(BadInputError) as err:
+        ko.kueue_objects(providers=["oci"])
+    assert "\n" not in str(err.value) and "oci" in str(err.value)
+
+
+def _one_line(exc: pytest.ExceptionInfo[BadInputError]) -> str:
+    text = str(exc.value)
+    assert "\n" not in text
+    return text
+
+
+def test_two_providers_one_region_name_is_one_error_line(tmp_path: Path) -> None:
+    cat = _catalog(
+        tmp_path,
+        """
+regions:
+  - {provider: azure, region: me-central-1, area: {value: middle_east, source: t, date: 2026}}
+offers:
+  - provider: azure
+    region: me-central-1
+    gpu_type: h100
+    instance: x
+    gpus_per_instance: 8
+    on_demand_usd_per_hour: {value: null, source: t, date: 2026}
+    spot_usd_per_hour: {value: null, source: t, date: 2026}
+    availability: {value: unknown, source: t, date: 2026}
+""",
+    )
+    with pytest.raises(BadInputError) as err:
+        ko.kueue_objects(cat)
+    assert "h100-me-central-1-spot" in _one_line(err)
+
+
+def test_a_region_that_cannot_name_a_flavor_is_one_error_line(tmp_path: Path) -> None:
+    cat = _catalog(
+        tmp_path,
+        """
+regions:
+  - {provider: aws, region: AP_Test_1, area: {value: southeast_asia, source: t, date: 2026}}
+offers:
+  - provider: aws
+    region: AP_Test_1
+    gpu_type: h100
+    instance: x
+    gpus_per_instance: 8
+    on_demand_usd_per_hour: {value: null, source: t, date: 2026}
+    spot_usd_per_hour: {value: null, source: t, date: 2026}
+    availability: {value: unknown, source: t, date: 2026}
+""",
+    )
+    with pytest.raises(BadInputError) as err:
+        ko.kueue_objects(cat)
+    assert "AP_Test_1" in _one_line(err)
+
+
+def test_more_flavors_than_a_resource_group_holds_is_one_error_line(tmp_path: Path) -> None:
+    offers = "".join(
+        f"""
+  - provider: aws
+    region: ap-southeast-1
+    gpu_type: g{i}
+    instance: x
+    gpus_per_instance: 8
+    on_demand_usd_per_hour: {{value: null, source: t, date: 2026}}
+    spot_usd_per_hour: {{value: null, source: t, date: 2026}}
+    availability: {{value: unknown, source: t, date: 2026}}"""
+        for i in range(ko.MAX_FLAVORS // 2)
+    )
+    with pytest.raises(BadInputError) as err:
+        ko.kueue_objects(_catalog(tmp_path, "offers:" + offers))
+    assert str(ko.MAX_FLAVORS) in _one_line(err)
+
+
+def test_quotas_follow_the_teams_runs_at_once() -> None:
+    objects = ko.kueue_objects()
+    queues = _by(objects, "ClusterQueue")
+    teams = yaml.safe_load((REPO / "deploy" / "gpu-quota.yaml").read_text())["data"]
+    assert set(queues) == set(teams) == set(_by(objects, "LocalQueue"))
+
+    def gpu(team: str, flavor: str) -> dict[str, Any]:
+        (rg,) = queues[team]["spec"]["resourceGroups"]
+        (f,) = [f for f in rg["flavors"] if f["name"] == flavor]
+        return {r["name"]: r for r in f["resources"]}
+
+    assert gpu("default", "h100-ap-southeast-3-spot")["nvidia.com/gpu"] == {
+        "name": "nvidia.com/gpu",
+        "nominalQuota": 8,
+        "borrowingLimit": 8,
+    }
+    assert gpu("default", "h100-ap-southeast-3-ondemand")["nvidia.com/gpu"]["nominalQuota"] == 0
+    r = gpu("ml-research", "h200-eu-north1-spotwithfloor")
+    assert (r["nvidia.com/gpu"]["nominalQuota"], r["nvidia.com/gpu"]["borrowingLimit"]) == (16, 16)
+    assert (r["cpu"]["nominalQuota"], r["memory"]["nominalQuota"]) == (192, "2560Gi")
+    r = gpu("ml-research", "b200-asia-southeast1-ondemand")
+    assert (r["nvidia.com/gpu"]["nominalQuota"], r["nvidia.com/gpu"]["borrowingLimit"]) == (8, 16)
+
+
+def test_a_bad_quota_file_is_one_error_line(tmp_path: Path) -> None:
+    quota = tmp_path / "gpu-quota.yaml"
+    quota.write_text("apiVersion: v1\nkind: ConfigMap\ndata:\n  ML_Research: '1'\n")
+    with pytest.raises(BadInputError) as err:
+        ko.team_quotas(quota)
+    assert "ML_Research" in _one_line(err)
+    quota.write_text("apiVersion: v1\nkind: ConfigMap\ndata:\n  research: 'two'\n")
+    with pytest.raises(BadInputError) as err:
+        ko.team_quotas(quota)
+    assert "research" in _one_line(err)
+
+
+def test_the_priority_classes_are_the_spec_s_bands_and_the_templates_enum() -> None:
+    bands = {n: o["value"] for n, o in _by(ko.kueue_objects(), "WorkloadPriorityClass").items()}
+    assert set(bands) == {f"burst-{p}" for p in Priority}
+    for name in ("burst-train", "burst-regional"):
+        wt = yaml.safe_load((REPO / "pipelines" / "compiled" / f"{name}.yaml").read_text())
+        (param,) = [p for p in wt["spec"]["arguments"]["parameters"] if p["name"] == "priority"]
+        # Argo refuses another value at submission: a pod naming a WorkloadPriorityClass that
+        # does not exist would never be admitted (after its GPUs were rented)
+        assert {f"burst-{p}" for p in param["enum"]} == set(bands)
+        assert param["value"] in param["enum"]
+
+
+def test_burst_kueue_writes_the_files(burst_cli: Any, tmp_path: Path) -> None:
+    out = tmp_path / "kueue"
+    r = burst_cli(["kueue", "--out", out], env={"BURST_CATALOG": ""})
+    assert r.returncode == 0, r.stderr
+    for name, text in ko.render(ko.kueue_objects()).items():
+        assert (out / name).read_text() == text
+    r = burst_cli(["kueue", "--provider", "nowhere"], env={"BURST_CATALOG": ""})
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1

@@ -1,0 +1,453 @@
+"""Scheduling across providers through Kueue: for every provider burst can rent on, the pods
+the compiled templates create (train, the gang's pods, the regional workers), with the node
+selector and tolerations that provider's Terraform hands them, are admitted by Kueue under a
+flavor of deploy/kueue, and after Kueue adds that flavor's nodeLabels and tolerations they
+still land on the nodes that provider's Terraform makes (labels and taints read from the
+.tf files, not from burst's Python).
+
+Kueue is modelled from its source (kubernetes-sigs/kueue v0.17.0):
+pkg/scheduler/flavorassigner/flavorassigner.go ``findFlavorForPodSets`` (flavors in the
+ClusterQueue's order, ``checkFlavorForPodSets``: the flavor's nodeTaints tolerated by the
+pod's and the flavor's tolerations, then ``flavorSelector`` restricted to the resource
+group's ``LabelKeys``, the union of every flavor's nodeLabels keys:
+pkg/cache/scheduler/clusterqueue.go ``updateLabelKeys``, matched against a node whose labels
+are the flavor's nodeLabels), and pkg/podset/podset.go ``FromAssignment`` + ``Merge`` (the
+flavor's nodeLabels copied into the pod's nodeSelector, an error on a conflicting value; its
+tolerations appended unless an equal one is there). Quota: a flavor fits when the team can
+reach the pod's GPUs in it (nominal + borrowingLimit, at most the cohort's nominal)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from burst.admission.kueue_objects import NODE_PROFILES, kueue_objects
+from burst.plan.catalog import load_catalog
+from burst.providers import PROVIDER_STACKS, STACK_DIRS
+from pipelines.common import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
+from pipelines.gang import UNQUOTED
+
+REPO = Path(__file__).resolve().parents[2]
+MODULES = REPO / "terraform" / "modules"
+STACKS = REPO / "terraform" / "stacks"
+KUEUE = REPO / "deploy" / "kueue"
+BEFORE = Path(__file__).resolve().parent / "before"
+COMPILED = REPO / "pipelines" / "compiled"
+RUN = "wf-1"
+EKS_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute"}
+CAPACITIES = ("spot", "on_demand", "spot_with_floor")
+GPUS_PER_NODE = 8  # the templates' gpus-per-node default: what a train pod asks for
+
+Labels = dict[str, str]
+Taint = dict[str, str]
+
+
+# --------------------------------------------------------------------------- the Terraform
+def _block(text: str, start: str) -> str:
+    """The text of the brace block of the first line that begins with ``start``."""
+    m = re.search(rf"^[ \t]*{re.escape(start)}", text, re.M)
+    assert m, f"no {start}"
+    i = text.index("{", m.end())
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i : j + 1]
+    raise AssertionError(f"unbalanced block after {start!r}")
+
+
+def _hcl_map(text: str) -> dict[str, str]:
+    """A map literal's ``"key" = expression`` pairs (expressions as text)."""
+    return dict(re.findall(r'"([^"]+)"\s*=\s*([^,\n}]+?)\s*(?:,|\n|})', text))
+
+
+def _eval(expr: str, env: dict[str, str]) -> str:
+    """The few expression forms the label maps use: "literal", var.x, lower(var.x)."""
+    expr = expr.strip()
+    if m := re.fullmatch(r'"([^"$]*)"', expr):
+        return m.group(1)
+    if m := re.fullmatch(r"var\.(\w+)", expr):
+        return env[m.group(1)]
+    if m := re.fullmatch(r"lower\(var\.(\w+)\)", expr):
+        return env[m.group(1)].lower()
+    raise AssertionError(f"label expression the test does not read: {expr}")
+
+
+@dataclass
+class NodeGroup:
+    labels: Labels
+    taints: list[Taint]
+
+
+@dataclass
+class Rented:
+    """What one candidate's stack makes: its node groups, and the selector and tolerations
+    its outputs hand the train pods."""
+
+    groups: list[NodeGroup]
+    selector: Labels
+    tolerations: list[dict[str, str]]
+
+
+def aws_rented(gpu: str, region: str, capacity: str) -> Rented:
+    """terraform/stacks/burst-run applying terraform/modules/aws-gpu-nodegroup."""
+    stack = (STACKS / "burst-run" / "main.tf").read_text()
+    call = _block(stack, 'module "nodegroup"')
+    assert re.search(r'capacity_type\s*=\s*local\.spot \? "SPOT" : "ON_DEMAND"', call)
+    assert re.search(r'spot\s*=\s*var\.capacity != "on_demand"', stack)
+    assert re.search(r'floor\s*=\s*var\.capacity == "spot_with_floor"', stack)
+    assert not re.search(r"^\s*labels\s*=", call, re.M), "burst-run now passes node labels"
+    capacity_type = "ON_DEMAND" if capacity == "on_demand" else "SPOT"
+    floor = capacity == "spot_with_floor"
+    env = {"accelerator": gpu, "run_id": RUN, "capacity_type": capacity_type, "region": region}
+    main = (MODULES / "aws-gpu-nodegroup" / "main.tf").read_text()
+    local = re.search(r"labels = merge\(var\.labels, (\{.*?\})\)", main, re.S)
+    assert local, "aws-gpu-nodegroup no longer builds local.labels as expected"
+    base = {k: _eval(v, env) for k, v in _hcl_map(local.group(1)).items()}
+
+    def group(name: str) -> NodeGroup:
+        body = _block(main, f'resource "aws_eks_node_group" "{name}"')
+        extra = re.search(r"labels\s*=\s*merge\(local\.labels, (\{[^}]*\})\)", body)
+        assert extra, f"node group {name}: labels no longer merge local.labels"
+        labels = base | {k: _eval(v, env) for k, v in _hcl_map(extra.group(1)).items()}
+        # the cloud's own label: EC2 nodes of EKS carry their region (the AWS cloud provider)
+        labels["topology.kubernetes.io/region"] = region
+        taints = []
+        for m in re.finditer(r'(dynamic "taint" \{.*?\n  \}|\n  taint \{.*?\n  \})', body, re.S):
+            cond = re.search(r'capacity_type == "(\w+)"', m.group(1))
+            if cond and cond.group(1) != capacity_type:
+                continue
+            k, v, e = re.search(  # type: ignore[union-attr]
+                r'key\s*=\s*"([^"]+)"\s*value\s*=\s*"([^"]*)"\s*effect\s*=\s*"(\w+)"', m.group(1)
+            ).groups()
+            taints.append({"key": k, "value": v, "effect": EKS_EFFECTS[e]})
+        return NodeGroup(labels, taints)
+
+    groups = [group("main")]
+    if floor:
+        groups.append(group("on_demand_floor"))
+    outputs = (MODULES / "aws-gpu-nodegroup" / "outputs.tf").read_text()
+    sel = _block(outputs, 'output "node_selector"')
+    first = re.search(r"merge\(\s*(\{[^}]*\})", sel)
+    assert first, "aws-gpu-nodegroup's node_selector is no longer a merge"
+    selector = {k: _eval(v, env) for k, v in _hcl_map(first.group(1)).items()}
+    cond = re.search(
+        r'var\.capacity_type == "SPOT" && var\.on_demand_floor > 0 \? \{\} : (\{[^}]*\})', sel
+    )
+    assert cond, "aws-gpu-nodegroup's node_selector no longer drops capacity under a floor"
+    if not floor:
+        selector |= {k: _eval(v, env) for k, v in _hcl_map(cond.group(1)).items()}
+    stack_out = _block((STACKS / "burst-run" / "outputs.tf").read_text(), 'output "node_selector"')
+    region_key = re.search(r'"([^"]+)"\s*=\s*var\.region', stack_out)
+    assert region_key, "burst-run's node_selector no longer adds the region"
+    selector[region_key.group(1)] = region
+    tol = _block(outputs, 'output "tolerations"')
+    tolerations = []
+    for line in tol.splitlines():
+        c = re.search(r'capacity_type == "(\w+)"', line)
+        if c and c.group(1) != capacity_type:
+            continue
+        for m in re.finditer(r"\{\s*(key\s*=[^}]*)\}", line):
+            tolerations.append({k: v for k, v in re.findall(r'(\w+)\s*=\s*"([^"]*)"', m.group(1))})
+    return Rented(groups, selector, tolerations)
+
+
+def hybrid_rented(stack: str, gpu: str, region: str, capacity: str) -> Rented:
+    """terraform/stacks/<stack> (gcp-run, azure-run, nebius-run): its VMs join the home EKS
+    cluster through terraform/modules/aws-hybrid-join, every node with the same labels and
+    taints (nodeadm's --node-labels and --register-with-taints), whatever its pool."""
+    env = {"accelerator": gpu, "capacity": capacity, "run_id": RUN, "region": region}
+    text = (STACKS / stack / "main.tf").read_text()
+    node_labels = re.search(r"node_labels = (\{[^}]*\})", text)
+    assert node_labels, f"{stack}: no node_labels local"
+    labels = {k: _eval(v, env) for k, v in _hcl_map(node_labels.group(1)).items()}
+    assert re.search(r"node_labels\s*=\s*local\.node_labels", _block(text, 'module "home"'))
+    run_taint = re.search(r'run_taint = "([^"]+)"', text)
+    assert run_taint and re.search(r"node_taints\s*=\s*\[local\.run_taint\]", text)
+    join = (MODULES / "aws-hybrid-join" / "main.tf").read_text()
+    merged = re.search(r"labels\s*=\s*merge\(var\.node_labels, (\{[^}]*\})\)", join)
+    assert merged, "aws-hybrid-join no longer builds local.labels as expected"
+    labels |= {k: _eval(v, env) for k, v in _hcl_map(merged.group(1)).items()}
+    assert re.search(r'"--node-labels=\$\{join\(",", \[for k, v in local\.labels', join)
+    base = re.search(r'taints\s*=\s*concat\(\["([^"]+)"\], var\.node_taints\)', join)
+    assert base
+    taints = []
+    for t in (base.group(1), run_taint.group(1).replace("${var.run_id}", RUN)):
+        kv, effect = t.rsplit(":", 1)
+        k, _, v = kv.partition("=")
+        taints.append({"key": k, "value": v, "effect": effect})
+    outputs = (MODULES / "aws-hybrid-join" / "outputs.tf").read_text()
+    sel = _block(outputs, 'output "node_selector"')
+    eks = re.search(r"merge\(local\.labels, (\{[^}]*\})\)", sel)
+    assert eks, "aws-hybrid-join's node_selector is no longer its labels and EKS's"
+    # EKS labels every hybrid node eks.amazonaws.com/compute-type: hybrid (the selector
+    # relies on it); the nodes carry no region label
+    eks_labels = {k: _eval(v, env) for k, v in _hcl_map(eks.group(1)).items()}
+    node = NodeGroup(labels | eks_labels, taints)
+    tol = _block(outputs, 'output "tolerations"')
+    assert 'operator = "Equal"' in tol  # one Equal toleration a taint
+    tolerations = [
+        {"key": t["key"], "operator": "Equal", "value": t["value"], "effect": t["effect"]}
+        for t in taints
+    ]
+    return Rented([node], labels | eks_labels, tolerations)
+
+
+def rented(provider: str, gpu: str, region: str, capacity: str) -> Rented:
+    stack = STACK_DIRS[PROVIDER_STACKS[provider]]
+    if stack == "burst-run":
+        return aws_rented(gpu, region, capacity)
+    return hybrid_rented(stack, gpu, region, capacity)
+
+
+# --------------------------------------------------------------------------- Kueue, modelled
+def tolerates(t: dict[str, Any], taint: Taint) -> bool:
+    """core/v1 Toleration.ToleratesTaint."""
+    if t.get("effect") and t["effect"] != taint["effect"]:
+        return False
+    if t.get("key") and t["key"] != taint["key"]:
+        return False
+    if not t.get("key") and t.get("operator") != "Exists":
+        return False
+    if t.get("operator", "Equal") == "Exists":
+        return True
+    return str(t.get("value", "")) == taint.get("value", "")
+
+
+def lands_on(spec: dict[str, Any], group: NodeGroup) -> bool:
+    selector = spec.get("nodeSelector") or {}
+    if any(group.labels.get(k) != v for k, v in selector.items()):
+        return False
+    hard = [t for t in group.taints if t["effect"] in ("NoSchedule", "NoExecute")]
+    return all(any(tolerates(t, x) for t in spec.get("tolerations") or []) for x in hard)
+
+
+@dataclass
+class Queues:
+    flavors: dict[str, dict[str, Any]]
+    queues: dict[str, dict[str, Any]]
+
+    @classmethod
+    def of(cls, objects: list[dict[str, Any]]) -> Queues:
+        return cls(
+            {o["metadata"]["name"]: o for o in objects if o["kind"] == "ResourceFlavor"},
+            {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterQueue"},
+        )
+
+    @classmethod
+    def load(cls, *paths: Path) -> Queues:
+        return cls.of([d for p in paths for d in yaml.safe_load_all(p.read_text()) if d])
+
+    def group(self, team: str) -> dict[str, Any]:
+        (rg,) = [
+            rg
+            for rg in self.queues[team]["spec"]["resourceGroups"]
+            if "nvidia.com/gpu" in rg["coveredResources"]
+        ]
+        return rg  # type: ignore[no-any-return]
+
+    def reachable(self, team: str, flavor: str) -> int:
+        def gpu(q: dict[str, Any]) -> tuple[int, int | None]:
+            for rg in q["spec"]["resourceGroups"]:
+                for f in rg["flavors"]:
+                    if f["name"] == flavor:
+                        for r in f["resources"]:
+                            if r["name"] == "nvidia.com/gpu":
+                                return int(r["nominalQuota"]), r.get("borrowingLimit")
+            return 0, 0
+
+        cohort = sum(gpu(q)[0] for q in self.queues.values())
+        nominal, limit = gpu(self.queues[team])
+        return min(cohort, nominal + limit if limit is not None else cohort)
+
+    def admit(self, team: str, spec: dict[str, Any], gpus: int) -> str | None:
+        """The flavor Kueue admits a pod under (quota free), or None (never admitted)."""
+        rg = self.group(team)
+        keys = {k for f in rg["flavors"] for k in self.flavors[f["name"]]["spec"]["nodeLabels"]}
+        selector = {k: v for k, v in (spec.get("nodeSelector") or {}).items() if k in keys}
+        for f in rg["flavors"]:
+            fs = self.flavors[f["name"]]["spec"]
+            tols = [*(spec.get("tolerations") or []), *(fs.get("tolerations") or [])]
+            if any(
+                not any(tolerates(t, x) for t in tols)
+                for x in fs.get("nodeTaints") or []
+                if x["effect"] in ("NoSchedule", "NoExecute")
+            ):
+                continue
+            if any(fs["nodeLabels"].get(k) != v for k, v in selector.items()):
+                continue
+            if self.reachable(team, f["name"]) < gpus:
+                continue
+            return str(f["name"])
+        return None
+
+    def inject(self, spec: dict[str, Any], flavor: str) -> dict[str, Any]:
+        """podset.Merge: the flavor's nodeLabels into the selector (a conflict is an error),
+        its tolerations appended unless an equal one is there."""
+        fs = self.flavors[flavor]["spec"]
+        selector = dict(spec.get("nodeSelector") or {})
+        for k, v in fs["nodeLabels"].items():
+            if k in selector and selector[k] != v:
+                raise AssertionError(f"conflict for key={k}: {selector[k]} vs {v}")
+            selector[k] = v
+        tolerations = list(spec.get("tolerations") or [])
+        tolerations += [t for t in fs.get("tolerations") or [] if t not in tolerations]
+        return {**spec, "nodeSelector": selector, "tolerations": tolerations}
+
+
+# --------------------------------------------------------------------------- the pods
+def gpu_pods(
+    selector: Labels, tolerations: list[dict[str, str]]
+) -> list[tuple[str, Labels, dict[str, Any]]]:
+    """Every pod of the compiled templates that Kueue queues, as Argo (podSpecPatch) or
+    Volcano (the gang's task templates) creates it with provision's selector and tolerations:
+    (name, labels, spec)."""
+    subs = {
+        "{{inputs.parameters.node-selector}}": json.dumps(selector),
+        "{{inputs.parameters.tolerations}}": json.dumps(tolerations),
+    }
+    out = []
+    for wf in ("burst-train", "burst-regional"):
+        manifest = yaml.safe_load((COMPILED / f"{wf}.yaml").read_text())
+        for t in manifest["spec"]["templates"]:
+            labels = (t.get("metadata") or {}).get("labels") or {}
+            if KUEUE_QUEUE_LABEL in labels:
+                assert "podSpecPatch" in t, f"{wf}/{t['name']}: queued, not placed"
+                text = t["podSpecPatch"]
+                for tag, value in subs.items():
+                    text = text.replace(tag, value)
+                out.append((f"{wf}/{t['name']}", labels, json.loads(text)))
+            if "resource" in t and KUEUE_QUEUE_LABEL in t["resource"]["manifest"]:
+                text = t["resource"]["manifest"]
+                for tag in UNQUOTED:
+                    text = text.replace(tag, subs.get(tag, "2"))
+                job = yaml.safe_load(text)
+                for task in job["spec"]["tasks"]:
+                    tpl = task["template"]
+                    out.append(
+                        (f"{wf}/{t['name']}/{task['name']}", tpl["metadata"]["labels"], tpl["spec"])
+                    )
+    return out
+
+
+def test_the_pods_kueue_queues_are_found() -> None:
+    names = {n for n, _, _ in gpu_pods({}, [])}
+    assert {
+        "burst-train/train",
+        "burst-train/train-gang/master",
+        "burst-train/train-gang/worker",
+        "burst-regional/regional-worker",
+    } <= names
+
+
+# --------------------------------------------------------------------------- the checks
+def offers(provider: str) -> list[tuple[str, str]]:
+    cat = load_catalog(use_env=False)
+    return sorted({(o.region, o.gpu_type) for o in cat.offers.values() if o.provider == provider})
+
+
+def placement_problems(queues: Queues, provider: str) -> list[str]:
+    """Each way a pod of a run on ``provider`` is not admitted, or admitted where it cannot
+    run, for every offer of the provider and every capacity type."""
+    out = []
+    teams = sorted(queues.queues)
+    for region, gpu in offers(provider):
+        for capacity in CAPACITIES:
+            r = rented(provider, gpu, region, capacity)
+            for name, labels, spec in gpu_pods(r.selector, r.tolerations):
+                where = f"{provider}/{region}/{gpu}/{capacity} {name}"
+                assert labels[KUEUE_QUEUE_LABEL] == "{{workflow.parameters.team}}"
+                assert labels[KUEUE_PRIORITY_LABEL] == "burst-{{workflow.parameters.priority}}"
+                for team in teams:
+                    flavor = queues.admit(team, spec, GPUS_PER_NODE)
+                    if flavor is None:
+                        out.append(f"{where} ({team}): never admitted")
+                        continue
+                    admitted = queues.inject(spec, flavor)
+                    if not any(lands_on(admitted, g) for g in r.groups):
+                        extra = {
+                            k: v
+                            for k, v in admitted["nodeSelector"].items()
+                            if all(g.labels.get(k) != v for g in r.groups)
+                        }
+                        out.append(
+                            f"{where} ({team}): admitted under {flavor}, lands nowhere {extra}"
+                        )
+    return out
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDER_STACKS))
+def test_every_provider_s_pods_are_admitted_and_land_on_its_nodes(provider: str) -> None:
+    assert offers(provider), f"the catalog offers nothing on {provider}"
+    assert placement_problems(Queues.load(*sorted(KUEUE.glob("*.yaml"))), provider) == []
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDER_STACKS))
+def test_the_generated_objects_place_every_provider_s_pods(provider: str) -> None:
+    """The generator's objects (what a test on a real Kueue applies), not only the files."""
+    assert placement_problems(Queues.of(kueue_objects()), provider) == []
+
+
+def test_before_the_hybrid_runs_got_an_aws_region_and_other_gpus_no_flavor() -> None:
+    old = Queues.load(
+        BEFORE / "deploy_kueue_flavors.yaml", BEFORE / "deploy_kueue_clusterqueues.yaml"
+    )
+    gcp = placement_problems(old, "gcp")
+    assert any("h100" in p and "topology.kubernetes.io/region" in p for p in gcp)
+    assert any("b200" in p and "never admitted" in p for p in gcp)
+    assert any("spot_with_floor" in p and "never admitted" in p for p in gcp)
+    aws = placement_problems(old, "aws")
+    assert any("h200" in p and "never admitted" in p for p in aws)
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDER_STACKS))
+def test_each_flavor_names_exactly_the_labels_and_taints_of_its_provider_s_nodes(
+    provider: str,
+) -> None:
+    """A flavor's nodeLabels are the labels every node of its provider, region, GPU and
+    capacity carries, but the run's own; its tolerations are the stack's own tolerations of
+    taints those nodes carry (so Kueue adds nothing the pod did not have)."""
+    flavors = [o for o in kueue_objects() if o["kind"] == "ResourceFlavor"]
+    seen = 0
+    for region, gpu in offers(provider):
+        for capacity in CAPACITIES:
+            r = rented(provider, gpu, region, capacity)
+            for g in r.groups:
+                cap = g.labels["burst/capacity"]
+                name = f"{gpu}-{region}-{cap.replace('_', '')}"
+                (f,) = [f for f in flavors if f["metadata"]["name"] == name]
+                expected = {k: v for k, v in g.labels.items() if k != "burst/run-id"}
+                assert f["spec"]["nodeLabels"] == expected, name
+                for t in f["spec"].get("tolerations") or []:
+                    assert t in r.tolerations, f"{name}: {t} is not the stack's toleration"
+                    assert any(tolerates(t, x) for x in g.taints), f"{name}: {t} tolerates no taint"
+                fixed = [x for x in g.taints if x["key"] != "burst/run-id"]
+                assert all(
+                    any(tolerates(t, x) for t in f["spec"].get("tolerations") or []) for x in fixed
+                ), name
+                seen += 1
+    assert seen
+
+
+def test_the_node_profiles_cover_every_stack() -> None:
+    assert set(NODE_PROFILES) == set(STACK_DIRS)
+
+
+def test_the_terraform_readers_see_the_nodes() -> None:
+    r = rented("aws", "h100", "ap-southeast-3", "spot_with_floor")
+    assert [g.labels["burst/capacity"] for g in r.groups] == ["spot", "on_demand"]
+    assert "burst/capacity" not in r.selector
+    assert r.selector["topology.kubernetes.io/region"] == "ap-southeast-3"
+    assert {t["key"] for t in r.groups[0].taints} == {"nvidia.com/gpu", "spot"}
+    assert {t["key"] for t in r.groups[1].taints} == {"nvidia.com/gpu"}
+    h = rented("nebius", "h200", "eu-north1", "spot_with_floor")
+    assert h.selector["burst/capacity"] == "spot_with_floor"
+    assert h.selector["eks.amazonaws.com/compute-type"] == "hybrid"
+    assert "topology.kubernetes.io/region" not in h.groups[0].labels
+    assert {"key": "burst/run-id", "value": RUN, "effect": "NoSchedule"} in h.groups[0].taints
