@@ -10,7 +10,9 @@ covered less than an epoch (the quickstart covers 960 of its 4096 samples).
 
 Every tier is stored as a checkpoint in the run's store, under ``tiers/<name>/`` (the same
 chunk store, manifest commit and content addressing as the run's checkpoints, written by
-``CheckpointManager``); ``tiers/index.json`` lists them with their figures.
+``CheckpointManager``), and as a Triton model repository under ``tiers/<name>/triton/`` (what
+deploy/inference's InferenceServices load: ``burst.inference.triton_repo``);
+``tiers/index.json`` lists them with their figures.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from burst.checkpoint.catalog import latest_checkpoint
 from burst.checkpoint.manager import CheckpointManager
 from burst.checkpoint.restore import restore_checkpoint
 from burst.errors import BadInputError, CheckpointError
+from burst.inference.triton_repo import export_tier, repository_key
 from burst.spec import BurstJob
 from burst.storage import open_store
 from burst.storage.location import run_url
@@ -59,6 +62,8 @@ class TierArtifact(BaseModel):
     heldout_loss: float
     latency_ms_p50: float  # one sample, in this process, on this machine's CPU (measured)
     quantized: bool = False
+    # its Triton model repository (an InferenceService's storageUri); None before it was written
+    triton: str | None = None
 
 
 class TiersDocument(BaseModel):
@@ -248,6 +253,7 @@ def _distill(
     for name, (state, net, kind) in states.items():
         tier_url = f"{url}/tiers/{name}"
         key = _save(tier_url, step, state)
+        export_tier(store, name, kind, net, heldout[0][0])
         tiers.append(
             TierArtifact(
                 name=name,
@@ -263,6 +269,7 @@ def _distill(
                 heldout_loss=heldout_loss(net, setup, heldout),
                 latency_ms_p50=latency_ms(net, sample),
                 quantized=name == "distilled-int8",
+                triton=f"{url}/{repository_key(name)}",
             )
         )
         log.info(

@@ -60,6 +60,7 @@ from burst.inference.routing import (
     plan_request,
     run_plan,
 )
+from burst.inference.triton_repo import DEFAULT_QUEUE_LIMIT, model_name
 from burst.regional.links import LinkEmulator
 
 log = logging.getLogger(__name__)
@@ -267,7 +268,7 @@ class TritonTier:
     ) -> None:
         self.name, self.kind, self.region = name, kind, region
         self.compute_ms, self.queue_limit = compute_ms, queue_limit
-        self.model_name = name.replace("-", "_")
+        self.model_name = model_name(name)  # as in the tier's Triton model repository
         http, grpc, metrics = _free_ports(3)
         self.url = f"http://127.0.0.1:{http}"
         self.metrics_url = f"http://127.0.0.1:{metrics}/metrics"
@@ -623,7 +624,7 @@ class TierPlacement:
     kind: TierKind
     region: str
     compute_ms: float  # emulated model time per request
-    queue_limit: int = 8
+    queue_limit: int = DEFAULT_QUEUE_LIMIT
 
 
 DEFAULT_PLACEMENT = (

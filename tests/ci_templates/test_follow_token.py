@@ -12,14 +12,21 @@ exit handler tears down) only when the CI job was cancelled.
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
+
+from tests.conftest import BurstCli
 
 NAME = "quickstart-x7k2p"
 PATH = f"/api/v1/workflows/ml/{NAME}"
@@ -196,3 +203,119 @@ def test_argo_unreachable_is_ridden_out_then_reported_as_infrastructure(
         follower.state()
     assert now[0] >= 60
     assert finish(follower, cancelled=True) == "leave"
+
+
+# -- the end of a CI job in a fresh shell: no ARGO_TOKEN (audit "CI cancel and protected
+# environments"). GitLab's after_script, and the burst:teardown job, never see the token that
+# the job's script exported: --token-command gives the first one.
+
+
+def test_finish_without_argo_token_gets_one_from_the_token_command(
+    argo: HTTPServer, monkeypatch: pytest.MonkeyPatch, burst_cli: BurstCli
+) -> None:
+    """Before: `ARGO_TOKEN is not set` (exit 2) before Argo was asked, so a cancelled GitLab
+    job's after_script never stopped its workflow."""
+    monkeypatch.delenv("ARGO_TOKEN")
+    fake = FakeArgo(running_polls=10_000, old_valid=0)
+    serve(argo, fake)
+    spec = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
+    proc = burst_cli(
+        ["finish", NAME, "--spec", str(spec), "--cancelled", "--wait", "0",
+         "--token-command", TOKEN_COMMAND],
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"{NAME}: stopped" in proc.stdout
+    assert len(fake.stops) == 1 and fake.refused == 0  # the first token was the fresh one
+
+
+def test_status_and_cancel_without_argo_token_use_the_token_command(
+    argo: HTTPServer, monkeypatch: pytest.MonkeyPatch, burst_cli: BurstCli
+) -> None:
+    monkeypatch.delenv("ARGO_TOKEN")
+    fake = FakeArgo(running_polls=10_000, old_valid=0)
+    serve(argo, fake)
+    proc = burst_cli(["status", NAME, "--token-command", TOKEN_COMMAND])
+    assert proc.returncode == 0 and f"{NAME}: Running" in proc.stdout, proc.stderr
+    proc = burst_cli(
+        ["cancel", NAME, "--token-command", TOKEN_COMMAND, "--runs-root", "/nonexistent"]
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert len(fake.stops) == 1
+    # without a way to get one, the message still says what is missing (exit 2)
+    proc = burst_cli(["status", NAME])
+    assert proc.returncode == 2 and "ARGO_TOKEN is not set" in proc.stderr
+
+
+def _gitlab_variables(job: dict[str, Any], overrides: dict[str, str]) -> dict[str, str]:
+    """The job's variables as the runner hands them to a shell: the template's, then the
+    project's CI/CD variables (higher precedence), with $VAR references expanded."""
+    raw = {k: str(v) for k, v in (job.get("variables") or {}).items()}
+    raw.update(overrides)
+    ref = re.compile(r"\$\{?(\w+)\}?")
+
+    def expand(values: dict[str, str]) -> dict[str, str]:
+        return {k: ref.sub(lambda m: values.get(m.group(1), ""), v) for k, v in values.items()}
+
+    for _ in range(5):
+        raw = expand(raw)
+    return raw
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("status", ["canceled", "failed", "timedout"])
+def test_gitlab_after_script_of_the_submit_job_in_a_fresh_shell(
+    argo: HTTPServer, burst_cmd: list[str], tmp_path: Path, status: str
+) -> None:
+    """The submit job's after_script, run as GitLab Runner runs it: a new bash with the job's
+    variables only (no ARGO_TOKEN: the script's export is gone), in the project directory,
+    CI_JOB_STATUS set. Cancelled: the workflow gets `argo stop`. Failed or timed out: a
+    running workflow is left alone. Before: `burst finish` exited 2 (ARGO_TOKEN is not set)
+    and the cancelled job's workflow went on training."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from ci_rules import flat, resolve_gitlab
+
+    repo = Path(__file__).resolve().parents[2]
+    job = resolve_gitlab(yaml.safe_load((repo / "ci/gitlab/burst.gitlab-ci.yml").read_text()))[
+        "burst:submit"
+    ]
+    fake = FakeArgo(running_polls=10_000, old_valid=0)
+    serve(argo, fake)
+    project = tmp_path / "project"
+    (project / "examples").mkdir(parents=True)
+    shutil.copy(repo / "examples" / "quickstart.yaml", project / "examples")
+    (project / "burst.env").write_text(f"BURST_RUN_ID={NAME}\nBURST_TF_STACK=aws\n")
+    # what before_script installed into the project directory (kept between the shells)
+    bin_dir = project / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").symlink_to(sys.executable)
+    shims = {
+        "burst": "exec " + " ".join(shlex.quote(w) for w in burst_cmd) + ' "$@"',
+        "aws": 'case "$*" in "eks get-token"*) echo fresh ;; *) exit 3 ;; esac',
+    }
+    for name, body in shims.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env = _gitlab_variables(
+        job,
+        {
+            "CI_PROJECT_DIR": str(project), "CI_PROJECT_ID": "7", "CI_PIPELINE_ID": "9",
+            "BURST_AWS_REGION": "ap-southeast-1", "BURST_EKS_CLUSTER": "gpu",
+            "BURST_ARGO_SERVER": argo.url_for("/"), "ARGO_NAMESPACE": "ml",
+            "BURST_ID_TOKEN": "id-token", "CI_JOB_STATUS": status,
+        },
+    )  # fmt: skip
+    env.update(PATH=os.environ["PATH"], HOME=str(tmp_path))
+    assert "ARGO_TOKEN" not in env
+    script = "\n".join(flat(job["after_script"]))
+    proc = subprocess.run(
+        ["bash", "-c", "set -eo pipefail\n" + script], cwd=project, env=env,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    if status == "canceled":
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"{NAME}: stopped" in proc.stdout
+        assert len(fake.stops) == 1
+    else:
+        assert f"{NAME}: leave" in proc.stdout, proc.stdout + proc.stderr
+        assert fake.stops == [] and fake.phase == "Running"
+    assert (project / ".burst-id-token").read_text() == "id-token"

@@ -52,6 +52,13 @@ def test_quickstart_run_to_served_tiers(tmp_path: Path) -> None:
     for t in index["tiers"]:  # each tier is a committed checkpoint in the run's store
         store = Path(t["store"].removeprefix("file://"))
         assert (store / t["manifest"]).is_file() and any((store / "chunks").iterdir())
+        # ... and a Triton model repository, what deploy/inference's storageUris name
+        repo, model = Path(t["triton"].removeprefix("file://")), t["name"].replace("-", "_")
+        assert repo == store / "triton"
+        assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()) == [
+            f"{model}/1/model.pt",
+            f"{model}/config.pbtxt",
+        ]
     out = tmp_path / "serve.json"
     serve = _run(
         *cli,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from burst.cli.commands.status import TOKEN_COMMAND_HELP
+from burst.cli.commands.status import TOKEN_COMMAND_HELP, argo_settings
 
 
 @click.command("cancel")
@@ -65,10 +65,10 @@ def command(
             raise not_found(run, root)
         import dataclasses
 
-        from burst.runner.argo import ArgoUnauthorized, settings_from_env, stop
+        from burst.runner.argo import ArgoUnauthorized, stop
         from burst.runner.follow import TokenSource
 
-        settings = settings_from_env(namespace)
+        settings = argo_settings(namespace, token_command)
         message = "cancelled with `burst cancel`"
         try:
             stop(run, settings, message)

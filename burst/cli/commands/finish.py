@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from burst.cli.commands.status import TOKEN_COMMAND_HELP
+from burst.cli.commands.status import TOKEN_COMMAND_HELP, argo_settings
 from burst.errors import EXIT_INFRA
 
 
@@ -30,6 +30,15 @@ from burst.errors import EXIT_INFRA
 )
 @click.option("--token-command", help=TOKEN_COMMAND_HELP)
 @click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=1800.0,
+    show_default=True,
+    help="With --cancelled: seconds to wait for the stopped workflow to end (its exit handler "
+    "tears down whether or not this waits; a CI job's end has little time after a cancel).",
+)
+@click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default="teardown.json",
@@ -42,6 +51,7 @@ def command(
     namespace: str | None,
     cancelled: bool,
     token_command: str | None,
+    wait_s: float,
     out: Path,
 ) -> None:
     """Tear run NAME down from CI only when no workflow drives it any more.
@@ -52,11 +62,10 @@ def command(
     and not cancelled, or Argo cannot be asked: touches nothing and exits 4 (the workflow's
     deadline, its exit handler and the reaper remain).
     """
-    from burst.runner.argo import settings_from_env
     from burst.runner.follow import Follower, TokenSource, finish
 
-    follower = Follower(name, settings_from_env(namespace), TokenSource(token_command))
-    decision = finish(follower, cancelled=cancelled)
+    follower = Follower(name, argo_settings(namespace, token_command), TokenSource(token_command))
+    decision = finish(follower, cancelled=cancelled, wait_s=wait_s)
     click.echo(f"{name}: {decision}")
     if decision == "stopped":
         raise SystemExit(0)

@@ -4,15 +4,36 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from burst.runner import DEFAULT_MAX_OUTAGE_S
 
+if TYPE_CHECKING:
+    from burst.runner.argo import ArgoSettings
+
 TOKEN_COMMAND_HELP = (
     "Command printing a fresh Argo bearer token, run when the server refuses the current one "
-    "(e.g. 'aws eks get-token --cluster-name C --query status.token --output text')."
+    "(e.g. 'aws eks get-token --cluster-name C --query status.token --output text'); it "
+    "also gives the first token when ARGO_TOKEN is not set."
 )
+
+
+def argo_settings(namespace: str | None, token_command: str | None) -> ArgoSettings:
+    """The Argo settings from the environment. With ``--token-command`` and no ARGO_TOKEN, the
+    first token comes from the command: the end of a CI job runs in a fresh shell (GitLab's
+    after_script, a later job), where a token exported by the job's script is gone, and a
+    cancelled job must still reach Argo to stop its workflow."""
+    from burst.runner.argo import settings_from_env
+    from burst.runner.follow import TokenSource
+    from burst.settings import current, use
+
+    env = current()
+    if token_command and not env.argo_token and env.argo_server:
+        with use(env.replace(ARGO_TOKEN=TokenSource(token_command).refresh())):
+            return settings_from_env(namespace)
+    return settings_from_env(namespace)
 
 
 @click.command("status")
@@ -107,12 +128,11 @@ def command(
     else:
         if not current().argo_server:
             raise not_found(run, root)
-        from burst.runner.argo import settings_from_env
         from burst.runner.follow import Follower, TokenSource
 
         follower = Follower(
             run,
-            settings_from_env(namespace),
+            argo_settings(namespace, token_command),
             TokenSource(token_command),
             max_outage_s=max_outage if follow else 0.0,  # one look: no retries
             interval_s=interval,

@@ -9,16 +9,13 @@ output "node_names" {
 }
 
 output "node_selector" {
-  description = "Node selector the train step uses to land on this node group."
-  value       = local.hybrid ? local.hybrid_selector : { "accelerator" = var.gpu_type, "burst/run-id" = var.run_id }
+  description = "Node selector the train step uses to land on this node group (as cloud_provider's stack outputs it)."
+  value       = local.hybrid ? local.hybrid_labels : local.managed_selector
 }
 
 output "tolerations" {
-  description = "Tolerations the train step needs for this node group's taints."
-  value = local.hybrid ? local.hybrid_tolerations : concat(
-    [{ key = "nvidia.com/gpu", operator = "Exists", effect = "NoSchedule" }],
-    var.capacity == "on_demand" ? [] : [local.spot_toleration],
-  )
+  description = "Tolerations the train step needs for this node group's taints (as cloud_provider's stack outputs them)."
+  value       = local.hybrid ? local.hybrid_tolerations : local.managed_tolerations
 }
 
 output "service_account" {

@@ -68,3 +68,25 @@ variable "site" {
   description = "The candidate's site variables (what a cloud stack takes from BURST_TF_SITE_VARS), each JSON-encoded; recorded on the emulated VPN and node group."
   default     = {}
 }
+
+variable "gpus_per_node" {
+  type        = number
+  description = "GPUs on each node (the run's gpus-per-node: the candidate's GPUs over its nodes), recorded on each emulated node. Null: the site's gpus_per_node, else 8."
+  default     = null
+
+  validation {
+    condition     = var.gpus_per_node == null || try(var.gpus_per_node >= 1 && var.gpus_per_node <= 16 && floor(var.gpus_per_node) == var.gpus_per_node, false)
+    error_message = "gpus_per_node must be a whole number from 1 to 16."
+  }
+}
+
+variable "on_demand_floor" {
+  type        = number
+  description = "With capacity spot_with_floor: how many of the node_count nodes are on-demand (the last ones), as the cloud stacks take it. Null: the site's on_demand_floor, else 1. Ignored for other capacities."
+  default     = null
+
+  validation {
+    condition     = var.on_demand_floor == null || try(var.on_demand_floor >= 0 && floor(var.on_demand_floor) == var.on_demand_floor, false)
+    error_message = "on_demand_floor must be a whole number, 0 or more."
+  }
+}

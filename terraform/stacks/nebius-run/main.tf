@@ -34,10 +34,14 @@ locals {
   prefix          = "runs/${var.run_id}/"
 
   # every node of the run carries these labels and the run's taint (nvidia.com/gpu and
-  # burst/run-id are added by the home module), so only this run's train pods land there
+  # burst/run-id are added by the home module), so only this run's train pods land there.
+  # The region too: a hybrid node has no cloud provider to label it, and without it the
+  # Kueue flavors of one GPU and capacity on two sites cannot be told apart
+  # (docs/reference/walk-kueue.md S9); NodeRestriction lets a kubelet set it on itself.
   node_labels = {
-    "accelerator"    = var.accelerator
-    "burst/capacity" = var.capacity
+    "accelerator"                   = var.accelerator
+    "burst/capacity"                = var.capacity
+    "topology.kubernetes.io/region" = var.region
   }
   run_taint = "burst/run-id=${var.run_id}:NoSchedule"
   # one instance per node: name => preemptible
