@@ -80,7 +80,7 @@ from pipelines.common import (
     team_parameters,
     team_settings,
 )
-from pipelines.train_pod import TRAIN_GRACE_S, train_resources
+from pipelines.train_pod import TRAIN_GRACE_S, gpu_patch, train_resources
 
 NAME = "burst-regional"
 #: A region's stack id: provision applies it, the exit handler destroys it from it alone.
@@ -143,7 +143,7 @@ def _role(role: str, image: str, *, stable: bool) -> Container:
         affinity=m.Affinity.model_validate(STABLE_AFFINITY) if stable else None,
         security_context=m.SecurityContext.model_validate(RESTRICTED_CONTAINER),
         resources=m.ResourceRequirements.model_validate(
-            train_resources() if gpu else {"requests": STEP_REQUESTS}
+            train_resources(gpus=False) if gpu else {"requests": STEP_REQUESTS}
         ),
         labels=kueue_labels() if gpu else None,  # Kueue: the team's queue, the priority
         # the region's own identity (its stack's pod role), for main and Argo's wait alike
@@ -151,7 +151,7 @@ def _role(role: str, image: str, *, stable: bool) -> Container:
         pod_spec_patch=(
             '{"nodeSelector": {{inputs.parameters.node-selector}}, '
             '"tolerations": {{inputs.parameters.tolerations}}, '
-            f'"terminationGracePeriodSeconds": {TRAIN_GRACE_S}}}'
+            f'"terminationGracePeriodSeconds": {TRAIN_GRACE_S}, {gpu_patch()}}}'
         )
         if gpu
         else None,

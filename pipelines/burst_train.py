@@ -55,7 +55,7 @@ from pipelines.common import (
     team_parameters,
     team_settings,
 )
-from pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
+from pipelines.train_pod import TRAIN_GRACE_S, gpu_patch, train_env, train_resources
 
 NAME = "burst-train"
 #: Teardown's own deadline (the exit handler runs after the workflow's has passed).
@@ -293,7 +293,7 @@ def build() -> WorkflowTemplate:
             ),
             extra_inputs=("node-selector", "tolerations"),
             stable=False,
-            resources=train_resources(),
+            resources=train_resources(gpus=False),  # the GPUs: gpu_patch()
             labels=kueue_labels(),  # Kueue's pod integration: the team's queue, the priority
             active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
             # the run's own identity (its checkpoint role), for main and Argo's wait
@@ -312,7 +312,7 @@ def build() -> WorkflowTemplate:
             pod_spec_patch=(
                 '{"nodeSelector": {{inputs.parameters.node-selector}}, '
                 '"tolerations": {{inputs.parameters.tolerations}}, '
-                f'"terminationGracePeriodSeconds": {TRAIN_GRACE_S}}}'
+                f'"terminationGracePeriodSeconds": {TRAIN_GRACE_S}, {gpu_patch()}}}'
             ),
         )
         teardown = _step_container(

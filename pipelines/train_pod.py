@@ -32,10 +32,26 @@ def train_env() -> list[dict[str, str]]:
     ]
 
 
-def train_resources() -> dict[str, Any]:
+def train_resources(gpus: bool = True) -> dict[str, Any]:
     """Every GPU of the node (extended resources: request == limit), and a CPU/memory floor so
-    the scheduler does not place the pod on a node that cannot feed them."""
-    return {
-        "requests": {"nvidia.com/gpu": GPUS, "cpu": "4", "memory": "16Gi"},
-        "limits": {"nvidia.com/gpu": GPUS},
-    }
+    the scheduler does not place the pod on a node that cannot feed them.
+
+    ``gpus=False``: the CPU/memory floor alone, for a container template, whose GPUs come from
+    :func:`gpu_patch`. Argo's full CRDs (manifests/cluster-install, hence its install.yaml)
+    validate ``resources`` quantities against the Quantity pattern, so a WorkflowTemplate
+    with ``{{workflow.parameters.gpus-per-node}}`` there is refused by the API server
+    (found by the engines tier: `kubectl apply -k deploy/`). The gang's Volcano Job is a
+    resource manifest (a string), where the parameter is substituted before it is created."""
+    floor = {"cpu": "4", "memory": "16Gi"}
+    if not gpus:
+        return {"requests": floor}
+    return {"requests": {"nvidia.com/gpu": GPUS, **floor}, "limits": {"nvidia.com/gpu": GPUS}}
+
+
+def gpu_patch() -> str:
+    """The podSpecPatch fragment that gives the main container the node's GPUs (request ==
+    limit), substituted by Argo before the pod is made: a JSON member list to put inside the
+    patch's object."""
+    gpu = f'{{"nvidia.com/gpu": "{GPUS}"}}'
+    return f'"containers": [{{"name": "main", "resources": {{"requests": {gpu}, "limits": {gpu}}}}}]'
+

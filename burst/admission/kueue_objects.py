@@ -4,14 +4,15 @@
 ``make goldens``; tests/deploy/test_kueue_objects.py fails when the two drift). Call
 :func:`kueue_objects` for the list of objects (what a test against a real Kueue applies).
 
-* A **ResourceFlavor** per GPU type x region x capacity type the catalog can rent: every
-  offer (provider, region, GPU type) of a provider burst has a Terraform stack for
-  (``burst.providers``), in a region of the catalog, not known to be unavailable, times the
-  values of ``burst/capacity`` that provider's nodes carry. Its ``nodeLabels`` are exactly
-  labels those nodes carry and its ``tolerations`` exactly the stack's tolerations of the
-  taints every such node carries (:data:`NODE_PROFILES`, checked against the Terraform by
-  tests/deploy/test_kueue_providers.py). Named ``<gpu>-<region>-<capacity>`` (capacity
-  ``spot``, ``ondemand`` or ``spotwithfloor``).
+* A **ResourceFlavor** per GPU type x region x capacity type the catalog can rent on the
+  providers the site enables (:func:`site_providers`; default :func:`default_providers`):
+  every offer (provider, region, GPU type) of such a provider, in a region of the catalog, not
+  known to be unavailable, times the values of ``burst/capacity`` that provider's nodes
+  carry. Its ``nodeLabels`` are exactly labels those nodes carry and its ``tolerations``
+  exactly the stack's tolerations of the taints every such node carries
+  (:data:`NODE_PROFILES`, checked against the Terraform by tests/deploy/test_kueue_providers.py).
+  Named ``<gpu>-<region>-<capacity>`` (capacity ``spot``, ``ondemand`` or ``spotwithfloor``),
+  labelled ``burst/provider``.
 * A **WorkloadPriorityClass** per priority band of the spec (``burst-<priority>``).
 * The **Cohort** ``burst``, a **ClusterQueue** per team of ``deploy/gpu-quota.yaml`` and a
   **LocalQueue** per team in the namespace burst runs in, named after the team.
@@ -23,6 +24,11 @@ names (flavorassigner.go ``flavorSelector`` with the group's ``LabelKeys``), the
 flavor's ``nodeLabels`` into the pod's ``nodeSelector`` and appends its ``tolerations``
 (podset.go ``FromAssignment``/``Merge``). A label a flavor names that the nodes lack makes the
 admitted pod unschedulable; so does a selector value no flavor names (never admitted).
+
+Every flavor is in every team's ClusterQueue, and Kueue v0.17.0 (the version the engines tier
+runs) writes one entry per flavor of a LocalQueue's ClusterQueue into the LocalQueue's status,
+which its CRD caps at 16: :func:`kueue_objects` refuses more unless the site's Kueue has the
+fix (``local_queue_status_64``; docs/reference/walk-kueue.md S8).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from burst import checkout
 from burst.errors import BadInputError
 from burst.inputs import load_yaml_file, short
 from burst.plan.catalog import Catalog, load_catalog
-from burst.providers import PROVIDER_STACKS
+from burst.providers import PROVIDER_STACKS, store_refusal
 from burst.spec import Priority
 
 log = logging.getLogger(__name__)
@@ -71,9 +77,14 @@ DEFAULT_QUOTA: Final = checkout.ROOT / "deploy" / "gpu-quota.yaml"
 MAX_FLAVORS: Final = 64
 MAX_NODE_LABELS: Final = 8
 MAX_TOLERATIONS: Final = 8
-#: LocalQueue status lists every flavor of its ClusterQueue; v0.17.0's CRD allows 16 entries
-#: (raised to 64 by kubernetes-sigs/kueue#12082): beyond, the status update is refused.
+#: A LocalQueue's status lists every flavor of its ClusterQueue (pkg/cache/scheduler/cache.go
+#: ``LocalQueueUsage``/``filterLocalQueueUsage``, whatever is in use); v0.17.0's CRD allows 16
+#: entries in ``flavorsReservation`` and ``flavorsUsage`` (kubernetes-sigs/kueue#12082 raised
+#: it to 64 after v0.17.0). With more, the API server refuses every status update of the
+#: LocalQueue: no Active condition, no counts (admission goes on: walk-kueue S8).
 LOCAL_QUEUE_STATUS_FLAVORS_V0_17: Final = 16
+#: The label naming a flavor's provider (metadata only: Kueue does not read it).
+LABEL_PROVIDER: Final = "burst/provider"
 
 LABEL_ACCELERATOR: Final = "accelerator"
 LABEL_CAPACITY: Final = "burst/capacity"
@@ -169,13 +180,15 @@ AWS_NODES: Final = NodeProfile(
 #: Rented VMs that join the home cluster as EKS hybrid nodes (terraform/modules/aws-hybrid-join,
 #: stacks gcp-run, azure-run, nebius-run): labels ``accelerator``, ``burst/capacity`` = the
 #: candidate's capacity on every node of the run (spot, on_demand or spot_with_floor),
-#: ``burst/run-id``, and ``eks.amazonaws.com/compute-type: hybrid`` (EKS); no region label.
-#: Taints: nvidia.com/gpu=present and burst/run-id=<run>.
+#: ``topology.kubernetes.io/region`` = the run's region (the stack's ``node_labels``: no cloud
+#: provider labels a hybrid node, its kubelet labels itself), ``burst/run-id``, and
+#: ``eks.amazonaws.com/compute-type: hybrid`` (EKS). Taints: nvidia.com/gpu=present and
+#: burst/run-id=<run>.
 HYBRID_NODES: Final = NodeProfile(
     source="terraform/modules/aws-hybrid-join (stacks gcp-run, azure-run, nebius-run)",
     capacities=("spot", "spot_with_floor", "on_demand"),
     fixed_labels={LABEL_COMPUTE_TYPE: "hybrid"},
-    region_label=None,
+    region_label=LABEL_REGION,
     taints={c: (GPU_TAINT, RUN_TAINT) for c in ("spot", "spot_with_floor", "on_demand")},
 )
 #: Stack kind (``burst.providers.PROVIDER_STACKS`` values) -> the nodes it rents.
@@ -229,7 +242,7 @@ class Flavor:
         return {
             "apiVersion": API,
             "kind": "ResourceFlavor",
-            "metadata": {"name": self.name},
+            "metadata": {"name": self.name, "labels": {LABEL_PROVIDER: self.provider}},
             "spec": spec,
         }
 
@@ -253,6 +266,23 @@ def _only(providers: Iterable[str] | None) -> set[str]:
             f"Terraform stack: {', '.join(PROVIDER_STACKS)})"
         )
     return chosen
+
+
+def default_providers() -> tuple[str, ...]:
+    """The providers a site enables unless it names its own: every provider whose runs burst
+    provisions on a cloud stack (a Terraform stack whose checkpoint store burst can open; the
+    planner refuses the others' candidates outside the local stack, so no pod of theirs is
+    ever queued)."""
+    return tuple(p for p, kind in PROVIDER_STACKS.items() if store_refusal(kind) is None)
+
+
+def site_providers(providers: Iterable[str] | None = None) -> tuple[str, ...]:
+    """The providers whose flavors the site's queues hold (``burst kueue --provider``), in
+    ``burst.providers`` order: ``providers`` (checked), or :func:`default_providers`."""
+    if providers is None:
+        return default_providers()
+    chosen = _only(providers)
+    return tuple(p for p in PROVIDER_STACKS if p in chosen)
 
 
 def rentable_flavors(cat: Catalog, providers: Iterable[str] | None = None) -> list[Flavor]:
@@ -313,14 +343,6 @@ def rentable_flavors(cat: Catalog, providers: Iterable[str] | None = None) -> li
         raise BadInputError(
             f"the catalog rents {len(flavors)} GPU type x region x capacity combinations; a "
             f"Kueue ClusterQueue holds at most {MAX_FLAVORS} flavors in a resource group"
-        )
-    if len(flavors) > LOCAL_QUEUE_STATUS_FLAVORS_V0_17:
-        log.info(
-            "%d Kueue flavors: Kueue v0.17 and older refuse a LocalQueue status listing more "
-            "than %d (kubernetes-sigs/kueue#12079; admission is unaffected): choose the "
-            "providers your site rents on (burst kueue --provider) on those versions",
-            len(flavors),
-            LOCAL_QUEUE_STATUS_FLAVORS_V0_17,
         )
     for f in flavors:
         if len(f.node_labels) > MAX_NODE_LABELS or len(f.tolerations) > MAX_TOLERATIONS:
@@ -413,17 +435,38 @@ def cluster_queue(team: str, runs: int, flavors: Iterable[Flavor]) -> dict[str, 
     }
 
 
+def check_local_queue_status(flavors: list[Flavor], providers: Iterable[str]) -> None:
+    """Refuse ClusterQueues whose LocalQueues Kueue v0.17.0 cannot give a status (more than
+    :data:`LOCAL_QUEUE_STATUS_FLAVORS_V0_17` flavors): one line naming the way out."""
+    if len(flavors) <= LOCAL_QUEUE_STATUS_FLAVORS_V0_17:
+        return
+    raise BadInputError(
+        f"{len(flavors)} Kueue flavors in every team's ClusterQueue (providers "
+        f"{', '.join(providers)}): Kueue v0.17.0 and older refuse every status update of a "
+        f"LocalQueue whose ClusterQueue has more than {LOCAL_QUEUE_STATUS_FLAVORS_V0_17} "
+        "(kubernetes-sigs/kueue#12079): name fewer providers (burst kueue --provider), or pass "
+        "--local-queue-status-64 if the site's Kueue has kubernetes-sigs/kueue#12082"
+    )
+
+
 def kueue_objects(
     catalog: Catalog | None = None,
     teams: Mapping[str, int] | None = None,
     providers: Iterable[str] | None = None,
+    *,
+    local_queue_status_64: bool = False,
 ) -> list[dict[str, Any]]:
     """Every Kueue object burst needs, in apply order: ResourceFlavors, WorkloadPriorityClasses,
     the Cohort, a ClusterQueue and a LocalQueue per team. Defaults: the shipped catalog only
-    (not $BURST_CATALOG), deploy/gpu-quota.yaml, every provider burst has a stack for."""
+    (not $BURST_CATALOG), deploy/gpu-quota.yaml, the providers of :func:`default_providers`.
+    More than 16 flavors are refused unless ``local_queue_status_64`` (the site's Kueue lists
+    up to 64 in a LocalQueue's status: kubernetes-sigs/kueue#12082)."""
     cat = catalog if catalog is not None else load_catalog(use_env=False)
     quotas = dict(teams) if teams is not None else team_quotas()
-    flavors = rentable_flavors(cat, providers)
+    chosen = site_providers(providers)
+    flavors = rentable_flavors(cat, chosen)
+    if not local_queue_status_64:
+        check_local_queue_status(flavors, chosen)
     out: list[dict[str, Any]] = [f.manifest() for f in flavors]
     out += [
         {
@@ -459,14 +502,14 @@ GENERATED = (
 )
 HEADERS: Final[Mapping[str, str]] = {
     "ResourceFlavor": (
-        "# ResourceFlavors: one per GPU type x region x capacity type the catalog can rent on a\n"
-        "# provider burst has a Terraform stack for, named <gpu>-<region>-<capacity>. nodeLabels\n"
+        "# ResourceFlavors: one per GPU type x region x capacity type the catalog can rent on\n"
+        "# those providers, named <gpu>-<region>-<capacity> (label burst/provider). nodeLabels\n"
         "# are labels those nodes carry: EKS node groups (aws-gpu-nodegroup) accelerator,\n"
         "# burst/capacity and topology.kubernetes.io/region; hybrid nodes of the gcp, azure\n"
-        "# and nebius stacks (aws-hybrid-join) accelerator, burst/capacity and\n"
-        "# eks.amazonaws.com/compute-type: hybrid, and no region. tolerations: the stack's\n"
-        "# own for the taints every such node carries (a run's own taint: the pod's). Kueue adds\n"
-        "# a flavor's nodeLabels and tolerations to the pods it admits under it (docs/queue.md).\n"
+        "# and nebius stacks (aws-hybrid-join) the same (their stacks label the region) and\n"
+        "# eks.amazonaws.com/compute-type: hybrid. tolerations: the stack's own for the taints\n"
+        "# every such node carries (a run's own taint: the pod's). Kueue adds a flavor's\n"
+        "# nodeLabels and tolerations to the pods it admits under it (docs/queue.md).\n"
     ),
     "WorkloadPriorityClass": (
         "# One WorkloadPriorityClass per priority band of the spec: the train pods carry\n"
@@ -478,8 +521,10 @@ HEADERS: Final[Mapping[str, str]] = {
         "# borrowed by another (up to each flavor's borrowingLimit), reclaimed by preemption.\n"
     ),
     "ClusterQueue": (
-        "# A ClusterQueue per team of deploy/gpu-quota.yaml, in the cohort `burst`. GPU quota per\n"
-        "# flavor, tried in order: spot, spot with an on-demand floor, then on demand. A team\n"
+        "# A ClusterQueue per team of deploy/gpu-quota.yaml, in the cohort `burst`, with every\n"
+        "# flavor (at most 16 unless the site's Kueue has kubernetes-sigs/kueue#12082: v0.17.0\n"
+        "# refuses every status update of a LocalQueue whose ClusterQueue has more). GPU quota\n"
+        "# per flavor, tried in order: spot, spot with an on-demand floor, then on demand. A team\n"
         "# may run as many nodes of a flavor as its runs at once (gpu-quota.yaml) and borrow as\n"
         "# many again; its on-demand floor is one node fewer. Within a team a higher priority\n"
         "# preempts a lower one; a borrowing workload may preempt only up to normal priority in\n"
@@ -522,19 +567,31 @@ def _dump(docs: list[dict[str, Any]]) -> str:
     )
 
 
+def _scope(objects: list[dict[str, Any]]) -> str:
+    """The header line naming the providers the flavors are for (their ``burst/provider``)."""
+    named = {
+        o["metadata"].get("labels", {}).get(LABEL_PROVIDER)
+        for o in objects
+        if o["kind"] == "ResourceFlavor"
+    }
+    providers = [p for p in PROVIDER_STACKS if p in named] or ["none"]
+    return f"# Providers the site rents on (burst kueue --provider): {', '.join(providers)}.\n"
+
+
 def render(objects: list[dict[str, Any]]) -> dict[str, str]:
     """The files of deploy/kueue: file name -> text."""
     files: dict[str, str] = {}
+    generated = GENERATED + _scope(objects)
     for kind, name in FILES.items():
         docs = [o for o in objects if o["kind"] == kind]
-        files[name] = GENERATED + HEADERS[kind] + _dump(docs)
+        files[name] = generated + HEADERS[kind] + _dump(docs)
     kustomization = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
         "labels": [{"pairs": {"app.kubernetes.io/part-of": "burst"}, "includeSelectors": False}],
         "resources": list(FILES.values()),
     }
-    files["kustomization.yaml"] = GENERATED + KUSTOMIZATION + _dump([kustomization])
+    files["kustomization.yaml"] = generated + KUSTOMIZATION + _dump([kustomization])
     return files
 
 

@@ -19,6 +19,7 @@ import yaml
 from strict_schema import strict
 
 from burst.admission.kueue_objects import CAPACITY_ORDER
+from burst.providers import PROVIDER_STACKS
 from burst.spec import Priority
 from pipelines.common import (
     KUEUE_GROUP_COUNT_ANNOTATION,
@@ -141,10 +142,12 @@ def test_the_objects_agree_with_each_other_and_with_burst() -> None:
     for f in flavors.values():
         labels = f["spec"]["nodeLabels"]
         assert {"accelerator", "burst/capacity"} <= set(labels)
-        # the region where the nodes carry it (EKS node groups), none on hybrid nodes, which
-        # carry eks.amazonaws.com/compute-type: hybrid (tests/deploy/test_kueue_providers.py)
+        # every node carries its region (EKS node groups from the cloud, hybrid nodes from
+        # their stack), hybrid nodes also eks.amazonaws.com/compute-type: hybrid
+        # (tests/deploy/test_kueue_providers.py)
+        assert "topology.kubernetes.io/region" in labels
         hybrid = labels.get("eks.amazonaws.com/compute-type") == "hybrid"
-        assert ("topology.kubernetes.io/region" in labels) != hybrid
+        assert hybrid == (PROVIDER_STACKS[f["metadata"]["labels"]["burst/provider"]] != "aws")
         assert labels["burst/capacity"] in CAPACITY_ORDER  # the nodes' values
         assert f["metadata"]["name"].endswith("-" + labels["burst/capacity"].replace("_", ""))
 

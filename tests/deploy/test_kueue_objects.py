@@ -1,8 +1,9 @@
 """deploy/kueue is generated from the catalog and the teams' GPU quota
 (burst/admission/kueue_objects.py, `burst kueue --out deploy/kueue`, `make goldens`): the
 committed files are exactly the generator's output, every GPU type x region x capacity type
-the catalog can rent has a flavor in every team's ClusterQueue, and a catalog the objects
-cannot express is one error line. Rewrite the files on purpose with
+the catalog can rent on the site's providers has a flavor in every team's ClusterQueue, and a
+catalog the objects cannot express (or Kueue v0.17.0 cannot give a LocalQueue status for) is
+one error line. Rewrite the files on purpose with
 
     BURST_UPDATE_GOLDENS=1 .venv/bin/python -m pytest -q tests/deploy/test_kueue_objects.py
 """
@@ -10,6 +11,7 @@ cannot express is one error line. Rewrite the files on purpose with
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ import yaml
 from burst.admission import kueue_objects as ko
 from burst.errors import BadInputError
 from burst.plan.catalog import Catalog, load_catalog
-from burst.providers import PROVIDER_STACKS
+from burst.providers import PROVIDER_STACKS, store_refusal
 from burst.spec import Priority
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,23 +68,30 @@ def test_the_drift_check_catches_the_old_hand_written_flavors() -> None:
     assert old < new  # the h100 AWS flavors kept their names; the others were missing
 
 
-def _rentable(cat: Catalog) -> set[tuple[str, str, str]]:
+def _every(cat: Catalog | None = None) -> list[dict[str, Any]]:
+    """Every provider's objects: a site whose Kueue lists 64 flavors in a LocalQueue's status."""
+    return ko.kueue_objects(cat, providers=PROVIDER_STACKS, local_queue_status_64=True)
+
+
+def _rentable(cat: Catalog, providers: Iterable[str]) -> set[tuple[str, str, str]]:
     return {
         (o.provider, o.region, o.gpu_type)
         for o in cat.offers.values()
-        if o.provider in PROVIDER_STACKS
+        if o.provider in providers
         and (o.provider, o.region) in cat.regions
         and o.facts["availability"].value != "unavailable"
     }
 
 
-def coverage_problems(objects: list[dict[str, Any]], cat: Catalog) -> list[str]:
-    """Every rentable offer has, for each capacity its provider's nodes carry, a flavor with
-    its GPU type, region and capacity in every team's ClusterQueue."""
+def coverage_problems(
+    objects: list[dict[str, Any]], cat: Catalog, providers: Iterable[str] = PROVIDER_STACKS
+) -> list[str]:
+    """Every rentable offer on ``providers`` has, for each capacity its provider's nodes
+    carry, a flavor with its GPU type, region and capacity in every team's ClusterQueue."""
     flavors = _by(objects, "ResourceFlavor")
     queues = _by(objects, "ClusterQueue")
     out = []
-    for provider, region, gpu in sorted(_rentable(cat)):
+    for provider, region, gpu in sorted(_rentable(cat, providers)):
         profile = ko.profile_for(provider)
         assert profile is not None
         for capacity in profile.capacities:
@@ -102,11 +111,18 @@ def coverage_problems(objects: list[dict[str, Any]], cat: Catalog) -> list[str]:
 
 def test_every_gpu_region_and_capacity_the_catalog_rents_has_a_flavor_in_every_queue() -> None:
     cat = load_catalog(use_env=False)
-    objects = ko.kueue_objects(cat)
+    objects = _every(cat)
     assert coverage_problems(objects, cat) == []
     # the shipped catalog: more than the one GPU type, on more than one provider
     flavors = _by(objects, "ResourceFlavor").values()
     assert {f["spec"]["nodeLabels"]["accelerator"] for f in flavors} >= {"h100", "h200", "b200"}
+    # the default: every flavor of the default providers, and theirs only
+    default = ko.kueue_objects(cat)
+    assert coverage_problems(default, cat, ko.default_providers()) == []
+    flavors = _by(default, "ResourceFlavor").values()
+    assert {f["metadata"]["labels"]["burst/provider"] for f in flavors} == set(
+        ko.default_providers()
+    )
 
 
 def test_before_the_flavors_covered_one_gpu_on_aws_only() -> None:
@@ -116,7 +132,7 @@ def test_before_the_flavors_covered_one_gpu_on_aws_only() -> None:
         for d in yaml.safe_load_all((BEFORE / f"deploy_kueue_{name}.yaml").read_text())
         if d
     ]
-    problems = coverage_problems(old, load_catalog(use_env=False))
+    problems = coverage_problems(old, load_catalog(use_env=False), PROVIDER_STACKS)
     assert any(p.startswith("aws/ap-southeast-3/h200/spot") for p in problems)
     assert any(p.startswith("gcp/asia-southeast1/b200") for p in problems)
     assert any(p.startswith("nebius/eu-north1/h100/spot_with_floor") for p in problems)
@@ -143,25 +159,27 @@ offers:
     availability: {value: unavailable, source: test, date: 2026-11-30}
 """,
     )
-    objects = ko.kueue_objects(cat)
+    objects = _every(cat)
     assert coverage_problems(objects, cat) == []
     names = set(_by(objects, "ResourceFlavor"))
     assert {"h200-me-central2-spot", "h200-me-central2-spotwithfloor"} <= names
     assert "h200-me-central2-ondemand" in names
     assert not any(n.startswith("h200-me-central-1-") for n in names)
-    hybrid = _by(objects, "ResourceFlavor")["h200-me-central2-spot"]["spec"]
-    assert hybrid["nodeLabels"] == {
+    hybrid = _by(objects, "ResourceFlavor")["h200-me-central2-spot"]
+    assert hybrid["spec"]["nodeLabels"] == {
         "accelerator": "h200",
         "burst/capacity": "spot",
         "eks.amazonaws.com/compute-type": "hybrid",
+        "topology.kubernetes.io/region": "me-central2",
     }
+    assert hybrid["metadata"]["labels"] == {"burst/provider": "gcp"}
 
 
 def test_a_provider_without_a_stack_gets_no_flavor() -> None:
     cat = load_catalog(use_env=False)
     assert any(o.provider == "oci" for o in cat.offers.values())
     assert ko.profile_for("oci") is None
-    names = set(_by(ko.kueue_objects(cat), "ResourceFlavor"))
+    names = set(_by(_every(cat), "ResourceFlavor"))
     assert "h100-ap-singapore-1-spot" not in names and "h100-me-dubai-1-ondemand" not in names
 
 
@@ -169,12 +187,70 @@ def test_the_flavors_of_chosen_providers_only() -> None:
     objects = ko.kueue_objects(providers=["aws"])
     flavors = _by(objects, "ResourceFlavor")
     assert flavors and all(
-        "topology.kubernetes.io/region" in f["spec"]["nodeLabels"] for f in flavors.values()
+        f["metadata"]["labels"] == {"burst/provider": "aws"}
+        and "eks.amazonaws.com/compute-type" not in f["spec"]["nodeLabels"]
+        for f in flavors.values()
     )
     assert len(flavors) <= ko.LOCAL_QUEUE_STATUS_FLAVORS_V0_17
+    assert (
+        "# Providers the site rents on (burst kueue --provider): aws.\n"
+        in (ko.render(objects)["flavors.yaml"])
+    )
     with pytest.raises(BadInputError) as err:
         ko.kueue_objects(providers=["oci"])
     assert "\n" not in str(err.value) and "oci" in str(err.value)
+
+
+def test_the_default_providers_are_those_burst_provisions_on_a_cloud_stack() -> None:
+    """The shipped bundle's scope (deploy/kueue, `burst kueue` without --provider): every
+    provider whose runs burst provisions on a cloud stack; a provider whose stack's checkpoint
+    store burst cannot open has its candidates refused by the planner, so no pod of its runs
+    is queued outside the local stack."""
+    default = ko.default_providers()
+    assert "aws" in default and len(default) < len(PROVIDER_STACKS)
+    for provider, kind in PROVIDER_STACKS.items():
+        assert (provider in default) == (store_refusal(kind) is None), provider
+    assert ko.site_providers() == default
+    assert ko.site_providers(["nebius", "aws"]) == ("aws", "nebius")  # burst.providers order
+
+
+def test_more_flavors_than_kueue_v0_17_gives_a_local_queue_status_is_one_error_line() -> None:
+    """walk-kueue S8: Kueue v0.17.0 refuses every status update of a LocalQueue whose
+    ClusterQueue has more than 16 flavors (the shipped catalog rents 28 on every provider): the
+    generator refuses them unless the site's Kueue lists 64 (kubernetes-sigs/kueue#12082)."""
+    with pytest.raises(BadInputError) as err:
+        ko.kueue_objects(providers=PROVIDER_STACKS)
+    line = _one_line(err)
+    assert "more than 16" in line and "--provider" in line and "--local-queue-status-64" in line
+    for q in _by(_every(), "ClusterQueue").values():
+        assert len(_queue_flavors(q)) > ko.LOCAL_QUEUE_STATUS_FLAVORS_V0_17
+    for q in _by(ko.kueue_objects(), "ClusterQueue").values():
+        assert len(_queue_flavors(q)) <= ko.LOCAL_QUEUE_STATUS_FLAVORS_V0_17
+
+
+def test_the_default_scope_refuses_a_catalog_that_outgrows_kueue_v0_17(tmp_path: Path) -> None:
+    """One more offer on a default provider: the default bundle would pass 16 flavors, and
+    `burst kueue` (make goldens) says so instead of writing queues without a status."""
+    cat = _catalog(
+        tmp_path,
+        """
+offers:
+  - provider: aws
+    region: ap-southeast-1
+    gpu_type: b200
+    instance: p6-b200.48xlarge
+    gpus_per_instance: 8
+    on_demand_usd_per_hour: {value: null, source: t, date: 2026}
+    spot_usd_per_hour: {value: null, source: t, date: 2026}
+    availability: {value: unknown, source: t, date: 2026}
+""",
+    )
+    assert len(ko.rentable_flavors(cat, ko.default_providers())) > 16
+    with pytest.raises(BadInputError) as err:
+        ko.kueue_objects(cat)
+    assert "more than 16" in _one_line(err)
+    flavors = _by(ko.kueue_objects(cat, local_queue_status_64=True), "ResourceFlavor")
+    assert "b200-ap-southeast-1-spot" in flavors
 
 
 def _one_line(exc: pytest.ExceptionInfo[BadInputError]) -> str:
@@ -201,7 +277,7 @@ offers:
 """,
     )
     with pytest.raises(BadInputError) as err:
-        ko.kueue_objects(cat)
+        _every(cat)
     assert "h100-me-central-1-spot" in _one_line(err)
 
 
@@ -246,7 +322,7 @@ def test_more_flavors_than_a_resource_group_holds_is_one_error_line(tmp_path: Pa
 
 
 def test_quotas_follow_the_teams_runs_at_once() -> None:
-    objects = ko.kueue_objects()
+    objects = _every()
     queues = _by(objects, "ClusterQueue")
     teams = yaml.safe_load((REPO / "deploy" / "gpu-quota.yaml").read_text())["data"]
     assert set(queues) == set(teams) == set(_by(objects, "LocalQueue"))
@@ -301,3 +377,10 @@ def test_burst_kueue_writes_the_files(burst_cli: Any, tmp_path: Path) -> None:
         assert (out / name).read_text() == text
     r = burst_cli(["kueue", "--provider", "nowhere"], env={"BURST_CATALOG": ""})
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    every = [a for p in PROVIDER_STACKS for a in ("--provider", p)]
+    r = burst_cli(["kueue", *every], env={"BURST_CATALOG": ""})
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "--local-queue-status-64" in r.stderr
+    r = burst_cli(["kueue", *every, "--local-queue-status-64"], env={"BURST_CATALOG": ""})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("kind: ResourceFlavor") == len(_by(_every(), "ResourceFlavor"))

@@ -18,6 +18,7 @@ reach the pod's GPUs in it (nominal + borrowingLimit, at most the cohort's nomin
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from burst.admission.kueue_objects import NODE_PROFILES, kueue_objects
+from burst.admission.kueue_objects import LABEL_PROVIDER, NODE_PROFILES, kueue_objects
 from burst.plan.catalog import load_catalog
 from burst.providers import PROVIDER_STACKS, STACK_DIRS
 from pipelines.common import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
@@ -187,7 +188,7 @@ def hybrid_rented(stack: str, gpu: str, region: str, capacity: str) -> Rented:
     eks = re.search(r"merge\(local\.labels, (\{[^}]*\})\)", sel)
     assert eks, "aws-hybrid-join's node_selector is no longer its labels and EKS's"
     # EKS labels every hybrid node eks.amazonaws.com/compute-type: hybrid (the selector
-    # relies on it); the nodes carry no region label
+    # relies on it); the region label is the stack's own (node_labels above)
     eks_labels = {k: _eval(v, env) for k, v in _hcl_map(eks.group(1)).items()}
     node = NodeGroup(labels | eks_labels, taints)
     tol = _block(outputs, 'output "tolerations"')
@@ -302,6 +303,13 @@ class Queues:
 
 
 # --------------------------------------------------------------------------- the pods
+@functools.cache
+def _compiled(wf: str) -> dict[str, Any]:
+    """A compiled template, parsed once (only read)."""
+    manifest: dict[str, Any] = yaml.safe_load((COMPILED / f"{wf}.yaml").read_text())
+    return manifest
+
+
 def gpu_pods(
     selector: Labels, tolerations: list[dict[str, str]]
 ) -> list[tuple[str, Labels, dict[str, Any]]]:
@@ -314,8 +322,7 @@ def gpu_pods(
     }
     out = []
     for wf in ("burst-train", "burst-regional"):
-        manifest = yaml.safe_load((COMPILED / f"{wf}.yaml").read_text())
-        for t in manifest["spec"]["templates"]:
+        for t in _compiled(wf)["spec"]["templates"]:
             labels = (t.get("metadata") or {}).get("labels") or {}
             if KUEUE_QUEUE_LABEL in labels:
                 assert "podSpecPatch" in t, f"{wf}/{t['name']}: queued, not placed"
@@ -347,9 +354,12 @@ def test_the_pods_kueue_queues_are_found() -> None:
 
 
 # --------------------------------------------------------------------------- the checks
-def offers(provider: str) -> list[tuple[str, str]]:
+@functools.cache
+def offers(provider: str) -> tuple[tuple[str, str], ...]:
     cat = load_catalog(use_env=False)
-    return sorted({(o.region, o.gpu_type) for o in cat.offers.values() if o.provider == provider})
+    return tuple(
+        sorted({(o.region, o.gpu_type) for o in cat.offers.values() if o.provider == provider})
+    )
 
 
 def placement_problems(queues: Queues, provider: str) -> list[str]:
@@ -384,22 +394,48 @@ def placement_problems(queues: Queues, provider: str) -> list[str]:
 
 @pytest.mark.parametrize("provider", sorted(PROVIDER_STACKS))
 def test_every_provider_s_pods_are_admitted_and_land_on_its_nodes(provider: str) -> None:
+    """deploy/kueue holds the flavors of the providers the site rents on (burst kueue
+    --provider; by default every provider burst provisions on a cloud stack): their pods are
+    admitted and land on their nodes. A pod of another provider is never admitted (it stays
+    gated): it is not taken under a flavor of another provider's nodes."""
     assert offers(provider), f"the catalog offers nothing on {provider}"
-    assert placement_problems(Queues.load(*sorted(KUEUE.glob("*.yaml"))), provider) == []
+    queues = Queues.load(*sorted(KUEUE.glob("*.yaml")))
+    scope = {f["metadata"]["labels"][LABEL_PROVIDER] for f in queues.flavors.values()}
+    problems = placement_problems(queues, provider)
+    if provider in scope:
+        assert problems == []
+    else:
+        assert problems and all(p.endswith("never admitted") for p in problems)
 
 
-@pytest.mark.parametrize("provider", sorted(PROVIDER_STACKS))
-def test_the_generated_objects_place_every_provider_s_pods(provider: str) -> None:
-    """The generator's objects (what a test on a real Kueue applies), not only the files."""
-    assert placement_problems(Queues.of(kueue_objects()), provider) == []
+def _scopes() -> list[tuple[str, ...]]:
+    """The provider sets a site may name: each provider alone, each with the home cluster's
+    own (aws), and every provider (with a Kueue that lifts the LocalQueue status limit)."""
+    out = {tuple(PROVIDER_STACKS)}
+    for p in PROVIDER_STACKS:
+        out |= {(p,), tuple(dict.fromkeys(("aws", p)))}
+    return sorted(out)
 
 
-def test_before_the_hybrid_runs_got_an_aws_region_and_other_gpus_no_flavor() -> None:
+@pytest.mark.parametrize("scope", _scopes(), ids=",".join)
+def test_the_generated_objects_place_every_provider_s_pods(scope: tuple[str, ...]) -> None:
+    """The generator's objects (what a test on a real Kueue applies), not only the files, for
+    the provider sets a site may rent on: every pod of those providers is admitted and lands
+    on its nodes, whatever other providers' flavors share its ClusterQueue."""
+    objects = kueue_objects(providers=scope, local_queue_status_64=scope == tuple(PROVIDER_STACKS))
+    for provider in scope:
+        assert placement_problems(Queues.of(objects), provider) == [], provider
+
+
+def test_before_hybrid_runs_and_other_gpus_were_never_admitted() -> None:
     old = Queues.load(
         BEFORE / "deploy_kueue_flavors.yaml", BEFORE / "deploy_kueue_clusterqueues.yaml"
     )
     gcp = placement_problems(old, "gcp")
-    assert any("h100" in p and "topology.kubernetes.io/region" in p for p in gcp)
+    # the old flavors are AWS h100 node groups': the hybrid nodes' region names none of them
+    # (before the hybrid nodes carried it, Kueue admitted the pod under one and added an AWS
+    # region the nodes lacked: it landed nowhere)
+    assert any("/h100/" in p and "never admitted" in p for p in gcp)
     assert any("b200" in p and "never admitted" in p for p in gcp)
     assert any("spot_with_floor" in p and "never admitted" in p for p in gcp)
     aws = placement_problems(old, "aws")
@@ -413,7 +449,8 @@ def test_each_flavor_names_exactly_the_labels_and_taints_of_its_provider_s_nodes
     """A flavor's nodeLabels are the labels every node of its provider, region, GPU and
     capacity carries, but the run's own; its tolerations are the stack's own tolerations of
     taints those nodes carry (so Kueue adds nothing the pod did not have)."""
-    flavors = [o for o in kueue_objects() if o["kind"] == "ResourceFlavor"]
+    objects = kueue_objects(providers=PROVIDER_STACKS, local_queue_status_64=True)
+    flavors = [o for o in objects if o["kind"] == "ResourceFlavor"]
     seen = 0
     for region, gpu in offers(provider):
         for capacity in CAPACITIES:
@@ -449,5 +486,7 @@ def test_the_terraform_readers_see_the_nodes() -> None:
     h = rented("nebius", "h200", "eu-north1", "spot_with_floor")
     assert h.selector["burst/capacity"] == "spot_with_floor"
     assert h.selector["eks.amazonaws.com/compute-type"] == "hybrid"
-    assert "topology.kubernetes.io/region" not in h.groups[0].labels
+    # the hybrid stacks label their nodes with the region (no cloud provider does)
+    assert h.groups[0].labels["topology.kubernetes.io/region"] == "eu-north1"
+    assert h.selector["topology.kubernetes.io/region"] == "eu-north1"
     assert {"key": "burst/run-id", "value": RUN, "effect": "NoSchedule"} in h.groups[0].taints

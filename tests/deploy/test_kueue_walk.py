@@ -65,8 +65,8 @@ def test_kueue_admits_a_train_pod_under_the_flavor_of_the_nodes_burst_provisione
     (The EKS node groups' flavors; every provider's: tests/deploy/test_kueue_providers.py.)"""
     flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"] for f in _docs("flavors.yaml")}
     keys = {k for labels in flavors.values() for k in labels}
-    aws = {n: fl for n, fl in flavors.items() if "topology.kubernetes.io/region" in fl}
-    assert aws
+    aws = {n: fl for n, fl in flavors.items() if "eks.amazonaws.com/compute-type" not in fl}
+    assert aws and len(aws) < len(flavors)  # the hybrid flavors, which name the region too
     for name, labels in aws.items():
         capacity = labels["burst/capacity"]
         selector = _selector(capacity, labels)
@@ -81,11 +81,12 @@ def test_kueue_admits_a_train_pod_under_the_flavor_of_the_nodes_burst_provisione
 
 
 def test_a_key_the_pod_selects_and_a_flavor_lacks_does_not_match() -> None:
-    """walk-kueue S7: the model above is Kueue's, not "the flavor's own keys only": an AWS
-    pod (it selects the region) never matches a hybrid flavor (no region label), and a hybrid
-    pod (it selects eks.amazonaws.com/compute-type) never an EKS node group's flavor. The
-    earlier model, restricted to the flavor's own keys, let an AWS pod match every h100
-    flavor of every provider."""
+    """walk-kueue S7: the model above is Kueue's, not "the flavor's own keys only": a hybrid
+    pod (it selects eks.amazonaws.com/compute-type) never matches an EKS node group's flavor,
+    and an AWS pod never a hybrid flavor (the regions differ: one region id cannot name
+    flavors of two providers). The earlier model, restricted to the flavor's own keys, let a
+    hybrid pod whose nodes carried no region (before S9's fix) match every AWS flavor of its
+    GPU type and capacity."""
     flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"] for f in _docs("flavors.yaml")}
     keys = {k for labels in flavors.values() for k in labels}
     aws_pod = {
@@ -99,17 +100,24 @@ def test_a_key_the_pod_selects_and_a_flavor_lacks_does_not_match() -> None:
         "burst/capacity": "spot",
         "burst/run-id": "r1",
         "eks.amazonaws.com/compute-type": "hybrid",
+        "topology.kubernetes.io/region": "eu-north1",
     }
     assert [n for n, fl in flavors.items() if _flavor_matches(fl, aws_pod, keys)] == [
         "h100-ap-southeast-1-spot"
     ]
-    hybrid = [n for n, fl in flavors.items() if _flavor_matches(fl, hybrid_pod, keys)]
-    assert hybrid and all("topology.kubernetes.io/region" not in flavors[n] for n in hybrid)
+    assert [n for n, fl in flavors.items() if _flavor_matches(fl, hybrid_pod, keys)] == [
+        "h100-eu-north1-spot"
+    ]
+    # a hybrid pod whose nodes carried no region (before S9's fix)
+    no_region = {k: v for k, v in hybrid_pod.items() if k != "topology.kubernetes.io/region"}
+    matching = [n for n, fl in flavors.items() if _flavor_matches(fl, no_region, keys)]
+    assert matching and all("eks.amazonaws.com/compute-type" in flavors[n] for n in matching)
 
     def own_keys_only(fl: dict[str, str], sel: dict[str, str]) -> bool:
         return all(sel[k] == v for k, v in fl.items() if k in sel)
 
-    assert len([n for n, fl in flavors.items() if own_keys_only(fl, aws_pod)]) > 1
+    own = [n for n, fl in flavors.items() if own_keys_only(fl, no_region)]
+    assert "h100-ap-southeast-1-spot" in own  # an AWS flavor: the other model's mistake
 
 
 def _reachable_gpus(team: str) -> dict[str, int]:
@@ -213,15 +221,13 @@ def test_kueue_admits_a_run_before_its_gpus_are_rented() -> None:
         assert first_queued < order.index("provision"), f"{place}: {order}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="walk-kueue S8: Kueue v0.17.0 writes every flavor of a LocalQueue's ClusterQueue "
-    "into its status (cache.go filterLocalQueueUsage) and its CRD allows 16 "
-    "(flavorsReservation, flavorsUsage): with more, every LocalQueue status update is refused "
-    "(Active condition and counts never written; admission goes on). kubernetes-sigs/kueue#12082 "
-    "raised it to 64 after v0.17.0; on v0.17: burst kueue --provider",
-)
 def test_every_local_queue_status_fits_kueue_v0_17() -> None:
+    """walk-kueue S8: Kueue v0.17.0 writes every flavor of a LocalQueue's ClusterQueue into
+    the LocalQueue's status (cache.go filterLocalQueueUsage, over every resource group), whose
+    CRD allows 16 (flavorsReservation, flavorsUsage): with the 28 flavors of every provider,
+    every LocalQueue status update was refused (no Active condition, no counts; admission went
+    on). The bundle now holds the flavors of the site's providers, and the generator refuses
+    more than 16 unless told the site's Kueue lifts the limit (kubernetes-sigs/kueue#12082)."""
     from burst.admission.kueue_objects import LOCAL_QUEUE_STATUS_FLAVORS_V0_17
 
     for q in _docs("clusterqueues.yaml"):
@@ -229,16 +235,25 @@ def test_every_local_queue_status_fits_kueue_v0_17() -> None:
         assert count <= LOCAL_QUEUE_STATUS_FLAVORS_V0_17, q["metadata"]["name"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="walk-kueue S9: hybrid nodes (gcp, azure, nebius) carry no region or provider label, "
-    "so their flavors of one GPU type and capacity have the same nodeLabels: Kueue admits a "
-    "hybrid pod under the first of them with quota (it lands right, the quota is charged to "
-    "that flavor's name). A fix labels the joined nodes with their region (terraform stacks)",
-)
-def test_every_flavor_names_nodes_no_other_flavor_names() -> None:
+def _all_providers_flavors() -> list[dict[str, Any]]:
+    """Every provider's flavors (a site whose Kueue lifts the LocalQueue status limit)."""
+    from burst.admission.kueue_objects import kueue_objects
+    from burst.providers import PROVIDER_STACKS
+
+    objects = kueue_objects(providers=PROVIDER_STACKS, local_queue_status_64=True)
+    return [o for o in objects if o["kind"] == "ResourceFlavor"]
+
+
+@pytest.mark.parametrize("bundle", ["deploy/kueue", "every provider"])
+def test_every_flavor_names_nodes_no_other_flavor_names(bundle: str) -> None:
+    """walk-kueue S9: hybrid nodes (gcp, azure, nebius) carried no region label, so their
+    flavors of one GPU type and capacity had the same nodeLabels: Kueue admitted a hybrid pod
+    under the first of them with quota (it landed right, the quota was charged to that
+    flavor's name). The hybrid stacks now label their nodes with the region, and so do the
+    flavors."""
+    flavors = _docs("flavors.yaml") if bundle == "deploy/kueue" else _all_providers_flavors()
     seen: dict[tuple[tuple[str, str], ...], str] = {}
-    for f in _docs("flavors.yaml"):
+    for f in flavors:
         key = tuple(sorted(f["spec"]["nodeLabels"].items()))
         assert key not in seen, f"{f['metadata']['name']} and {seen.get(key)}"
         seen[key] = f["metadata"]["name"]

@@ -74,8 +74,19 @@ def artifact_repository_problems(m: dict[str, Any]) -> list[str]:
 
 
 def gpu_problems(m: dict[str, Any]) -> list[str]:
-    """4. a GPU is an extended resource: without a request (== limit) the pod gets none."""
-    res = _templates(m)["train"]["container"].get("resources") or {}
+    """4. a GPU is an extended resource: without a request (== limit) the pod gets none. The
+    request is the container's resources with the podSpecPatch's main container over them
+    (where the parameter must live: test_resource_quantities_are_literal_...)."""
+    t = _templates(m)["train"]
+    res = json.loads(json.dumps(t["container"].get("resources") or {}))
+    patch_text = str(t.get("podSpecPatch") or "")
+    if patch_text:
+        text = re.sub(r"\{\{inputs\.parameters\.[a-z-]+\}\}", "{}", patch_text)
+        text = text.replace('"tolerations": {}', '"tolerations": []')
+        for c in json.loads(text).get("containers") or []:
+            if c.get("name") == "main":
+                for kind, values in (c.get("resources") or {}).items():
+                    res.setdefault(kind, {}).update(values)
     want = "{{workflow.parameters.gpus-per-node}}"
     out = []
     for kind in ("requests", "limits"):
@@ -230,8 +241,7 @@ def test_defect_found_in_the_old_manifest_and_fixed_in_the_golden(check: str) ->
 
 
 def test_reaper_meets_the_same_rules() -> None:
-    reaper = _load(COMPILED / "burst-reaper.yaml")
-    spec = {**reaper, "spec": reaper["spec"]["workflowSpec"]}
+    spec = _load(COMPILED / "burst-reaper.yaml")  # the WorkflowTemplate its CronWorkflow calls
     assert pss_restricted_problems(spec) == []
     assert not any("reap" in p for p in scheduling_problems({**spec, "spec": {
         **spec["spec"], "onExit": "h", "templates": [*spec["spec"]["templates"],
@@ -252,8 +262,30 @@ def test_the_gang_pod_is_the_single_node_train_pod() -> None:
     assert pod["serviceAccountName"] == "burst-{{workflow.name}}"  # the run's own, as train
     new = _load(COMPILED / "burst-train.yaml")
     single = _templates(new)["train"]
-    assert single["container"]["resources"] == c["resources"]
+    # the GPUs come from the podSpecPatch (a parameter is no Quantity), the floor from resources
+    assert single["container"]["resources"] == train_pod.train_resources(gpus=False)
+    assert train_pod.gpu_patch() in single["podSpecPatch"]
     assert single["container"]["securityContext"] == c["securityContext"]
     env = {e["name"]: e["value"] for e in single["container"]["env"]}
     for e in train_pod.train_env():
         assert env[e["name"]] == e["value"]
+
+
+def test_resource_quantities_are_literal_in_every_compiled_template() -> None:
+    """Argo's full CRDs (its install.yaml) check each container's resources against the
+    Quantity pattern: `{{workflow.parameters.gpus-per-node}}` there made the API server refuse
+    burst-train and burst-regional at `kubectl apply -k deploy/` (the engines tier found it).
+    A parameter belongs in the podSpecPatch, which Argo substitutes before the pod exists."""
+    quantity = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?$")
+    bad = []
+    for path in sorted(COMPILED.glob("*.yaml")):
+        doc = _load(path)
+        spec = doc["spec"].get("workflowSpec", doc["spec"])
+        for t in spec.get("templates") or []:
+            for kind in ("container", "script"):
+                res = (t.get(kind) or {}).get("resources") or {}
+                for part in ("requests", "limits"):
+                    for name, value in (res.get(part) or {}).items():
+                        if not quantity.match(str(value)):
+                            bad.append(f"{path.name}: {t['name']}: {part}.{name} = {value!r}")
+    assert not bad, bad

@@ -25,8 +25,15 @@ import click
     "--provider",
     "providers",
     multiple=True,
-    help="Only flavors of this provider (repeatable; default: every provider burst rents on). "
-    "Kueue v0.17 and older need at most 16 flavors for a LocalQueue's status.",
+    help="A provider the site rents on: its flavors go in every team's ClusterQueue "
+    "(repeatable; default: every provider burst provisions on a cloud stack).",
+)
+@click.option(
+    "--local-queue-status-64",
+    is_flag=True,
+    help="The site's Kueue has kubernetes-sigs/kueue#12082 (a LocalQueue's status lists up to "
+    "64 flavors): allow more than 16 flavors, which Kueue v0.17.0 and older give no "
+    "LocalQueue status.",
 )
 @click.option(
     "--out",
@@ -34,11 +41,16 @@ import click
     help="Write the files of deploy/kueue into this directory (default: print the objects).",
 )
 def command(
-    catalogs: tuple[Path, ...], quota: Path | None, providers: tuple[str, ...], out: Path | None
+    catalogs: tuple[Path, ...],
+    quota: Path | None,
+    providers: tuple[str, ...],
+    local_queue_status_64: bool,
+    out: Path | None,
 ) -> None:
     """Kueue ResourceFlavors for every GPU type x region x capacity type the catalog can rent
-    (labels and tolerations of that provider's nodes), WorkloadPriorityClasses, the Cohort,
-    and a ClusterQueue and LocalQueue per team (docs/queue.md "Kueue")."""
+    on the site's providers (labels and tolerations of that provider's nodes),
+    WorkloadPriorityClasses, the Cohort, and a ClusterQueue and LocalQueue per team
+    (docs/queue.md "Kueue")."""
     from burst.admission.kueue_objects import (
         DEFAULT_QUOTA,
         kueue_objects,
@@ -49,7 +61,10 @@ def command(
     from burst.plan.catalog import load_catalog
 
     objects = kueue_objects(
-        load_catalog(catalogs), team_quotas(quota or DEFAULT_QUOTA), providers or None
+        load_catalog(catalogs),
+        team_quotas(quota or DEFAULT_QUOTA),
+        providers or None,
+        local_queue_status_64=local_queue_status_64,
     )
     files = render(objects)
     if out is None:
