@@ -63,11 +63,14 @@ class Engine:
     # ui/dist/app, which the module does not carry: the CLI serves no UI here)
     source: str | None = None
     placeholders: tuple[str, ...] = ()
+    # (path, target) symlinks of the repository that the module zip drops (Go module zips
+    # carry no symlinks): made again in the copy as copies of their targets
+    links: tuple[tuple[str, str], ...] = ()
 
     def key(self, go_version: str) -> str:
         h = hashlib.sha256()
         h.update(f"{self.name} {self.version} {self.ldflags} {go_version}".encode())
-        for item in (*self.packages, *self.install, self.source or "", *self.placeholders):
+        for item in (*self.packages, *self.install, self.source or "", *self.placeholders, *(f"{a}->{b}" for a, b in self.links)):
             h.update(item.encode())
         if self.module_dir:
             for f in sorted((ROOT / self.module_dir).glob("*")):
@@ -109,8 +112,12 @@ ENGINES: tuple[Engine, ...] = (
         ARGO,
         ("workflow-controller", "argoexec", "argo"),
         source=f"github.com/argoproj/argo-workflows/v4@{ARGO}",
+        ldflags=f"-s -w -X github.com/argoproj/argo-workflows/v4.version={ARGO} -X github.com/argoproj/argo-workflows/v4.gitTag={ARGO} -X github.com/argoproj/argo-workflows/v4.gitTreeState=clean",
         packages=("./cmd/workflow-controller", "./cmd/argoexec", "./cmd/argo"),
         placeholders=("ui/dist/app/index.html",),
+        # a symlink in Argo's repository, absent from the v4.0.5 module zip: without it the
+        # executor does not build for Linux ("undefined: Setpgid")
+        links=(("workflow/executor/osspecific/signal_linux.go", "signal_darwin.go"),),
     ),
     Engine("kueue", KUEUE, ("kueue",), install=(f"sigs.k8s.io/kueue/cmd/kueue@{KUEUE}",)),
 )
@@ -155,6 +162,10 @@ def _source_copy(engine: Engine, tmp: Path) -> Path:
     for p in [work, *work.rglob("*")]:
         if not p.is_symlink():
             p.chmod(p.stat().st_mode | 0o200)  # the module cache is read-only
+    for rel, target in engine.links:
+        dst = work / rel
+        if not dst.exists():
+            shutil.copyfile(dst.parent / target, dst)
     for rel in engine.placeholders:
         (work / rel).parent.mkdir(parents=True, exist_ok=True)
         (work / rel).write_text("<!-- not built: the engines tier serves no UI -->\n")

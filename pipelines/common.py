@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from burst.admission.kueue_objects import local_queue_name
 from burst.recovery import RETRY_IN_PLACE
 from burst.spec import Priority
 
@@ -28,7 +29,7 @@ GPU_QUOTA_CONFIGMAP: Final = "burst-gpu-quota"  # one key per team: how many run
 #: workload is admitted in that LocalQueue (one per team, named after it); the priority
 #: class label names a WorkloadPriorityClass (burst-<priority>); gang pods name their group
 #: (label) and its size (annotation), and the group is admitted whole.
-KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"
+KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"  # burst-<team>: kueue_objects
 KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 KUEUE_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
 KUEUE_GROUP_COUNT_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
@@ -37,7 +38,7 @@ KUEUE_GROUP_COUNT_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
 def kueue_labels() -> dict[str, str]:
     """The labels that put a train pod in its team's Kueue LocalQueue at its priority."""
     return {
-        KUEUE_QUEUE_LABEL: "{{workflow.parameters.team}}",
+        KUEUE_QUEUE_LABEL: local_queue_name("{{workflow.parameters.team}}"),
         KUEUE_PRIORITY_LABEL: "burst-{{workflow.parameters.priority}}",
     }
 

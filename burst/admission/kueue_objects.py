@@ -352,6 +352,22 @@ def rentable_flavors(cat: Catalog, providers: Iterable[str] | None = None) -> li
     return flavors
 
 
+#: A team's LocalQueue is ``burst-<team>``, never the team's name alone: Kueue (v0.17.0,
+#: feature gate LocalQueueDefaulting, on by default: pkg/controller/jobframework/webhook
+#: ApplyDefaultLocalQueue) puts every pod of a managed namespace that names no queue into the
+#: LocalQueue called ``default`` when one exists. The shipped team ``default`` then pulled
+#: every step pod (preflight, provision, teardown) into Kueue, which admitted it under a GPU
+#: flavor and pinned it to GPU nodes with their tolerations: no step but train ever scheduled
+#: on the cluster's own nodes, and teardown could not run (found by the engines tier).
+LOCAL_QUEUE_PREFIX = "burst-"
+TEAM_MAX = 63 - len(LOCAL_QUEUE_PREFIX)
+
+
+def local_queue_name(team: str) -> str:
+    """The LocalQueue a team's train pods name (label kueue.x-k8s.io/queue-name)."""
+    return LOCAL_QUEUE_PREFIX + team
+
+
 def team_quotas(path: str | Path = DEFAULT_QUOTA) -> dict[str, int]:
     """The teams of the GPU quota ConfigMap (deploy/gpu-quota.yaml): team -> how many of its
     runs may run at once."""
@@ -364,9 +380,9 @@ def team_quotas(path: str | Path = DEFAULT_QUOTA) -> dict[str, int]:
     out: dict[str, int] = {}
     for team, raw in data.items():
         name = str(team)
-        if not (_SUBDOMAIN.match(name) and len(name) <= 63):
+        if not (_SUBDOMAIN.match(name) and len(name) <= TEAM_MAX):
             raise BadInputError(
-                f"team {short(name)} cannot name a Kueue ClusterQueue and LocalQueue (at most 63 "
+                f"team {short(name)} cannot name a Kueue ClusterQueue and LocalQueue (at most {TEAM_MAX} "
                 "lowercase letters, digits, '-' and '.')",
                 where=str(path),
             )
@@ -483,7 +499,7 @@ def kueue_objects(
         {
             "apiVersion": API,
             "kind": "LocalQueue",
-            "metadata": {"name": team, "namespace": NAMESPACE},
+            "metadata": {"name": local_queue_name(team), "namespace": NAMESPACE},
             "spec": {"clusterQueue": team},
         }
         for team in quotas

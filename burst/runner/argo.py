@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from burst.admission.kueue_objects import TEAM_MAX
 from burst.errors import BadInputError, InfraError
 from burst.infra.remote_errors import check_url
 from burst.inputs import clip
@@ -203,14 +204,14 @@ def regional_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
 #: ValidateQueueName) and is a label value (at most 63 characters): lowercase letters,
 #: digits, '-' and '.', alphanumeric at both ends (docs/reference/walk-kueue.md S4).
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_QUEUE_NAME = re.compile(rf"^(?=.{{1,63}}$){_DNS_LABEL}(\.{_DNS_LABEL})*$")
+_QUEUE_NAME = re.compile(rf"^(?=.{{1,{TEAM_MAX}}}$){_DNS_LABEL}(\.{_DNS_LABEL})*$")
 
 
 def _queue_name(team: str) -> str:
     if not _QUEUE_NAME.match(team):
         raise BadInputError(
             f"team {clip(team, 80)!r} cannot name a Kueue LocalQueue, which the train pods "
-            "are labelled with: use at most 63 lowercase letters, digits, '-' and '.', "
+            f"are labelled with (burst-<team>): use at most {TEAM_MAX} lowercase letters, digits, '-' and '.', "
             "starting and ending with a letter or digit"
         )
     return team

@@ -6,15 +6,14 @@ it, and the ``workflow-controller`` process."""
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from devtools.cluster.controlplane import ControlPlane, Process, free_port
+from devtools.engines import ARGO, module_source
 
 log = logging.getLogger(__name__)
 
@@ -25,23 +24,8 @@ CONTROLLER_ACCOUNT = "argo"  # manifests/base/workflow-controller/workflow-contr
 _SKIPPED_KINDS = {"Deployment", "Service"}
 
 
-def module_dir() -> Path:
-    """The Argo module's source in the Go module cache (the build downloaded it)."""
-    from devtools.engines import ARGO
-
-    out = subprocess.run(
-        ["go", "mod", "download", "-json", f"github.com/argoproj/argo-workflows/v4@{ARGO}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd="/",
-        env={**__import__("os").environ, "GOFLAGS": "-mod=mod"},
-    )
-    return Path(json.loads(out.stdout)["Dir"])
-
-
 def install_objects(cp: ControlPlane) -> list[dict[str, Any]]:
-    src = module_dir() / "manifests" / "cluster-install"
+    src = module_source(f"github.com/argoproj/argo-workflows/v4@{ARGO}") / "manifests" / "cluster-install"
     text = cp.kubectl("kustomize", str(src)).stdout
     return [d for d in yaml.safe_load_all(text) if d and d.get("kind") not in _SKIPPED_KINDS]
 
@@ -56,6 +40,11 @@ def install(cp: ControlPlane, repo: Path) -> None:
     cp.apply([o for o in objs if o["kind"] != "CustomResourceDefinition"])
     # burst's controller configuration, applied as docs/cluster-setup.md step 4 says
     cp.kubectl("apply", "-k", str(repo / "deploy" / "controller"))
+    # the tier's own: the controller's metrics server would listen on every interface at 9090
+    cp.kubectl(
+        "patch", "configmap", "workflow-controller-configmap", "-n", NAMESPACE, "--type=merge",
+        "-p", '{"data": {"metricsConfig": "enabled: false\\n", "telemetryConfig": "enabled: false\\n"}}',
+    )
 
 
 def start_controller(cp: ControlPlane, argo_bin: Path) -> Process:
@@ -69,7 +58,7 @@ def start_controller(cp: ControlPlane, argo_bin: Path) -> Process:
         [
             str(argo_bin / "workflow-controller"),
             f"--kubeconfig={kubeconfig}",
-            "--executor-image=quay.io/argoproj/argoexec:v4.0.5",
+            f"--executor-image=quay.io/argoproj/argoexec:{ARGO}",
             "--loglevel=info",
             "--workflow-workers=4",
             "--pod-cleanup-workers=2",

@@ -45,6 +45,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the process that started it dies (PR_SET_PDEATHSIG), so a
+    killed test run leaves no engine holding its ports."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
 class Process:
     """One engine process: its own process group, its log in a file."""
 
@@ -61,6 +70,7 @@ class Process:
             stdin=subprocess.DEVNULL,
             env={**os.environ, **env},
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
 
     def alive(self) -> bool:

@@ -97,11 +97,12 @@ class NodeClient:
         self.base = cp.server
         self.s = requests.Session()
         self.s.cert = (str(pair.cert), str(pair.key))
-        self.s.verify = str(cp.pki / "ca.crt")
+        # passed on each request: a session's own verify loses to REQUESTS_CA_BUNDLE
+        self.verify = str(cp.pki / "ca.crt")
 
     def call(self, method: str, path: str, body: Any = None, *, ok: Sequence[int] = (200, 201), ctype: str = "application/json") -> Any:
         data = None if body is None else json.dumps(body)
-        r = self.s.request(method, self.base + path, data=data, headers={"Content-Type": ctype}, timeout=30)
+        r = self.s.request(method, self.base + path, data=data, headers={"Content-Type": ctype}, timeout=30, verify=self.verify)
         if r.status_code not in ok:
             raise requests.HTTPError(f"{method} {path}: {r.status_code} {r.text[:300]}")
         return r.json() if r.content else None
@@ -317,7 +318,7 @@ class PodRun:
         (cdir / "tmp").chmod(0o1777)
         stage = Path("/run/burst-tier") / f"{self.uid[:8]}-{c['name']}"
         stage.parent.mkdir(parents=True, exist_ok=True)
-        lines = [f"keep\t{p}\t{p}\trw" for p in self.agent.keep]
+        lines = []
         for m in c.get("volumeMounts") or []:
             src = volumes[m["name"]]
             if m.get("subPath"):
@@ -326,6 +327,9 @@ class PodRun:
                     src.mkdir(parents=True)
                     src.chmod(0o777)
             lines.append(f"vol\t{src}\t{m['mountPath']}\t{'ro' if m.get('readOnly') else 'rw'}")
+        # this machine's paths the container runs from (the interpreter, the checkout, the
+        # engines) last: a volume at /tmp (Argo's wait container has one) must not hide them
+        lines += [f"keep\t{p}\t{p}\trw" for p in self.agent.keep]
         Path(f"{stage}.mounts").write_text("\n".join(lines) + "\n")
         tmp_link = Path(f"{stage}.tmp")
         if tmp_link.is_symlink() or tmp_link.exists():
@@ -452,6 +456,7 @@ class NodeAgent:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.errors: list[str] = []
+        self.history: list[tuple[dict[str, Any], str]] = []  # (pod metadata, node): every pod run
 
     def add_node(self, shape: NodeShape) -> None:
         self.nodes[shape.name] = shape
@@ -565,6 +570,7 @@ class NodeAgent:
                 continue
             if run is None and phase == "Pending":
                 run = self.pods[uid] = PodRun(self, node, pod)
+                self.history.append((meta, node))
                 run.thread.start()
         for uid in [u for u, r in self.pods.items() if r.node == node and u not in seen]:
             self.pods[uid].terminate(0)

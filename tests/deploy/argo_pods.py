@@ -18,7 +18,7 @@ v3.6 to v4.1, the legacy pod layout that is the default):
 - ``setupServiceAccount``: the template's ``serviceAccountName`` over the workflow's; an
   ``executor.serviceAccountName`` mounts the Secret ``TokenNameForServiceAccount`` names
   (util/secrets/secret_name.go: the account's ``secrets[0]``, else ``<name>.service-account-token``).
-- ``podSpecPatch`` is applied last (strategic merge; here: the keys it sets replace).
+- ``podSpecPatch`` is applied last (strategic merge: maps merge, containers by name).
 
 The gang's Volcano Job pods (pipelines/gang.py) are pods the workflow creates too: Volcano
 copies each task's template into its pods (volcano pkg/controllers/job/job_controller_util.go,
@@ -111,11 +111,28 @@ def _exec_container(name: str, kind: str, executor: dict[str, Any]) -> dict[str,
     return c
 
 
+def _merge(base: dict[str, Any], patch: dict[str, Any]) -> None:
+    """Strategic merge, as far as the patches here go: maps merge key by key, containers
+    merge by name (their patch key), other lists and values replace."""
+    for key, value in patch.items():
+        if key in ("containers", "initContainers") and isinstance(value, list):
+            by_name = {c["name"]: c for c in base.get(key) or []}
+            for c in value:
+                if c["name"] in by_name:
+                    _merge(by_name[c["name"]], c)
+                else:
+                    base.setdefault(key, []).append(c)
+        elif isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
 def _patch(spec: dict[str, Any], patch: str) -> None:
     text = patch
     for key, value in SAMPLE.items():
         text = text.replace(key, json.dumps(value))
-    spec.update(json.loads(text))
+    _merge(spec, json.loads(text))
 
 
 def _kind(t: dict[str, Any]) -> str | None:

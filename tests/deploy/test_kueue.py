@@ -18,7 +18,7 @@ import pytest
 import yaml
 from strict_schema import strict
 
-from burst.admission.kueue_objects import CAPACITY_ORDER
+from burst.admission.kueue_objects import CAPACITY_ORDER, local_queue_name
 from burst.providers import PROVIDER_STACKS
 from burst.spec import Priority
 from pipelines.common import (
@@ -123,8 +123,8 @@ def test_the_objects_agree_with_each_other_and_with_burst() -> None:
     teams = set(yaml.safe_load((REPO / "deploy" / "gpu-quota.yaml").read_text())["data"])
     assert set(queues) == teams  # one ClusterQueue per team of the GPU quota
     local = {o["metadata"]["name"]: o for o in by_kind("LocalQueue")}
-    assert set(local) == teams
-    assert all(q["spec"]["clusterQueue"] == name for name, q in local.items())
+    assert set(local) == {local_queue_name(t) for t in teams}
+    assert all(q["spec"]["clusterQueue"] == name.removeprefix("burst-") for name, q in local.items())
     assert all(q["metadata"]["namespace"] == "burst" for q in local.values())
     bands = {o["metadata"]["name"]: o["value"] for o in by_kind("WorkloadPriorityClass")}
     assert set(bands) == {f"burst-{p}" for p in Priority}

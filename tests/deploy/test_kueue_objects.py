@@ -384,3 +384,19 @@ def test_burst_kueue_writes_the_files(burst_cli: Any, tmp_path: Path) -> None:
     r = burst_cli(["kueue", *every, "--local-queue-status-64"], env={"BURST_CATALOG": ""})
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("kind: ResourceFlavor") == len(_by(_every(), "ResourceFlavor"))
+
+
+def test_no_local_queue_is_named_default_and_train_pods_name_their_teams() -> None:
+    """Kueue's LocalQueueDefaulting (on in v0.17) puts every pod of a managed namespace that
+    names no queue into a LocalQueue called `default`: with the team `default` queue so named,
+    every step pod was admitted under a GPU flavor and pinned to GPU nodes, so no step but train
+    scheduled on the cluster's own nodes (the engines tier found it). Each team's LocalQueue is
+    burst-<team>, and that is what the train pods' label names."""
+    from burst.admission.kueue_objects import kueue_objects, local_queue_name, team_quotas
+    from pipelines.common import KUEUE_QUEUE_LABEL, kueue_labels
+
+    queues = {o["metadata"]["name"] for o in kueue_objects() if o["kind"] == "LocalQueue"}
+    assert "default" not in queues
+    for team in team_quotas():
+        label = kueue_labels()[KUEUE_QUEUE_LABEL].replace("{{workflow.parameters.team}}", team)
+        assert label == local_queue_name(team) and label in queues
