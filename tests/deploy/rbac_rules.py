@@ -25,6 +25,7 @@ Needs, from the engines' sources:
 
 from __future__ import annotations
 
+import copy
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,6 +228,84 @@ def submitted_workflow(**spec: Any) -> dict[str, Any]:
     return body
 
 
+#: deploy/argo: the WorkflowTemplates as deploy/ ships them (copies of pipelines/compiled)
+ARGO_TEMPLATES = Path(__file__).resolve().parents[2] / "deploy" / "argo"
+
+
+def argo_stored_templates(template: str = "burst-train") -> dict[str, Any]:
+    """``status.storedTemplates`` as Argo's submit paths write it at creation (v4.0.5
+    server/workflow/workflow_server.go CreateWorkflow, the ``burst submit`` path, and
+    SubmitWorkflow, which ``argo submit --from`` runs in-process: validate.ValidateWorkflow
+    resolves every template of the WorkflowTemplate through workflow/templateresolution and
+    keeps each under ``namespaced/<WorkflowTemplate>/<template>``), from deploy/argo's copy of
+    it. Go's JSON encoding of Argo's types adds zero values of struct fields (a template's
+    inputs and outputs ``{}``, a step's arguments ``{}``, a container's name ``""`` and
+    resources ``{}``), and templateresolution merges the WorkflowTemplate's spec.podMetadata into
+    each template's metadata (addPodMetadata: its keys win). Checked against what Argo's CLI
+    and server wrote on kube-apiserver v1.35.4 (engines tier)."""
+    (wt,) = [d for d in yaml.safe_load_all((ARGO_TEMPLATES / f"{template}.yaml").read_text()) if d]
+    pod_metadata = wt["spec"].get("podMetadata") or {}
+    out: dict[str, Any] = {}
+    for t in copy.deepcopy(wt["spec"]["templates"]):
+        t.setdefault("inputs", {})
+        t.setdefault("outputs", {})
+        metadata = t.get("metadata") or {}
+        for m in ("labels", "annotations"):
+            merged = {**(metadata.get(m) or {}), **(pod_metadata.get(m) or {})}
+            if merged:
+                metadata[m] = merged
+        t["metadata"] = metadata
+        if "container" in t:
+            t["container"].setdefault("name", "")
+            t["container"].setdefault("resources", {})
+        for group in t.get("steps") or []:
+            for step in group:
+                step.setdefault("arguments", {})
+        out[f"namespaced/{template}/{t['name']}"] = t
+    return out
+
+
+def argo_submitted_workflow(
+    template: str = "burst-train", stored: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What ``argo submit --from workflowtemplate/<template> --parameter-file P`` creates as
+    the CI user (Argo's server creates the same status for ``burst submit``): the creator
+    labels, the parameters, Go's null timestamps and the stored templates (``stored`` replaces
+    or adds entries)."""
+    return {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Workflow",
+        "metadata": {
+            "generateName": f"{template}-",
+            "creationTimestamp": None,
+            "labels": {
+                "workflows.argoproj.io/creator": "ci",
+                "workflows.argoproj.io/workflow-template": template,
+            },
+        },
+        "spec": {
+            "workflowTemplateRef": {"name": template},
+            "arguments": {"parameters": [{"name": "spec", "value": "name: job\n"},
+                                         {"name": "tf-stack", "value": "local"}]},
+        },
+        "status": {
+            "startedAt": None,
+            "finishedAt": None,
+            "storedTemplates": {**argo_stored_templates(template), **(stored or {})},
+        },
+    }  # fmt: skip
+
+
+def _swapped_train() -> dict[str, Any]:
+    """burst-train's train template as a submitter would store it: another image and command,
+    and no serviceAccountName (the pod would run as the orchestration account, burst-run)."""
+    t = argo_stored_templates()["namespaced/burst-train/train"]
+    t.pop("serviceAccountName", None)
+    t["container"] = {**t["container"], "image": "registry.local/x@sha256:" + "0" * 64,
+                      "command": ["sh", "-c"], "args": ["cat /var/run/secrets/*/*/token"]}  # fmt: skip
+    return t
+
+
 def task_result(name: str, workflow: str) -> dict[str, Any]:
     """What Argo's executor creates (workflow/executor/taskresult.go createTaskResult)."""
     return {
@@ -393,6 +472,7 @@ class Admit:
 
 WF, TR, PI = "burst-workflows", "burst-task-results", "burst-pod-identities"
 RA, RB, RG = "burst-run-accounts", "burst-run-bindings", "burst-run-gangs"
+ST = "burst-stored-templates"
 STOP = {
     "spec": {"shutdown": "Stop"},
     "metadata": {"labels": {"workflows.argoproj.io/action": "Stop"}},
@@ -492,9 +572,27 @@ ADMIT: tuple[Admit, ...] = (
     Admit(SUBMITTER, "submit with label workflows.argoproj.io/controller-instanceid", False, WF,
           body={**submitted_workflow(), "metadata": {"generateName": "job-", "labels": {
               "workflows.argoproj.io/controller-instanceid": "other"}}}),
-    Admit(SUBMITTER, "submit with a status.storedWorkflowSpec", False, WF,
-          body={**submitted_workflow(), "status": {"storedWorkflowSpec": {
+    # Argo's Go field StoredWorkflowSpec is status.storedWorkflowTemplateSpec on the wire
+    Admit(SUBMITTER, "submit with a status.storedWorkflowTemplateSpec", False, WF,
+          body={**submitted_workflow(), "status": {"storedWorkflowTemplateSpec": {
               "serviceAccountName": "burst-run"}}}),
+    # Argo's submit paths store the WorkflowTemplate's templates in the run's status, which the
+    # controller runs in place of the WorkflowTemplate's: as Argo writes them, and only so
+    *(
+        Admit(SUBMITTER, f"submit {t} as `argo submit --from` (and Argo's server) create it: "
+              "status.storedTemplates", True, body=argo_submitted_workflow(t))
+        for t in ("burst-train", "burst-regional")
+    ),
+    Admit(SUBMITTER, "submit with a stored train template of another image and no account", False,
+          ST, body=argo_submitted_workflow(stored={"namespaced/burst-train/train": _swapped_train()})),
+    Admit(SUBMITTER, "submit with a stored template of another WorkflowTemplate", False, ST,
+          body=argo_submitted_workflow(stored={
+              "namespaced/burst-regional/train": argo_stored_templates()["namespaced/burst-train/train"]})),
+    Admit(SUBMITTER, "submit with a stored template burst-train does not have", False, ST,
+          body=argo_submitted_workflow(stored={"namespaced/burst-train/shell": _swapped_train()})),
+    Admit(SUBMITTER, "submit with a status.phase beside the stored templates", False, WF,
+          body={**argo_submitted_workflow(), "status": {
+              **argo_submitted_workflow()["status"], "phase": "Succeeded"}}),
     Admit(SUBMITTER, "stop a run (spec.shutdown: Stop, Argo's actor label)", True,
           resource="workflows.argoproj.io", name=RUN, patch=STOP),
     *(
@@ -503,8 +601,8 @@ ADMIT: tuple[Admit, ...] = (
             ("terminate a run (skips teardown)", {"spec": {"shutdown": "Terminate"}}),
             ("patch spec.serviceAccountName", {"spec": {"serviceAccountName": "burst-run"}}),
             ("patch spec.workflowTemplateRef", {"spec": {"workflowTemplateRef": {"name": "x"}}}),
-            ("patch status.storedWorkflowSpec",
-             {"status": {"storedWorkflowSpec": {"serviceAccountName": "burst-run"}}}),
+            ("patch status.storedWorkflowTemplateSpec",
+             {"status": {"storedWorkflowTemplateSpec": {"serviceAccountName": "burst-run"}}}),
             ("label a run completed (hides it from the reaper)",
              {"metadata": {"labels": {"workflows.argoproj.io/completed": "true"}}}),
             ("suspend a run", {"spec": {"suspend": True}}),

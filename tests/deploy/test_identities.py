@@ -254,6 +254,45 @@ def _policies(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}
 
 
+#: the one objectSelector a binding may add: not the runs Argo's controller makes of a
+#: CronWorkflow (a label only exempt identities may set: burst-workflows refuses Argo's labels
+#: but the creator's), so that no missing params stop the reaper
+CRON_RUNS_EXCLUDED = {"matchExpressions": [
+    {"key": "workflows.argoproj.io/cron-workflow", "operator": "DoesNotExist"}]}  # fmt: skip
+
+
+def _shipped_templates() -> set[str]:
+    return {
+        d["metadata"]["name"] for p in (DEPLOY / "argo").glob("*.yaml") for d in _docs(p)
+        if d["kind"] == "WorkflowTemplate"
+    }  # fmt: skip
+
+
+def _narrowed(binding: dict[str, Any], policies: dict[str, dict[str, Any]]) -> str:
+    """How a binding judges less than every request of the namespace, or picks params it
+    should not ("" when it does neither): params only as a WorkflowTemplate deploy/ ships, by
+    name, in the request's own namespace, refusing when it is missing; an objectSelector only
+    CRON_RUNS_EXCLUDED."""
+    spec = binding["spec"]
+    policy = policies.get(spec["policyName"], {}).get("spec", {})
+    kind = policy.get("paramKind")
+    ref = spec.get("paramRef")
+    objects = (spec.get("matchResources") or {}).get("objectSelector")
+    if objects and objects != CRON_RUNS_EXCLUDED:
+        return f"objectSelector {objects}"
+    if kind is None and ref is None:
+        return ""
+    if kind != {"apiVersion": "argoproj.io/v1alpha1", "kind": "WorkflowTemplate"}:
+        return f"params of kind {kind}"
+    if ref is None:
+        return "no paramRef: its policy would judge with no params"
+    if set(ref) != {"name", "parameterNotFoundAction"} or ref["parameterNotFoundAction"] != "Deny":
+        return f"paramRef {ref}: a name in the request's namespace, Deny when missing"
+    if ref["name"] not in _shipped_templates():
+        return f"params {ref['name']}, which deploy/argo does not ship"
+    return ""
+
+
 def admission_problems(before: bool = False) -> list[str]:
     """Every guarded (resource, operation) is matched by a policy that fails closed and is bound,
     denying, to the runs' namespace; every policy is in the kustomization."""
@@ -271,8 +310,9 @@ def admission_problems(before: bool = False) -> list[str]:
             out.append(f"binding {b['metadata']['name']}: actions {spec['validationActions']}")
         elif not wanted or any(labels.get(k) != v for k, v in wanted.items()):
             out.append(f"binding {b['metadata']['name']}: selects no namespace deploy/ makes")
-        elif selector.get("matchExpressions") or spec.get("paramRef"):
-            out.append(f"binding {b['metadata']['name']}: more than a label selects")
+        elif selector.get("matchExpressions") or _narrowed(b, policies):
+            out.append(f"binding {b['metadata']['name']}: more than a label selects "
+                       f"({_narrowed(b, policies) or 'namespace expressions'})")  # fmt: skip
         else:
             bound.add(spec["policyName"])
     for name, p in policies.items():
@@ -348,6 +388,27 @@ def test_the_checks_see_a_policy_that_fails_open_or_is_unbound() -> None:
             assert admission_problems()
 
 
+def test_the_checks_see_a_binding_that_judges_less_or_with_other_params() -> None:
+    """A stored-templates binding that lets a missing WorkflowTemplate admit (Allow), compares
+    with a WorkflowTemplate deploy/ does not ship, judges with no params, or skips more runs
+    than the controller's CronWorkflow runs is not counted as binding its policy."""
+    docs, ns = _admission()
+    name = "burst-stored-templates-burst-train"
+    for change in (
+        lambda b: b["spec"]["paramRef"].update(parameterNotFoundAction="Allow"),
+        lambda b: b["spec"]["paramRef"].update(name="team-b-pipeline"),
+        lambda b: b["spec"]["paramRef"].update(namespace="team-b"),
+        lambda b: b["spec"].pop("paramRef"),
+        lambda b: b["spec"]["matchResources"].update(
+            objectSelector={"matchLabels": {"burst.dev/job": "x"}}),
+    ):  # fmt: skip
+        broken = copy.deepcopy(docs)
+        change(next(d for d in broken if d["metadata"]["name"] == name))
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sys.modules[__name__], "_admission", lambda before=False, b=broken: (b, ns))
+            assert any(name in p and "more than a label" in p for p in admission_problems())
+
+
 def test_exemptions_are_the_documented_ones() -> None:
     assert exemption_problems() == []
     docs, _ = _admission()
@@ -370,6 +431,98 @@ def test_a_run_may_call_exactly_the_templates_burst_submit_calls() -> None:
     }  # fmt: skip
     assert set(_variable(policy, "templates")) == {TEMPLATE_NAME, REGIONAL_TEMPLATE}
     assert {TEMPLATE_NAME, REGIONAL_TEMPLATE} <= shipped
+
+
+# -- stored templates: what Argo's submit paths write in a run's status ----------------------------
+#
+# Argo's CreateWorkflow (`burst submit`) and SubmitWorkflow (`argo submit --from`) store every
+# template of the WorkflowTemplate in the run's status.storedTemplates, which the controller runs
+# in place of the WorkflowTemplate's; burst-stored-templates compares each entry with its params,
+# the WorkflowTemplate itself (cases: rbac_rules.ADMIT, argo_submitted_workflow).
+
+STORED = "burst-stored-templates"
+#: template kinds whose stored form (Go's zero values) the policy does not model: compared
+#: exactly, a run of a WorkflowTemplate that used one would be refused
+UNMODELLED = {"dag", "script", "containerSet"}
+
+
+def stored_template_problems(
+    docs: list[dict[str, Any]] | None = None, templates: dict[str, dict[str, Any]] | None = None
+) -> list[str]:
+    """Every WorkflowTemplate a run may call (burst-workflows' templates) is the params of a
+    binding of burst-stored-templates, and nothing else is; each uses only the template shapes
+    whose stored form the policy knows: no dag, script or containerSet, no inline step
+    template, every step named and no name twice in a template (the policy pairs a stored step
+    with the template's step of the same name)."""
+    docs = docs if docs is not None else _admission()[0]
+    policies = _policies(docs)
+    if STORED not in policies:
+        return [f"no policy {STORED}: a submitter's status.storedTemplates would run as written"]
+    callable_ = set(_variable(policies["burst-workflows"], "templates"))
+    bound = {
+        d["spec"]["paramRef"]["name"] for d in docs
+        if d["kind"] == "ValidatingAdmissionPolicyBinding" and d["spec"]["policyName"] == STORED
+        and d["spec"].get("paramRef")
+    }  # fmt: skip
+    out = [f"a run may call {n}, whose stored templates no binding of {STORED} compares"
+           for n in sorted(callable_ - bound)]  # fmt: skip
+    out += [f"{STORED} is bound to {n}, which no run may call" for n in sorted(bound - callable_)]
+    if templates is None:
+        templates = {
+            d["metadata"]["name"]: d for p in sorted((DEPLOY / "argo").glob("*.yaml"))
+            for d in _docs(p) if d["kind"] == "WorkflowTemplate"
+        }  # fmt: skip
+    for name in sorted(callable_ & set(templates)):
+        for t in templates[name]["spec"]["templates"]:
+            where = f"{name}/{t['name']}"
+            if UNMODELLED & set(t):
+                out.append(f"{where}: {sorted(UNMODELLED & set(t))}, whose stored form "
+                           f"{STORED} does not model")  # fmt: skip
+            steps = [step for group in t.get("steps") or [] for step in group]
+            names = [step.get("name") for step in steps]
+            if any("inline" in step for step in steps):
+                out.append(f"{where}: an inline step template (stored under .../inline/<step>)")
+            if None in names or len(set(names)) != len(names):
+                out.append(f"{where}: step names {names} are not each once")
+    return out
+
+
+def test_every_template_a_run_may_call_has_its_stored_templates_compared() -> None:
+    assert stored_template_problems() == []
+
+
+def test_the_stored_template_check_sees_a_missing_binding_and_an_unmodelled_shape() -> None:
+    docs, _ = _admission()
+    unbound = [d for d in docs if d["metadata"]["name"] != f"{STORED}-burst-regional"]
+    assert stored_template_problems(unbound) == [
+        f"a run may call burst-regional, whose stored templates no binding of {STORED} compares"
+    ]
+    (wt,) = _docs(DEPLOY / "argo" / "burst-train.yaml")
+    main = next(t for t in wt["spec"]["templates"] if t["name"] == "main")
+    main["steps"][0][0]["inline"] = {"container": {"image": "x"}}
+    main["steps"][-1].append(dict(main["steps"][-1][0]))
+    wt["spec"]["templates"].append({"name": "fan", "dag": {"tasks": []}})
+    problems = stored_template_problems(templates={"burst-train": wt})
+    assert len(problems) == 3, problems
+
+
+def test_the_cases_stored_templates_are_every_shipped_template() -> None:
+    """rbac_rules.argo_stored_templates, the cases' model of what Argo stores (the engines tier
+    admits it; it equalled what Argo's CLI and server stored on kube-apiserver v1.35.4), holds
+    every template of each WorkflowTemplate a run may call, with the fields that choose a pod's
+    identity and code as shipped."""
+    from rbac_rules import argo_stored_templates
+
+    for name in _variable(_policies(_admission()[0])["burst-workflows"], "templates"):
+        (wt,) = _docs(DEPLOY / "argo" / f"{name}.yaml")
+        stored = argo_stored_templates(name)
+        assert set(stored) == {f"namespaced/{name}/{t['name']}" for t in wt["spec"]["templates"]}
+        for t in wt["spec"]["templates"]:
+            s = stored[f"namespaced/{name}/{t['name']}"]
+            for k in ("serviceAccountName", "podSpecPatch", "securityContext", "resource"):
+                assert s.get(k) == t.get(k), (t["name"], k)
+            for k in ("image", "command", "args", "env", "securityContext"):
+                assert (s.get("container") or {}).get(k) == (t.get("container") or {}).get(k)
 
 
 @pytest.mark.parametrize("example", ["quickstart.yaml", "regional.yaml"])
@@ -476,45 +629,133 @@ def _controller_config() -> dict[str, Any]:
     return cm
 
 
-def reference_mode_problems(config: dict[str, Any] | None = None) -> list[str]:
-    """With ``workflowRestrictions.templateReferencing`` Strict or Secure, Argo's controller runs
-    only Workflows that call a WorkflowTemplate by workflowTemplateRef and set nothing but
-    allowed fields (v4.0.5 workflow/controller/operator.go setExecWorkflow: "workflows must use
-    workflowTemplateRef to be executed when the controller is in reference mode"; util/merge.go
-    ValidateUserOverrides). The CronWorkflows deploy/ ships create their Workflows from their
-    own workflowSpec (workflow/common/convert.go toWorkflow): each must then be such a call, or
-    its runs end in Error at their first reconciliation, the reaper's among them."""
+ARGO_STRICT = {"arguments", "entrypoint", "shutdown", "suspend", "activeDeadlineSeconds",
+               "priority", "ttlStrategy", "podGC", "volumeClaimGC", "archiveLogs",
+               "workflowMetadata", "workflowTemplateRef", "metrics", "artifactGC"}  # fmt: skip
+
+
+def _argo_objects() -> list[dict[str, Any]]:
+    return [d for p in sorted((DEPLOY / "argo").glob("*.yaml")) for d in _docs(p)]
+
+
+def reference_mode_problems(
+    config: dict[str, Any] | None = None, objects: list[dict[str, Any]] | None = None
+) -> list[str]:
+    """deploy/controller sets ``workflowRestrictions.templateReferencing: Secure``: Argo's
+    controller then runs only Workflows that call a WorkflowTemplate by workflowTemplateRef and
+    set nothing but allowed fields (v4.0.5 workflow/controller/operator.go setExecWorkflow:
+    "workflows must use workflowTemplateRef to be executed when the controller is in reference
+    mode"; util/merge.go ValidateUserOverrides), and fetches that template at every
+    reconciliation (setStoredWfSpec: a missing one ends the run in Error). The CronWorkflows
+    deploy/ ships create their Workflows from their own workflowSpec (workflow/common/convert.go
+    toWorkflow): each must be such a call, of a WorkflowTemplate deploy/ ships in the same
+    namespace, passing only parameters it declares, or its runs end in Error at their first
+    reconciliation (the reaper's among them: expired runs would bill on)."""
     cm = config if config is not None else _controller_config()
     restrictions = yaml.safe_load((cm.get("data") or {}).get("workflowRestrictions") or "{}") or {}
-    if restrictions.get("templateReferencing") not in ("Strict", "Secure"):
-        return []
-    argo_strict = {"arguments", "entrypoint", "shutdown", "suspend", "activeDeadlineSeconds",
-                   "priority", "ttlStrategy", "podGC", "volumeClaimGC", "archiveLogs",
-                   "workflowMetadata", "workflowTemplateRef", "metrics", "artifactGC"}  # fmt: skip
     out = []
-    for path in sorted((DEPLOY / "argo").glob("*.yaml")):
-        for d in _docs(path):
-            if d["kind"] != "CronWorkflow":
-                continue
-            spec = d["spec"]["workflowSpec"]
-            if "workflowTemplateRef" not in spec:
-                out.append(f"CronWorkflow {d['metadata']['name']}: its workflows hold their own "
-                           "templates, which the controller refuses in reference mode")  # fmt: skip
-            elif set(spec) - argo_strict:
-                out.append(
-                    f"CronWorkflow {d['metadata']['name']}: sets {sorted(set(spec) - argo_strict)}"
-                )
+    if restrictions.get("templateReferencing") != "Secure":
+        out.append(
+            "deploy/controller: templateReferencing is "
+            f"{restrictions.get('templateReferencing')!r}, not 'Secure': a Workflow may hold "
+            "its own templates and choose its pods' identity and shape"
+        )
+    docs = objects if objects is not None else _argo_objects()
+    templates = {d["metadata"]["name"]: d for d in docs if d["kind"] == "WorkflowTemplate"}
+    for d in docs:
+        if d["kind"] != "CronWorkflow":
+            continue
+        name = d["metadata"]["name"]
+        spec = d["spec"]["workflowSpec"]
+        ref = spec.get("workflowTemplateRef") or {}
+        if "workflowTemplateRef" not in spec:
+            out.append(f"CronWorkflow {name}: its workflows hold their own templates, which "
+                       "the controller refuses in reference mode")  # fmt: skip
+            continue
+        if set(spec) - ARGO_STRICT:
+            out.append(f"CronWorkflow {name}: sets {sorted(set(spec) - ARGO_STRICT)}")
+        if ref.get("clusterScope") or ref.get("name") not in templates:
+            out.append(f"CronWorkflow {name}: calls {ref}, which deploy/argo does not ship")
+            continue
+        declared = {
+            p["name"] for p in templates[ref["name"]]["spec"].get("arguments", {}).get(
+                "parameters") or []
+        }  # fmt: skip
+        passed = {p["name"] for p in (spec.get("arguments") or {}).get("parameters") or []}
+        if passed - declared:
+            out.append(f"CronWorkflow {name}: passes {sorted(passed - declared)}, which "
+                       f"{ref['name']} does not declare")  # fmt: skip
     return out
 
 
-def test_argos_reference_mode_would_not_refuse_what_deploy_ships() -> None:
+def test_argos_reference_mode_is_secure_and_refuses_nothing_deploy_ships() -> None:
     assert reference_mode_problems() == []
 
 
-def test_the_reference_mode_check_sees_the_reaper_it_would_break() -> None:
-    """deploy/controller leaves templateReferencing unset while the burst-reaper CronWorkflow
-    holds its templates inline (docs/reference/argo-controller-config.md): set, every reap
-    would end in Error and expired runs would bill on. The check sees it."""
-    secure = copy.deepcopy(_controller_config())
-    secure["data"]["workflowRestrictions"] = "templateReferencing: Secure\n"
-    assert reference_mode_problems(secure)
+def test_the_reference_mode_check_sees_a_weaker_mode_and_a_cron_it_would_break() -> None:
+    """Without Secure (unset, or Strict) the check fails; with it, a CronWorkflow holding its
+    templates (the reaper before it called burst-reaper), one calling a template deploy/ does
+    not ship, or one setting its own service account would end every reap in Error."""
+    for mode in (None, "Strict"):
+        weaker = copy.deepcopy(_controller_config())
+        weaker["data"].pop("workflowRestrictions")
+        if mode:
+            weaker["data"]["workflowRestrictions"] = f"templateReferencing: {mode}\n"
+        assert any("not 'Secure'" in p for p in reference_mode_problems(weaker)), mode
+    objects = _argo_objects()
+    inline = _load(BEFORE / "pipelines_compiled_burst-reaper.yaml")
+    assert inline["kind"] == "CronWorkflow"
+    assert any("hold their own templates" in p for p in reference_mode_problems(None, [inline]))
+    no_template = [d for d in objects if d["kind"] != "WorkflowTemplate"]
+    assert any("does not ship" in p for p in reference_mode_problems(None, no_template))
+    widened = copy.deepcopy(objects)
+    cron = next(d for d in widened if d["kind"] == "CronWorkflow")
+    cron["spec"]["workflowSpec"]["serviceAccountName"] = "burst-run"
+    cron["spec"]["workflowSpec"]["arguments"]["parameters"].append({"name": "x", "value": "1"})
+    problems = reference_mode_problems(None, widened)
+    assert any("sets ['serviceAccountName']" in p for p in problems)
+    assert any("passes ['x']" in p for p in problems)
+
+
+def test_the_lint_knows_the_fields_argo_lets_a_reference_set() -> None:
+    """burst.runner.lint refuses, in a spec that calls a template, what reference mode would."""
+    from burst.runner.lint import REFERENCE_FIELDS
+
+    assert set(REFERENCE_FIELDS) == ARGO_STRICT
+
+
+def reaper_call_problems(docs: list[dict[str, Any]] | None = None) -> list[str]:
+    """The templates only CronWorkflows call (the reaper) are run by Argo's controller, which
+    creates a CronWorkflow's Workflows (workflow/cron/operator.go, with the controller's
+    identity) and which the workflow policy exempts; nobody else may call them: a submitter
+    calling burst-reaper would choose its arguments, such as the server the reaper sends its
+    own token to (argo-server), and destroy with the reaper's role."""
+    docs = docs if docs is not None else _admission()[0]
+    policy = _policies(docs)["burst-workflows"]
+    callable_ = set(_variable(policy, "templates"))
+    conditions = {c["name"] for c in policy["spec"].get("matchConditions") or []}
+    out = []
+    for d in _argo_objects():
+        if d["kind"] != "CronWorkflow":
+            continue
+        called = d["spec"]["workflowSpec"]["workflowTemplateRef"]["name"]
+        if called in callable_:
+            out.append(f"a submitter may call {called}, which only CronWorkflow "
+                       f"{d['metadata']['name']} should")  # fmt: skip
+        if "not-the-argo-controller" not in conditions:
+            out.append(f"burst-workflows refuses the Workflows Argo's controller creates for "
+                       f"CronWorkflow {d['metadata']['name']}")  # fmt: skip
+    return out
+
+
+def test_only_argos_controller_runs_the_reaper() -> None:
+    assert reaper_call_problems() == []
+    docs, _ = _admission()
+    policy = _policies(docs)["burst-workflows"]
+    var = next(v for v in policy["spec"]["variables"] if v["name"] == "templates")
+    var["expression"] = "['burst-train', 'burst-regional', 'burst-reaper']"
+    assert any("may call burst-reaper" in p for p in reaper_call_problems(docs))
+    policy["spec"]["matchConditions"] = [
+        c for c in policy["spec"]["matchConditions"] if c["name"] != "not-the-argo-controller"
+    ]
+    assert any("refuses the Workflows" in p for p in reaper_call_problems(docs))
