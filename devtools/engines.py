@@ -70,7 +70,13 @@ class Engine:
     def key(self, go_version: str) -> str:
         h = hashlib.sha256()
         h.update(f"{self.name} {self.version} {self.ldflags} {go_version}".encode())
-        for item in (*self.packages, *self.install, self.source or "", *self.placeholders, *(f"{a}->{b}" for a, b in self.links)):
+        for item in (
+            *self.packages,
+            *self.install,
+            self.source or "",
+            *self.placeholders,
+            *(f"{a}->{b}" for a, b in self.links),
+        ):
             h.update(item.encode())
         if self.module_dir:
             for f in sorted((ROOT / self.module_dir).glob("*")):
@@ -112,7 +118,13 @@ ENGINES: tuple[Engine, ...] = (
         ARGO,
         ("workflow-controller", "argoexec", "argo"),
         source=f"github.com/argoproj/argo-workflows/v4@{ARGO}",
-        ldflags=f"-s -w -X github.com/argoproj/argo-workflows/v4.version={ARGO} -X github.com/argoproj/argo-workflows/v4.gitTag={ARGO} -X github.com/argoproj/argo-workflows/v4.gitTreeState=clean",
+        ldflags=" ".join(
+            ["-s -w"]
+            + [
+                f"-X github.com/argoproj/argo-workflows/v4.{k}={v}"
+                for k, v in (("version", ARGO), ("gitTag", ARGO), ("gitTreeState", "clean"))
+            ]
+        ),
         packages=("./cmd/workflow-controller", "./cmd/argoexec", "./cmd/argo"),
         placeholders=("ui/dist/app/index.html",),
         # a symlink in Argo's repository, absent from the v4.0.5 module zip: without it the
@@ -151,7 +163,9 @@ def module_source(ref: str) -> Path:
     try:
         return Path(json.loads(proc.stdout)["Dir"])
     except (ValueError, KeyError):
-        raise BuildFailed(f"go mod download {ref}: {(proc.stderr or proc.stdout).strip()[-300:]}") from None
+        raise BuildFailed(
+            f"go mod download {ref}: {(proc.stderr or proc.stdout).strip()[-300:]}"
+        ) from None
 
 
 def _source_copy(engine: Engine, tmp: Path) -> Path:
@@ -181,6 +195,7 @@ def build(engine: Engine, go: str) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     env = {**os.environ, "GOFLAGS": "-buildvcs=false -trimpath", "CGO_ENABLED": "0"}
+    cwd: Path
     if engine.source:
         cwd = _source_copy(engine, tmp)
         cmd = ["go", "build", "-ldflags", engine.ldflags, "-o", str(tmp) + "/", *engine.packages]
@@ -190,7 +205,7 @@ def build(engine: Engine, go: str) -> Path:
             cmd += [str(tmp / engine.binaries[0]), *engine.packages]
         else:
             cmd += [str(tmp) + "/", *engine.packages]
-        cwd: Path = ROOT / engine.module_dir
+        cwd = ROOT / engine.module_dir
     else:
         cmd = ["go", "install", "-ldflags", engine.ldflags, *engine.install]
         env["GOBIN"] = str(tmp)
@@ -203,7 +218,9 @@ def build(engine: Engine, go: str) -> Path:
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-        raise BuildFailed(f"{engine.name} {engine.version}: go exited {proc.returncode}\n" + "\n".join(tail))
+        raise BuildFailed(
+            f"{engine.name} {engine.version}: go exited {proc.returncode}\n" + "\n".join(tail)
+        )
     if not _complete(tmp, engine):
         shutil.rmtree(tmp, ignore_errors=True)
         raise BuildFailed(f"{engine.name} {engine.version}: the build left no {engine.binaries}")
@@ -229,7 +246,9 @@ def binaries(names: Sequence[str] | None = None) -> dict[str, Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m devtools.engines", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m devtools.engines", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--only", action="append", help="build only this engine (repeatable)")
     ap.add_argument("--json", action="store_true", help="print the binaries' paths as JSON")
     args = ap.parse_args(argv)
@@ -237,7 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     known = {e.name for e in ENGINES}
     for name in args.only or []:
         if name not in known:
-            print(f"engines: unknown engine {name!r} (known: {', '.join(sorted(known))})", file=sys.stderr)
+            print(
+                f"engines: unknown engine {name!r} (known: {', '.join(sorted(known))})",
+                file=sys.stderr,
+            )
             return 2
     try:
         found = binaries(args.only)

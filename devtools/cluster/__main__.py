@@ -4,6 +4,7 @@ it up until Ctrl-C; prints the admin kubeconfig to use with kubectl or argo."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
@@ -17,7 +18,9 @@ from devtools.engines import BuildFailed
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m devtools.cluster", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m devtools.cluster", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--root", type=Path, help="the tier's directory (default: a new temporary one)")
     ap.add_argument("--no-kueue", action="store_true", help="start without Kueue")
     args = ap.parse_args(argv)
@@ -33,10 +36,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"engines tier up: export KUBECONFIG={tier.cp.admin}", flush=True)
             done = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: done.set())
-            try:
+            with contextlib.suppress(KeyboardInterrupt):
                 done.wait()
-            except KeyboardInterrupt:
-                pass
     except BuildFailed as exc:
         print(f"engines tier: build failed: {exc}", file=sys.stderr)
         return 3

@@ -25,7 +25,11 @@ _SKIPPED_KINDS = {"Deployment", "Service"}
 
 
 def install_objects(cp: ControlPlane) -> list[dict[str, Any]]:
-    src = module_source(f"github.com/argoproj/argo-workflows/v4@{ARGO}") / "manifests" / "cluster-install"
+    src = (
+        module_source(f"github.com/argoproj/argo-workflows/v4@{ARGO}")
+        / "manifests"
+        / "cluster-install"
+    )
     text = cp.kubectl("kustomize", str(src)).stdout
     return [d for d in yaml.safe_load_all(text) if d and d.get("kind") not in _SKIPPED_KINDS]
 
@@ -36,14 +40,22 @@ def install(cp: ControlPlane, repo: Path) -> None:
     crds = [o for o in objs if o["kind"] == "CustomResourceDefinition"]
     cp.apply(crds)
     for crd in crds:
-        cp.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+        cp.kubectl(
+            "wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s"
+        )
     cp.apply([o for o in objs if o["kind"] != "CustomResourceDefinition"])
     # burst's controller configuration, applied as docs/cluster-setup.md step 4 says
     cp.kubectl("apply", "-k", str(repo / "deploy" / "controller"))
     # the tier's own: the controller's metrics server would listen on every interface at 9090
     cp.kubectl(
-        "patch", "configmap", "workflow-controller-configmap", "-n", NAMESPACE, "--type=merge",
-        "-p", '{"data": {"metricsConfig": "enabled: false\\n", "telemetryConfig": "enabled: false\\n"}}',
+        "patch",
+        "configmap",
+        "workflow-controller-configmap",
+        "-n",
+        NAMESPACE,
+        "--type=merge",
+        "-p",
+        '{"data": {"metricsConfig": "enabled: false\\n", "telemetryConfig": "enabled: false\\n"}}',
     )
 
 

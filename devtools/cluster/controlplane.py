@@ -116,7 +116,9 @@ class ControlPlane:
         assert self.ca is not None, "start() first"
         stem = name or user.replace(":", "-").replace("/", "-")
         pair = self.ca.issue(f"user-{stem}", user, groups=tuple(groups))
-        return self._write_kubeconfig(stem, {"client-certificate": str(pair.cert), "client-key": str(pair.key)})
+        return self._write_kubeconfig(
+            stem, {"client-certificate": str(pair.cert), "client-key": str(pair.key)}
+        )
 
     def token_kubeconfig(self, stem: str, token: str) -> Path:
         """A kubeconfig that authenticates with a bearer token (a service account's)."""
@@ -129,7 +131,10 @@ class ControlPlane:
             "clusters": [
                 {
                     "name": "tier",
-                    "cluster": {"server": self.server, "certificate-authority": str(self.pki / "ca.crt")},
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority": str(self.pki / "ca.crt"),
+                    },
                 }
             ],
             "users": [{"name": stem, "user": user}],
@@ -144,7 +149,9 @@ class ControlPlane:
 
     # -- processes -----------------------------------------------------------------------
 
-    def _spawn(self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Process:
+    def _spawn(
+        self, name: str, argv: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> Process:
         p = Process(name, argv, self.root / "logs" / f"{name}.log", env or {})
         self.processes[name] = p
         return p
@@ -244,7 +251,12 @@ class ControlPlane:
         )
         # the controller-manager's service-account controller makes `default` in each namespace
         self.wait_for(
-            lambda: self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0,
+            lambda: (
+                self.kubectl(
+                    "get", "serviceaccount", "default", "-n", "default", check=False
+                ).returncode
+                == 0
+            ),
             "the default service account (kube-controller-manager)",
             timeout,
         )
@@ -291,7 +303,9 @@ class ControlPlane:
 
         def ok() -> bool:
             try:
-                r = requests.get(f"{self.server}/readyz", cert=cert, verify=str(self.pki / "ca.crt"), timeout=3)
+                r = requests.get(
+                    f"{self.server}/readyz", cert=cert, verify=str(self.pki / "ca.crt"), timeout=3
+                )
             except requests.RequestException:
                 return False
             return r.status_code == 200
@@ -311,7 +325,9 @@ class ControlPlane:
         cmd = [str(self.bin["kubectl"]), f"--kubeconfig={kubeconfig or self.admin}", *args]
         proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
-            raise TierError(f"kubectl {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}")
+            raise TierError(
+                f"kubectl {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}"
+            )
         return proc
 
     def get_json(self, *args: str, kubeconfig: Path | None = None) -> Any:
@@ -319,10 +335,20 @@ class ControlPlane:
 
     def apply(self, docs: Sequence[dict[str, Any]] | str, kubeconfig: Path | None = None) -> str:
         text = docs if isinstance(docs, str) else yaml.safe_dump_all(list(docs))
-        return self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", stdin=text, kubeconfig=kubeconfig).stdout
+        return self.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+            stdin=text,
+            kubeconfig=kubeconfig,
+        ).stdout
 
     def create_token(self, namespace: str, account: str, duration: str = "24h") -> str:
-        return self.kubectl("create", "token", account, "-n", namespace, f"--duration={duration}").stdout.strip()
+        return self.kubectl(
+            "create", "token", account, "-n", namespace, f"--duration={duration}"
+        ).stdout.strip()
 
 
 @contextlib.contextmanager

@@ -64,7 +64,9 @@ def install_and_start(cp: ControlPlane, kueue_bin: Path, managed_namespaces: lis
     cp.apply([o for o in objs if o["kind"] == "Namespace"])
     cp.apply(crds)
     for crd in crds:
-        cp.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+        cp.kubectl(
+            "wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s"
+        )
     rest = [o for o in objs if o["kind"] not in ("CustomResourceDefinition", "Namespace")]
     # the webhooks must be served before they are registered: objects first, webhooks last
     hooks = [o for o in rest if o["kind"].endswith("WebhookConfiguration")]
@@ -87,7 +89,11 @@ def install_and_start(cp: ControlPlane, kueue_bin: Path, managed_namespaces: lis
         "integrations": {"frameworks": list(FRAMEWORKS)},
         "managedJobsNamespaceSelector": {
             "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "In", "values": managed_namespaces}
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "In",
+                    "values": managed_namespaces,
+                }
             ]
         },
     }
@@ -101,7 +107,12 @@ def install_and_start(cp: ControlPlane, kueue_bin: Path, managed_namespaces: lis
     proc = cp._spawn(
         "kueue",
         [
-            "unshare", "--mount", "--propagation", "private", "sh", "-c",
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
             f'mkdir -p {METRICS_CERTS} && mount --bind "$0" {METRICS_CERTS} && exec "$@"',
             str(certs),
             str(kueue_bin),

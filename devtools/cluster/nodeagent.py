@@ -70,7 +70,8 @@ mount --bind "$stage.tmp" /tmp
 i=0
 while IFS='	' read -r kind src target ro; do
   i=$((i+1))
-  if [ -d "$stage/$i" ]; then mkdir -p "$target"; else mkdir -p "$(dirname "$target")"; [ -e "$target" ] || : > "$target"; fi
+  if [ -d "$stage/$i" ]; then mkdir -p "$target"
+  else mkdir -p "$(dirname "$target")"; [ -e "$target" ] || : > "$target"; fi
   mount --move "$stage/$i" "$target"
   if [ "$ro" = ro ]; then mount -o remount,bind,ro "$target"; fi
 done < "$stage.mounts"
@@ -85,7 +86,9 @@ class NodeShape:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Mapping[str, str]] = ()
-    capacity: Mapping[str, str] = field(default_factory=lambda: {"cpu": "16", "memory": "64Gi", "pods": "32"})
+    capacity: Mapping[str, str] = field(
+        default_factory=lambda: {"cpu": "16", "memory": "64Gi", "pods": "32"}
+    )
 
 
 class NodeClient:
@@ -100,9 +103,24 @@ class NodeClient:
         # passed on each request: a session's own verify loses to REQUESTS_CA_BUNDLE
         self.verify = str(cp.pki / "ca.crt")
 
-    def call(self, method: str, path: str, body: Any = None, *, ok: Sequence[int] = (200, 201), ctype: str = "application/json") -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        ok: Sequence[int] = (200, 201),
+        ctype: str = "application/json",
+    ) -> Any:
         data = None if body is None else json.dumps(body)
-        r = self.s.request(method, self.base + path, data=data, headers={"Content-Type": ctype}, timeout=30, verify=self.verify)
+        r = self.s.request(
+            method,
+            self.base + path,
+            data=data,
+            headers={"Content-Type": ctype},
+            timeout=30,
+            verify=self.verify,
+        )
         if r.status_code not in ok:
             raise requests.HTTPError(f"{method} {path}: {r.status_code} {r.text[:300]}")
         return r.json() if r.content else None
@@ -141,7 +159,9 @@ class PodRun:
     def _patch_status(self, status: dict[str, Any]) -> None:
         path = f"/api/v1/namespaces/{self.ns}/pods/{self.name}/status"
         with contextlib.suppress(requests.HTTPError):  # gone already: nothing to report to
-            self.client.call("PATCH", path, {"status": status}, ctype="application/strategic-merge-patch+json")
+            self.client.call(
+                "PATCH", path, {"status": status}, ctype="application/strategic-merge-patch+json"
+            )
 
     def _conditions(self, ready: bool) -> list[dict[str, Any]]:
         t = _now()
@@ -174,10 +194,17 @@ class PodRun:
             "spec": {
                 "audiences": [source["audience"]] if source.get("audience") else None,
                 "expirationSeconds": int(source.get("expirationSeconds", 3607)),
-                "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": self.name, "uid": self.uid},
+                "boundObjectRef": {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": self.name,
+                    "uid": self.uid,
+                },
             },
         }
-        out = self.client.call("POST", f"/api/v1/namespaces/{self.ns}/serviceaccounts/{account}/token", body)
+        out = self.client.call(
+            "POST", f"/api/v1/namespaces/{self.ns}/serviceaccounts/{account}/token", body
+        )
         return str(out["status"]["token"])
 
     def _keys(self, kind: str, name: str, optional: bool) -> dict[str, bytes]:
@@ -191,7 +218,9 @@ class PodRun:
             return {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
         return {k: str(v).encode() for k, v in (obj.get("data") or {}).items()}
 
-    def _write_items(self, target: Path, data: dict[str, bytes], items: Sequence[dict[str, Any]] | None) -> None:
+    def _write_items(
+        self, target: Path, data: dict[str, bytes], items: Sequence[dict[str, Any]] | None
+    ) -> None:
         pairs = [(i["key"], i["path"]) for i in items] if items else [(k, k) for k in data]
         for key, rel in pairs:
             if key in data:
@@ -218,10 +247,18 @@ class PodRun:
                         (d / sat["path"]).write_text(token)
                     elif "configMap" in src:
                         cm = src["configMap"]
-                        self._write_items(d, self._keys("configmaps", cm["name"], bool(cm.get("optional"))), cm.get("items"))
+                        self._write_items(
+                            d,
+                            self._keys("configmaps", cm["name"], bool(cm.get("optional"))),
+                            cm.get("items"),
+                        )
                     elif "secret" in src:
                         sec = src["secret"]
-                        self._write_items(d, self._keys("secrets", sec["name"], bool(sec.get("optional"))), sec.get("items"))
+                        self._write_items(
+                            d,
+                            self._keys("secrets", sec["name"], bool(sec.get("optional"))),
+                            sec.get("items"),
+                        )
                     elif "downwardAPI" in src:
                         for item in src["downwardAPI"].get("items") or []:
                             ref = (item.get("fieldRef") or {}).get("fieldPath", "")
@@ -230,13 +267,23 @@ class PodRun:
                     f.chmod(0o644 if f.is_file() else 0o755)
             elif "configMap" in v:
                 cm = v["configMap"]
-                self._write_items(d, self._keys("configmaps", cm["name"], bool(cm.get("optional"))), cm.get("items"))
+                self._write_items(
+                    d,
+                    self._keys("configmaps", cm["name"], bool(cm.get("optional"))),
+                    cm.get("items"),
+                )
             elif "secret" in v:
                 sec = v["secret"]
-                self._write_items(d, self._keys("secrets", sec["secretName"], bool(sec.get("optional"))), sec.get("items"))
+                self._write_items(
+                    d,
+                    self._keys("secrets", sec["secretName"], bool(sec.get("optional"))),
+                    sec.get("items"),
+                )
             else:
                 kinds = sorted(k for k in v if k != "name")
-                raise ValueError(f"volume {v['name']}: {kinds} is not one the stand-in kubelet makes")
+                raise ValueError(
+                    f"volume {v['name']}: {kinds} is not one the stand-in kubelet makes"
+                )
             if fs_group is not None:
                 for p in [d, *d.rglob("*")]:
                     os.chown(p, -1, int(fs_group))
@@ -258,7 +305,10 @@ class PodRun:
         }
         if path in simple:
             return simple[path]
-        for prefix, values in (("metadata.labels", meta.get("labels")), ("metadata.annotations", meta.get("annotations"))):
+        for prefix, values in (
+            ("metadata.labels", meta.get("labels")),
+            ("metadata.annotations", meta.get("annotations")),
+        ):
             if path.startswith(prefix + "['") and path.endswith("']"):
                 return str((values or {}).get(path[len(prefix) + 2 : -2], ""))
         raise ValueError(f"fieldRef {path!r} is not one the stand-in kubelet resolves")
@@ -280,29 +330,59 @@ class PodRun:
                 if "fieldRef" in vf:
                     env[e["name"]] = self._field(vf["fieldRef"]["fieldPath"])
                 elif "secretKeyRef" in vf or "configMapKeyRef" in vf:
-                    kind, ref = ("secrets", vf["secretKeyRef"]) if "secretKeyRef" in vf else ("configmaps", vf["configMapKeyRef"])
+                    kind, ref = (
+                        ("secrets", vf["secretKeyRef"])
+                        if "secretKeyRef" in vf
+                        else ("configmaps", vf["configMapKeyRef"])
+                    )
                     data = self._keys(kind, ref["name"], bool(ref.get("optional")))
                     if ref["key"] in data:
                         env[e["name"]] = data[ref["key"]].decode()
                 elif "resourceFieldRef" in vf:
                     res = vf["resourceFieldRef"]["resource"]
                     group, _, rname = res.partition(".")
-                    env[e["name"]] = str(((c.get("resources") or {}).get(group) or {}).get(rname, "0"))
+                    env[e["name"]] = str(
+                        ((c.get("resources") or {}).get(group) or {}).get(rname, "0")
+                    )
             else:
                 env[e["name"]] = ""
         return env
 
-    def _argv(self, c: dict[str, Any], uid: int | None, gid: int | None, groups: Sequence[int], mounts_file: Path, stage: Path) -> list[str]:
+    def _argv(
+        self,
+        c: dict[str, Any],
+        uid: int | None,
+        gid: int | None,
+        groups: Sequence[int],
+        mounts_file: Path,
+        stage: Path,
+    ) -> list[str]:
         cmd = [*(c.get("command") or []), *(c.get("args") or [])]
         if not c.get("command"):
-            raise ValueError(f"container {c['name']} has no command: the stand-in kubelet runs no image entrypoint")
+            raise ValueError(
+                f"container {c['name']} has no command: "
+                "the stand-in kubelet runs no image entrypoint"
+            )
         priv = ["setpriv", "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all"]
         if uid is not None:
             priv.append(f"--reuid={uid}")
         if gid is not None:
             priv.append(f"--regid={gid}")
         priv.append("--groups=" + ",".join(str(g) for g in groups) if groups else "--clear-groups")
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_SCRIPT, "mount", str(stage), *priv, "--", *cmd]
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            _MOUNT_SCRIPT,
+            "mount",
+            str(stage),
+            *priv,
+            "--",
+            *cmd,
+        ]
 
     def _start(self, c: dict[str, Any], volumes: dict[str, Path]) -> subprocess.Popen[bytes]:
         spec = self.pod["spec"]
@@ -310,9 +390,15 @@ class PodRun:
         csc = c.get("securityContext") or {}
         uid = csc.get("runAsUser", psc.get("runAsUser"))
         gid = csc.get("runAsGroup", psc.get("runAsGroup"))
-        groups = [int(g) for g in [psc.get("fsGroup"), *(psc.get("supplementalGroups") or [])] if g is not None]
+        groups = [
+            int(g)
+            for g in [psc.get("fsGroup"), *(psc.get("supplementalGroups") or [])]
+            if g is not None
+        ]
         if uid is None and (csc.get("runAsNonRoot") or psc.get("runAsNonRoot")):
-            raise ValueError(f"container {c['name']}: runAsNonRoot without a runAsUser (no image user to check)")
+            raise ValueError(
+                f"container {c['name']}: runAsNonRoot without a runAsUser (no image user to check)"
+            )
         cdir = self.dir / "containers" / c["name"]
         (cdir / "tmp").mkdir(parents=True, exist_ok=True)
         (cdir / "tmp").chmod(0o1777)
@@ -338,7 +424,15 @@ class PodRun:
         argv = self._argv(c, uid, gid, groups, Path(f"{stage}.mounts"), stage)
         logf = (cdir / "log.txt").open("ab")
         # the working directory is the checkout's (an image's WORKDIR does not exist here)
-        proc = subprocess.Popen(argv, env=self._env(c), cwd=str(self.agent.workdir), stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            env=self._env(c),
+            cwd=str(self.agent.workdir),
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         logf.close()
         return proc
 
@@ -361,7 +455,15 @@ class PodRun:
                 code = self._code(proc)
                 init_states.append(self._state(c, self._terminated(code)))
                 if code != 0:
-                    self._finish(init_states, [self._state(x, {"waiting": {"reason": "PodInitializing"}}) for x in spec["containers"]], failed=True, message=f"init container {c['name']} exited {code}")
+                    self._finish(
+                        init_states,
+                        [
+                            self._state(x, {"waiting": {"reason": "PodInitializing"}})
+                            for x in spec["containers"]
+                        ],
+                        failed=True,
+                        message=f"init container {c['name']} exited {code}",
+                    )
                     return
             if self.terminating:
                 self._finish(init_states, [], failed=True, message="deleted before it started")
@@ -383,20 +485,43 @@ class PodRun:
                 }
             )
             codes = {c["name"]: self._code(self.procs[c["name"]]) for c in spec["containers"]}
-            states = [self._state(c, self._terminated(codes[c["name"]])) for c in spec["containers"]]
+            states = [
+                self._state(c, self._terminated(codes[c["name"]])) for c in spec["containers"]
+            ]
             failed = any(codes.values())
-            self._finish(init_states, states, failed=failed, message="" if not failed else f"exit codes {codes}")
+            self._finish(
+                init_states,
+                states,
+                failed=failed,
+                message="" if not failed else f"exit codes {codes}",
+            )
         except Exception as exc:  # a pod the stand-in cannot run fails as a kubelet's would
             log.warning("pod %s/%s: %s", self.ns, self.name, exc)
-            self._patch_status({"phase": "Failed", "reason": "StandInKubelet", "message": str(exc)[:500]})
+            self._patch_status(
+                {"phase": "Failed", "reason": "StandInKubelet", "message": str(exc)[:500]}
+            )
         finally:
             self.done.set()
 
     @staticmethod
     def _terminated(code: int) -> dict[str, Any]:
-        return {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else "Error", "finishedAt": _now(), "startedAt": _now()}}
+        return {
+            "terminated": {
+                "exitCode": code,
+                "reason": "Completed" if code == 0 else "Error",
+                "finishedAt": _now(),
+                "startedAt": _now(),
+            }
+        }
 
-    def _finish(self, init: list[dict[str, Any]], states: list[dict[str, Any]], *, failed: bool, message: str) -> None:
+    def _finish(
+        self,
+        init: list[dict[str, Any]],
+        states: list[dict[str, Any]],
+        *,
+        failed: bool,
+        message: str,
+    ) -> None:
         status: dict[str, Any] = {
             "phase": "Failed" if failed else "Succeeded",
             "conditions": self._conditions(False),
@@ -464,7 +589,12 @@ class NodeAgent:
 
     def _register(self, n: NodeShape) -> None:
         client = self.clients[n.name] = NodeClient(self.cp, n.name)
-        labels = {"kubernetes.io/hostname": n.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", **n.labels}
+        labels = {
+            "kubernetes.io/hostname": n.name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
+            **n.labels,
+        }
         node = {
             "apiVersion": "v1",
             "kind": "Node",
@@ -477,9 +607,18 @@ class NodeAgent:
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": {"name": n.name, "namespace": "kube-node-lease"},
-            "spec": {"holderIdentity": n.name, "leaseDurationSeconds": LEASE_S, "renewTime": _micro_now()},
+            "spec": {
+                "holderIdentity": n.name,
+                "leaseDurationSeconds": LEASE_S,
+                "renewTime": _micro_now(),
+            },
         }
-        client.call("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", lease, ok=(201, 409))
+        client.call(
+            "POST",
+            "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+            lease,
+            ok=(201, 409),
+        )
 
     def _node_status(self, n: NodeShape) -> None:
         t = _now()
@@ -487,13 +626,29 @@ class NodeAgent:
             "capacity": dict(n.capacity),
             "allocatable": dict(n.capacity),
             "conditions": [
-                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "stand-in kubelet", "lastHeartbeatTime": t, "lastTransitionTime": t},
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "KubeletReady",
+                    "message": "stand-in kubelet",
+                    "lastHeartbeatTime": t,
+                    "lastTransitionTime": t,
+                },
                 *(
-                    {"type": k, "status": "False", "reason": "KubeletHasSufficient", "lastHeartbeatTime": t, "lastTransitionTime": t}
+                    {
+                        "type": k,
+                        "status": "False",
+                        "reason": "KubeletHasSufficient",
+                        "lastHeartbeatTime": t,
+                        "lastTransitionTime": t,
+                    }
                     for k in ("MemoryPressure", "DiskPressure", "PIDPressure")
                 ),
             ],
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": n.name}],
+            "addresses": [
+                {"type": "InternalIP", "address": "127.0.0.1"},
+                {"type": "Hostname", "address": n.name},
+            ],
             "nodeInfo": {
                 "architecture": "amd64",
                 "operatingSystem": "linux",
@@ -507,7 +662,12 @@ class NodeAgent:
                 "bootID": "",
             },
         }
-        self.clients[n.name].call("PATCH", f"/api/v1/nodes/{n.name}/status", {"status": status}, ctype="application/strategic-merge-patch+json")
+        self.clients[n.name].call(
+            "PATCH",
+            f"/api/v1/nodes/{n.name}/status",
+            {"status": status},
+            ctype="application/strategic-merge-patch+json",
+        )
 
     def start(self) -> None:
         for n in self.nodes.values():
@@ -532,8 +692,15 @@ class NodeAgent:
             beats += 1
             for n in list(self.nodes.values()):
                 try:
-                    path = f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{n.name}"
-                    self.clients[n.name].call("PATCH", path, {"spec": {"renewTime": _micro_now()}}, ctype="application/merge-patch+json")
+                    path = (
+                        f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{n.name}"
+                    )
+                    self.clients[n.name].call(
+                        "PATCH",
+                        path,
+                        {"spec": {"renewTime": _micro_now()}},
+                        ctype="application/merge-patch+json",
+                    )
                     if beats % 6 == 0:
                         self._node_status(n)
                 except requests.RequestException as exc:
@@ -565,7 +732,11 @@ class NodeAgent:
                     self._remove(client, pod)
                     self.pods.pop(uid, None)
                     continue
-                grace = float(meta.get("deletionGracePeriodSeconds") or pod["spec"].get("terminationGracePeriodSeconds") or 30)
+                grace = float(
+                    meta.get("deletionGracePeriodSeconds")
+                    or pod["spec"].get("terminationGracePeriodSeconds")
+                    or 30
+                )
                 run.terminate(grace)
                 continue
             if run is None and phase == "Pending":
@@ -579,5 +750,15 @@ class NodeAgent:
     @staticmethod
     def _remove(client: NodeClient, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}}
-        client.call("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", body, ok=(200, 202, 404, 409))
+        body = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "gracePeriodSeconds": 0,
+            "preconditions": {"uid": meta["uid"]},
+        }
+        client.call(
+            "DELETE",
+            f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+            body,
+            ok=(200, 202, 404, 409),
+        )

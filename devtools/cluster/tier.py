@@ -38,7 +38,10 @@ KYVERNO = "v1.19.1"  # its CRDs only
 STABLE_NODES = (
     NodeShape(
         "stable-0",
-        labels={"node.kubernetes.io/instance-type": "m7i.2xlarge", "eks.amazonaws.com/capacityType": "ON_DEMAND"},
+        labels={
+            "node.kubernetes.io/instance-type": "m7i.2xlarge",
+            "eks.amazonaws.com/capacityType": "ON_DEMAND",
+        },
         capacity={"cpu": "8", "memory": "32Gi", "pods": "110"},
     ),
 )
@@ -142,7 +145,12 @@ class Tier:
             try:
                 for name, shape in node_groups(self.root).items():
                     if name not in self.joined:
-                        log.info("node %s joins (labels %s, taints %s)", name, dict(shape.labels), list(shape.taints))
+                        log.info(
+                            "node %s joins (labels %s, taints %s)",
+                            name,
+                            dict(shape.labels),
+                            list(shape.taints),
+                        )
                         self.agent.add_node(shape)
                         self.joined.add(name)
             except Exception:  # the cloud must outlive one bad state
@@ -151,9 +159,18 @@ class Tier:
     def install_kyverno_crds(self) -> None:
         """Kyverno's policy CRDs from its module (the controller is not part of the tier:
         its policies are stored and schema-checked by the API server, not enforced)."""
-        src = engines.module_source(f"github.com/kyverno/kyverno@{KYVERNO}") / "config" / "crds" / "kyverno"
+        src = (
+            engines.module_source(f"github.com/kyverno/kyverno@{KYVERNO}")
+            / "config"
+            / "crds"
+            / "kyverno"
+        )
         for f in sorted(src.glob("kyverno.io_*policies.yaml")):
             self.cp.kubectl("apply", "--server-side", "-f", str(f))
+        self.cp.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s",
+            "crd/clusterpolicies.kyverno.io", "crd/policies.kyverno.io",
+        )  # fmt: skip
 
     # -- helpers for tests and people ----------------------------------------------------
 
@@ -166,7 +183,9 @@ class Tier:
         cmd = [str(self.bin["argo"]), f"--kubeconfig={kubeconfig or self.cp.admin}", *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if check and proc.returncode != 0:
-            raise TierError(f"argo {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}")
+            raise TierError(
+                f"argo {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}"
+            )
         return proc.stdout
 
     def bound_nodes(self, workflow: str) -> dict[str, dict[str, str]]:
@@ -186,8 +205,13 @@ class Tier:
             wf = self.workflow(workflow, namespace)
             st = wf.get("status") or {}
             lines.append(f"workflow {workflow}: {st.get('phase')} {st.get('message', '')}")
-            for n in sorted((st.get("nodes") or {}).values(), key=lambda n: n.get("startedAt") or ""):
-                lines.append(f"  {n.get('displayName')} [{n.get('type')}] {n.get('phase')} {n.get('message', '')}")
+            for n in sorted(
+                (st.get("nodes") or {}).values(), key=lambda n: n.get("startedAt") or ""
+            ):
+                lines.append(
+                    f"  {n.get('displayName')} [{n.get('type')}] {n.get('phase')} "
+                    f"{n.get('message', '')}"
+                )
         except TierError as exc:
             lines.append(str(exc))
         pods = self.cp.kubectl("get", "pods", "-n", namespace, "-o", "wide", check=False).stdout

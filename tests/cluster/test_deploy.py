@@ -22,11 +22,19 @@ def test_every_object_of_the_bundle_is_stored(cp: ControlPlane, bundle: str) -> 
     # the session fixture applied deploy/ and deploy/kueue; deploy/controller came with Argo
     for obj in rendered(cp, bundle):
         ns = obj["metadata"].get("namespace")
-        args = ["get", f"{obj['kind']}.{obj['apiVersion'].split('/')[0]}" if "/" in obj["apiVersion"] else obj["kind"], obj["metadata"]["name"]]
+        args = [
+            "get",
+            f"{obj['kind']}.{obj['apiVersion'].split('/')[0]}"
+            if "/" in obj["apiVersion"]
+            else obj["kind"],
+            obj["metadata"]["name"],
+        ]
         if ns:
             args += ["-n", ns]
         got = cp.kubectl(*args, "-o", "name", check=False)
-        assert got.returncode == 0, f"{bundle}: {obj['kind']} {obj['metadata']['name']}: {got.stderr.strip()}"
+        assert got.returncode == 0, (
+            f"{bundle}: {obj['kind']} {obj['metadata']['name']}: {got.stderr.strip()}"
+        )
 
 
 @pytest.mark.parametrize("bundle", ["deploy/device-plugin"])

@@ -4,71 +4,43 @@ Kueue's admission, and the node group the run rents joining the cluster."""
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
+from runs import cluster_spec, pod_nodes, submit, wait_finished
 
-from burst.runner.argo import spec_parameters
-from burst.spec import load_spec
 from burst.storage.loopback import LoopbackS3
-from devtools.cluster.tier import REPO, Tier
+from devtools.cluster.tier import Tier
 
 pytestmark = pytest.mark.cluster
-
-
-def cluster_spec(tmp_path: Path, store: LoopbackS3, bucket: str, **training: Any) -> Path:
-    """The quickstart spec with its checkpoints in the tier's object store (a pod's files
-    are its own: a file:// store would live and die with one pod)."""
-    doc = yaml.safe_load((REPO / "examples" / "quickstart.yaml").read_text())
-    doc["storage"]["checkpoint_uri"] = f"s3://{bucket}/quickstart"
-    doc["training"].update(training)
-    path = tmp_path / "quickstart.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return path
-
-
-def submit(tier: Tier, kubeconfig: Path, spec: Path, tmp_path: Path, **extra: str) -> str:
-    job = load_spec(spec)
-    params = spec_parameters(job, spec.read_text())
-    params.update({"tf-stack": "local", **extra})
-    pfile = tmp_path / "params.json"
-    pfile.write_text(json.dumps(params))
-    out = tier.argo(
-        "submit", "--from", "workflowtemplate/burst-train", "-n", "burst",
-        "--parameter-file", str(pfile), "--generate-name", "quickstart-", "-o", "name",
-        kubeconfig=kubeconfig,
-    )
-    return out.strip()
-
-
-def wait_finished(tier: Tier, name: str, timeout: float = 900) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    wf: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        tier.cp.check_alive()
-        wf = tier.workflow(name)
-        if (wf.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Error"):
-            return wf
-        time.sleep(2)
-    raise AssertionError(f"{name} did not finish in {timeout:.0f} s:\n{tier.describe(name)}")
 
 
 def test_quickstart_reaches_succeeded_through_argo_submit(
     tier: Tier, submitter: Path, store: LoopbackS3, tmp_path: Path
 ) -> None:
-    bucket = store.create_bucket("quickstart-tier") or "quickstart-tier"
-    spec = cluster_spec(tmp_path, store, "quickstart-tier")
-    name = submit(tier, submitter, spec, tmp_path)
+    store.create_bucket("quickstart-tier")
+    name = submit(tier, submitter, cluster_spec(tmp_path, "quickstart-tier"), tmp_path)
     wf = wait_finished(tier, name)
     assert wf["status"]["phase"] == "Succeeded", tier.describe(name)
-    nodes = wf["status"]["nodes"].values()
-    train = [n for n in nodes if n.get("templateName") == "train" and n["type"] == "Pod"]
-    assert train and train[-1]["phase"] == "Succeeded"
-    # the train pod ran on a node of the group the run rented (its run-id label)
+    for step in ("preflight", "plan", "verify-image", "provision", "train", "teardown"):
+        nodes = pod_nodes(wf, step)
+        assert nodes and nodes[-1]["phase"] == "Succeeded", f"{step}: {nodes}"
+    # the train pod ran on a node of the group the run rented (Kueue admitted it under the
+    # flavor of that node group; the scheduler bound it there); every other step on the
+    # cluster's own nodes
     bound = tier.bound_nodes(name)
-    assert any(labels.get("burst/run-id") == name for labels in bound.values()), bound
-    del bucket
+    rented = {n: labels for n, labels in bound.items() if labels.get("burst/run-id") == name}
+    assert rented, bound
+    assert all(labels.get("accelerator") == "h100" for labels in rented.values())
+    assert set(bound) - set(rented) == {"stable-0"}, bound
+    # Kueue admitted the train pod in its team's queue under a flavor whose labels are the
+    # rented node's (and only the train pod: the steps are not Kueue's)
+    workloads = tier.cp.get_json("workloads.kueue.x-k8s.io", "-n", "burst")["items"]
+    ours = [w for w in workloads if w["metadata"]["name"].startswith(f"pod-{name}-")]
+    assert [w["metadata"]["name"].startswith(f"pod-{name}-train-") for w in ours] == [True]
+    admission = ours[0]["status"]["admission"]
+    assert admission["clusterQueue"] == "ml-research"
+    flavor = admission["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"]
+    node_labels = tier.cp.get_json("resourceflavor.kueue.x-k8s.io", flavor)["spec"]["nodeLabels"]
+    (labels,) = rented.values()
+    assert {k: labels.get(k) for k in node_labels} == node_labels, (flavor, labels)

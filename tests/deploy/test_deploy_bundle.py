@@ -94,10 +94,18 @@ def test_a_misspelt_field_fails(kind: str, breaker: Any) -> None:
 
 
 def test_the_generated_files_are_the_goldens() -> None:
-    for name in ("burst-train.yaml", "burst-reaper.yaml", "burst-regional.yaml"):
+    """Every compiled manifest is copied to deploy/argo (make goldens) and applied by the
+    kustomization; nothing else is there."""
+    compiled = sorted(p.name for p in (REPO / "pipelines" / "compiled").glob("*.yaml"))
+    assert {"burst-train.yaml", "burst-reaper.yaml", "burst-reaper-cron.yaml",
+            "burst-regional.yaml"} <= set(compiled)  # fmt: skip
+    assert sorted(p.name for p in (DEPLOY / "argo").glob("*.yaml")) == compiled
+    kustomized = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
+    for name in compiled:
         assert (DEPLOY / "argo" / name).read_text() == (
             REPO / "pipelines" / "compiled" / name
         ).read_text(), f"deploy/argo/{name} drifted: run `make goldens`"
+        assert f"argo/{name}" in kustomized, f"deploy/kustomization.yaml does not apply {name}"
     trust = load_trust(REPO / "policies" / "keys")
     assert (DEPLOY / "kyverno" / "verify-images.yaml").read_text() == render_yaml(trust)
 
@@ -106,12 +114,15 @@ def check_needs(objects: list[dict[str, Any]]) -> None:
     (ns,) = by_kind(objects, "Namespace").values()
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     assert ns["metadata"]["labels"]["burst.dev/signed-images"] == "enforce"
-    train = by_kind(objects, "WorkflowTemplate")["burst-train"]
-    reaper = by_kind(objects, "CronWorkflow")["burst-reaper"]
+    templates = by_kind(objects, "WorkflowTemplate")
+    train = templates["burst-train"]
+    # the reaper's CronWorkflow calls a WorkflowTemplate of the bundle, which names the account
+    cron = by_kind(objects, "CronWorkflow")["burst-reaper"]
+    reaper = templates[cron["spec"]["workflowSpec"]["workflowTemplateRef"]["name"]]
     sas = by_kind(objects, "ServiceAccount")
     for sa in (
         train["spec"]["serviceAccountName"],
-        reaper["spec"]["workflowSpec"]["serviceAccountName"],
+        reaper["spec"]["serviceAccountName"],
     ):
         assert sa in sas, sa
         assert sas[sa]["metadata"]["annotations"]["eks.amazonaws.com/role-arn"].startswith(
@@ -171,6 +182,7 @@ def test_the_controller_configuration_validates_and_lives_with_argo() -> None:
         lambda objs: by_kind(objs, "ConfigMap")["burst-gpu-quota"]["data"].pop("default"),
         lambda objs: by_kind(objs, "Role")["burst-executor"]["rules"][0]["verbs"].remove("patch"),
         lambda objs: objs.remove(by_kind(objs, "ServiceAccount")["burst-reaper"]),
+        lambda objs: objs.remove(by_kind(objs, "WorkflowTemplate")["burst-reaper"]),
     ],
 )
 def test_the_needs_check_catches_a_missing_piece(breaker: Any) -> None:

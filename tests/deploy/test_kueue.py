@@ -18,7 +18,7 @@ import pytest
 import yaml
 from strict_schema import strict
 
-from burst.admission.kueue_objects import CAPACITY_ORDER, local_queue_name
+from burst.admission.kueue_objects import CAPACITY_ORDER, NAMESPACE, local_queue_name
 from burst.providers import PROVIDER_STACKS
 from burst.spec import Priority
 from pipelines.common import (
@@ -123,8 +123,11 @@ def test_the_objects_agree_with_each_other_and_with_burst() -> None:
     teams = set(yaml.safe_load((REPO / "deploy" / "gpu-quota.yaml").read_text())["data"])
     assert set(queues) == teams  # one ClusterQueue per team of the GPU quota
     local = {o["metadata"]["name"]: o for o in by_kind("LocalQueue")}
-    assert set(local) == {local_queue_name(t) for t in teams}
-    assert all(q["spec"]["clusterQueue"] == name.removeprefix("burst-") for name, q in local.items())
+    # a LocalQueue burst-<team> per team, whose ClusterQueue is the team's; none called
+    # `default` (Kueue's LocalQueueDefaulting would put every unqueued pod of the namespace in it)
+    assert set(local) == {f"burst-{t}" for t in teams} == {local_queue_name(t) for t in teams}
+    assert "default" not in local
+    assert all(local[f"burst-{t}"]["spec"]["clusterQueue"] == t for t in teams)
     assert all(q["metadata"]["namespace"] == "burst" for q in local.values())
     bands = {o["metadata"]["name"]: o["value"] for o in by_kind("WorkloadPriorityClass")}
     assert set(bands) == {f"burst-{p}" for p in Priority}
@@ -156,18 +159,51 @@ def _template(manifest: dict[str, Any], name: str) -> dict[str, Any]:
     return next(t for t in manifest["spec"]["templates"] if t["name"] == name)
 
 
+#: What the compiled templates label a queued pod with: its team's LocalQueue, burst-<team>
+#: (kueue_objects.local_queue_name), never the team alone (LocalQueueDefaulting: a LocalQueue
+#: called `default`, the team default's, took in every pod of the namespace that names none).
+QUEUE_LABEL_VALUE = "burst-{{workflow.parameters.team}}"
+
+
+def _cluster_queue_of(label: str, team: str) -> str | None:
+    """Kueue's queue lookup for a pod of a workflow of ``team`` in burst's namespace: Argo
+    substitutes the team into the label; Kueue takes the LocalQueue of that name in the pod's
+    namespace (the Workload's queueName) and admits in that LocalQueue's ClusterQueue. None:
+    no such LocalQueue in deploy/kueue (the pod would stay gated)."""
+    name = label.replace("{{workflow.parameters.team}}", team)
+    local = [
+        q
+        for q in by_kind("LocalQueue")
+        if q["metadata"]["namespace"] == NAMESPACE and q["metadata"]["name"] == name
+    ]
+    assert len(local) <= 1, name
+    return local[0]["spec"]["clusterQueue"] if local else None
+
+
+def _teams() -> set[str]:
+    return set(yaml.safe_load((REPO / "deploy" / "gpu-quota.yaml").read_text())["data"])
+
+
 def test_the_compiled_train_pods_carry_the_kueue_labels() -> None:
     train = yaml.safe_load((REPO / "deploy" / "argo" / "burst-train.yaml").read_text())
     labels = _template(train, "train")["metadata"]["labels"]
-    assert labels[KUEUE_QUEUE_LABEL] == "{{workflow.parameters.team}}"
+    assert labels[KUEUE_QUEUE_LABEL] == QUEUE_LABEL_VALUE
     assert labels[KUEUE_PRIORITY_LABEL] == "burst-{{workflow.parameters.priority}}"
     params = {p["name"]: p.get("value") for p in train["spec"]["arguments"]["parameters"]}
     assert params["priority"] == "normal"
     regional = yaml.safe_load((REPO / "deploy" / "argo" / "burst-regional.yaml").read_text())
     worker = _template(regional, "regional-worker")["metadata"]["labels"]
-    assert worker[KUEUE_QUEUE_LABEL] == "{{workflow.parameters.team}}"
-    # the pods that do not rent GPUs are not queued
+    assert worker[KUEUE_QUEUE_LABEL] == QUEUE_LABEL_VALUE
+    # each team's pods name its LocalQueue, which admits them in the team's ClusterQueue
+    for team in _teams():
+        assert _cluster_queue_of(labels[KUEUE_QUEUE_LABEL], team) == team
+        assert _cluster_queue_of(worker[KUEUE_QUEUE_LABEL], team) == team
+    # the old label (the team alone) names no LocalQueue any more
+    assert all(_cluster_queue_of("{{workflow.parameters.team}}", t) is None for t in _teams())
+    # the pods that do not rent GPUs are not queued: they name no queue, and no LocalQueue is
+    # called `default` for Kueue's LocalQueueDefaulting to put them in
     assert "metadata" not in _template(train, "teardown")
+    assert _cluster_queue_of("default", "") is None
 
 
 def test_gang_pods_are_one_pod_group_of_the_run_s_node_count() -> None:
@@ -178,7 +214,9 @@ def test_gang_pods_are_one_pod_group_of_the_run_s_node_count() -> None:
     job = yaml.safe_load(text)
     for task in job["spec"]["tasks"]:
         meta = task["template"]["metadata"]
-        assert meta["labels"][KUEUE_QUEUE_LABEL] == "{{workflow.parameters.team}}"
+        assert meta["labels"][KUEUE_QUEUE_LABEL] == QUEUE_LABEL_VALUE
+        for team in _teams():  # the whole group is admitted in the team's ClusterQueue
+            assert _cluster_queue_of(meta["labels"][KUEUE_QUEUE_LABEL], team) == team
         assert meta["labels"][KUEUE_GROUP_LABEL] == "{{workflow.name}}-train"
         count = meta["annotations"][KUEUE_GROUP_COUNT_ANNOTATION]
         assert isinstance(count, str)  # an annotation: a string after Argo's substitution

@@ -325,7 +325,12 @@ def test_quotas_follow_the_teams_runs_at_once() -> None:
     objects = _every()
     queues = _by(objects, "ClusterQueue")
     teams = yaml.safe_load((REPO / "deploy" / "gpu-quota.yaml").read_text())["data"]
-    assert set(queues) == set(teams) == set(_by(objects, "LocalQueue"))
+    assert set(queues) == set(teams)  # a ClusterQueue per team, named after it
+    local = _by(objects, "LocalQueue")  # and its LocalQueue burst-<team>, in burst's namespace
+    assert set(local) == {f"burst-{t}" for t in teams}
+    for team in teams:
+        assert local[f"burst-{team}"]["spec"]["clusterQueue"] == team
+        assert local[f"burst-{team}"]["metadata"]["namespace"] == ko.NAMESPACE == "burst"
 
     def gpu(team: str, flavor: str) -> dict[str, Any]:
         (rg,) = queues[team]["spec"]["resourceGroups"]
@@ -355,6 +360,22 @@ def test_a_bad_quota_file_is_one_error_line(tmp_path: Path) -> None:
     with pytest.raises(BadInputError) as err:
         ko.team_quotas(quota)
     assert "research" in _one_line(err)
+
+
+def test_a_team_too_long_for_its_local_queue_is_one_error_line(tmp_path: Path) -> None:
+    """The LocalQueue is burst-<team>, at most 63 characters: a team of 58 is refused, one of
+    57 (the most `burst submit` takes) makes a LocalQueue of 63 in front of its ClusterQueue."""
+    quota = tmp_path / "gpu-quota.yaml"
+    quota.write_text(f"apiVersion: v1\nkind: ConfigMap\ndata:\n  {'a' * 58}: '1'\n")
+    with pytest.raises(BadInputError) as err:
+        ko.team_quotas(quota)
+    assert "a" * 58 in _one_line(err) and f"at most {ko.TEAM_MAX} " in _one_line(err)
+    team = "a" * ko.TEAM_MAX
+    quota.write_text(f"apiVersion: v1\nkind: ConfigMap\ndata:\n  {team}: '1'\n")
+    assert ko.team_quotas(quota) == {team: 1}
+    (local,) = _by(ko.kueue_objects(teams=ko.team_quotas(quota)), "LocalQueue").values()
+    assert local["metadata"]["name"] == f"burst-{team}" and len(f"burst-{team}") == 63
+    assert local["spec"]["clusterQueue"] == team
 
 
 def test_the_priority_classes_are_the_spec_s_bands_and_the_templates_enum() -> None:

@@ -14,7 +14,12 @@ pkg/cache/scheduler/clusterqueue.go ``updateLabelKeys``, matched against a node 
 are the flavor's nodeLabels), and pkg/podset/podset.go ``FromAssignment`` + ``Merge`` (the
 flavor's nodeLabels copied into the pod's nodeSelector, an error on a conflicting value; its
 tolerations appended unless an equal one is there). Quota: a flavor fits when the team can
-reach the pod's GPUs in it (nominal + borrowingLimit, at most the cohort's nominal)."""
+reach the pod's GPUs in it (nominal + borrowingLimit, at most the cohort's nominal). The queue:
+the pod's ``kueue.x-k8s.io/queue-name`` label (with the workflow's team substituted by Argo)
+names a LocalQueue of the pod's namespace, burst's; that LocalQueue names the ClusterQueue the
+pod is admitted in, whose flavors and quota are the ones above (no such LocalQueue: never
+admitted). A pod that names no queue is put in the LocalQueue called ``default``, if there is
+one (LocalQueueDefaulting, on by default in v0.17.0)."""
 
 from __future__ import annotations
 
@@ -28,7 +33,13 @@ from typing import Any
 import pytest
 import yaml
 
-from burst.admission.kueue_objects import LABEL_PROVIDER, NODE_PROFILES, kueue_objects
+from burst.admission.kueue_objects import (
+    LABEL_PROVIDER,
+    NAMESPACE,
+    NODE_PROFILES,
+    kueue_objects,
+    team_quotas,
+)
 from burst.plan.catalog import load_catalog
 from burst.providers import PROVIDER_STACKS, STACK_DIRS
 from pipelines.common import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
@@ -229,31 +240,65 @@ def lands_on(spec: dict[str, Any], group: NodeGroup) -> bool:
     return all(any(tolerates(t, x) for t in spec.get("tolerations") or []) for x in hard)
 
 
+#: The LocalQueue Kueue (LocalQueueDefaulting) puts a pod that names no queue in.
+DEFAULT_LOCAL_QUEUE = "default"
+
+
+def argo(value: str, team: str) -> str:
+    """A template's label value as Argo substitutes it in a workflow of ``team``."""
+    return value.replace("{{workflow.parameters.team}}", team)
+
+
 @dataclass
 class Queues:
     flavors: dict[str, dict[str, Any]]
     queues: dict[str, dict[str, Any]]
+    #: LocalQueues by (namespace, name)
+    local: dict[tuple[str, str], dict[str, Any]]
 
     @classmethod
     def of(cls, objects: list[dict[str, Any]]) -> Queues:
         return cls(
             {o["metadata"]["name"]: o for o in objects if o["kind"] == "ResourceFlavor"},
             {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterQueue"},
+            {
+                (o["metadata"]["namespace"], o["metadata"]["name"]): o
+                for o in objects
+                if o["kind"] == "LocalQueue"
+            },
         )
 
     @classmethod
     def load(cls, *paths: Path) -> Queues:
         return cls.of([d for p in paths for d in yaml.safe_load_all(p.read_text()) if d])
 
-    def group(self, team: str) -> dict[str, Any]:
+    def local_queue(self, labels: Labels, namespace: str = NAMESPACE) -> str | None:
+        """The LocalQueue a pod with these (substituted) labels is queued in: the one its
+        queue-name label names, or, for a pod that names none, the namespace's ``default``
+        when it exists (LocalQueueDefaulting); None: the pod is not queued."""
+        if KUEUE_QUEUE_LABEL in labels:
+            return labels[KUEUE_QUEUE_LABEL]
+        if (namespace, DEFAULT_LOCAL_QUEUE) in self.local:
+            return DEFAULT_LOCAL_QUEUE
+        return None
+
+    def cluster_queue(self, labels: Labels, namespace: str = NAMESPACE) -> str | None:
+        """The ClusterQueue a pod is admitted in: its LocalQueue's (looked up by the pod's
+        namespace and the LocalQueue's name); None when it names a LocalQueue that does not
+        exist (the Workload is inadmissible: the pod stays gated) or is not queued."""
+        name = self.local_queue(labels, namespace)
+        lq = self.local.get((namespace, name)) if name is not None else None
+        return None if lq is None else str(lq["spec"]["clusterQueue"])
+
+    def group(self, cq: str) -> dict[str, Any]:
         (rg,) = [
             rg
-            for rg in self.queues[team]["spec"]["resourceGroups"]
+            for rg in self.queues[cq]["spec"]["resourceGroups"]
             if "nvidia.com/gpu" in rg["coveredResources"]
         ]
         return rg  # type: ignore[no-any-return]
 
-    def reachable(self, team: str, flavor: str) -> int:
+    def reachable(self, cq: str, flavor: str) -> int:
         def gpu(q: dict[str, Any]) -> tuple[int, int | None]:
             for rg in q["spec"]["resourceGroups"]:
                 for f in rg["flavors"]:
@@ -264,12 +309,13 @@ class Queues:
             return 0, 0
 
         cohort = sum(gpu(q)[0] for q in self.queues.values())
-        nominal, limit = gpu(self.queues[team])
+        nominal, limit = gpu(self.queues[cq])
         return min(cohort, nominal + limit if limit is not None else cohort)
 
-    def admit(self, team: str, spec: dict[str, Any], gpus: int) -> str | None:
-        """The flavor Kueue admits a pod under (quota free), or None (never admitted)."""
-        rg = self.group(team)
+    def admit(self, cq: str, spec: dict[str, Any], gpus: int) -> str | None:
+        """The flavor the ClusterQueue ``cq`` admits a pod under (quota free), or None (never
+        admitted)."""
+        rg = self.group(cq)
         keys = {k for f in rg["flavors"] for k in self.flavors[f["name"]]["spec"]["nodeLabels"]}
         selector = {k: v for k, v in (spec.get("nodeSelector") or {}).items() if k in keys}
         for f in rg["flavors"]:
@@ -283,7 +329,7 @@ class Queues:
                 continue
             if any(fs["nodeLabels"].get(k) != v for k, v in selector.items()):
                 continue
-            if self.reachable(team, f["name"]) < gpus:
+            if self.reachable(cq, f["name"]) < gpus:
                 continue
             return str(f["name"])
         return None
@@ -343,6 +389,25 @@ def gpu_pods(
     return out
 
 
+def step_pods() -> list[tuple[str, Labels, dict[str, Any]]]:
+    """Every other pod the compiled templates create in burst's namespace (preflight,
+    provision, teardown, the resource templates' pods, ...): the workflow's pod labels and the
+    template's own, its node selector and tolerations (name, labels, spec)."""
+    out = []
+    for wf in ("burst-train", "burst-regional"):
+        spec = _compiled(wf)["spec"]
+        common = ((spec.get("podMetadata") or {}).get("labels")) or {}
+        for t in spec["templates"]:
+            if not any(k in t for k in ("container", "script", "resource")):
+                continue  # steps and DAGs create no pod
+            labels = {**common, **((t.get("metadata") or {}).get("labels") or {})}
+            if KUEUE_QUEUE_LABEL in labels:
+                continue
+            placed = {k: t.get(k) or spec.get(k) for k in ("nodeSelector", "tolerations")}
+            out.append((f"{wf}/{t['name']}", labels, {k: v for k, v in placed.items() if v}))
+    return out
+
+
 def test_the_pods_kueue_queues_are_found() -> None:
     names = {n for n, _, _ in gpu_pods({}, [])}
     assert {
@@ -366,16 +431,24 @@ def placement_problems(queues: Queues, provider: str) -> list[str]:
     """Each way a pod of a run on ``provider`` is not admitted, or admitted where it cannot
     run, for every offer of the provider and every capacity type."""
     out = []
-    teams = sorted(queues.queues)
+    teams = sorted(team_quotas())  # the teams a spec may name (deploy/gpu-quota.yaml)
     for region, gpu in offers(provider):
         for capacity in CAPACITIES:
             r = rented(provider, gpu, region, capacity)
             for name, labels, spec in gpu_pods(r.selector, r.tolerations):
                 where = f"{provider}/{region}/{gpu}/{capacity} {name}"
-                assert labels[KUEUE_QUEUE_LABEL] == "{{workflow.parameters.team}}"
                 assert labels[KUEUE_PRIORITY_LABEL] == "burst-{{workflow.parameters.priority}}"
                 for team in teams:
-                    flavor = queues.admit(team, spec, GPUS_PER_NODE)
+                    pod_labels = {k: argo(v, team) for k, v in labels.items()}
+                    cq = queues.cluster_queue(pod_labels)
+                    if cq is None:
+                        lq = pod_labels[KUEUE_QUEUE_LABEL]
+                        out.append(f"{where} ({team}): no LocalQueue {NAMESPACE}/{lq}")
+                        continue
+                    if cq != team:
+                        out.append(f"{where} ({team}): queued in ClusterQueue {cq}")
+                        continue
+                    flavor = queues.admit(cq, spec, GPUS_PER_NODE)
                     if flavor is None:
                         out.append(f"{where} ({team}): never admitted")
                         continue
@@ -428,10 +501,16 @@ def test_the_generated_objects_place_every_provider_s_pods(scope: tuple[str, ...
 
 
 def test_before_hybrid_runs_and_other_gpus_were_never_admitted() -> None:
+    # the old flavors and ClusterQueues (named after the teams, as today's), with the
+    # LocalQueues today's pods name: what fails is the flavors
     old = Queues.load(
-        BEFORE / "deploy_kueue_flavors.yaml", BEFORE / "deploy_kueue_clusterqueues.yaml"
+        BEFORE / "deploy_kueue_flavors.yaml",
+        BEFORE / "deploy_kueue_clusterqueues.yaml",
+        KUEUE / "localqueues.yaml",
     )
+    assert set(old.queues) == set(team_quotas())
     gcp = placement_problems(old, "gcp")
+    assert not any("no LocalQueue" in p or "queued in ClusterQueue" in p for p in gcp)
     # the old flavors are AWS h100 node groups': the hybrid nodes' region names none of them
     # (before the hybrid nodes carried it, Kueue admitted the pod under one and added an AWS
     # region the nodes lacked: it landed nowhere)
@@ -440,6 +519,57 @@ def test_before_hybrid_runs_and_other_gpus_were_never_admitted() -> None:
     assert any("spot_with_floor" in p and "never admitted" in p for p in gcp)
     aws = placement_problems(old, "aws")
     assert any("h200" in p and "never admitted" in p for p in aws)
+    # not every pod: the old files' own runs (AWS h100 in their regions) were admitted
+    regions = {
+        f["spec"]["nodeLabels"]["topology.kubernetes.io/region"] for f in old.flavors.values()
+    }
+    assert regions and not any(f"aws/{r}/h100/" in p for p in aws for r in regions)
+
+
+#: deploy/kueue/localqueues.yaml before the LocalQueues were burst-<team> (757c5ed to
+#: 8039a09): one per team, named after it, so the team `default`'s was called `default`.
+OLD_LOCAL_QUEUES = [
+    {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": team, "namespace": NAMESPACE},
+        "spec": {"clusterQueue": team},
+    }
+    for team in ("default", "ml-research")
+]
+
+
+def test_a_step_pod_is_never_queued_where_the_old_default_local_queue_pinned_it_to_gpus() -> None:
+    """Kueue's LocalQueueDefaulting (v0.17.0, on by default) puts a pod of a managed namespace
+    that names no queue in the namespace's LocalQueue called ``default``. The team ``default``'s
+    LocalQueue was so named: every step pod (preflight, provision, teardown, ...) was admitted
+    in that team's ClusterQueue under a GPU flavor, which pinned it to GPU nodes (found on the
+    engines tier). Today no LocalQueue is called ``default``: the step pods are not queued,
+    and the train pods still reach their team's ClusterQueue."""
+    steps = step_pods()
+    names = {n for n, _, _ in steps}
+    assert {"burst-train/preflight", "burst-train/provision", "burst-train/teardown"} <= names
+    objects = [
+        d for p in sorted(KUEUE.glob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d
+    ]
+    now = Queues.of(objects)
+    assert (NAMESPACE, DEFAULT_LOCAL_QUEUE) not in now.local
+    for name, labels, _ in steps:
+        for team in team_quotas():
+            pod = {k: argo(v, team) for k, v in labels.items()}
+            assert now.local_queue(pod) is None, name
+    old = Queues.of([o for o in objects if o["kind"] != "LocalQueue"] + OLD_LOCAL_QUEUES)
+    for name, labels, spec in steps:
+        pod = {k: argo(v, "ml-research") for k, v in labels.items()}  # whatever the team
+        assert old.cluster_queue(pod) == "default", name
+        flavor = old.admit("default", spec, 0)  # a step pod asks for no GPU
+        assert flavor is not None, name
+        admitted = old.inject(spec, flavor)
+        gpu_nodes = old.flavors[flavor]["spec"]["nodeLabels"]
+        assert "accelerator" in gpu_nodes and admitted["nodeSelector"] == gpu_nodes, name
+    # and the old label (the team alone) found the old queues: the defect was the name
+    # `default`, not the lookup
+    assert old.cluster_queue({KUEUE_QUEUE_LABEL: "ml-research"}) == "ml-research"
 
 
 @pytest.mark.parametrize("provider", sorted(PROVIDER_STACKS))

@@ -175,29 +175,57 @@ def test_a_kueue_pod_group_gang_is_not_restarted_in_place_by_volcano() -> None:
     assert not (grouped and restarts)
 
 
-@pytest.mark.parametrize("team", ["ML-Research", "ml_research", "ml research", "a" * 64])
+def _quickstart_spec(tmp_path: Path, team: str | None = None) -> Path:
+    text = (REPO / "examples" / "quickstart.yaml").read_text()
+    assert "team: ml-research" in text
+    # a registry image pinned by digest, so that nothing else in the spec is refused
+    text = text.replace("oci-layout://examples/images/quickstart-oci@", "ghcr.io/x/y@")
+    if team is not None:
+        text = text.replace("team: ml-research", f"team: {team!r}")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    return spec
+
+
+@pytest.mark.parametrize(
+    "team", ["ML-Research", "ml_research", "ml research", "a" * 64, "a" * 58, "a" * 56 + "-"]
+)
 def test_submit_refuses_a_team_that_cannot_name_a_kueue_local_queue(
     team: str, tmp_path: Path
 ) -> None:
     """walk-kueue S4: the spec's team is a tag value (capitals, spaces, '_' allowed), but it
     becomes the train pods' kueue.x-k8s.io/queue-name label, which the API server (label
     value) and Kueue's pod webhook (DNS-1123 subdomain) refuse: the pod was never created,
-    after provision had rented the GPUs. Now `burst submit` refuses it first."""
+    after provision had rented the GPUs. Now `burst submit` refuses it first. The label is
+    the team's LocalQueue, burst-<team>, so a team of 58 characters (a label of 64) is
+    refused too."""
+    from burst.admission.kueue_objects import TEAM_MAX
     from burst.errors import BadInputError
     from burst.runner.argo import build_workflow
 
-    text = (REPO / "examples" / "quickstart.yaml").read_text()
-    assert "team: ml-research" in text
-    # a registry image pinned by digest, so that nothing else in the spec is refused
-    text = text.replace("oci-layout://examples/images/quickstart-oci@", "ghcr.io/x/y@")
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(text)
-    assert build_workflow(spec)["spec"]["arguments"]["parameters"]  # the spec is good
-    spec.write_text(text.replace("team: ml-research", f"team: {team!r}"))
+    assert build_workflow(_quickstart_spec(tmp_path))["spec"]["arguments"]["parameters"]
     with pytest.raises(BadInputError) as err:
-        build_workflow(spec)
+        build_workflow(_quickstart_spec(tmp_path, team))
     assert "\n" not in str(err.value) and "team" in str(err.value)
-    assert "LocalQueue" in str(err.value)
+    assert "LocalQueue" in str(err.value) and "burst-<team>" in str(err.value)
+    assert f"at most {TEAM_MAX} " in str(err.value) and TEAM_MAX == 57
+
+
+def test_submit_takes_the_longest_team_whose_local_queue_is_a_label_value(tmp_path: Path) -> None:
+    """A team of 57 characters: its LocalQueue burst-<team> (the train pods' queue-name label
+    once Argo substitutes the team) is 63 characters, a label value and a DNS-1123 subdomain."""
+    from burst.admission.kueue_objects import local_queue_name
+    from burst.runner.argo import build_workflow
+    from pipelines.common import kueue_labels
+
+    team = "a" * 56 + "1"
+    wf = build_workflow(_quickstart_spec(tmp_path, team))
+    params = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
+    assert params["team"] == team
+    label = kueue_labels()[KUEUE_QUEUE_LABEL].replace("{{workflow.parameters.team}}", team)
+    assert label == local_queue_name(team) == "burst-" + team
+    assert len(label) == 63
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", label)
 
 
 @pytest.mark.xfail(

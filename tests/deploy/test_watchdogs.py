@@ -23,10 +23,25 @@ BEFORE = Path(__file__).resolve().parent / "before"
 FUTURE = (dt.datetime.now(dt.UTC) + dt.timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _reaper_spec(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """(the workflow spec a reap runs, its parameters' values). The CronWorkflow of
+    ``<path>-cron.yaml`` calls the WorkflowTemplate ``path`` by workflowTemplateRef, and its
+    arguments win over the template's defaults (argo workflow/util/merge.go JoinWorkflowSpec);
+    before, ``path`` was a CronWorkflow holding its templates."""
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if doc["kind"] == "CronWorkflow":
+        wf: dict[str, Any] = doc["spec"]["workflowSpec"]
+        return wf, {p["name"]: p.get("value", "") for p in wf["arguments"]["parameters"]}
+    cron = yaml.safe_load(path.with_name(f"{path.stem}-cron.yaml").read_text(encoding="utf-8"))
+    call = cron["spec"]["workflowSpec"]
+    assert call["workflowTemplateRef"]["name"] == doc["metadata"]["name"]
+    values = {p["name"]: p.get("value", "") for p in doc["spec"]["arguments"]["parameters"]}
+    values.update({p["name"]: p["value"] for p in call["arguments"]["parameters"]})
+    return doc["spec"], values
+
+
 def _reaper_env(path: Path) -> dict[str, str]:
-    cron = yaml.safe_load(path.read_text(encoding="utf-8"))
-    wf = cron["spec"]["workflowSpec"]
-    defaults = {p["name"]: p.get("value", "") for p in wf["arguments"]["parameters"]}
+    wf, defaults = _reaper_spec(path)
     (t,) = [t for t in wf["templates"] if "container" in t]
     env = {}
     for e in t["container"].get("env") or []:
@@ -58,6 +73,28 @@ def test_before_issue_28_the_reaper_could_not_see_live_workflows() -> None:
 
 def test_the_reaper_has_argo_server_settings() -> None:
     assert argo_settings_problems(REPO / "pipelines" / "compiled" / "burst-reaper.yaml") == []
+
+
+def test_the_crons_arguments_reach_the_reaper_over_the_templates_defaults(
+    tmp_path: Path,
+) -> None:
+    """A site sets its server in the CronWorkflow's arguments; that is what the pod gets."""
+    compiled = REPO / "pipelines" / "compiled"
+    for name in ("burst-reaper.yaml", "burst-reaper-cron.yaml"):
+        (tmp_path / name).write_text((compiled / name).read_text(encoding="utf-8"))
+    cron = tmp_path / "burst-reaper-cron.yaml"
+    doc = yaml.safe_load(cron.read_text(encoding="utf-8"))
+    for p in doc["spec"]["workflowSpec"]["arguments"]["parameters"]:
+        if p["name"] == "argo-server":
+            p["value"] = "https://argo.example:2746"
+    cron.write_text(yaml.safe_dump(doc))
+    assert _reaper_env(tmp_path / "burst-reaper.yaml")["ARGO_SERVER"] == "https://argo.example:2746"
+    # a cron that passes an empty server leaves the reaper blind, whatever the default
+    for p in doc["spec"]["workflowSpec"]["arguments"]["parameters"]:
+        if p["name"] == "argo-server":
+            p["value"] = ""
+    cron.write_text(yaml.safe_dump(doc))
+    assert argo_settings_problems(tmp_path / "burst-reaper.yaml")
 
 
 def _run_with_lapsed_heartbeat(bucket: str, run_id: str) -> None:

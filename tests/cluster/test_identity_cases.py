@@ -5,8 +5,9 @@ and its ValidatingAdmissionPolicies (deploy/admission).
 - CAN_I: ``kubectl auth can-i VERB RESOURCE -n burst --as=USER --as-group=G...`` (and
   ``--as-user-extra`` for a pod's token), an administrator impersonating each identity: RBAC
   alone.
-- ADMIT: a create, or one merge PATCH (``kubectl patch NAME`` sends no GET first), sent with the
-  identity's own credentials as the API server's authenticators hand them over: a client
+- ADMIT: a create (``kubectl create``), or one merge PATCH request as Argo's executor sends it
+  (``kubectl patch`` would GET first, which burst-executor may not), with the identity's own
+  credentials as the API server's authenticators hand them over: a client
   certificate for a person (user and groups, as a cloud's authenticator maps them), a
   service-account token for a controller, and for a step pod a token bound to that pod (a
   TokenRequest bound to the Pod: its userInfo.extra carries authentication.kubernetes.io/
@@ -17,7 +18,8 @@ and its ValidatingAdmissionPolicies (deploy/admission).
 Two of the issue's refusals are tests of their own: the submitter running as another service
 account, and a run's code patching another workflow's results.
 
-The control plane is this module's own (about 30 s): etcd, kube-apiserver, controller-manager
+The control plane is this module's own (one to two and a half minutes on 2 cores, most of it
+Argo's install, devtools/cluster/argo.py): etcd, kube-apiserver, controller-manager
 and scheduler, then Argo's CRDs and install RBAC (no controller: the Workflows the cases
 submit must not run), Kyverno's policy CRDs (deploy/kyverno is stored, not enforced), a
 stand-in for Volcano's Job CRD (Volcano is not part of the tier), ``kubectl apply -k deploy/``
@@ -32,6 +34,7 @@ import http.client
 import json
 import re
 import ssl
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -138,30 +141,24 @@ def install(cp: ControlPlane, bundle: Path = REPO / "deploy") -> Stage:
 
 
 def _wait_for_policies(cp: ControlPlane) -> None:
-    """Until the API server's admission enforces the stored policies (its informer lags the
-    apply by a moment): a Workflow that names its own service account is refused by
-    burst-workflows, tried without storing it."""
+    """Until the API server's admission enforces the stored policies (its informers, the
+    policies' and their parameters', lag the apply by a moment): tried without storing, a
+    Workflow that names its own service account is refused by burst-workflows, and one as
+    ``burst submit`` sends it is admitted (a binding's missing parameter would refuse it)."""
     stored = {p["metadata"]["name"] for p in cp.get_json("validatingadmissionpolicies")["items"]}
     if R.WF not in stored:
         return
     submitter = cp.kubeconfig(R.SUBMITTER.user, ("burst:submitters",), name="policy-probe")
-    probe = json.dumps(R.submitted_workflow(serviceAccountName="burst-run"))
 
-    def refused() -> bool:
-        r = cp.kubectl(
-            "create",
-            "--dry-run=server",
-            "-n",
-            NS,
-            "-f",
-            "-",
-            stdin=probe,
-            kubeconfig=submitter,
-            check=False,
-        )
-        return r.returncode != 0 and f"'{R.WF}'" in r.stderr
+    def dry_run(body: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return cp.kubectl("create", "--dry-run=server", "-n", NS, "-f", "-",
+                          stdin=json.dumps(body), kubeconfig=submitter, check=False)  # fmt: skip
 
-    cp.wait_for(refused, "deploy/admission's policies in force", 60)
+    def in_force() -> bool:
+        refused = dry_run(R.submitted_workflow(serviceAccountName="burst-run"))
+        return f"'{R.WF}'" in refused.stderr and dry_run(R.submitted_workflow()).returncode == 0
+
+    cp.wait_for(in_force, "deploy/admission's policies in force", 60)
 
 
 def _pod_run(pod: str) -> str:
