@@ -123,7 +123,7 @@ goldens: $(STAMP)
 	BURST_UPDATE_GOLDENS=1 $(BIN)/python -m pytest -q tests/terraform/test_tf_plan_golden.py
 	$(BIN)/burst image kyverno --out policies/admission/kyverno-verify-images.yaml
 	cp pipelines/compiled/burst-train.yaml pipelines/compiled/burst-reaper.yaml \
-		pipelines/compiled/burst-regional.yaml deploy/argo/
+		pipelines/compiled/burst-reaper-cron.yaml pipelines/compiled/burst-regional.yaml deploy/argo/
 	$(BIN)/burst image kyverno --out deploy/kyverno/verify-images.yaml
 	BURST_CATALOG= $(BIN)/burst kueue --out deploy/kueue
 

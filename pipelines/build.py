@@ -17,7 +17,9 @@ HEADER = (
 #: file stem -> (module name, builder)
 MANIFESTS: dict[str, tuple[str, Callable[[], Any]]] = {
     burst_train.NAME: ("burst_train", burst_train.build),
+    # the reaper's WorkflowTemplate, and the CronWorkflow that calls it (same name, two kinds)
     burst_reaper.NAME: ("burst_reaper", burst_reaper.build),
+    burst_reaper.CRON_FILE: ("burst_reaper", burst_reaper.build_cron),
     burst_regional.NAME: ("burst_regional", burst_regional.build),
 }
 

@@ -1,7 +1,14 @@
 """A semantic lint of Argo manifests: what the JSON Schema cannot see.
 
 * the entrypoint and every template a step or task calls exist;
-* a Steps-based exit handler exists (``spec.onExit``) for workflows that provision;
+* a Steps-based exit handler exists (``spec.onExit``) in every WorkflowTemplate and Workflow
+  that holds its templates, unless it declares it needs none (annotation
+  ``burst.dev/exit-handler: none``: it provisions nothing, as the reaper), which is refused
+  where a template runs a provisioning step (``steps.provision``, ``steps.regional_provision``);
+* a spec that calls a WorkflowTemplate (``workflowTemplateRef``: a run, the reaper's
+  CronWorkflow) sets nothing but what Argo's controller lets such a Workflow override under
+  ``templateReferencing: Strict`` or ``Secure`` (anything else ends it in Error there); given
+  the WorkflowTemplates, the one it names exists and declares every parameter it passes;
 * every ``{{...}}`` tag names something declared where it is used: workflow parameters,
   the template's inputs, earlier steps and their declared outputs, ``retries`` only under a
   retry strategy; a step passes exactly the parameters its template declares;
@@ -17,6 +24,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from burst.runner import expr
@@ -36,6 +44,34 @@ WORKFLOW_VARS = {
 LAST_RETRY_FIELDS = {"exitCode", "status", "duration", "message"}
 STEP_FIELDS = {"exitCode", "status", "startedAt", "finishedAt", "id", "ip", "hostNodeName"}
 _NUMERIC = re.compile(r"^-?\d+(\.\d+)?$")
+#: A WorkflowTemplate or Workflow with this annotation, value ``none``, needs no exit handler:
+#: nothing it runs provisions (pipelines/burst_reaper.py).
+NO_EXIT_HANDLER_ANNOTATION = "burst.dev/exit-handler"
+#: What a provisioning step runs (the step contract: ``python -m steps.<name>``); the exit
+#: handler's teardown is what undoes it.
+_PROVISIONS = re.compile(r"\bsteps\.\w*provision\b")
+#: The WorkflowSpec fields a Workflow that calls a WorkflowTemplate may set when the controller
+#: is in reference mode (argo-workflows v4.0.5 workflow/util/merge.go
+#: allowedUserOverrideFields, checked by ValidateUserOverrides in operator.go setExecWorkflow);
+#: a Workflow setting another ends in Error at its first reconciliation.
+REFERENCE_FIELDS = frozenset(
+    {
+        "arguments",
+        "entrypoint",
+        "shutdown",
+        "suspend",
+        "activeDeadlineSeconds",
+        "priority",
+        "ttlStrategy",
+        "podGC",
+        "volumeClaimGC",
+        "archiveLogs",
+        "workflowMetadata",
+        "workflowTemplateRef",
+        "metrics",
+        "artifactGC",
+    }
+)
 
 
 def workflow_spec(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -49,11 +85,45 @@ def _params(block: dict[str, Any] | None) -> list[dict[str, Any]]:
     return list(((block or {}).get("parameters")) or [])
 
 
+def _provisioning_templates(spec: dict[str, Any]) -> list[str]:
+    """The templates whose commands, scripts or resource manifests run a provisioning step."""
+    out = []
+    for t in spec.get("templates") or []:
+        containers = [
+            t.get("container"),
+            t.get("script"),
+            *(t.get("initContainers") or []),
+            *(t.get("sidecars") or []),
+            *((t.get("containerSet") or {}).get("containers") or []),
+        ]
+        texts = [str((t.get("resource") or {}).get("manifest") or "")]
+        for c in containers:
+            if isinstance(c, dict):
+                texts += [str(x) for x in (c.get("command") or []) + (c.get("args") or [])]
+                texts.append(str(c.get("source") or ""))
+        if any(_PROVISIONS.search(text) for text in texts):
+            out.append(str(t.get("name")))
+    return out
+
+
 class _Linter:
-    def __init__(self, manifest: dict[str, Any], require_exit_handler: bool) -> None:
+    def __init__(
+        self,
+        manifest: dict[str, Any],
+        require_exit_handler: bool | None,
+        workflow_templates: dict[str, dict[str, Any]] | None,
+    ) -> None:
         self.manifest = manifest
         self.spec = workflow_spec(manifest)
+        annotations = (manifest.get("metadata") or {}).get("annotations") or {}
+        self.no_exit_handler = annotations.get(NO_EXIT_HANDLER_ANNOTATION)
+        if require_exit_handler is None:
+            require_exit_handler = (
+                manifest.get("kind") in ("WorkflowTemplate", "Workflow")
+                and self.no_exit_handler != "none"
+            )
         self.require_exit_handler = require_exit_handler
+        self.workflow_templates = workflow_templates
         self.problems: list[str] = []
         self.templates = {t.get("name"): t for t in self.spec.get("templates") or []}
         self.wf_params = {p.get("name"): p for p in _params(self.spec.get("arguments"))}
@@ -63,6 +133,10 @@ class _Linter:
 
     # -- structure ---------------------------------------------------------------------
     def structure(self) -> None:
+        if "workflowTemplateRef" in self.spec:
+            self.reference()
+            return
+        self.exit_handler_declaration()
         entry = self.spec.get("entrypoint")
         if not entry:
             self.add("spec", "no entrypoint")
@@ -82,6 +156,71 @@ class _Linter:
                 "spec.onExit",
                 f"exit handler {on_exit!r} must be a Steps template "
                 "(DAG exit handlers are not run reliably under `argo stop`)",
+            )
+
+    def exit_handler_declaration(self) -> None:
+        """``burst.dev/exit-handler: none`` only where nothing provisions and no handler is set."""
+        if self.no_exit_handler is None:
+            return
+        where = f"metadata.annotations.{NO_EXIT_HANDLER_ANNOTATION}"
+        if self.no_exit_handler != "none":
+            self.add(where, f"must be 'none' (it is {self.no_exit_handler!r})")
+            return
+        provisioning = _provisioning_templates(self.spec)
+        if provisioning:
+            self.add(
+                where,
+                f"says no exit handler is needed, but {provisioning} provision: teardown must "
+                "run when a step fails (spec.onExit)",
+            )
+        if self.spec.get("onExit"):
+            self.add(where, "says no exit handler is needed, but spec.onExit is set")
+
+    def reference(self) -> None:
+        """A spec that calls a WorkflowTemplate: only what reference mode lets it set, and,
+        when the WorkflowTemplates are known, a template that exists and takes its arguments."""
+        ref = self.spec.get("workflowTemplateRef")
+        name = ref.get("name") if isinstance(ref, dict) else None
+        if not name:
+            self.add("spec.workflowTemplateRef", "names no WorkflowTemplate")
+        extra = sorted(k for k in self.spec if k not in REFERENCE_FIELDS)
+        if extra:
+            self.add(
+                "spec",
+                f"calls a WorkflowTemplate and also sets {extra}: Argo's controller with "
+                "templateReferencing Strict or Secure ends such a Workflow in Error; they "
+                "belong in the WorkflowTemplate",
+            )
+        if self.workflow_templates is None or not name or (ref or {}).get("clusterScope"):
+            return
+        target = self.workflow_templates.get(name)
+        if target is None:
+            self.add(
+                "spec.workflowTemplateRef",
+                f"WorkflowTemplate {name!r} does not exist "
+                f"(there are {sorted(self.workflow_templates)})",
+            )
+            return
+        tspec = workflow_spec(target)
+        declared = {p.get("name"): p for p in _params(tspec.get("arguments"))}
+        for pname in self.wf_params:
+            if pname not in declared:
+                self.add(
+                    "spec.arguments",
+                    f"passes parameter {pname!r} that WorkflowTemplate {name!r} does not "
+                    "declare: nothing reads it (a misspelt name leaves the default in force)",
+                )
+        for pname, p in declared.items():
+            if pname not in self.wf_params and "value" not in p and "valueFrom" not in p:
+                self.add(
+                    "spec.arguments",
+                    f"does not pass parameter {pname!r} that WorkflowTemplate {name!r} requires",
+                )
+        entry = self.spec.get("entrypoint")
+        if entry and entry not in {t.get("name") for t in tspec.get("templates") or []}:
+            self.add(
+                "spec.entrypoint",
+                f"template {entry!r} does not exist in WorkflowTemplate {name!r}",
             )
 
     # -- references --------------------------------------------------------------------
@@ -323,11 +462,26 @@ def _split_plain(body: str) -> list[str]:
     return body.split(".")
 
 
-def lint(manifest: dict[str, Any], *, require_exit_handler: bool | None = None) -> list[str]:
-    """Problems found in ``manifest`` (empty when it is sound), one line each."""
-    if require_exit_handler is None:
-        require_exit_handler = manifest.get("kind") in ("WorkflowTemplate", "Workflow")
-    linter = _Linter(manifest, require_exit_handler)
+def lint(
+    manifest: dict[str, Any],
+    *,
+    require_exit_handler: bool | None = None,
+    workflow_templates: Iterable[dict[str, Any]] | None = None,
+) -> list[str]:
+    """Problems found in ``manifest`` (empty when it is sound), one line each.
+
+    ``require_exit_handler``: by default, a WorkflowTemplate or Workflow that holds its
+    templates needs one unless it is annotated ``burst.dev/exit-handler: none``.
+    ``workflow_templates``: the WorkflowTemplates a ``workflowTemplateRef`` may name (the other
+    manifests are ignored); without them, a reference is checked for its fields only."""
+    templates = None
+    if workflow_templates is not None:
+        templates = {
+            str((t.get("metadata") or {}).get("name")): t
+            for t in workflow_templates
+            if t.get("kind") == "WorkflowTemplate"
+        }
+    linter = _Linter(manifest, require_exit_handler, templates)
     linter.structure()
     linter.templates_()
     linter.metadata()

@@ -115,10 +115,14 @@ def _diff(a: Any, b: Any, path: str) -> list[str]:
     return []
 
 
-def all_problems(manifest: dict[str, Any]) -> dict[str, list[str]]:
+def all_problems(
+    manifest: dict[str, Any], workflow_templates: list[dict[str, Any]] | None = None
+) -> dict[str, list[str]]:
+    """``workflow_templates``: what a workflowTemplateRef may call (the lint then checks the
+    reference resolves and passes only declared parameters)."""
     return {
         "roundtrip": roundtrip_diff(manifest),
         "schema": schema_errors(manifest, "lenient"),
         "strict": schema_errors(manifest, "strict"),
-        "lint": lint(manifest),
+        "lint": lint(manifest, workflow_templates=workflow_templates),
     }

@@ -22,6 +22,18 @@ def train() -> dict[str, Any]:
     return load("burst-train.yaml")
 
 
+def workflow_templates() -> list[dict[str, Any]]:
+    """The WorkflowTemplates among the goldens: what a workflowTemplateRef may call."""
+    return [m for m in map(load, GOLDENS) if m["kind"] == "WorkflowTemplate"]
+
+
 @pytest.fixture
 def reaper() -> dict[str, Any]:
+    """The reaper's WorkflowTemplate."""
     return load("burst-reaper.yaml")
+
+
+@pytest.fixture
+def reaper_cron() -> dict[str, Any]:
+    """The CronWorkflow that calls it."""
+    return load("burst-reaper-cron.yaml")

@@ -143,15 +143,42 @@ def test_no_static_credentials_and_images_pinned(name: str) -> None:
         assert re.search(r"@sha256:[0-9a-f]{64}$", image), image
 
 
-def test_reaper_is_a_forbid_cron_running_burst_reap(reaper: dict[str, Any]) -> None:
-    assert reaper["kind"] == "CronWorkflow"
-    assert reaper["spec"]["concurrencyPolicy"] == "Forbid"
-    (t,) = reaper["spec"]["workflowSpec"]["templates"]
+def test_reaper_is_a_forbid_cron_running_burst_reap(
+    reaper: dict[str, Any], reaper_cron: dict[str, Any]
+) -> None:
+    assert reaper_cron["kind"] == "CronWorkflow"
+    cron = reaper_cron["spec"]
+    assert cron["concurrencyPolicy"] == "Forbid"
+    assert cron["schedules"] == ["*/5 * * * *"] and cron["timezone"] == "UTC"
+    assert cron["startingDeadlineSeconds"] == 600
+    assert (cron["successfulJobsHistoryLimit"], cron["failedJobsHistoryLimit"]) == (3, 5)
+    # its Workflows call the template, which holds the pod, its identity and its shape
+    assert reaper["kind"] == "WorkflowTemplate"
+    assert cron["workflowSpec"]["workflowTemplateRef"] == {"name": reaper["metadata"]["name"]}
+    spec = reaper["spec"]
+    (t,) = spec["templates"]
+    assert spec["entrypoint"] == t["name"]
     assert t["container"]["command"][-1].endswith("exec burst reap --yes --json")  # it acts
     env = {e["name"]: e["value"] for e in t["container"]["env"]}
     assert env["BURST_REAP_REGIONS"] == "{{workflow.parameters.regions}}"
     assert env["BURST_TF_STATE_BUCKET"] == "{{workflow.parameters.state-bucket}}"
-    assert reaper["spec"]["workflowSpec"]["serviceAccountName"] == "burst-reaper"
+    assert spec["serviceAccountName"] == "burst-reaper"
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["activeDeadlineSeconds"] == 10800
+    assert spec["podGC"] == {"strategy": "OnPodSuccess"}
+    assert spec["ttlStrategy"] == {"secondsAfterSuccess": 86400, "secondsAfterFailure": 604800}
+
+
+def test_the_reapers_cron_passes_every_parameter_with_the_templates_default(
+    reaper: dict[str, Any], reaper_cron: dict[str, Any]
+) -> None:
+    """The site sets its values (state bucket, regions, server) in the CronWorkflow: a
+    Workflow's arguments win over its template's, parameter by parameter (argo v4.0.5
+    workflow/util/merge.go JoinWorkflowSpec), and editing them reaches the next reap only."""
+    declared = {p["name"]: p["value"] for p in reaper["spec"]["arguments"]["parameters"]}
+    passed = reaper_cron["spec"]["workflowSpec"]["arguments"]["parameters"]
+    assert {p["name"]: p["value"] for p in passed} == declared
+    assert all(set(p) == {"name", "value"} for p in passed)
 
 
 def test_multi_node_train_is_a_gang_scheduled_volcano_job(train: dict[str, Any]) -> None:
