@@ -18,7 +18,8 @@ from devtools.engines import ARGO, module_source
 log = logging.getLogger(__name__)
 
 NAMESPACE = "argo"
-CONTROLLER_ACCOUNT = "argo"  # manifests/base/workflow-controller/workflow-controller-sa.yaml
+CONTROLLER_ACCOUNT = "argo"
+CAPTURE_FINALIZER = "ARGO_POD_STATUS_CAPTURE_FINALIZER"  # manifests/base/workflow-controller/workflow-controller-sa.yaml
 # Objects of the install that would be pods or their Services: the tier runs the controller
 # as a process instead, and argo-server is not part of the tier (docs/reference/engines-tier.md).
 _SKIPPED_KINDS = {"Deployment", "Service"}
@@ -76,7 +77,73 @@ def start_controller(cp: ControlPlane, argo_bin: Path) -> Process:
             "--pod-cleanup-workers=2",
         ],
         env={
+            # docs/cluster-setup.md step 3: without it, a pod the kubelet removes right after
+            # its end (an eviction, a drain, a spot reclaim) is often gone before the
+            # controller reads its exit code, and the node ends "pod deleted" (node loss, exit
+            # -1) instead of the train step's 75 (found on the engines tier)
+            CAPTURE_FINALIZER: "true",
             "LEADER_ELECTION_DISABLE": "true",
             "ARGO_METRICS_PORT": str(free_port()),
         },
     )
+
+
+SERVER_ACCOUNT = "argo-server"  # manifests/base/argo-server/argo-server-sa.yaml
+
+
+def start_server(
+    cp: ControlPlane,
+    argo_bin: Path,
+    *,
+    port: int | None = None,
+    timeout: float = 90.0,
+) -> tuple[Process, str]:
+    """``argo server`` (the CLI binary, ``argo_bin``, or the folder holding it) as
+    docs/cluster-setup.md step 3 runs it: ``--auth-mode=client`` (every call acts with the
+    caller's own token), TLS with the certificate it generates for itself (self-signed: clients
+    skip verification), the controller's namespace and ConfigMap, and the token of the
+    ``argo-server`` service account Argo's install makes. Returns the process and its URL,
+    ``https://127.0.0.1:PORT``, once it answers there.
+
+    Argo v4.0.5's server has no bind-address flag: it listens on ``:PORT``
+    (server/apiserver/argoserver.go Run), every interface. Only 127.0.0.1 is handed to clients;
+    every API call still needs a token the API server accepts (client auth mode). Stop it with
+    ``cp.processes.pop("argo-server").stop()`` (``cp.check_alive`` would report it otherwise)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    binary = argo_bin / "argo" if argo_bin.is_dir() else argo_bin
+    port = port or free_port()
+    token = cp.create_token(NAMESPACE, SERVER_ACCOUNT)
+    kubeconfig = cp.token_kubeconfig("argo-server", token)
+    doc = yaml.safe_load(kubeconfig.read_text())
+    doc["contexts"][0]["context"]["namespace"] = NAMESPACE  # where it reads the ConfigMap
+    kubeconfig.write_text(yaml.safe_dump(doc))
+    proc = cp._spawn(
+        "argo-server",
+        [
+            str(binary),
+            "server",
+            f"--kubeconfig={kubeconfig}",
+            f"--namespace={NAMESPACE}",
+            "--auth-mode=client",
+            "--secure=true",
+            f"--port={port}",
+            "--loglevel=info",
+        ],
+    )
+    url = f"https://127.0.0.1:{port}"
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE
+
+    def answers() -> bool:
+        try:
+            with urllib.request.urlopen(f"{url}/", context=insecure, timeout=2) as r:
+                return bool(r.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    cp.wait_for(answers, f"argo server at {url}", timeout=timeout)
+    return proc, url

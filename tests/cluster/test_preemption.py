@@ -53,8 +53,10 @@ def test_an_evicted_train_pod_exits_75_is_retried_and_resumes(
     assert len(attempts) == 2, [(a["displayName"], a["phase"]) for a in attempts]
     first, second = attempts
     # the evicted attempt ended with the preemption exit code, and was retried in place
+    seen = (first["phase"], first.get("message"), (first.get("outputs") or {}).get("exitCode"))
     assert first["phase"] == "Failed" and (first.get("outputs") or {}).get("exitCode") == "75", (
-        first
+        seen,
+        first,
     )
     assert second["phase"] == "Succeeded"
     log = container_log(tier, f"{name}-train")
