@@ -278,6 +278,18 @@ class WorkflowEngine:
         for name, p in declared.items():
             if name not in self.options.parameters and "value" not in p and "default" not in p:
                 problems.append(f"workflow parameter {name!r} has no value: pass it")
+            # Argo refuses the submission (workflow/validate validateArgumentsValues): a value
+            # outside the parameter's enum, or an empty enum
+            if "enum" in p:
+                allowed = [str(v) for v in p.get("enum") or []]
+                value = str(self.options.parameters.get(name, p.get("value", p.get("default", ""))))
+                if not allowed:
+                    problems.append(f"workflow parameter {name!r} has an empty enum")
+                elif value not in allowed:
+                    problems.append(
+                        f"workflow parameter {name!r} is {value!r}, not one of its enum "
+                        f"({', '.join(allowed)})"
+                    )
         if problems:
             raise ManifestError(
                 "; ".join(problems),

@@ -490,6 +490,24 @@ def test_lint_problems_and_missing_parameters_are_refused(tmp_path: Path) -> Non
     assert order(tmp_path) == []
 
 
+def test_a_parameter_outside_its_enum_is_refused_as_argo_refuses_it(tmp_path: Path) -> None:
+    """Argo refuses the submission (workflow/validate validateArgumentsValues) when a
+    parameter's value is not in its enum (burst-train's `priority`): the runner too, before
+    anything runs; a value in the enum runs."""
+    m = workflow(
+        [
+            container("first", step_code(""), "first"),
+            steps("main", [{"name": "first", "template": "first"}]),
+        ],
+        params=[{"name": "priority", "value": "normal", "enum": ["low", "normal"]}],
+    )
+    with pytest.raises(ManifestError, match="'priority' is 'urgent', not one of its enum"):
+        run(m, tmp_path, priority="urgent")
+    assert order(tmp_path) == []
+    run(m, tmp_path, priority="low")
+    assert order(tmp_path)[0] == "first"  # then the exit handler
+
+
 def test_branch_switched_off_by_a_workflow_parameter_is_not_checked(tmp_path: Path) -> None:
     """The multi-node branch (a resource template) of a one-node run is never reached, so
     the runner accepts the manifest; with nodes=2 it refuses it, naming the kind."""
