@@ -53,5 +53,5 @@ def gpu_patch() -> str:
     limit), substituted by Argo before the pod is made: a JSON member list to put inside the
     patch's object."""
     gpu = f'{{"nvidia.com/gpu": "{GPUS}"}}'
-    return f'"containers": [{{"name": "main", "resources": {{"requests": {gpu}, "limits": {gpu}}}}}]'
-
+    main = f'{{"name": "main", "resources": {{"requests": {gpu}, "limits": {gpu}}}}}'
+    return f'"containers": [{main}]'

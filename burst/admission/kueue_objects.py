@@ -382,7 +382,8 @@ def team_quotas(path: str | Path = DEFAULT_QUOTA) -> dict[str, int]:
         name = str(team)
         if not (_SUBDOMAIN.match(name) and len(name) <= TEAM_MAX):
             raise BadInputError(
-                f"team {short(name)} cannot name a Kueue ClusterQueue and LocalQueue (at most {TEAM_MAX} "
+                f"team {short(name)} cannot name a Kueue ClusterQueue and LocalQueue "
+                f"(at most {TEAM_MAX} "
                 "lowercase letters, digits, '-' and '.')",
                 where=str(path),
             )

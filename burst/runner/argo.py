@@ -211,7 +211,8 @@ def _queue_name(team: str) -> str:
     if not _QUEUE_NAME.match(team):
         raise BadInputError(
             f"team {clip(team, 80)!r} cannot name a Kueue LocalQueue, which the train pods "
-            f"are labelled with (burst-<team>): use at most {TEAM_MAX} lowercase letters, digits, '-' and '.', "
+            f"are labelled with (burst-<team>): use at most {TEAM_MAX} lowercase letters, "
+            "digits, '-' and '.', "
             "starting and ending with a letter or digit"
         )
     return team

@@ -18,8 +18,8 @@ from devtools.engines import ARGO, module_source
 log = logging.getLogger(__name__)
 
 NAMESPACE = "argo"
-CONTROLLER_ACCOUNT = "argo"
-CAPTURE_FINALIZER = "ARGO_POD_STATUS_CAPTURE_FINALIZER"  # manifests/base/workflow-controller/workflow-controller-sa.yaml
+CONTROLLER_ACCOUNT = "argo"  # manifests/base/workflow-controller/workflow-controller-sa.yaml
+CAPTURE_FINALIZER = "ARGO_POD_STATUS_CAPTURE_FINALIZER"
 # Objects of the install that would be pods or their Services: the tier runs the controller
 # as a process instead, and argo-server is not part of the tier (docs/reference/engines-tier.md).
 _SKIPPED_KINDS = {"Deployment", "Service"}
