@@ -132,6 +132,10 @@ def start_server(
             f"--port={port}",
             "--loglevel=info",
         ],
+        # client auth mode builds each caller's REST config from the default loading rules
+        # (util/kubeconfig DefaultRestConfig: $KUBECONFIG or in-cluster), not from --kubeconfig:
+        # without it every token is refused ("no configuration has been provided")
+        env={"KUBECONFIG": str(kubeconfig)},
     )
     url = f"https://127.0.0.1:{port}"
     insecure = ssl.create_default_context()

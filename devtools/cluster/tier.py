@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from devtools import engines
-from devtools.cluster import argo, kueue
+from devtools.cluster import argo, kueue, kyverno
 from devtools.cluster.controlplane import ControlPlane, TierError
 from devtools.cluster.nodeagent import NodeAgent, NodeShape
 
@@ -32,7 +32,6 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-KYVERNO = "v1.19.1"  # its CRDs only
 #: The cluster's own nodes, where every step but train runs (an on-demand CPU node group, as
 #: an EKS cluster's system nodes): no taints, nothing spot.
 STABLE_NODES = (
@@ -157,20 +156,7 @@ class Tier:
                 log.exception("tier cloud")
 
     def install_kyverno_crds(self) -> None:
-        """Kyverno's policy CRDs from its module (the controller is not part of the tier:
-        its policies are stored and schema-checked by the API server, not enforced)."""
-        src = (
-            engines.module_source(f"github.com/kyverno/kyverno@{KYVERNO}")
-            / "config"
-            / "crds"
-            / "kyverno"
-        )
-        for f in sorted(src.glob("kyverno.io_*policies.yaml")):
-            self.cp.kubectl("apply", "--server-side", "-f", str(f))
-        self.cp.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s",
-            "crd/clusterpolicies.kyverno.io", "crd/policies.kyverno.io",
-        )  # fmt: skip
+        kyverno.install_crds(self.cp)
 
     # -- helpers for tests and people ----------------------------------------------------
 

@@ -45,9 +45,9 @@ import pytest
 import yaml
 
 from devtools import engines
-from devtools.cluster import argo
+from devtools.cluster import argo, kyverno
 from devtools.cluster.controlplane import ControlPlane, TierError
-from devtools.cluster.tier import KYVERNO, REPO
+from devtools.cluster.tier import REPO
 
 sys.path.insert(0, str(REPO / "tests" / "deploy"))
 import rbac_rules as R  # tests/deploy's case data
@@ -114,14 +114,7 @@ def install(cp: ControlPlane, bundle: Path = REPO / "deploy") -> Stage:
     CRDs, Volcano's Job kind and its controller's account, ``bundle`` (``kubectl apply -k``),
     then the FIXTURES."""
     argo.install(cp, REPO)
-    kyverno = (
-        engines.module_source(f"github.com/kyverno/kyverno@{KYVERNO}")
-        / "config"
-        / "crds"
-        / "kyverno"
-    )
-    for f in sorted(kyverno.glob("kyverno.io_*policies.yaml")):
-        cp.kubectl("apply", "--server-side", "-f", str(f))
+    kyverno.install_crds(cp)
     cp.apply([VOLCANO_JOB_CRD])
     cp.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     cp.kubectl("create", "namespace", VOLCANO_NS)
