@@ -34,12 +34,25 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackS3]:
 def tier(tmp_path_factory: pytest.TempPathFactory, store: LoopbackS3) -> Iterator[Tier]:
     root = tmp_path_factory.mktemp("tier")
     # the pods' cloud credentials: what a pod identity webhook would give them (the
-    # loopback store's, generated for this session)
-    t = Tier(root, pod_env=store.client_env())
+    # loopback store's, generated for this session), and nothing else that could leave the
+    # machine: any other AWS endpoint is a closed loopback port (the discard port), no instance
+    # metadata, and a runs root of the pod's own
+    pod_env = {
+        **store.client_env(),
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "BURST_RUNS_ROOT": "/tmp/runs",
+    }
+    t = Tier(root, pod_env=pod_env)
     with t:
-        t.cp.kubectl("create", "namespace", "burst", check=False)
         t.install_kyverno_crds()
         t.cp.kubectl("apply", "-k", str(REPO / "deploy"))
+        # the shipped reaper schedule (every 5 minutes) would reap with the shipped defaults;
+        # test_reaper.py runs it on purpose, with the tier's own cloud and server
+        t.cp.kubectl(
+            "patch", "cronworkflow", "burst-reaper", "-n", "burst", "--type=merge",
+            "-p", '{"spec": {"suspend": true}}',
+        )  # fmt: skip
         t.cp.kubectl("apply", "-k", str(REPO / "deploy" / "kueue"))
         yield t
     if os.environ.get("BURST_TIER_KEEP"):

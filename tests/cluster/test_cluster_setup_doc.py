@@ -40,9 +40,9 @@ SKIPS: dict[str, str] = {
         "built from) from Argo's Go module, devtools/cluster/argo.py; its version is checked here"
     ),
     "helm": (
-        "needs helm and a chart repository: the tier installs what the tier needs of the "
-        "chart from the project's Go module (Kueue v0.17.0: devtools/cluster/kueue.py; "
-        "Kyverno: its CRDs only, Tier.install_kyverno_crds)"
+        "needs helm and a chart repository; where the tier has a stand-in it is built from the "
+        "project's Go module (Kueue v0.17.0: devtools/cluster/kueue.py; Kyverno: its CRDs only, "
+        "Tier.install_kyverno_crds; Volcano: none)"
     ),
     "stack": (
         "needs a stack the tier does not run (Knative Serving, KServe's controller, "
@@ -138,6 +138,16 @@ def run_apply_dry_run(tier: Tier, argv: list[str]) -> None:
 KSERVE = "v0.16.0"  # the oldest KServe deploy/inference names (deploymentMode "Knative")
 
 
+def _wait_established(cp: ControlPlane, name: str) -> None:
+    # not `kubectl wait`: a CRD just created has no status.conditions yet, and kubectl wait
+    # fails on that instead of waiting
+    def established() -> bool:
+        conds = (cp.get_json("crd", name).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
+
+    cp.wait_for(established, f"CRD {name} Established", timeout=60)
+
+
 def run_apply_inference(tier: Tier, argv: list[str]) -> None:
     """deploy/inference with KServe's InferenceService CRD from KServe's module (the oldest
     release the bundle names): the services are stored and schema-checked, nothing serves
@@ -148,10 +158,7 @@ def run_apply_inference(tier: Tier, argv: list[str]) -> None:
         pytest.skip(f"{SKIPS['no-crds']}: {exc}")
     crd = src / "config" / "crd" / "full" / "serving.kserve.io_inferenceservices.yaml"
     tier.cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-    tier.cp.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s",
-        "crd/inferenceservices.serving.kserve.io",
-    )  # fmt: skip
+    _wait_established(tier.cp, "inferenceservices.serving.kserve.io")
     _kubectl(tier.cp, argv)
     names = {
         o["metadata"]["name"]
@@ -183,10 +190,7 @@ def run_apply_volcano(tier: Tier, argv: list[str]) -> None:
         if crds:  # a module that carries it: apply it, then the bundle
             for c in crds:
                 tier.cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(c))
-            tier.cp.kubectl(
-                "wait", "--for=condition=Established", "--timeout=60s",
-                "crd/queues.scheduling.volcano.sh",
-            )  # fmt: skip
+            _wait_established(tier.cp, "queues.scheduling.volcano.sh")
             _kubectl(tier.cp, argv)
             return
     pytest.skip(SKIPS["no-crds"])
@@ -215,6 +219,36 @@ def run_patch_argo_server(tier: Tier, argv: list[str]) -> None:
         assert first["args"] == ["server", "--auth-mode=client"]
     finally:
         tier.cp.kubectl("delete", "deployment", "argo-server", "-n", argo.NAMESPACE, check=False)
+
+
+def run_controller_env(tier: Tier, argv: list[str]) -> None:
+    """The same for the workflow-controller Deployment: the page's `set env` applied to the
+    install's Deployment (stored, no replicas) gives the environment the tier's controller runs
+    with (devtools/cluster/argo.py)."""
+    src = engines.module_source(f"github.com/argoproj/argo-workflows/v4@{engines.ARGO}")
+    text = tier.cp.kubectl("kustomize", str(src / "manifests" / "cluster-install")).stdout
+    (dep,) = [
+        d
+        for d in yaml.safe_load_all(text)
+        if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "workflow-controller"
+    ]
+    dep["metadata"]["namespace"] = argo.NAMESPACE
+    dep["spec"]["replicas"] = 0  # stored, never run
+    tier.cp.apply([dep])
+    try:
+        _kubectl(tier.cp, argv)
+        got = tier.cp.get_json("deployment", "workflow-controller", "-n", argo.NAMESPACE)
+        (ctr,) = got["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in ctr.get("env") or []}
+        assert env.get(argo.CAPTURE_FINALIZER) == "true", env
+        # the tier's own controller runs with the same setting (devtools/cluster/argo.py)
+        pid = tier.cp.processes["workflow-controller"].proc.pid
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"{argo.CAPTURE_FINALIZER}=true".encode() in environ
+    finally:
+        tier.cp.kubectl(
+            "delete", "deployment", "workflow-controller", "-n", argo.NAMESPACE, check=False
+        )
 
 
 def check_argo_install_url(tier: Tier, argv: list[str]) -> None:
@@ -250,6 +284,11 @@ RULES: tuple[Rule, ...] = (
         check=check_argo_install_url,
     ),
     Rule(r"kubectl -n argo patch deployment argo-server .*", run=run_patch_argo_server),
+    Rule(
+        r"kubectl -n argo set env deployment/workflow-controller "
+        r"ARGO_POD_STATUS_CAPTURE_FINALIZER=true",
+        run=run_controller_env,
+    ),
     Rule(r"kubectl apply -k deploy/(controller|kueue|)/?", run=run_apply),
     Rule(r"kubectl apply -k deploy/device-plugin", run=run_apply_dry_run),
     Rule(r"kubectl apply -k deploy/volcano", run=run_apply_volcano),

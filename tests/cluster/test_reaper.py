@@ -23,13 +23,12 @@ from typing import Any
 import boto3
 import pytest
 import yaml
+from runs import wait_finished, wait_until
 
 from burst.storage.loopback import LoopbackS3
 from devtools.cluster import argo
 from devtools.cluster.controlplane import ControlPlane
 from devtools.cluster.tier import Tier
-
-from .runs import wait_finished, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -210,6 +209,7 @@ def test_the_reaper_cron_runs_on_the_controller(
             "patch", "cronworkflow", CRON, "-n", "burst", "--type=merge", "-p",
             json.dumps({"spec": {
                 "schedules": ["* * * * *"],
+                "suspend": False,  # the session keeps it suspended (conftest.py)
                 "workflowSpec": {"arguments": {"parameters": args}},
             }}),
         )  # fmt: skip
@@ -261,6 +261,7 @@ def test_the_reaper_cron_runs_on_the_controller(
             "patch", "cronworkflow", CRON, "-n", "burst", "--type=merge", "-p",
             json.dumps({"spec": {
                 "schedules": spec["schedules"],
+                "suspend": True,
                 "workflowSpec": {"arguments": spec["workflowSpec"]["arguments"]},
             }}),
         )  # fmt: skip
