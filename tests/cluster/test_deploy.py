@@ -54,3 +54,42 @@ def test_the_namespace_enforces_pod_security_restricted(cp: ControlPlane) -> Non
     }
     out = cp.kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(bad), check=False)
     assert out.returncode != 0 and "violates PodSecurity" in out.stderr, out.stderr
+
+
+def test_the_serving_tiers_pods_pass_the_inference_namespaces_pod_security(
+    cp: ControlPlane,
+) -> None:
+    """deploy/inference's namespace enforces Pod Security `baseline`: the pods KServe and
+    Knative would make for each tier (Triton, queue-proxy, the injected storage-initializer:
+    tests/deploy/test_inference_admission.py models them from the sources) are admitted there by
+    the real PodSecurity plugin (dry run), and the same pods are refused in `burst`
+    (`restricted`). KServe's own stack is not part of the tier."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "deploy"))
+    from test_inference_admission import kserve_pod
+    from test_inference_manifests import shipped
+
+    bundle = shipped()
+    (ns_doc,) = bundle.of_kind("Namespace")
+    cp.apply([ns_doc])
+    namespace = ns_doc["metadata"]["name"]
+    services = bundle.services()
+    assert services
+    for isvc in services:
+        spec = kserve_pod(isvc)
+        spec.pop("serviceAccountName", None)  # the account is the site's (its store's keys)
+        for where, must_pass in ((namespace, True), ("burst", False)):
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"tier-{isvc['metadata']['name']}", "namespace": where},
+                "spec": spec,
+            }
+            out = cp.kubectl(
+                "create", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump(pod), check=False
+            )
+            if must_pass:
+                assert out.returncode == 0, (isvc["metadata"]["name"], out.stderr)
+            else:
+                assert "violates PodSecurity" in out.stderr, out.stderr
