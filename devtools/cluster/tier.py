@@ -8,8 +8,9 @@ provider's GPU node group; each ``terraform_data.node`` it applies holds the nod
 labels and taints. The tier reads every such state the run's pods wrote (the provision pod's
 runs volume) and registers those nodes with the stand-in kubelet, shaped as the state says,
 so the real scheduler binds the train pod to the node group the run rented, or leaves it
-Pending when the shapes disagree. A node group leaves the cluster when its run's workflow
-has finished (teardown's state is in another pod's volume on this stack).
+Pending when the shapes disagree. Nodes stay for the tier's life: with the local stack the
+state is in the provision pod's own volume, so the teardown pod (another pod, another volume)
+finds nothing to destroy, and the tier cannot observe a destroy (docs/reference/engines-tier.md).
 """
 
 from __future__ import annotations
