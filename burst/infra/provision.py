@@ -45,6 +45,7 @@ from burst.errors import (
     InjectedFailure,
     PolicyRefusal,
 )
+from burst.infra import runrecord
 from burst.infra.terraform import Terraform
 from burst.infra.workspace import (
     CLOUD,
@@ -341,6 +342,7 @@ class Provisioner:
                 **self.faults.terraform_variables(),
             )
             write_vars(self.workdir, variables)
+            runrecord.save(self.ws)  # beside the state: teardown's pod has another runs root
             attempt = ProvisionAttempt(
                 index=index,
                 region=region,

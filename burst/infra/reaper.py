@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import InfraError
+from burst.infra import runrecord
 from burst.infra.leakscan import EXPIRES_TAG, Inventory, delete_in_order
 from burst.infra.procs import other_processes
 from burst.infra.teardown import destroy_run
@@ -199,7 +200,7 @@ def reap(
         if v not in ("expired", "lapsed") or not act:
             continue
         workdir = run.workdir or root / run.run_id / "terraform"
-        if load_workspace(workdir) is None:
+        if not runrecord.fetch(workdir) and load_workspace(workdir) is None:
             # the state exists but this machine lacks the run's stack and variables: its
             # tagged resources are removed below, by the tag path (configure --region)
             doc["actions"].append(

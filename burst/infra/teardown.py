@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import BurstError, InfraError
-from burst.infra import cloudscan
+from burst.infra import cloudscan, runrecord
 from burst.infra.statelock import holders, parse_lock_error
 from burst.infra.terraform import Terraform
 from burst.infra.workspace import VARS_FILE, load_workspace, state_file
@@ -34,6 +34,9 @@ def destroy_run(
     """``terraform destroy`` the run's state, whichever stack the run used (the local root,
     or the aws stack on its S3 backend, reopened from ``workspace.json``), retried with
     exponential backoff; then count what remains in the state."""
+    # on a cluster this pod's runs root is its own: the record provision kept beside the
+    # state is fetched first (burst/infra/runrecord.py)
+    runrecord.fetch(workdir)
     ws = load_workspace(workdir)
     if ws is None:
         log.info("nothing was provisioned for this run (no Terraform working directory)")
