@@ -13,9 +13,10 @@ What is checked offline (no cluster) is tests/deploy/test_cluster_setup.py.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,59 +197,50 @@ def run_apply_volcano(tier: Tier, argv: list[str]) -> None:
     pytest.skip(SKIPS["no-crds"])
 
 
-def run_patch_argo_server(tier: Tier, argv: list[str]) -> None:
-    """The tier runs Argo's controller as a process and none of Argo's Deployments. The
-    argo-server Deployment of the same version's install (manifests/cluster-install, what the
-    release's install.yaml is built from) is stored here with no replicas, the page's patch
-    applied to it as written, and its result read: the server container's arguments."""
+@contextlib.contextmanager
+def stored_install_deployment(tier: Tier, name: str) -> Iterator[None]:
+    """The tier runs Argo's controller as a process and none of Argo's Deployments: this one
+    of the same version's install (manifests/cluster-install, what the release's install.yaml
+    is built from) is stored for the duration with no replicas, so the page's command can be
+    applied to it as written and its result read."""
     src = engines.module_source(f"github.com/argoproj/argo-workflows/v4@{engines.ARGO}")
     text = tier.cp.kubectl("kustomize", str(src / "manifests" / "cluster-install")).stdout
     (dep,) = [
         d
         for d in yaml.safe_load_all(text)
-        if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "argo-server"
+        if d and d["kind"] == "Deployment" and d["metadata"]["name"] == name
     ]
     dep["metadata"]["namespace"] = argo.NAMESPACE
     dep["spec"]["replicas"] = 0  # stored, never run
     tier.cp.apply([dep])
     try:
+        yield
+    finally:
+        tier.cp.kubectl("delete", "deployment", name, "-n", argo.NAMESPACE, check=False)
+
+
+def run_patch_argo_server(tier: Tier, argv: list[str]) -> None:
+    """The page's patch on the argo-server Deployment: the server container's arguments."""
+    with stored_install_deployment(tier, "argo-server"):
         _kubectl(tier.cp, argv)
         got = tier.cp.get_json("deployment", "argo-server", "-n", argo.NAMESPACE)
         (first, *_) = got["spec"]["template"]["spec"]["containers"]
         assert first["name"] == "argo-server"  # the patch's containers/0 is the server
         assert first["args"] == ["server", "--auth-mode=client"]
-    finally:
-        tier.cp.kubectl("delete", "deployment", "argo-server", "-n", argo.NAMESPACE, check=False)
 
 
 def run_controller_env(tier: Tier, argv: list[str]) -> None:
-    """The same for the workflow-controller Deployment: the page's `set env` applied to the
-    install's Deployment (stored, no replicas) gives the environment the tier's controller runs
-    with (devtools/cluster/argo.py)."""
-    src = engines.module_source(f"github.com/argoproj/argo-workflows/v4@{engines.ARGO}")
-    text = tier.cp.kubectl("kustomize", str(src / "manifests" / "cluster-install")).stdout
-    (dep,) = [
-        d
-        for d in yaml.safe_load_all(text)
-        if d and d["kind"] == "Deployment" and d["metadata"]["name"] == "workflow-controller"
-    ]
-    dep["metadata"]["namespace"] = argo.NAMESPACE
-    dep["spec"]["replicas"] = 0  # stored, never run
-    tier.cp.apply([dep])
-    try:
+    """The page's `set env` on the workflow-controller Deployment gives the environment the
+    tier's own controller runs with (devtools/cluster/argo.py)."""
+    with stored_install_deployment(tier, "workflow-controller"):
         _kubectl(tier.cp, argv)
         got = tier.cp.get_json("deployment", "workflow-controller", "-n", argo.NAMESPACE)
         (ctr,) = got["spec"]["template"]["spec"]["containers"]
         env = {e["name"]: e.get("value") for e in ctr.get("env") or []}
         assert env.get(argo.CAPTURE_FINALIZER) == "true", env
-        # the tier's own controller runs with the same setting (devtools/cluster/argo.py)
         pid = tier.cp.processes["workflow-controller"].proc.pid
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         assert f"{argo.CAPTURE_FINALIZER}=true".encode() in environ
-    finally:
-        tier.cp.kubectl(
-            "delete", "deployment", "workflow-controller", "-n", argo.NAMESPACE, check=False
-        )
 
 
 def check_argo_install_url(tier: Tier, argv: list[str]) -> None:
