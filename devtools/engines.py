@@ -39,6 +39,7 @@ ETCD = "v3.6.16"
 ARGO = "v4.0.5"  # the only v4 release the Go module proxy serves here (see the tier's doc)
 KUEUE = "v0.17.0"
 KWOK = "v0.8.0"
+CONTAINERD = "v2.4.2"
 
 log = logging.getLogger("burst.engines")
 
@@ -56,6 +57,8 @@ class Engine:
     module_dir: str | None = None
     packages: tuple[str, ...] = ()
     ldflags: str = "-s -w"
+    # Go build tags (go build/install -tags a,b): part of the key
+    tags: tuple[str, ...] = ()
     # ... or go install of module@version packages ...
     install: tuple[str, ...] = ()
     # ... or go build of packages inside a copy of a module's source (module@version), with
@@ -76,6 +79,7 @@ class Engine:
             self.source or "",
             *self.placeholders,
             *(f"{a}->{b}" for a, b in self.links),
+            *(f"tag:{t}" for t in self.tags),
         ):
             h.update(item.encode())
         if self.module_dir:
@@ -104,11 +108,17 @@ ENGINES: tuple[Engine, ...] = (
     Engine(
         "kubernetes",
         KUBERNETES,
-        ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+        ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet"),
         module_dir="engines/kube",
         packages=tuple(
             f"k8s.io/kubernetes/cmd/{c}"
-            for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+            for c in (
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kubectl",
+                "kubelet",
+            )
         ),
         ldflags=_kube_ldflags(KUBERNETES),
     ),
@@ -132,6 +142,18 @@ ENGINES: tuple[Engine, ...] = (
         links=(("workflow/executor/osspecific/signal_linux.go", "signal_darwin.go"),),
     ),
     Engine("kueue", KUEUE, ("kueue",), install=(f"sigs.k8s.io/kueue/cmd/kueue@{KUEUE}",)),
+    # the real kubelet's container runtime (tests/cluster/test_real_kubelet.py); runc itself is
+    # Debian's (scripts/system-deps.sh). no_btrfs: the btrfs snapshotter needs cgo headers.
+    Engine(
+        "containerd",
+        CONTAINERD,
+        ("containerd", "ctr", "containerd-shim-runc-v2"),
+        install=tuple(
+            f"github.com/containerd/containerd/v2/cmd/{c}@{CONTAINERD}"
+            for c in ("containerd", "ctr", "containerd-shim-runc-v2")
+        ),
+        tags=("no_btrfs",),
+    ),
 )
 
 
@@ -195,19 +217,21 @@ def build(engine: Engine, go: str) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     env = {**os.environ, "GOFLAGS": "-buildvcs=false -trimpath", "CGO_ENABLED": "0"}
+    tags = ["-tags", ",".join(engine.tags)] if engine.tags else []
     cwd: Path
     if engine.source:
         cwd = _source_copy(engine, tmp)
-        cmd = ["go", "build", "-ldflags", engine.ldflags, "-o", str(tmp) + "/", *engine.packages]
+        cmd = ["go", "build", *tags, "-ldflags", engine.ldflags, "-o", str(tmp) + "/"]
+        cmd += engine.packages
     elif engine.module_dir:
-        cmd = ["go", "build", "-ldflags", engine.ldflags, "-o"]
+        cmd = ["go", "build", *tags, "-ldflags", engine.ldflags, "-o"]
         if len(engine.packages) == 1:
             cmd += [str(tmp / engine.binaries[0]), *engine.packages]
         else:
             cmd += [str(tmp) + "/", *engine.packages]
         cwd = ROOT / engine.module_dir
     else:
-        cmd = ["go", "install", "-ldflags", engine.ldflags, *engine.install]
+        cmd = ["go", "install", *tags, "-ldflags", engine.ldflags, *engine.install]
         env["GOBIN"] = str(tmp)
         cwd = ROOT
     log.info("building %s %s: %s", engine.name, engine.version, " ".join(cmd))

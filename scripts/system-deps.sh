@@ -3,7 +3,10 @@
 # on loopback, for image-signature tests), chromium (renders the HTML run report) and
 # prometheus-pushgateway (a real Pushgateway on loopback for the metrics push) and npm (fetches
 # the pinned provider bindings whose .jsii schemas tests/terraform/test_tf_schema.py checks),
-# shellcheck (the CI templates' scripts, tests/ci_templates; actionlint runs it too).
+# the shellcheck package (the CI templates' scripts, tests/ci_templates; actionlint runs it
+# too), and runc, containernetworking-plugins and busybox-static (the engines tier's real
+# kubelet, tests/cluster/test_real_kubelet.py: the OCI runtime, the loopback CNI plugin, the
+# image's one binary).
 # Idempotent; installs only what is missing, and only where it can (root with apt-get).
 set -euo pipefail
 missing=()
@@ -13,6 +16,10 @@ command -v prometheus-pushgateway >/dev/null 2>&1 || [ -x /usr/bin/prometheus-pu
   || missing+=(prometheus-pushgateway)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
+command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing+=(runc)
+[ -x /usr/lib/cni/loopback ] || missing+=(containernetworking-plugins)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
+  || missing+=(busybox-static)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: please install: ${missing[*]} (Debian packages)" >&2
