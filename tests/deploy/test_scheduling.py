@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from argo_pods import SAMPLE, pods
+from test_kueue_providers import tolerates  # core/v1 Toleration.ToleratesTaint, once
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = REPO / "terraform" / "modules"
@@ -38,18 +39,6 @@ NVIDIA_STATIC_TOLERATIONS = [
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 ]
 SAMPLE_NODE_TAINTS = ["dedicated=ml:NoExecute"]  # a site's own hybrid node taint
-
-
-def tolerates(t: dict[str, Any], taint: dict[str, str]) -> bool:
-    if t.get("effect") and t["effect"] != taint["effect"]:
-        return False
-    if t.get("key") and t["key"] != taint["key"]:
-        return False
-    if not t.get("key") and t.get("operator") != "Exists":
-        return False
-    if t.get("operator", "Equal") == "Exists":
-        return True
-    return str(t.get("value", "")) == taint.get("value", "")
 
 
 def untolerated(tolerations: list[dict[str, Any]], taints: list[dict[str, str]]) -> list[str]:
