@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -203,6 +204,23 @@ def pip_mounts(workdir: Path) -> list[str]:
     return [a for m in mounts for a in ("-v", m)]
 
 
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+PYPI_INDEX = "https://pypi.org/simple"
+
+
+def cpu_torch_index() -> str:
+    """PyTorch's CPU index, or PyPI where that index cannot be reached (machines that reach
+    only PyPI): PyPI's build carries the CUDA libraries (several GB more) and runs on the CPU."""
+    host = CPU_TORCH_INDEX.split("/")[2]
+    try:
+        socket.create_connection((host, 443), timeout=5).close()
+    except OSError as exc:
+        say(f"trainer: {host} cannot be reached ({exc}); torch comes from PyPI (its CUDA build, "
+            "which runs on the CPU: a larger image)")  # fmt: skip
+        return PYPI_INDEX
+    return CPU_TORCH_INDEX
+
+
 def build_args(name: str, variant: str, version: str) -> list[str]:
     args = {"BURST_VERSION": version}
     if name == "trainer":
@@ -222,7 +240,7 @@ def build_args(name: str, variant: str, version: str) -> list[str]:
                 "CUDA_VERSION": "none",
                 "DRIVER_MIN": "none",
                 "NCCL_VERSION": "none",
-                "TORCH_INDEX": "https://download.pytorch.org/whl/cpu",
+                "TORCH_INDEX": cpu_torch_index(),
             }
     return [a for k, v in args.items() for a in ("--build-arg", f"{k}={v}")]
 

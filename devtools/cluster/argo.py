@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 NAMESPACE = "argo"
 CONTROLLER_ACCOUNT = "argo"  # manifests/base/workflow-controller/workflow-controller-sa.yaml
 CAPTURE_FINALIZER = "ARGO_POD_STATUS_CAPTURE_FINALIZER"
+#: the executor image the controller names in every pod (on real nodes: made from the
+#: argoexec built here, devtools/cluster/ociimage.py)
+EXECUTOR_IMAGE = f"quay.io/argoproj/argoexec:{ARGO}"
 # Objects of the install that would be pods or their Services: the tier runs the controller
 # as a process instead, and argo-server is not part of the tier (docs/reference/engines-tier.md).
 _SKIPPED_KINDS = {"Deployment", "Service"}
@@ -71,7 +74,7 @@ def start_controller(cp: ControlPlane, argo_bin: Path) -> Process:
         [
             str(argo_bin / "workflow-controller"),
             f"--kubeconfig={kubeconfig}",
-            f"--executor-image=quay.io/argoproj/argoexec:{ARGO}",
+            f"--executor-image={EXECUTOR_IMAGE}",
             "--loglevel=info",
             "--workflow-workers=4",
             "--pod-cleanup-workers=2",

@@ -200,7 +200,12 @@ class ControlPlane:
                 f"--tls-private-key-file={serving.key}",
                 f"--client-ca-file={self.pki / 'ca.crt'}",
                 "--authorization-mode=Node,RBAC",
-                "--enable-admission-plugins=NodeRestriction,PodSecurity,ValidatingAdmissionPolicy",
+                "--enable-admission-plugins=NodeRestriction,PodSecurity,"
+                "ValidatingAdmissionPolicy,MutatingAdmissionPolicy",
+                # beta in 1.35, off by default: the tier's pod identity (what a pod identity
+                # webhook injects on a cloud) is a MutatingAdmissionPolicy
+                "--feature-gates=MutatingAdmissionPolicy=true",
+                "--runtime-config=admissionregistration.k8s.io/v1beta1=true",
                 "--allow-privileged=false",
                 f"--service-account-issuer={ISSUER}",
                 f"--api-audiences={ISSUER}",

@@ -13,12 +13,54 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
+from burst.spec import load_spec
 from burst.storage.loopback import LoopbackS3
 from devtools.cluster.controlplane import ControlPlane
+from devtools.cluster.images import missing_images
+from devtools.cluster.kubelet import missing as kubelet_missing
 from devtools.cluster.tier import REPO, Tier
 
 SUBMITTER = ("ci-pipeline", ("burst:submitters",))  # the CI role, mapped to its group
+
+
+def _kubelet() -> str:
+    """Real kubelets where this machine can run them and `make images` built the images;
+    else the stand-in, and the one line why (BURST_TIER_KUBELET=real|stand-in chooses)."""
+    chosen = os.environ.get("BURST_TIER_KUBELET")
+    if chosen:
+        return chosen
+    problem = kubelet_missing() or missing_images()
+    if problem:
+        print(f"engines tier: the stand-in kubelet runs the step pods: real nodes need {problem}")
+        return "stand-in"
+    return "real"
+
+
+def _image_refs() -> dict[str, list[str]]:
+    """The references the quickstart's pods name for each image: the template's steps image,
+    and for train what verify-image hands it (the verified image's repository and digest, as
+    steps/verify_image.py computes it here). The real nodes hold the images `make images`
+    built under those names, as a registry would serve them (docs/reference/engines-tier.md)."""
+    from burst.supplychain.provenance import run_reference
+    from burst.supplychain.trust import load_trust
+    from burst.supplychain.verify import verify_image
+
+    spec = load_spec(REPO / "examples" / "quickstart.yaml")
+    verified = verify_image(
+        spec.image.reference, spec.image.trusted_key, load_trust(), search=(REPO,)
+    )
+    template = yaml.safe_load((REPO / "deploy" / "argo" / "burst-train.yaml").read_text())
+    (steps,) = [
+        p["value"]
+        for p in template["spec"]["arguments"]["parameters"]
+        if p["name"] == "steps-image"
+    ]
+    return {"steps": [steps], "trainer": [run_reference(verified.ref)]}
+
+
+KUBELET = _kubelet()
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +85,7 @@ def tier(tmp_path_factory: pytest.TempPathFactory, store: LoopbackS3) -> Iterato
         "AWS_EC2_METADATA_DISABLED": "true",
         "BURST_RUNS_ROOT": "/tmp/runs",
     }
-    t = Tier(root, pod_env=pod_env)
+    t = Tier(root, pod_env=pod_env, kubelet=KUBELET, images=_image_refs())
     with t:
         t.install_kyverno_crds()
         t.cp.kubectl("apply", "-k", str(REPO / "deploy"))

@@ -78,5 +78,4 @@ def pod_nodes(wf: dict[str, Any], template: str) -> list[dict[str, Any]]:
 
 
 def container_log(tier: Tier, pod_prefix: str, container: str = "main") -> str:
-    logs = sorted(tier.root.glob(f"pods/burst_{pod_prefix}*/containers/{container}/log.txt"))
-    return "\n".join(p.read_text(errors="replace") for p in logs)
+    return tier.container_logs(pod_prefix, container)

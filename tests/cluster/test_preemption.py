@@ -1,5 +1,5 @@
 """A preemption on the cluster: the train pod is evicted (the eviction API, as a node drain or
-a spot interruption handler does) while it trains. The stand-in kubelet sends SIGTERM with the
+a spot interruption handler does) while it trains. The kubelet sends SIGTERM with the
 pod's grace period; the train step saves and exits 75; Argo's controller retries it as the
 template declares; the new pod resumes from the committed checkpoint and the run succeeds."""
 
@@ -23,8 +23,8 @@ def test_an_evicted_train_pod_exits_75_is_retried_and_resumes(
 ) -> None:
     store.create_bucket("preempt-tier")
     spec = cluster_spec(tmp_path, "preempt-tier", steps=400)
-    tier.agent.extra_env["BURST_STEP_PACE_S"] = "0.05"  # long enough to be evicted mid-run
-    try:
+    # long enough to be evicted mid-run
+    with tier.pod_env(BURST_STEP_PACE_S="0.05"):
         name = submit(tier, submitter, spec, tmp_path)
         wait_until(
             tier, name, "a committed checkpoint",
@@ -46,8 +46,6 @@ def test_an_evicted_train_pod_exits_75_is_retried_and_resumes(
             stdin=json.dumps(eviction),
         )  # fmt: skip
         wf = wait_finished(tier, name, timeout=900)
-    finally:
-        tier.agent.extra_env.pop("BURST_STEP_PACE_S", None)
     assert wf["status"]["phase"] == "Succeeded", tier.describe(name)
     attempts = pod_nodes(wf, "train")
     assert len(attempts) == 2, [(a["displayName"], a["phase"]) for a in attempts]

@@ -180,20 +180,21 @@ def test_the_reaper_cron_runs_on_the_controller(
         s3.close()
 
     server, url = argo.start_server(cp, tier.bin["argo"])
-    saved_env = dict(tier.agent.extra_env)
-    tier.agent.extra_env.update(
-        {
-            "AWS_ENDPOINT_URL": moto_endpoint,  # every AWS API but S3 (the store's)
-            "AWS_EC2_METADATA_DISABLED": "true",
-            "BURST_RUNS_ROOT": "/tmp/runs",  # the container's own /tmp: no local runs
-        }
+    # where the reaper's pod reaches the Argo server (on real nodes: the pod network's
+    # address for that loopback port)
+    pod_url = tier.pod_url(url)
+    env_change = tier.pod_env(
+        AWS_ENDPOINT_URL=moto_endpoint,  # every AWS API but S3 (the store's)
+        AWS_EC2_METADATA_DISABLED="true",
+        BURST_RUNS_ROOT="/tmp/runs",  # the container's own /tmp: no local runs
     )
+    env_change.__enter__()
     original = cp.get_json("cronworkflow", CRON, "-n", "burst")
     params = {
         "regions": REGION,
         "state-bucket": bucket,
         "state-region": store.region,
-        "argo-server": url,
+        "argo-server": pod_url,
         "argo-insecure-skip-verify": "true",  # argo server's self-signed certificate
     }
     args = [
@@ -218,7 +219,7 @@ def test_the_reaper_cron_runs_on_the_controller(
         def scheduled() -> bool:
             for wf in _cron_workflows(cp):
                 n = wf["metadata"]["name"]
-                if n not in before and _arg(wf, "argo-server") == url:
+                if n not in before and _arg(wf, "argo-server") == pod_url:
                     box["name"] = n
                     return True
             return False
@@ -229,9 +230,9 @@ def test_the_reaper_cron_runs_on_the_controller(
         assert wf["spec"].get("workflowTemplateRef") == {"name": "burst-reaper"}
         assert wf["status"]["phase"] == "Succeeded", tier.describe(name)
 
-        logs = sorted(tier.root.glob(f"pods/burst_{name}*/containers/main/log.txt"))
+        logs = tier.container_logs(name)
         assert logs, tier.describe(name)
-        report = _report("\n".join(p.read_text(errors="replace") for p in logs))
+        report = _report(logs)
 
         # the reaper asked the Argo server, with its own token, which workflows are unfinished
         assert report["argo"]["checked"] is True, report["argo"]
@@ -265,8 +266,7 @@ def test_the_reaper_cron_runs_on_the_controller(
                 "workflowSpec": {"arguments": spec["workflowSpec"]["arguments"]},
             }}),
         )  # fmt: skip
-        tier.agent.extra_env.clear()
-        tier.agent.extra_env.update(saved_env)
+        env_change.__exit__(None, None, None)
         cp.kubectl("delete", "workflow", live, "-n", "burst", "--wait=false", check=False)
         cp.processes.pop("argo-server", None)
         server.stop()
