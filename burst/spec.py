@@ -816,6 +816,15 @@ def node_count(job: BurstJob, candidate: Mapping[str, Any] | None = None) -> int
     return max(1, -(-job.compute.gpu_count // job.compute.gpus_per_node))
 
 
+def gpus_per_pod(job: BurstJob, candidate: Mapping[str, Any] | None = None) -> int:
+    """The GPUs each node's train pod requests: the spec's GPUs spread over the nodes the run
+    rents (``node_count``), never more than ``compute.gpus_per_node``. A 1-GPU job asks for 1
+    GPU, not for the 8 of ``gpus_per_node``'s default (on a cluster such a pod never fits a
+    1-GPU node)."""
+    nodes = node_count(job, candidate)
+    return max(1, min(job.compute.gpus_per_node, -(-job.compute.gpu_count // nodes)))
+
+
 def load_spec(path: str | Path) -> BurstJob:
     p = Path(path)
     try:

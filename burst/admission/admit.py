@@ -6,11 +6,13 @@ provision path, not a second executor); teardown, which always runs, calls ``set
 
 * The reservation is the most any allowed candidate can cost: compute at the candidate's
   price for the budget's hours (capped at ``budget.max_usd``, where the budget guard stops a
-  run), plus its planned egress and storage; GPU-hours are its GPUs x ``budget.max_hours``.
+  run), plus its planned egress and storage; GPU-hours are the GPUs it rents (every GPU of
+  its nodes) x ``budget.max_hours`` (``burst.budget.gpu_hours``, the one basis).
 * A run that is requeued (provision runs again for it) keeps its reservation: it is not
   checked or charged again.
 * Settlement charges what the train attempts' records say was used (a preempted run: only
-  the hours it ran), plus the planned egress and storage when it trained at all.
+  the hours it ran), plus the planned egress and storage when it trained at all; GPU-hours
+  are ``burst.budget.billed_gpu_hours`` of the same records, the figure the report shows.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from burst.admission.ledger import Entry, Ledger, Standing
+from burst.budget import billed_gpu_hours, gpu_hours, rented_gpus
 from burst.documents.plan import Candidate
 from burst.documents.train import TrainAttempt
 from burst.errors import PolicyRefusal
@@ -44,10 +47,6 @@ class Reservation:
     hours: float
 
 
-def _gpus(job: BurstJob, cand: Candidate) -> int:
-    return int(cand.gpus or job.compute.gpu_count)
-
-
 def reservation(job: BurstJob, candidates: Sequence[Candidate]) -> Reservation:
     """The most any of ``candidates`` can cost this run (the plan's ranked, allowed ones)."""
     hours = float(job.budget.max_hours)
@@ -56,15 +55,15 @@ def reservation(job: BurstJob, candidates: Sequence[Candidate]) -> Reservation:
         rate = cand.price_per_hour
         compute = job.budget.max_usd if rate is None else min(job.budget.max_usd, rate * hours)
         egress, storage = float(cand.egress_usd or 0.0), float(cand.storage_usd or 0.0)
-        gpus = _gpus(job, cand)
-        r = Reservation(compute + egress + storage, gpus * hours, compute, egress, storage, gpus,
-                        hours)  # fmt: skip
+        gpus = rented_gpus(job, cand)
+        r = Reservation(compute + egress + storage, gpu_hours(gpus, hours), compute, egress,
+                        storage, gpus, hours)  # fmt: skip
         if best is None or (r.usd, r.gpu_hours) > (best.usd, best.gpu_hours):
             best = r
     if best is None:  # no candidate priced: the budget itself is the most it may spend
-        gpus = job.compute.gpu_count
-        best = Reservation(job.budget.max_usd, gpus * hours, job.budget.max_usd, 0.0, 0.0, gpus,
-                           hours)  # fmt: skip
+        gpus = rented_gpus(job, None)
+        best = Reservation(job.budget.max_usd, gpu_hours(gpus, hours), job.budget.max_usd, 0.0,
+                           0.0, gpus, hours)  # fmt: skip
     return best
 
 
@@ -171,7 +170,7 @@ def settle(
         hours = sum(float(a.hours or 0.0) for a in attempts)
         trained = hours > 0 or compute > 0
         extra = held.egress_usd + held.storage_usd if trained else 0.0
-        actual_usd, actual_gh = compute + extra, hours * held.gpus
+        actual_usd, actual_gh = compute + extra, billed_gpu_hours(attempts, held.gpus)
         preempted = sum(1 for a in attempts if a.preempted)
         basis = f"{len(attempts)} train attempt(s), {preempted} preempted: compute used" + (
             " + planned egress and storage" if trained else ""

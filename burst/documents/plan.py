@@ -21,6 +21,14 @@ PlanCapacity = Literal["spot", "on_demand", "spot_with_floor"]
 DataStrategyName = Literal["compute_to_data", "data_to_compute", "regional_shards"]
 
 
+class CostTerm(Document):
+    """One named term of a candidate's expected cost (``burst.plan.pricing.cost_terms``)."""
+
+    term: str
+    usd: float
+    detail: str
+
+
 class Candidate(Document):
     """One (region, provider, capacity) the job can run in, priced."""
 
@@ -32,7 +40,18 @@ class Candidate(Document):
     instance: str | None = None
     nodes: int | None = Field(default=None, ge=1)
     floor_nodes: int | None = Field(default=None, ge=0)
-    gpus: int | None = Field(default=None, ge=1)
+    gpus: int | None = Field(
+        default=None, ge=1, description="GPUs rented and billed (every GPU of every node)."
+    )
+    gpus_used: int | None = Field(
+        default=None, ge=1, description="The spec's compute.gpu_count (fewer: a partial node)."
+    )
+    billed_per: Literal["instance", "gpu"] | None = Field(
+        default=None, description="instance: whole instances of the shape; gpu: per GPU-hour."
+    )
+    billing: str | None = Field(
+        default=None, description="How it is billed in words (a partial node: nearest shapes)."
+    )
     price_per_hour: float | None = Field(default=None, ge=0, description="USD, all nodes.")
     price_per_gpu_hour: float | None = Field(default=None, ge=0)
     price_basis: str | None = None
@@ -48,7 +67,12 @@ class Candidate(Document):
     )
     orchestration_usd: float | None = None
     labour_usd: float | None = None
-    paid_gpu_hours: float | None = None
+    paid_gpu_hours: float | None = Field(
+        default=None, description="Billed GPU-hours: gpus x paid hours (burst.budget.gpu_hours)."
+    )
+    cost_terms: list[CostTerm] = Field(
+        default_factory=list, description="Every term of expected_cost_usd, which they sum to."
+    )
     data_strategy: DataStrategyName | None = None
     data_transfer_hours: float | None = None
     data_reason: str | None = None

@@ -112,7 +112,9 @@ class Admission(Document):
     team: str
     ledger: str | None = None
     reserved_usd: float = Field(ge=0)
-    reserved_gpu_hours: float = Field(ge=0)
+    reserved_gpu_hours: float = Field(
+        ge=0, description="GPUs rented x budget.max_hours (burst.budget.gpu_hours)."
+    )
     compute_usd: float = Field(default=0.0, ge=0)
     egress_usd: float = Field(default=0.0, ge=0)
     storage_usd: float = Field(default=0.0, ge=0)

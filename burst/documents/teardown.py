@@ -48,7 +48,10 @@ class Settlement(Document):
     reserved_usd: float
     reserved_gpu_hours: float
     actual_usd: float
-    actual_gpu_hours: float
+    actual_gpu_hours: float = Field(
+        description="Billed: each train attempt's metered hours x the GPUs it rented "
+        "(burst.budget.billed_gpu_hours), the figure burst report shows."
+    )
     requeues: int = 0
     basis: str | None = None
 

@@ -82,6 +82,9 @@ class TrainAttempt(Document):
     usd_per_hour: float | None = None
     cost_usd: float | None = None
     hours: float | None = None
+    gpus: int | None = Field(
+        default=None, ge=1, description="GPUs rented: the GPU-hours billed are gpus x hours."
+    )
     commits: int | None = None
     save_failures: list[str] | None = None
     measured: dict[str, float] | None = None

@@ -3,8 +3,14 @@
 The default catalog ships in ``burst/plan/catalog/default.yaml``. User files (``$BURST_CATALOG``,
 several separated by ``os.pathsep``, then ``--catalog FILE`` options, later files winning)
 override any fact: mapping sections merge per key and per field, list sections (``regions``,
-``offers``) merge per identity (provider, region[, gpu_type]). Every problem is one line naming
-the file, the entry and the field (``BadInputError``, exit 2).
+``offers``, ``shapes``) merge per identity (provider, region[, gpu_type[, instance]]). Every
+problem is one line naming the file, the entry and the field (``BadInputError``, exit 2).
+
+An offer is how a provider sells a GPU type in a region: instances of ``gpus_per_instance``
+GPUs, every GPU of an instance billed. ``shapes`` lists smaller instances of the same offer
+(a 1-GPU preset beside the 8-GPU node): the planner rents the smallest that holds a job
+(``burst.plan.billing``); everything but the price (availability, MTBF, notice, supply) is
+the offer's.
 """
 
 from __future__ import annotations
@@ -114,6 +120,13 @@ LINK: FactSchema = {
     "usd_per_gb": (NONNEG, False, True),
 }
 OFFER_PLAIN = {"instance": _text, "gpus_per_instance": _number(1)}
+#: a smaller instance of an offer: its GPUs and its prices (the rest is the offer's)
+SHAPE: FactSchema = {
+    "on_demand_usd_per_hour": (NONNEG, True, True),
+    "spot_usd_per_hour": (NONNEG, True, True),
+}
+SHAPE_PLAIN = {"gpus_per_instance": _number(1)}
+SHAPE_PRICES = tuple(SHAPE)
 SECTIONS = (
     "catalog_version",
     "sources",
@@ -122,6 +135,7 @@ SECTIONS = (
     "providers",
     "regions",
     "offers",
+    "shapes",
     "links",
 )
 
@@ -161,7 +175,13 @@ class Catalog:
     providers: dict[str, dict[str, Fact]] = field(default_factory=dict)
     regions: dict[tuple[str, str], dict[str, Fact]] = field(default_factory=dict)
     offers: dict[tuple[str, str, str], Offer] = field(default_factory=dict)
+    # smaller instances of an offer: (provider, region, gpu_type, instance) -> its GPUs and
+    # price facts (``shapes_of`` merges them with the offer's other facts)
+    shapes: dict[tuple[str, str, str, str], tuple[int, dict[str, Fact]]] = field(
+        default_factory=dict
+    )
     links: dict[str, dict[str, Fact]] = field(default_factory=dict)
+    shape_files: dict[tuple[str, str, str, str], tuple[str, str]] = field(default_factory=dict)
 
     def assumption(self, name: str) -> float:
         return float(self.assumptions[name].value)
@@ -176,6 +196,20 @@ class Catalog:
     def offer(self, provider: str, region: str, gpu_type: str) -> Offer | None:
         return self.offers.get((provider, region, gpu_type))
 
+    def shapes_of(self, provider: str, region: str, gpu_type: str) -> list[Offer]:
+        """Every instance the site sells the GPU type as, fewest GPUs first: the offer and its
+        smaller ``shapes`` (each with the offer's facts but its own prices); [] without an
+        offer."""
+        offer = self.offer(provider, region, gpu_type)
+        if offer is None:
+            return []
+        out = [offer]
+        for (p, r, g, instance), (gpus, prices) in self.shapes.items():
+            if (p, r, g) == (provider, region, gpu_type):
+                facts = {**offer.facts, **prices}
+                out.append(Offer(p, r, g, instance, gpus, facts))
+        return sorted(out, key=lambda o: (o.gpus_per_instance, o.instance))
+
     def link(self, cls: str) -> dict[str, float]:
         return {k: float(f.value) for k, f in self.links[cls].items()}
 
@@ -185,7 +219,8 @@ class Catalog:
     def highest_known_on_demand(self, gpu_type: str) -> tuple[float, Offer] | None:
         """The highest on-demand price per GPU-hour known for a GPU type, and its offer."""
         best: tuple[float, Offer] | None = None
-        for off in self.offers.values():
+        sites = [o for o in self.offers.values() if o.gpu_type == gpu_type]
+        for off in (s for o in sites for s in self.shapes_of(o.provider, o.region, gpu_type)):
             price = off.facts["on_demand_usd_per_hour"].value
             if off.gpu_type != gpu_type or price is None:
                 continue
@@ -380,6 +415,22 @@ def _merge_file(cat: Catalog, path: Path) -> None:
         facts = dict(old.facts) if old else {}
         facts.update(body)
         cat.offers[key] = Offer(key[0], key[1], key[2], str(instance), int(per), facts)
+    for ident, label, body in r.keyed(
+        "shapes",
+        doc.get("shapes", []),
+        ("provider", "region", "gpu_type", "instance"),
+        SHAPE,
+        SHAPE_PLAIN,
+    ):
+        skey = (ident[0], ident[1], ident[2], ident[3])
+        held = cat.shapes.get(skey)
+        gpus = body.pop("gpus_per_instance", held[0] if held else None)
+        if gpus is None:
+            raise r.fail(label, "gpus_per_instance", "required for a new shape")
+        prices = dict(held[1]) if held else {}
+        prices.update(body)
+        cat.shapes[skey] = (int(gpus), prices)
+        cat.shape_files[skey] = (str(path), label)
 
 
 def _check_complete(cat: Catalog) -> None:
@@ -404,6 +455,23 @@ def _check_complete(cat: Catalog) -> None:
         need(_file_of(facts, last), f"regions {p}/{reg}", facts, REGION)
     for key, off in cat.offers.items():
         need(_file_of(off.facts, last), f"offers {'/'.join(key)}", off.facts, OFFER)
+    for skey, (gpus, prices) in cat.shapes.items():
+        where, label = cat.shape_files[skey]
+        need(where, label, prices, SHAPE)
+        offer = cat.offer(*skey[:3])
+        if offer is None:
+            raise BadInputError(
+                f"{label}: no offer {'/'.join(skey[:3])} to be a smaller shape of (a shape "
+                "needs its offer: provider, region, gpu_type)",
+                where=where,
+            )
+        if gpus >= offer.gpus_per_instance:
+            raise BadInputError(
+                f"{label}: gpus_per_instance must be fewer than the offer's "
+                f"{offer.gpus_per_instance} ({offer.instance}): a shape is a smaller instance "
+                f"(got {gpus})",
+                where=where,
+            )
 
 
 def _file_of(facts: dict[str, Fact], default: str) -> str:

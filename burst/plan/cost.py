@@ -63,6 +63,19 @@ class CostBreakdown:
         return {**asdict(self), "total_usd": self.total_usd}
 
 
+@dataclass(frozen=True)
+class CostTerm:
+    """One named term of a candidate's expected cost (``burst plan --explain``): the terms of
+    a candidate sum to its ``expected_cost_usd``."""
+
+    term: str
+    usd: float
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"term": self.term, "usd": round(self.usd, 6), "detail": self.detail}
+
+
 def total_cost(
     gpu_hours: float,
     gpu_price_per_hour: float,

@@ -3,18 +3,19 @@
 A pair is left out (with its reason, in the plan's ``excluded``) when it is not in the
 catalog, has no stack, has no preflight decision (fail closed) or a ``deny``, its GPU is
 unavailable there, its data cannot reach it, or the region supplies fewer GPUs than the job
-needs. What is left is a ``Site``: the pair with everything pricing needs to know about it.
+needs. What is left is a ``Site``: the pair with everything pricing needs to know about it,
+including what it rents and bills (``burst.plan.billing``: the instance shape, partial nodes).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from burst.documents import Decision, DecisionRecord, parse_document
 from burst.errors import PolicyRefusal
 from burst.plan import datastrategy
+from burst.plan.billing import Billing, billing_for
 from burst.plan.catalog import Catalog, Offer
 from burst.plan.crossregion import recommend_span
 from burst.providers import no_stack_reason, stack_for, store_refusal
@@ -69,13 +70,16 @@ class Site:
 
     provider: str
     region: str
-    offer: Offer | None
+    offer: Offer | None  # the instance rented (the offer, or a smaller shape of it)
     availability: str  # available | unknown
     verdict: str  # allow | review | unchecked
     decision: Decision | None
     data: datastrategy.DataPlan
-    nodes: int
-    gpus_per_instance: int
+    billing: Billing
+
+    @property
+    def nodes(self) -> int:
+        return self.billing.nodes
 
 
 @dataclass(frozen=True)
@@ -236,19 +240,17 @@ def eligible_sites(
                     ).reason,
                 )
                 continue
-            per_instance = offer.gpus_per_instance if offer else job.compute.gpus_per_node
-            nodes = max(1, math.ceil(job.compute.gpu_count / per_instance))
+            billing = billing_for(cat, job, provider, region)
             sites.append(
                 Site(
                     provider,
                     region,
-                    offer,
+                    billing.offer or offer,
                     availability,
                     verdict,
                     decision,
                     data,
-                    nodes,
-                    per_instance,
+                    billing,
                 )
             )
     return sites, data_options

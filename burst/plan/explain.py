@@ -10,6 +10,10 @@ names every difference between it and burst's figure, with both numbers:
   + lost hours (2 h per 24 h job) re-run at the on-demand price;
 * seed 003 (total cost): GPU hours x price + egress + storage GB-month (a month) x price +
   orchestration + labour.
+
+The seeds count the job's GPUs; burst bills every GPU it rents (``burst.plan.billing``): a
+partial node's idle GPUs are a difference of their own. ``term_lines`` prints the first
+candidate's cost term by term (the plan's ``cost_terms``), the terms summing to the total.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from burst.plan import pricing
+from burst.plan.billing import billing_for
 from burst.plan.catalog import Catalog
 from burst.plan.datastrategy import DATA_TO_COMPUTE, inter_region_price, providers_of
 from burst.spec import BurstJob
@@ -50,14 +55,30 @@ def _money(x: float) -> str:
 def _site_prices(
     cat: Catalog, job: BurstJob, cand: dict[str, Any]
 ) -> tuple[float | None, float | None]:
-    """Spot and on-demand price per GPU-hour at the candidate's site (None: not known)."""
-    offer = cat.offer(cand["provider"], cand["region"], job.compute.gpu_type)
-    per_instance = max(1, int(cand["gpus"]) // max(1, int(cand["nodes"])))
+    """Spot and on-demand price per GPU-hour at the candidate's site, for the shape it rents
+    (None: not known)."""
+    bill = billing_for(cat, job, cand["provider"], cand["region"])
     out: list[float | None] = []
     for capacity in ("spot", "on_demand"):
-        p = pricing.instance_price(cat, offer, job.compute.gpu_type, per_instance, capacity)
-        out.append(None if p is None else p.per_instance_hour / per_instance)
+        p = pricing.instance_price(cat, bill.offer, job.compute.gpu_type, bill.unit_gpus, capacity)
+        out.append(None if p is None else p.per_unit_hour / bill.unit_gpus)
     return out[0], out[1]
+
+
+def _used(cand: dict[str, Any]) -> int:
+    """The job's GPUs (what the seeds count); a plan without ``gpus_used``: the rented."""
+    return int(cand.get("gpus_used") or cand["gpus"])
+
+
+def _rounding(cand: dict[str, Any]) -> list[str]:
+    """The partial-node difference: burst bills GPUs the job does not use."""
+    idle = int(cand["gpus"]) - _used(cand)
+    if idle <= 0:
+        return []
+    return [
+        f"node rounding: the seed counts the job's {_used(cand)} GPU(s); burst bills the "
+        f"{cand['gpus']} rented ({cand.get('billing') or 'whole instances'})"
+    ]
 
 
 def _paid_hours(cand: dict[str, Any]) -> float:
@@ -104,7 +125,7 @@ def seed_001(job: BurstJob, cat: Catalog, doc: dict[str, Any]) -> list[SeedCheck
     first = doc["candidates"][0]
     gpus = int(first["gpus"])
     useful_h = float(doc["workload"]["compute_hours"])
-    gpu_h = useful_h * gpus
+    gpu_h = useful_h * _used(first)
     spot_p, od_p = _site_prices(cat, job, first)
     if spot_p is None or od_p is None:
         return []
@@ -131,6 +152,7 @@ def seed_001(job: BurstJob, cat: Catalog, doc: dict[str, Any]) -> list[SeedCheck
             f"start-up: burst pays {startup_h:.3g} h a run (catalog startup_s), the seed none; "
             f"burst's paid hours {_paid_hours(od):.4g} x {gpus} GPU(s)"
         )
+        check.differences += _rounding(od)
     out.append(check)
     spot = same_site.get("spot") or same_site.get("spot_with_floor")
     check = SeedCheck(
@@ -148,7 +170,7 @@ def seed_001(job: BurstJob, cat: Catalog, doc: dict[str, Any]) -> list[SeedCheck
     )
     if spot is not None:
         paid = _paid_hours(spot)
-        burst_lost = max(paid - useful_h - startup_h, 0.0) * gpus
+        burst_lost = max(paid - useful_h - startup_h, 0.0) * _used(spot)
         check.differences += [
             f"re-run: burst re-runs lost work on the same spot capacity (${spot_p:g}/GPU-h); "
             f"the seed prices it at the on-demand ${od_p:g}/GPU-h",
@@ -157,6 +179,7 @@ def seed_001(job: BurstJob, cat: Catalog, doc: dict[str, Any]) -> list[SeedCheck
             f"(job MTBF {spot['mtbf_hours']:.3g} h, checkpoint every "
             f"{spot['checkpoint_interval_s']:.4g} s, goodput {spot['goodput']:.3f})",
             f"start-up: burst pays {startup_h:.3g} h a run (catalog startup_s), the seed none",
+            *_rounding(spot),
         ]
     out.append(check)
     return out
@@ -164,8 +187,7 @@ def seed_001(job: BurstJob, cat: Catalog, doc: dict[str, Any]) -> list[SeedCheck
 
 def seed_003(job: BurstJob, cat: Catalog, doc: dict[str, Any]) -> SeedCheck:
     first = doc["candidates"][0]
-    gpus = int(first["gpus"])
-    gpu_h = float(doc["workload"]["compute_hours"]) * gpus
+    gpu_h = float(doc["workload"]["compute_hours"]) * _used(first)
     price = float(first["price_per_gpu_hour"])
     egress = float(first["egress_usd"])
     storage_gb = float(first.get("storage_gb") or 0.0)
@@ -192,6 +214,7 @@ def seed_003(job: BurstJob, cat: Catalog, doc: dict[str, Any]) -> SeedCheck:
         f"storage: the seed prices a month ({_money(month)}); burst the run's "
         f"{_paid_hours(first) + float(first.get('data_transfer_hours') or 0):.4g} h of it "
         f"({_money(float(first['storage_usd']))})",
+        *_rounding(first),
     ]
     return check
 
@@ -210,4 +233,35 @@ def render(checks: list[SeedCheck]) -> list[str]:
         lines.append(f"  seed formula: {c.formula}")
         lines.append(f"  burst: {c.burst_what}")
         lines += [f"  - {d}" for d in c.differences]
+    return lines
+
+
+def _cents(values: list[float], total: float) -> list[int]:
+    """``values`` in whole cents that add up to ``total``'s cents (largest remainder)."""
+    want = round(total * 100)
+    floors = [int(v * 100 // 1) for v in values]
+    rest = sorted(range(len(values)), key=lambda i: values[i] * 100 - floors[i], reverse=True)
+    short = want - sum(floors)
+    for i in rest[: max(short, 0)]:
+        floors[i] += 1
+    for i in list(reversed(rest))[: max(-short, 0)]:
+        floors[i] -= 1
+    return floors
+
+
+def term_lines(cand: dict[str, Any]) -> list[str]:
+    """The candidate's expected cost term by term (its ``cost_terms``); the cents shown add
+    up to the total shown."""
+    terms = cand.get("cost_terms") or []
+    total = float(cand["expected_cost_usd"])
+    cents = _cents([float(t["usd"]) for t in terms], total)
+    lines = [
+        f"expected cost of {cand['provider']}/{cand['region']} {cand['capacity']}, term by term "
+        f"({cand['gpus']} GPU(s) billed, {cand.get('gpus_used') or cand['gpus']} used: "
+        f"{cand.get('billing') or 'billing not recorded'}):"
+    ]
+    for t, c in zip(terms, cents, strict=True):
+        sign = "-" if c < 0 else ""
+        lines.append(f"  {t['term']}: {sign}${abs(c) / 100:,.2f} ({t['detail']})")
+    lines.append(f"  = total ${total:,.2f} (the table's exp. cost)")
     return lines

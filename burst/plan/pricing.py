@@ -1,10 +1,12 @@
 """Pricing: what one eligible site costs on one capacity, with its expected time.
 
-The instance price comes from the catalog (spot, on demand, or an on-demand floor under spot
-nodes); a price the catalog lacks is the conservative rule's (``price_basis``). The paid time
-is the goodput simulation's at the candidate's job MTBF and checkpoint interval
-(``burst.plan.reliability``); the cost adds egress, storage, orchestration and labour
-(``burst.plan.cost.total_cost``).
+The price of a billed unit (an instance of the site's shape, or one GPU where the site is
+billed per GPU: ``burst.plan.billing``) comes from the catalog (spot, on demand, or an
+on-demand floor under spot nodes); a price the catalog lacks is the conservative rule's
+(``price_basis``). The paid time is the goodput simulation's at the candidate's job MTBF and
+checkpoint interval (``burst.plan.reliability``); the cost adds egress, storage,
+orchestration and labour (``burst.plan.cost.total_cost``). Every candidate carries its
+``cost_terms``: each term of that total, named, summing to ``expected_cost_usd``.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from burst.budget import gpu_hours
 from burst.errors import BadInputError
 from burst.plan import datastrategy, goodput, reliability
+from burst.plan.billing import PER_INSTANCE
 from burst.plan.catalog import Catalog, Offer
-from burst.plan.cost import HOURS_PER_MONTH, total_cost
+from burst.plan.cost import HOURS_PER_MONTH, CostBreakdown, CostTerm, total_cost
 from burst.plan.eligibility import Site
 from burst.plan.workload import Workload
 from burst.spec import BurstJob
@@ -28,8 +32,8 @@ MAX_SIM_EVENTS = 200_000  # checkpoints simulated per candidate, across replicas
 
 @dataclass(frozen=True)
 class Price:
-    per_instance_hour: float
-    basis: str  # catalog | spot-unknown | unknown
+    per_unit_hour: float  # one billed unit: an instance, or one GPU where billed per GPU
+    basis: str  # catalog | spot-unknown | unknown | reference
     source: str
 
 
@@ -56,7 +60,9 @@ class PricingContext:
 def instance_price(
     cat: Catalog, offer: Offer | None, gpu_type: str, gpus_per_instance: int, capacity: str
 ) -> Price | None:
-    """One instance's hourly price on ``spot`` or ``on_demand``; None when nothing is known."""
+    """The hourly price of one unit of ``gpus_per_instance`` GPUs (the offer's instance, or
+    one GPU where there is no offer) on ``spot`` or ``on_demand``; None when nothing is
+    known."""
     od = offer.facts["on_demand_usd_per_hour"] if offer else None
     if capacity == "spot" and offer is not None:
         spot = offer.facts["spot_usd_per_hour"]
@@ -128,7 +134,7 @@ def floor_price(
     spot = instance_price(cat, offer, gpu_type, per_instance, "spot")
     if od is None or spot is None:
         return None
-    mean = (floor * od.per_instance_hour + (nodes - floor) * spot.per_instance_hour) / nodes
+    mean = (floor * od.per_unit_hour + (nodes - floor) * spot.per_unit_hour) / nodes
     basis = next(
         (b for b in ("unknown", "reference", "spot-unknown") if b in (od.basis, spot.basis)),
         "catalog",
@@ -141,12 +147,13 @@ def floor_price(
 
 
 def site_price(ctx: PricingContext, site: Site, capacity: str) -> Price | None:
+    """The price of one billed unit of the site (``site.billing``) on ``capacity``."""
     gpu_type = ctx.job.compute.gpu_type
+    unit = site.billing.unit_gpus
+    offer = site.offer if site.billing.per == PER_INSTANCE else None
     if capacity == "spot_with_floor":
-        return floor_price(
-            ctx.cat, site.offer, gpu_type, site.gpus_per_instance, site.nodes, ctx.floor_nodes
-        )
-    return instance_price(ctx.cat, site.offer, gpu_type, site.gpus_per_instance, capacity)
+        return floor_price(ctx.cat, offer, gpu_type, unit, site.nodes, ctx.floor_nodes)
+    return instance_price(ctx.cat, offer, gpu_type, unit, capacity)
 
 
 def storage_price(cat: Catalog, provider: str) -> float:
@@ -215,7 +222,8 @@ def price_candidate(
     faster than it can checkpoint and would never finish."""
     job, cat, work = ctx.job, ctx.cat, ctx.work
     floor_nodes = ctx.floor_nodes if capacity == "spot_with_floor" else 0
-    nodes, per_instance, data = site.nodes, site.gpus_per_instance, site.data
+    bill, data = site.billing, site.data
+    nodes = bill.nodes
     node_mtbf = (
         None
         if reliability.preemption_kind(capacity) == "spot" and job.compute.mtbf_hours is not None
@@ -228,25 +236,37 @@ def price_candidate(
     if not sim.finished or sim.goodput <= 0:
         return None
     paid_hours = (ctx.startup_s + sim.paid_s) / 3600.0
-    price_per_hour = price.per_instance_hour * nodes
+    price_per_hour = price.per_unit_hour * bill.units  # every billed GPU, used or idle
     storage_gb = work.checkpoint_gb * (
         job.training.checkpoint.keep_full + job.training.checkpoint.keep_weights
     )
     if data.egress_gb > 0 and data.strategy != datastrategy.REGIONAL_SHARDS:
         storage_gb += data.egress_gb  # the moved copy of the data (shards sync the model only)
     hours = data.transfer_hours + paid_hours
+    storage_rate = storage_price(cat, site.provider)
     breakdown = total_cost(
         gpu_hours=paid_hours,
         gpu_price_per_hour=price_per_hour,
         egress_gb=data.egress_gb,
         egress_price_per_gb=data.egress_usd / data.egress_gb if data.egress_gb else 0.0,
         storage_gb_month=storage_gb * hours / HOURS_PER_MONTH,
-        storage_price_per_gb_month=storage_price(cat, site.provider),
+        storage_price_per_gb_month=storage_rate,
         orchestration_usd=cat.assumption("orchestration_usd"),
         labour_usd=cat.assumption("labour_usd"),
     )
     cost = breakdown.total_usd
     decision = site.decision
+    per_gpu = price.per_unit_hour / bill.unit_gpus
+    terms = cost_terms(
+        ctx,
+        site,
+        capacity,
+        per_gpu,
+        paid_hours=paid_hours,
+        sim=sim,
+        breakdown=breakdown,
+        storage=(storage_gb, hours, storage_rate),
+    )
     return {
         "region": site.region,
         "provider": site.provider,
@@ -255,9 +275,12 @@ def price_candidate(
         "instance": site.offer.instance if site.offer else None,
         "nodes": nodes,
         "floor_nodes": floor_nodes,
-        "gpus": nodes * per_instance,
+        "gpus": bill.gpus,
+        "gpus_used": bill.gpus_used,
+        "billed_per": bill.per,
+        "billing": bill.note,
         "price_per_hour": price_per_hour,
-        "price_per_gpu_hour": price.per_instance_hour / per_instance,
+        "price_per_gpu_hour": per_gpu,
         "price_basis": price.basis,
         "price_source": price.source,
         "availability": site.availability,
@@ -269,7 +292,8 @@ def price_candidate(
         "storage_gb": round(storage_gb, 6),
         "orchestration_usd": breakdown.orchestration_usd,
         "labour_usd": breakdown.labour_usd,
-        "paid_gpu_hours": round(paid_hours * nodes * per_instance, 6),
+        "paid_gpu_hours": round(gpu_hours(bill.gpus, paid_hours), 6),
+        "cost_terms": [t.as_dict() for t in terms],
         "data_strategy": data.strategy,
         "data_transfer_hours": round(data.transfer_hours, 6),
         "data_reason": data.reason,
@@ -286,3 +310,96 @@ def price_candidate(
         "within_budget": cost <= job.budget.max_usd,
         "within_deadline": hours <= job.budget.max_hours,
     }
+
+
+def list_price_per_gpu(ctx: PricingContext, site: Site, capacity: str) -> float | None:
+    """The on-demand price per GPU-hour at the site, against which a spot (or floor)
+    candidate's discount is named; None on demand or when no on-demand price is known."""
+    if reliability.preemption_kind(capacity) != "spot":
+        return None
+    od = site_price(ctx, site, "on_demand")
+    return None if od is None else od.per_unit_hour / site.billing.unit_gpus
+
+
+def cost_terms(
+    ctx: PricingContext,
+    site: Site,
+    capacity: str,
+    per_gpu: float,
+    *,
+    paid_hours: float,
+    sim: goodput.Summary,
+    breakdown: CostBreakdown,
+    storage: tuple[float, float, float],
+) -> list[CostTerm]:
+    """Every term of the candidate's expected cost, named with its figures; they sum to
+    ``breakdown.total_usd``. GPU time is split into the useful training, the start-up, the
+    simulated pre-emption and checkpoint overhead (on the job's GPUs) and the node rounding
+    (the idle GPUs of a partial node); a spot candidate's GPU terms are at the on-demand price
+    with the spot discount its own term."""
+    bill = site.billing
+    used, idle = bill.gpus_used, bill.idle_gpus
+    list_gpu = list_price_per_gpu(ctx, site, capacity)
+    rate = per_gpu if list_gpu is None else list_gpu
+    rate_txt = f"${rate:g}/GPU-h" + ("" if list_gpu is None else " on demand")
+    useful_h = ctx.work.compute_s / 3600.0
+    startup_h = ctx.startup_s / 3600.0
+    over_h = paid_hours - useful_h - startup_h
+    terms = [
+        CostTerm(
+            "training",
+            used * useful_h * rate,
+            f"{used} GPU(s) x {useful_h:.4g} h useful = {used * useful_h:,.4g} GPU-h x {rate_txt}",
+        ),
+        CostTerm(
+            "start-up",
+            used * startup_h * rate,
+            f"{used} GPU(s) x {startup_h:.3g} h (catalog startup_s) x {rate_txt}",
+        ),
+        CostTerm(
+            "pre-emptions and checkpoints",
+            used * over_h * rate,
+            f"{used} GPU(s) x {over_h:.4g} h of re-run work, checkpoint blocking and restarts "
+            f"(simulated: {sim.preemptions:.3g} pre-emptions, goodput {sim.goodput:.3f}) x "
+            f"{rate_txt}",
+        ),
+    ]
+    if idle > 0:
+        terms.append(
+            CostTerm(
+                "node rounding",
+                idle * paid_hours * rate,
+                f"{idle} idle GPU(s) of {bill.gpus} rented x {paid_hours:.4g} h paid x "
+                f"{rate_txt} (every GPU of {site.offer.instance if site.offer else 'a node'} "
+                "is billed)",
+            )
+        )
+    if list_gpu is not None:
+        what = "mean of the floor and spot nodes" if capacity == "spot_with_floor" else "spot"
+        terms.append(
+            CostTerm(
+                "spot discount",
+                bill.gpus * paid_hours * (per_gpu - list_gpu),
+                f"{bill.gpus} GPU(s) x {paid_hours:.4g} h x (${per_gpu:g} {what} - "
+                f"${list_gpu:g} on demand)/GPU-h",
+            )
+        )
+    storage_gb, hours, storage_rate = storage
+    data = site.data
+    egress_rate = data.egress_usd / data.egress_gb if data.egress_gb else 0.0
+    terms += [
+        CostTerm(
+            "egress",
+            breakdown.egress_usd,
+            f"{data.egress_gb:,.6g} GB x ${egress_rate:g}/GB ({data.strategy})",
+        ),
+        CostTerm(
+            "storage",
+            breakdown.storage_usd,
+            f"{storage_gb:,.6g} GB for {hours:.4g} h = {storage_gb * hours / HOURS_PER_MONTH:,.4g} "
+            f"GB-month x ${storage_rate:g}/GB-month",
+        ),
+        CostTerm("orchestration", breakdown.orchestration_usd, "catalog orchestration_usd"),
+        CostTerm("labour", breakdown.labour_usd, "catalog labour_usd"),
+    ]
+    return terms

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from burst.budget import BudgetGuard
+from burst.budget import BudgetGuard, rented_gpus
 from burst.documents import PlanDocument, ProvisionDocument, TrainDocument, produce
 from burst.documents.train import CheckpointInterval, RankFigures, TrainAttempt
 from burst.obs.events import CHECKPOINT, emit
@@ -26,7 +26,7 @@ from burst.storage.base import StoreError
 from burst.train.attempts import FILE_NAME, AttemptLog, next_number, settle_unclosed
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.ranks import Ranks
-from burst.train.schedule import CheckpointSchedule
+from burst.train.schedule import CheckpointSchedule, running_candidate
 from burst.train.spending import hourly_rate, open_budget
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,7 @@ class AttemptRecords:
         if rate is None:
             log.warning("no price for what this run rents: only budget.max_hours is guarded")
         self.record.usd_per_hour = rate
+        self.record.gpus = rented_gpus(self.job, running_candidate(self.plan, self.infra))
         self.budget = open_budget(self.job, rate, self.past)
         self.record.budget_spent_before = {
             "usd": round(self.budget.spent_usd, 6),

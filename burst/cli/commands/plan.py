@@ -83,9 +83,11 @@ def _seconds(s: float) -> str:
 @click.option(
     "--explain",
     is_flag=True,
-    help="Also evaluate the seeds' simple cost models on this run (data gravity, spot vs "
-    "on-demand, total cost) beside burst's figures, and name each difference "
-    "(with --json: under 'explain').",
+    help="Also print the first candidate's expected cost term by term (GPU-hours x price, "
+    "start-up, pre-emptions, node rounding, spot discount, egress, storage, ...; every "
+    "candidate's are its cost_terms in --json) and evaluate the seeds' simple cost models on "
+    "this run (data gravity, spot vs on-demand, total cost) beside burst's figures, naming "
+    "each difference (with --json: under 'explain').",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the plan document as JSON.")
 @click.option(
@@ -154,9 +156,9 @@ def command(
         return
     _print_table(doc)
     if checks is not None:
-        from burst.plan.explain import render
+        from burst.plan.explain import render, term_lines
 
-        for line in render(checks):
+        for line in [*term_lines(doc["candidates"][0]), *render(checks)]:
             click.echo(line)
     if chart is not None:
         click.echo(f"chart written to {chart}")
@@ -252,6 +254,13 @@ def _print_table(doc: dict) -> None:
             "with --catalog FILE (docs/planning.md#the-catalog)",
             highlight=False,
         )
+    partial = {
+        f"{c['provider']}/{c['region']}": c["billing"]
+        for c in doc["candidates"]
+        if c.get("gpus_used") and c["gpus"] > c["gpus_used"]
+    }
+    for site, note in partial.items():  # billed GPUs the job does not use: never silent
+        console.print(f"{site}: {note}", highlight=False)
     for e in doc["excluded"]:
         cap = f" {e['capacity']}" if e.get("capacity") else ""
         console.print(
