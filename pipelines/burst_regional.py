@@ -30,8 +30,10 @@ handler runs whatever the outcome of ``main`` ("Exit handlers").
 
 A worker or the aggregator runs ``python -m steps.regional_<role> --config FILE``; the file is
 the role config ``regional-provision`` wrote for its region (an output parameter, handed over as
-a raw input artifact). Every pod of a region takes the region as its ``region`` input (and
-``BURST_REGION``): where it belongs (the local runner gives it that region's store and keys).
+a raw input artifact), in the image verify-image verified (its document's ``run_image``, handed
+down as the ``trainer-image`` input of ``region``, as burst-train's train). Every pod of a
+region takes the region as its ``region`` input (and ``BURST_REGION``): where it belongs (the
+local runner gives it that region's store and keys).
 """
 
 from __future__ import annotations
@@ -74,7 +76,9 @@ from pipelines.common import (
     STABLE_AFFINITY,
     STEP_REQUESTS,
     STEPS_IMAGE,
-    TRAINER_IMAGE,
+    TRAINER_IMAGE_TAG,
+    TRAINER_INPUT,
+    VERIFIED_IMAGE,
     kueue_labels,
     pod_settings,
     team_parameters,
@@ -116,13 +120,13 @@ WORKER_PLACEMENT = {
 }
 
 
-def _role(role: str, image: str, *, stable: bool) -> Container:
-    """``python -m steps.regional_<role> --config FILE``, restarted on preemption; the worker
-    (``stable=False``) on its region's GPU nodes."""
+def _role(role: str, *, stable: bool) -> Container:
+    """``python -m steps.regional_<role> --config FILE`` in the verified image, restarted on
+    preemption; the worker (``stable=False``) on its region's GPU nodes."""
     gpu = not stable
     return Container(
         name=f"regional-{role}",
-        image=image,
+        image=TRAINER_IMAGE_TAG,
         image_pull_policy="IfNotPresent",
         command=["python", "-m", f"steps.regional_{role}"],
         args=["--config", ROLE_CONFIG],
@@ -133,6 +137,7 @@ def _role(role: str, image: str, *, stable: bool) -> Container:
         inputs=[
             Parameter(name="role-config"),
             Parameter(name="region"),
+            Parameter(name=TRAINER_INPUT),
             *([Parameter(name=n) for n in WORKER_PLACEMENT] if gpu else []),
             spec_artifact(),
             RawArtifact(
@@ -193,11 +198,6 @@ def build() -> WorkflowTemplate:
                 name="steps-image", value=STEPS_IMAGE, description="steps image, pinned by digest"
             ),
             Parameter(
-                name="trainer-image",
-                value=TRAINER_IMAGE,
-                description="trainer image, pinned by digest (verified by verify-image)",
-            ),
-            Parameter(
                 name="restarts",
                 value=RESTARTS,
                 description="restarts of a preempted worker or aggregator",
@@ -254,10 +254,10 @@ def build() -> WorkflowTemplate:
                 value_from=m.ValueFrom(path=f"{OUTPUTS_DIR}/aggregator-config.json", default=""),
             ),
         ]
-        worker = _role("worker", "{{workflow.parameters.trainer-image}}", stable=False)
+        worker = _role("worker", stable=False)
         # the aggregator averages torch tensors: it runs on the trainer image (the steps
         # image has no torch; it failed on import there, found by `burst run --containers`)
-        aggregator = _role("aggregator", "{{workflow.parameters.trainer-image}}", stable=True)
+        aggregator = _role("aggregator", stable=True)
         teardown = step_container(
             "teardown",
             output="teardown",
@@ -287,7 +287,12 @@ def build() -> WorkflowTemplate:
 
         with Steps(
             name="region",
-            inputs=[Parameter(name="region"), Parameter(name="plan"), Parameter(name="decision")],
+            inputs=[
+                Parameter(name="region"),
+                Parameter(name="plan"),
+                Parameter(name="decision"),
+                Parameter(name=TRAINER_INPUT),
+            ],
         ) as region:
             Step(
                 name="provision",
@@ -316,6 +321,7 @@ def build() -> WorkflowTemplate:
                     arguments={
                         "role-config": "{{steps.provision.outputs.parameters.worker-config}}",
                         "region": "{{inputs.parameters.region}}",
+                        TRAINER_INPUT: TRAINER_IMAGE_TAG,
                         **WORKER_PLACEMENT,
                     },
                 )
@@ -326,6 +332,7 @@ def build() -> WorkflowTemplate:
                     arguments={
                         "role-config": "{{steps.provision.outputs.parameters.aggregator-config}}",
                         "region": "{{inputs.parameters.region}}",
+                        TRAINER_INPUT: TRAINER_IMAGE_TAG,
                     },
                 )
 
@@ -355,6 +362,7 @@ def build() -> WorkflowTemplate:
                     "region": "{{item}}",
                     "plan": "{{steps.plan.outputs.parameters.plan}}",
                     "decision": "{{steps.preflight.outputs.parameters.decision}}",
+                    TRAINER_INPUT: VERIFIED_IMAGE,
                 },
             )
 

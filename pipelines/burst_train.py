@@ -11,7 +11,9 @@
 
 Each step is a container running ``python -m steps.<name>`` (``burst.stepio`` is the contract);
 the documents travel as output parameters read from ``/tmp/outputs/<doc>.json``; the spec is a
-workflow parameter given to every container as a raw input artifact.
+workflow parameter given to every container as a raw input artifact. Train's image is the
+``run_image`` of verify-image's document (the digest it verified), handed down as the
+``trainer-image`` input of place / place-gang, never a workflow parameter.
 """
 
 from __future__ import annotations
@@ -49,7 +51,9 @@ from pipelines.common import (
     STABLE_AFFINITY,
     STEP_REQUESTS,
     STEPS_IMAGE,
-    TRAINER_IMAGE,
+    TRAINER_IMAGE_TAG,
+    TRAINER_INPUT,
+    VERIFIED_IMAGE,
     kueue_labels,
     pod_settings,
     team_parameters,
@@ -220,11 +224,6 @@ def build() -> WorkflowTemplate:
             Parameter(
                 name="steps-image", value=STEPS_IMAGE, description="steps image, pinned by digest"
             ),
-            Parameter(
-                name="trainer-image",
-                value=TRAINER_IMAGE,
-                description="trainer image, pinned by digest (verified by verify-image)",
-            ),
             *team_parameters(),
             Parameter(
                 name="train-deadline-seconds",
@@ -283,7 +282,8 @@ def build() -> WorkflowTemplate:
             "train",
             inputs=("infra", "plan"),
             output="train",
-            image="{{workflow.parameters.trainer-image}}",
+            # the digest verify-image verified (its document's run_image), handed down
+            image=TRAINER_IMAGE_TAG,
             extra_env=(
                 *(
                     Env(name=e["name"], value=e["value"])
@@ -291,7 +291,7 @@ def build() -> WorkflowTemplate:
                     if e["name"] in TRAIN_ONLY
                 ),
             ),
-            extra_inputs=("node-selector", "tolerations"),
+            extra_inputs=("node-selector", "tolerations", TRAINER_INPUT),
             stable=False,
             resources=train_resources(gpus=False),  # the GPUs: gpu_patch()
             labels=kueue_labels(),  # Kueue's pod integration: the team's queue, the priority
@@ -359,6 +359,7 @@ def build() -> WorkflowTemplate:
             "decision": "{{inputs.parameters.decision}}",
             "plan": "{{inputs.parameters.plan}}",
             "previous": "{{steps.provision.outputs.parameters.infra}}",
+            TRAINER_INPUT: TRAINER_IMAGE_TAG,
         }
         with Steps(
             name="place",
@@ -367,6 +368,7 @@ def build() -> WorkflowTemplate:
                 Parameter(name="plan"),
                 Parameter(name="previous"),
                 Parameter(name="event"),
+                Parameter(name=TRAINER_INPUT),
             ],
         ) as place:
             Step(
@@ -390,7 +392,7 @@ def build() -> WorkflowTemplate:
                 name="train",
                 template=train,
                 continue_on=m.ContinueOn(failed=True, error=True),
-                arguments=dict(TRAIN_ARGS),
+                arguments={**TRAIN_ARGS, TRAINER_INPUT: TRAINER_IMAGE_TAG},
             )
             Step(
                 name="requeue",
@@ -421,11 +423,19 @@ def build() -> WorkflowTemplate:
             manifest=gang.manifest_text(),
             success_condition="status.state.phase == Completed",
             failure_condition="status.state.phase in (Failed, Aborted, Terminated)",
-            inputs=[Parameter(name=n) for n in ("infra", "plan", "node-selector", "tolerations")],
+            inputs=[
+                Parameter(name=n)
+                for n in ("infra", "plan", "node-selector", "tolerations", TRAINER_INPUT)
+            ],
             active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
         )
         with Steps(
-            name="place-gang", inputs=[Parameter(name="decision"), Parameter(name="plan")]
+            name="place-gang",
+            inputs=[
+                Parameter(name="decision"),
+                Parameter(name="plan"),
+                Parameter(name=TRAINER_INPUT),
+            ],
         ) as place_gang:
             Step(
                 name="provision",
@@ -446,7 +456,7 @@ def build() -> WorkflowTemplate:
             Step(
                 name="train",
                 template=train_gang,
-                arguments=dict(TRAIN_ARGS),
+                arguments={**TRAIN_ARGS, TRAINER_INPUT: TRAINER_IMAGE_TAG},
             )
 
         with Steps(name="main"):
@@ -467,6 +477,7 @@ def build() -> WorkflowTemplate:
                         "plan": "{{steps.plan.outputs.parameters.plan}}",
                         "previous": "{}",
                         "event": recovery.START,
+                        TRAINER_INPUT: VERIFIED_IMAGE,
                     },
                 )
                 Step(
@@ -476,6 +487,7 @@ def build() -> WorkflowTemplate:
                     arguments={
                         "decision": "{{steps.preflight.outputs.parameters.decision}}",
                         "plan": "{{steps.plan.outputs.parameters.plan}}",
+                        TRAINER_INPUT: VERIFIED_IMAGE,
                     },
                 )
 

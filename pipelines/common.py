@@ -8,10 +8,21 @@ from burst.admission.kueue_objects import local_queue_name
 from burst.recovery import RETRY_IN_PLACE
 from burst.spec import Priority
 
-#: Placeholder digest: a real install passes its own pinned images as parameters.
+#: Placeholder digest: a real install passes its own pinned steps image as a parameter.
 _DIGEST: Final = "sha256:" + "0" * 64
 STEPS_IMAGE: Final = f"ghcr.io/burst-train/burst-steps@{_DIGEST}"
+#: An example trainer reference (the admission tests): no template takes the trainer image
+#: as a parameter any more, see VERIFIED_IMAGE.
 TRAINER_IMAGE: Final = f"ghcr.io/burst-train/burst-trainer@{_DIGEST}"
+#: The image train (and a regional worker and aggregator) runs: the ``run_image`` of
+#: verify-image's document (``repository@digest``, the digest it verified), passed down from
+#: the main steps as the ``trainer-image`` input. Never a workflow parameter: one set apart
+#: from the spec would run an image nothing verified (issue 46).
+VERIFIED_IMAGE: Final = (
+    "{{=jsonpath(steps['verify-image'].outputs.parameters.image, '$.run_image')}}"
+)
+TRAINER_INPUT: Final = "trainer-image"
+TRAINER_IMAGE_TAG: Final = "{{inputs.parameters.trainer-image}}"
 
 SERVICE_ACCOUNT: Final = "burst-run"  # bound to a cloud role by IRSA / workload identity
 #: The train pods' service account: the run's own, annotated with the run's role (provision's

@@ -22,6 +22,7 @@ from pipelines.common import (
     RUN_SERVICE_ACCOUNT,
     RUNS_MOUNT,
     RUNS_VOLUME,
+    TRAINER_IMAGE_TAG,
     kueue_labels,
 )
 from pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
@@ -76,7 +77,8 @@ def volcano_job() -> dict[str, Any]:
             "containers": [
                 {
                     "name": "train",
-                    "image": "{{workflow.parameters.trainer-image}}",
+                    # the digest verify-image verified (pipelines.common.VERIFIED_IMAGE)
+                    "image": TRAINER_IMAGE_TAG,
                     "command": _trainer_command(),
                     "env": [
                         # base64: the documents and the spec survive Argo's textual substitution

@@ -2,9 +2,10 @@
 
 Reads the spec's ``image.reference``, ``image.trusted_key`` and ``compute.gpu_type``, the
 trust policy (``policies/keys/trust.yaml``) and ``policies/gpu-requirements.yaml``. Writes the
-verified digest, the signature that proved it, and the compatibility record (the model
-``burst.documents.VerifiedImage``; ``burst schema --document verified-image``). Any doubt
-exits 3 before anything is rented.
+verified digest, the signature that proved it, the compatibility record, and ``run_image``
+(``repository@digest``: what the workflow gives train's image field, so the digest verified
+here is the digest train runs; the model ``burst.documents.VerifiedImage``; ``burst schema
+--document verified-image``). Any doubt exits 3 before anything is rented.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from burst.stepio import StepContext, main
 
 def run(ctx: StepContext) -> VerifiedImage:
     from burst.supplychain.compat import REQUIREMENTS_FILE, check_compat, load_requirements
+    from burst.supplychain.provenance import run_reference
     from burst.supplychain.trust import load_trust, policies_dir
     from burst.supplychain.verify import verify_image
 
@@ -36,6 +38,8 @@ def run(ctx: StepContext) -> VerifiedImage:
         "pinned": verified.ref.pinned(),
         "repository": verified.ref.repository,
         "digest": verified.ref.digest,
+        # what train runs: the workflow hands this to its image field (provenance.py)
+        "run_image": run_reference(verified.ref),
         "verified": True,
         "store": {"kind": verified.store_kind, "location": verified.location},
         "signature": {

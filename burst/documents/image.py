@@ -70,6 +70,13 @@ class VerifiedImage(StepDocument):
         "repository).",
     )
     digest: str = Field(pattern=SHA256)
+    run_image: str = Field(
+        pattern=r"^[^@\s]+@sha256:[0-9a-f]{64}$",
+        description="What every later step of this image runs: repository@digest, the "
+        "digest verified here. The workflow passes it to train's (and the regional worker's "
+        "and aggregator's) image field; `burst run --containers` runs it by this digest "
+        "(burst.supplychain.provenance).",
+    )
     verified: Literal[True]
     store: ImageStore
     signature: SignatureProof

@@ -26,7 +26,7 @@ from burst.infra.remote_errors import check_url
 from burst.inputs import clip
 from burst.recovery import template_parameters
 from burst.settings import current
-from burst.spec import BurstJob, load_spec, node_count
+from burst.spec import BurstJob, gpus_per_pod, load_spec, node_count
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def spec_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
         "owner": job.owner,
         "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
         "nodes": str(node_count(job)),
-        "gpus-per-node": str(job.compute.gpus_per_node),
+        "gpus-per-node": str(gpus_per_pod(job)),  # each node's train pod's request
         **template_parameters(job),  # the spec's recovery (burst/recovery.py)
     }
 
@@ -161,10 +161,12 @@ def terraform_parameters() -> dict[str, str]:
 
 
 def workflow_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
-    """What `burst submit` passes: the spec's parameters, the pinned images, and the
-    Terraform settings of the environment (the template's default stack is aws)."""
+    """What `burst submit` passes: the spec's parameters, the pinned steps image, and the
+    Terraform settings of the environment (the template's default stack is aws). The trainer
+    image is no parameter: train runs the digest verify-image verified from the spec (its
+    document's run_image); a spec not pinned to a registry digest is refused here."""
     params = spec_parameters(job, spec_text)
-    params["trainer-image"] = _pinned(job.image.reference, "image.reference")
+    _pinned(job.image.reference, "image.reference")
     steps_image = current().steps_image
     if steps_image:
         params["steps-image"] = _pinned(steps_image, "BURST_STEPS_IMAGE")
@@ -190,8 +192,8 @@ def regional_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
         "owner": job.owner,
         "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
         "gpus-per-node": str(job.compute.gpus_per_node),  # each worker's GPUs
-        "trainer-image": _pinned(job.image.reference, "image.reference"),
     }
+    _pinned(job.image.reference, "image.reference")  # the workers run its verified digest
     steps_image = current().steps_image
     if steps_image:
         params["steps-image"] = _pinned(steps_image, "BURST_STEPS_IMAGE")

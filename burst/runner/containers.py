@@ -5,9 +5,14 @@
 process (the same template, parameters, retry policy, exit handler), and the pod starts as
 a container with what Kubernetes would give it:
 
-* the image the template names (``{{workflow.parameters.steps-image}}`` and
-  ``trainer-image``), never pulled: it must be in the engine's store, so the report names
-  the digest each step ran in;
+* the image the template names, by digest and never pulled: it must be in the engine's
+  store. The steps image (``{{workflow.parameters.steps-image}}``) is pinned to its digest
+  when the run starts; train's image is the ``run_image`` of verify-image's document (the
+  digest it verified), run as the store's image of that digest, and the run is refused before
+  anything is created unless the trainer image here is that image, or the explicit opt-in for
+  an unverified local image is given (:func:`prepare`, :mod:`burst.supplychain.provenance`).
+  The engine is given ``name@sha256:...``, never a tag, and the report names each step's
+  image, digest and provenance;
 * the container's command and args as written (not mapped onto this machine's paths), its
   environment (the template's, then what the runner adds), no working directory of its own
   (the image's ``WORKDIR``, as in a pod);
@@ -37,8 +42,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from burst.errors import BadInputError, InfraError
+from burst.errors import BadInputError, InfraError, PolicyRefusal
 from burst.runner.pods import POD_MARK, Pod
+from burst.supplychain.provenance import (
+    STEPS_IMAGE,
+    UNVERIFIED_LOCAL,
+    LocalImage,
+    RunImage,
+    choose_trainer,
+    digest_of,
+)
 
 __all__ = [
     "STORE_ENV",
@@ -47,6 +60,7 @@ __all__ = [
     "EngineMissing",
     "find_engine",
     "images_for",
+    "prepare",
 ]
 
 log = logging.getLogger(__name__)
@@ -98,7 +112,8 @@ class ContainerEngine:
         return proc
 
     def inspect(self, image: str) -> dict[str, Any]:
-        """The local image's digest, id, size and labels; BadInputError when it is not in
+        """The local image's digest (the one a pinned ``image`` names, else its own), every
+        manifest digest it is known by, id, size and labels; BadInputError when it is not in
         the engine's store (container mode never pulls)."""
         proc = self.run("image", "inspect", image, check=False)
         if proc.returncode != 0:
@@ -108,13 +123,24 @@ class ContainerEngine:
             )
         doc = json.loads(proc.stdout)[0]
         labels = doc.get("Labels") or (doc.get("Config") or {}).get("Labels") or {}
-        digest = doc.get("Digest") or next(iter(doc.get("RepoDigests") or []), "").partition("@")[2]
+        repo_digests = [str(r).partition("@")[2] for r in doc.get("RepoDigests") or []]
+        # a digest-pinned reference names the digest it resolved by (podman: any of the
+        # image's manifest digests; its Digest field is one of them)
+        digest = digest_of(image) or doc.get("Digest") or next(iter(repo_digests), "")
         return {
             "id": str(doc.get("Id", "")),
             "digest": str(digest or ""),
+            "digests": [d for d in dict.fromkeys([str(digest or ""), *repo_digests]) if d],
             "size": int(doc.get("Size") or 0),
             "labels": dict(labels),
         }
+
+    def find(self, image: str) -> dict[str, Any] | None:
+        """:meth:`inspect`, or None when the store does not have ``image``."""
+        try:
+            return self.inspect(image)
+        except BadInputError:
+            return None
 
 
 def podman_store(store: Path) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -145,21 +171,69 @@ def built_images() -> dict[str, str]:
 
 
 def images_for(steps_image: str | None, trainer_image: str | None) -> dict[str, str]:
-    """The workflow parameters ``steps-image`` and ``trainer-image`` of a container run: as
-    given, else ``$BURST_STEPS_IMAGE`` / ``$BURST_TRAINER_IMAGE``, else what ``make images``
-    built; BadInputError naming what is missing."""
+    """The steps image and the trainer image of a container run, as given, else
+    ``$BURST_STEPS_IMAGE`` / ``$BURST_TRAINER_IMAGE``, else what ``make images`` built:
+    ``{"steps-image": ref, "trainer-image": ref}`` (the trainer's left out when there is
+    none: the spec's own image may be in the store). BadInputError when there is no steps
+    image."""
     built = built_images()
     from burst.settings import current
 
     steps = steps_image or current().steps_image or built.get("steps")
     trainer = trainer_image or current().trainer_image or built.get("trainer")
-    missing = [n for n, v in (("--steps-image", steps), ("--trainer-image", trainer)) if not v]
-    if missing:
+    if not steps:
         raise BadInputError(
-            f"--containers: no image for {' and '.join(missing)}: pass it, or build both "
-            "with `make images`"
+            "--containers: no image for --steps-image: pass it, or build it with `make images`"
         )
-    return {"steps-image": str(steps), "trainer-image": str(trainer)}
+    return {"steps-image": str(steps), **({"trainer-image": str(trainer)} if trainer else {})}
+
+
+def prepare(
+    engine: ContainerEngine,
+    spec_reference: str,
+    steps_image: str | None = None,
+    trainer_image: str | None = None,
+    *,
+    unverified_local: bool = False,
+) -> tuple[ContainerLauncher, dict[str, str]]:
+    """A container run's launcher and its workflow parameters, decided before anything is
+    created: the steps image pinned to its digest (``steps-image``), and the image train runs
+    for ``spec_reference`` (:func:`burst.supplychain.provenance.choose_trainer`): the spec's
+    own image where the store has it by its digest, else the trainer image given or built
+    when its digest is the spec's; else PolicyRefusal naming both digests, or with
+    ``unverified_local`` that local image, labelled unverified. BadInputError when an image
+    is not in the store (never pulled)."""
+    from burst.supplychain.reference import parse_reference
+
+    images = images_for(steps_image, trainer_image)
+    steps_info = engine.inspect(images["steps-image"])
+    steps = LocalImage.from_inspect(images["steps-image"], steps_info)
+    found: dict[str, dict[str, Any]] = {}  # name -> what the store says of it
+    try:
+        ref = parse_reference(spec_reference)
+    except PolicyRefusal:
+        ref = None  # choose_trainer refuses it, naming what would run
+    if ref is not None and not ref.is_layout:  # pulled by digest: the store has it
+        info = engine.find(ref.pinned())
+        if info is not None:
+            found[ref.pinned()] = info
+    trainer = images.get("trainer-image")
+    if trainer is not None:  # not needed (may be absent) where the spec's image is here
+        info = engine.find(trainer) if found else engine.inspect(trainer)
+        if info is not None:
+            found[trainer] = info
+    candidates = [LocalImage.from_inspect(name, info) for name, info in found.items()]
+    run = choose_trainer(spec_reference, candidates, unverified_local=unverified_local)
+    if run.provenance == UNVERIFIED_LOCAL:
+        log.warning(
+            "train runs %s, an unverified local image (not %s, which verify-image accepts)",
+            run.ref,
+            run.accepted,
+        )
+    launcher = ContainerLauncher(engine, spec_image=run, steps_image=steps.pinned())
+    launcher.images[steps.pinned()] = steps_info
+    launcher.images[run.ref] = {**found[run.source], "digest": run.digest}
+    return launcher, {"steps-image": steps.pinned()}
 
 
 def find_engine() -> ContainerEngine:
@@ -239,10 +313,17 @@ class ContainerLauncher:
     """The engine's launch and end hooks for container mode (see the module's docstring)."""
 
     engine: ContainerEngine
-    #: image reference as the template names it -> what ran (digest, id), for the report
+    #: image reference -> what the engine's store says of it (digest, id), for the report
     images: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: pod key -> the image reference it ran in
+    #: pod key -> the image reference it ran in (pinned: name@sha256:...)
     ran_in: dict[str, str] = field(default_factory=dict)
+    #: what runs for the spec's image (:func:`prepare`): a pod naming an image of the digest
+    #: verify-image accepts runs this; None: no spec image is known (every image unverified)
+    spec_image: RunImage | None = None
+    #: the steps image, pinned when the run started
+    steps_image: str | None = None
+    #: pod key -> (the image its template named, what the engine runs, its provenance)
+    named: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     #: host directories mounted at their own path too (the regional runner's site files
     #: name this machine's paths; a pod of a real cluster has its own)
     host_paths: tuple[Path, ...] = ()
@@ -259,15 +340,36 @@ class ContainerLauncher:
             self.images[ref] = self.engine.inspect(ref)
         return self.images[ref]
 
+    def resolve(self, image: str, where: str = "") -> tuple[str, str]:
+        """What the engine runs for a pod naming ``image``, and its provenance: the image
+        of the spec's digest (verified, or the opted-in local image), the pinned steps image,
+        or (a launcher that knows no spec image) the image pinned to its digest, unverified.
+        An image of any other digest is refused (PolicyRefusal): nothing verified it."""
+        spec = self.spec_image
+        if spec is not None and digest_of(image) == spec.accepted:
+            return spec.ref, spec.provenance
+        pinned = LocalImage.from_inspect(image, self.image(image)).pinned()
+        self.images.setdefault(pinned, self.image(image))
+        if self.steps_image is not None and pinned == self.steps_image:
+            return pinned, STEPS_IMAGE
+        if spec is None:
+            return pinned, UNVERIFIED_LOCAL
+        raise PolicyRefusal(
+            f"the container names image {image}, neither the image verify-image accepted "
+            f"({spec.accepted}) nor the steps image ({self.steps_image}): refusing to run it",
+            where=where or None,
+        )
+
     def command(self, pod: Pod) -> list[str]:
         """The engine's ``run`` command line for ``pod`` (kept apart for the unit tests)."""
         spec = pod.container
         if spec is None:
             raise BadInputError(f"{pod.path}: the pod carries no container spec")
-        image = str(spec.get("image") or "")
-        if not image:
+        named = str(spec.get("image") or "")
+        if not named:
             raise BadInputError(f"{pod.path}: the container names no image")
-        self.image(image)
+        image, provenance = self.resolve(named, pod.path)
+        self.named[pod.key] = (named, image, provenance)
         sec = {**(pod.pod_security or {}), **(spec.get("securityContext") or {})}
         args = ["run", "--rm", "--name", self.name(pod.pod_dir), "--pull=never"]
         user = sec.get("runAsUser")
@@ -323,10 +425,11 @@ class ContainerLauncher:
 
     def launch(self, pod: Pod, log_file: IO[bytes]) -> subprocess.Popen[bytes]:
         argv = self.command(pod)
-        self.ran_in[pod.key] = str((pod.container or {}).get("image"))
+        named, ran, provenance = self.named[pod.key]
+        self.ran_in[pod.key] = ran
+        record = {"named": named, "provenance": provenance, **self.image(ran)}
         (pod.pod_dir / "container.json").write_text(
-            json.dumps({"argv": argv, "image": self.image(self.ran_in[pod.key])}, indent=1),
-            encoding="utf-8",
+            json.dumps({"argv": argv, "image": record}, indent=1), encoding="utf-8"
         )
         return subprocess.Popen(
             argv,
@@ -344,12 +447,15 @@ class ContainerLauncher:
         return 1 if proc.returncode == 0 and proc.stdout.strip() else 0
 
     def report(self) -> dict[str, dict[str, str]]:
-        """Pod key -> the image it ran in and that image's digest and id."""
+        """Pod key -> the image it ran in (pinned), its digest and id, the image its template
+        named, and its provenance (``burst.supplychain.provenance``)."""
         return {
             key: {
                 "image": ref,
                 "digest": str(self.images[ref]["digest"]),
                 "id": str(self.images[ref]["id"]),
+                "named": self.named[key][0],
+                "provenance": self.named[key][2],
             }
             for key, ref in self.ran_in.items()
         }

@@ -31,11 +31,14 @@ REPO = checkout.ROOT
 
 
 def burst_run(tmp_path: Path, images: Images, spec: str, *extra: str) -> dict:
+    """The run with the CPU trainer image built here: not the spec's signed image, so it runs
+    only by the opt-in, labelled unverified (test_provenance_runs.py: refused without it)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("BURST_RUNS_ROOT", None)
     proc = subprocess.run(
         [sys.executable, "-m", "burst.cli.main", "run", "--containers",
          "--steps-image", images.steps, "--trainer-image", images.trainer,
+         "--unverified-local-image",
          "--runs-root", str(tmp_path / "runs"), "--json", spec, *extra],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
@@ -45,15 +48,17 @@ def burst_run(tmp_path: Path, images: Images, spec: str, *extra: str) -> dict:
 
 
 def ran_in(report: dict, images: Images) -> dict[str, str]:
-    digests = {
-        images.steps: images.engine.inspect(images.steps)["digest"],
-        images.trainer: images.engine.inspect(images.trainer)["digest"],
+    by_digest = {
+        images.engine.inspect(images.steps)["digest"]: images.steps,
+        images.engine.inspect(images.trainer)["digest"]: images.trainer,
     }
     got = {}
     for s in report["steps"]:
         assert s["status"] == "succeeded", s
-        assert s["image_digest"] == digests[s["image"]], s  # each step names its image
-        got[s["name"]] = s["image"]
+        built = by_digest[s["image_digest"]]  # each step names its image's digest
+        # the engine was given the digest, never the tag it was built as
+        assert s["image"] == f"{built.rsplit(':', 1)[0]}@{s['image_digest']}", s
+        got[s["name"]] = built
     return got
 
 
@@ -69,6 +74,9 @@ def test_quickstart_every_step_in_its_image_preempted_and_resumed(
     assert report["status"] == "succeeded" and report["final_step"] == 30
     where = ran_in(report, images)
     assert where.pop("train") == images.trainer
+    labels = {s["name"]: s["image_provenance"] for s in report["steps"]}
+    assert labels.pop("train") == "unverified local image"  # the opt-in, said so
+    assert set(labels.values()) == {"steps image"}
     assert set(where) == {"preflight", "plan", "verify-image", "provision", "teardown"}
     assert set(where.values()) == {images.steps}
     assert report["containers"]["engine"] == images.engine.name

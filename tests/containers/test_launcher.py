@@ -73,7 +73,8 @@ def test_a_pod_runs_as_its_template_says(tmp_path: Path) -> None:
     assert f"type=bind,source={p.pod_dir / 'tmp'},destination=/tmp" in run
     # the command as written, not mapped onto this machine's paths, in the image's WORKDIR
     tail = run[run.index("--entrypoint") :]
-    assert tail[:4] == ["--entrypoint", "python", STEPS_IMAGE, "-m"]
+    # the image by its digest, never its tag (issue 46)
+    assert tail[:4] == ["--entrypoint", "python", "localhost/burst/steps@sha256:" + "a" * 64, "-m"]
     assert "/var/lib/burst/runs" in tail and "/tmp/outputs/decision.json" in tail
     assert "--workdir" not in run
     env = {run[i + 1].split("=", 1)[0]: run[i + 1].split("=", 1)[1]
@@ -147,7 +148,7 @@ def test_the_regional_aggregator_runs_on_the_trainer_image() -> None:
         agg = [t for t in doc["spec"]["templates"]
                if "steps.regional_aggregator" in (t.get("container") or {}).get("command", [])]  # fmt: skip
         assert agg and all(
-            t["container"]["image"] == "{{workflow.parameters.trainer-image}}" for t in agg
+            t["container"]["image"] == "{{inputs.parameters.trainer-image}}" for t in agg
         ), path
 
 

@@ -118,7 +118,8 @@ def test_train_lands_on_the_provisioned_node_group(train: dict[str, Any]) -> Non
     assert "nodeSelector" not in t  # not the stable pool: the run's own GPU nodes
     assert "{{inputs.parameters.node-selector}}" in t["podSpecPatch"]
     assert "{{inputs.parameters.tolerations}}" in t["podSpecPatch"]
-    assert t["container"]["image"] == "{{workflow.parameters.trainer-image}}"
+    # the digest verify-image verified, handed down (tests/runner/test_image_provenance.py)
+    assert t["container"]["image"] == "{{inputs.parameters.trainer-image}}"
 
 
 def test_steps_run_the_step_contract(train: dict[str, Any]) -> None:

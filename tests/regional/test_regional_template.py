@@ -166,10 +166,11 @@ def test_submit_of_a_regional_spec_calls_the_regional_template(tmp_path: Path) -
     params = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
     assert json.loads(params["regions"]) == list(TWO)
     assert params["aggregation-region"] == "ap-southeast-1"
-    assert params["trainer-image"] == pinned
+    # no trainer image: the workers run the digest verify-image verified from the spec
+    assert "trainer-image" not in params
     declared = {p["name"] for p in _manifest()["spec"]["arguments"]["parameters"]}
     assert set(params) <= declared
-    assert {"spec", "regions", "aggregation-region", "trainer-image"} <= set(params)
+    assert {"spec", "regions", "aggregation-region"} <= set(params)
 
 
 @pytest.mark.e2e

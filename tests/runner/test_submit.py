@@ -66,7 +66,8 @@ def test_submit_posts_a_workflow_calling_the_template(
     assert wf["spec"]["activeDeadlineSeconds"] == 24 * 3600 + 3600
     params = {p["name"]: p["value"] for p in wf["spec"]["arguments"]["parameters"]}
     assert params["spec"] == spec.read_text()
-    assert params["trainer-image"] == PINNED
+    # no trainer image: train runs the digest verify-image verified from the spec
+    assert "trainer-image" not in params
     assert params["team"] == "ml-research" and params["cost-centre"] == "cc-1001"
     assert params["train-deadline-seconds"] == str(24 * 3600)
     # every parameter it sends is one the compiled template declares
@@ -196,3 +197,19 @@ def test_status_answer_that_is_not_a_workflow_is_infrastructure(
     proc = _burst(burst_cmd, "status", "odd", "--no-follow")
     assert proc.returncode == 4
     assert "not a Workflow" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_one_gpu_job_asks_for_one_gpu_per_pod_not_gpus_per_node() -> None:
+    """gpus-per-node is each node's train pod's request: the spec's GPUs spread over the
+    nodes, capped by compute.gpus_per_node (a 1-GPU job on the default 8 asked for 8)."""
+    from burst.runner.argo import spec_parameters
+    from burst.spec import parse_spec
+
+    text = (Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml").read_text()
+    doc = yaml.safe_load(text)
+    for count, per_node, nodes, want in ((1, 8, "1", "1"), (8, 8, "1", "8"), (12, 8, "2", "6"),
+                                         (16, 8, "2", "8")):  # fmt: skip
+        doc["compute"]["gpu_count"], doc["compute"]["gpus_per_node"] = count, per_node
+        t = yaml.safe_dump(doc)
+        params = spec_parameters(parse_spec(t, "spec.yaml"), t)
+        assert (params["nodes"], params["gpus-per-node"]) == (nodes, want), (count, params)
