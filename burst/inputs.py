@@ -14,6 +14,12 @@ One mechanism, so a hostile or broken file meets the same bounds wherever it ent
 * ``short()`` quotes at most a short prefix of a value in an error message.
 
 Every problem is a ``BadInputError`` (exit 2) whose text is ``FILE:LINE: problem``.
+
+A document a user hands burst (a file, or an object in a store they write: a run's
+``tiers/index.json``) is parsed and validated against its model by one helper,
+``parse_model`` / ``load_model``: not JSON (or YAML), the wrong shape, a wrong or missing
+field are each one line naming the document, where it came from and the field, never a
+pydantic dump or a ``JSONDecodeError``.
 """
 
 from __future__ import annotations
@@ -24,11 +30,16 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import yaml
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
 from burst.errors import BadInputError
+
+M = TypeVar("M", bound="BaseModel")
 
 MAX_BYTES = 4 << 20  # 4 MiB
 MAX_NODES = 100_000  # YAML nodes after alias expansion
@@ -415,3 +426,77 @@ def parse_json(text: str, source: str, *, what: str = "document") -> Any:
         raise BadInputError(f"the {what}: {clip(str(exc))}", where=source) from None
     except RecursionError:
         raise BadInputError(f"the {what} is nested too deep", where=source) from None
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def parse_model(
+    model: type[M],
+    text: str | bytes,
+    source: str,
+    *,
+    what: str,
+    fmt: Literal["json", "yaml"] = "json",
+) -> M:
+    """``text`` (from ``source``) parsed as strict JSON or bounded YAML and validated as
+    ``model``. Every problem is one ``BadInputError`` line naming ``what``, ``source`` and the
+    first field that is wrong (with a count of the others): the document a user gave burst,
+    never a pydantic dump or a parser's traceback."""
+    from pydantic import ValidationError
+
+    from burst.documents.base import describe
+
+    if isinstance(text, bytes):
+        raw = text
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line = raw[: exc.start].count(b"\n") + 1
+            raise BadInputError(f"the {what} is not UTF-8 text", where=f"{source}:{line}") from None
+    data = (
+        parse_json(text, source, what=what)
+        if fmt == "json"
+        else parse_yaml(text, source, what=what)
+    )
+    kind = "JSON object" if fmt == "json" else "YAML mapping"
+    if not isinstance(data, dict):
+        raise BadInputError(
+            f"the {what} must be a {kind} of fields (got {_json_kind(data)})", where=source
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [describe(err) for err in exc.errors()]
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise BadInputError(f"the {what}: {clip(problems[0], 300)}{more}", where=source) from None
+    except RecursionError:
+        raise BadInputError(f"the {what} is nested too deep", where=source) from None
+
+
+def load_model(
+    model: type[M],
+    path: str | Path,
+    *,
+    what: str,
+    fmt: Literal["json", "yaml"] = "json",
+    max_bytes: int = MAX_BYTES,
+) -> M:
+    """``parse_model`` of a file, read with the bounds of ``read_text``."""
+    return parse_model(
+        model, read_text(path, what=what, max_bytes=max_bytes), str(path), what=what, fmt=fmt
+    )
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__

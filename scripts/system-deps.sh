@@ -3,10 +3,11 @@
 # on loopback, for image-signature tests), chromium (renders the HTML run report) and
 # prometheus-pushgateway (a real Pushgateway on loopback for the metrics push) and npm (fetches
 # the pinned provider bindings whose .jsii schemas tests/terraform/test_tf_schema.py checks),
-# the shellcheck package (the CI templates' scripts, tests/ci_templates; actionlint runs it
-# too), and runc, containernetworking-plugins and busybox-static (the engines tier's real
+# and runc, containernetworking-plugins and busybox-static (the engines tier's real
 # kubelet, tests/cluster/test_real_kubelet.py: the OCI runtime, the loopback CNI plugin, the
-# image's one binary).
+# image's one binary). The linters the tests check with (shellcheck, actionlint,
+# check-jsonschema) are not taken from here: the test extra pins them (pyproject.toml), so a
+# machine's own shellcheck never changes a result.
 # Idempotent; installs only what is missing, and only where it can (root with apt-get).
 set -euo pipefail
 missing=()
@@ -15,7 +16,6 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v prometheus-pushgateway >/dev/null 2>&1 || [ -x /usr/bin/prometheus-pushgateway ] \
   || missing+=(prometheus-pushgateway)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
-command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)
 command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || missing+=(runc)
 [ -x /usr/lib/cni/loopback ] || missing+=(containernetworking-plugins)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \

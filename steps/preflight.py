@@ -8,7 +8,8 @@ exits 3; so it does for a ``regional-sync`` spec unless every one of its regions
 (each trains on its own shard there, and its model updates cross to the aggregation region),
 before any region is provisioned.
 
-Before the legal checks, what can be checked before renting is (``ready_before_renting``).
+Before the legal checks, what can be checked before renting is (``ready_before_renting``):
+where train runs in this same environment, its packages and its ``training.command`` too.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 
 from burst.documents import DecisionRecord, produce
 from burst.errors import PolicyRefusal
+from burst.installed import check as check_installed
+from burst.installed import trains_here
 from burst.policy import evaluate, first_reason, load_policies
 from burst.readiness import check_entrypoint, check_stores
 from burst.settings import current
@@ -69,13 +72,25 @@ def every_region_allowed(ctx: StepContext, record: DecisionRecord) -> None:
 
 
 def ready_before_renting(ctx: StepContext) -> None:
-    """Check before renting (burst.readiness): the checkpoint stores accept a write, and, on
-    a rented target where this image has torch, the entrypoint builds. A failure here is
-    exit 2 or 4 and nothing is provisioned. (``burst run`` rents nothing: its train step
-    builds the entrypoint; ``burst validate`` checks it before any run.)"""
-    check_stores(ctx.spec)
+    """Check before renting (burst.readiness, burst.installed). Where the train step runs in
+    this same environment (``burst run``: every step a process of this machine's Python),
+    the packages the spec's engine and mode import are installed (one line naming the extra
+    to install) and a ``training.command`` is found and starts. Then the checkpoint stores
+    accept a write, and, on a rented target where this image has torch, the entrypoint
+    builds. A failure here is exit 2 or 4 and nothing is provisioned. In a container run or
+    on a cluster this step runs in the steps image, not where train runs: verify-image
+    checks the trainer image's declared torch and DeepSpeed (``burst.installed`` says why).
+    (``burst run`` rents nothing: its train step builds the entrypoint; ``burst validate``
+    checks it before any run.)"""
+    job = ctx.spec
+    here = trains_here()
+    if here:
+        check_installed(job)
+    check_stores(job)
     if current().target != "local" and importlib.util.find_spec("torch") is not None:
-        check_entrypoint(ctx.spec)
+        check_entrypoint(job)  # (a training.command: found and starts)
+    elif here and job.training.own_program:
+        check_entrypoint(job)  # the command only: found and starts, no torch needed
 
 
 if __name__ == "__main__":

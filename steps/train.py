@@ -7,6 +7,8 @@ import os
 import sys
 
 from burst.documents import PlanDocument, ProvisionDocument, TrainDocument, produce
+from burst.errors import BadInputError
+from burst.spec import BurstJob
 from burst.stepio import StepContext, main
 
 
@@ -40,7 +42,36 @@ def run(ctx: StepContext) -> TrainDocument:
         return produce(TrainDocument, launch(ctx, ctx.spec))
     from burst.train.loop import train
 
-    return train(ctx.spec, ctx.run_id, ctx.paths.dir, plan, infra)
+    try:
+        return train(ctx.spec, ctx.run_id, ctx.paths.dir, plan, infra)
+    except OSError as exc:
+        bad = missing_program(ctx.spec, exc)
+        if bad is None:
+            raise
+        raise bad from None
+
+
+def missing_program(job: BurstJob, exc: OSError) -> BadInputError | None:
+    """``training.command``'s program could not be started (it does not exist here, or is not
+    executable): one line naming it, exit 2 (bad input, not retried), instead of an
+    unexpected ``FileNotFoundError``. None for any other OSError."""
+    from burst.program.process import interpreted
+
+    command = job.training.command
+    if not command or not isinstance(exc, FileNotFoundError | PermissionError):
+        return None
+    first = interpreted(list(command))[0]
+    if exc.filename is None or os.path.basename(str(exc.filename)) != os.path.basename(first):
+        return None
+    why = (
+        "is not executable (chmod +x, or start it with python)"
+        if isinstance(exc, PermissionError)
+        else "is not found (not on PATH, nor an executable file)"
+    )
+    return BadInputError(
+        f"training.command: {first!r} {why} in the train step's environment (working "
+        f"directory {os.getcwd()}); the program did not start"
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,11 @@ second ``save`` first waits for the first (or returns False at once with ``if_bu
 
 Infrastructure faults never discard a save that ``wait`` waits for: a worker that dies (or
 fails to start) is started again and the save sent again; a store that fails is retried with
-backoff, for at most ``retry_s`` seconds (``BURST_CHECKPOINT_RETRY_S``, default 300). A save
+backoff, for at most ``retry_s`` seconds (``BURST_CHECKPOINT_RETRY_S``, default 300). That
+window is one budget from the first failure (a save's failed reply, or the first transient
+store failure the worker reports while a try is still under way) until a save commits: every
+save and every wait shares it, so a final save after a failed routine one gets what is left
+of the window, not a fresh one, and no wait outlasts it for a try still in flight. A save
 whose manifest reached the store counts as committed, whatever failed after it. When the
 budget is spent ``wait`` raises ``StoreError`` (exit 4, infrastructure), never a bad-input
 error; a corrupt or refused checkpoint stays a ``CheckpointError``.
@@ -57,6 +61,9 @@ RETRY_ENV = "BURST_CHECKPOINT_RETRY_S"
 DEFAULT_RETRY_S = 300.0
 #: Failures worth trying again: the worker process died or did not start, the store failed.
 RETRYABLE = frozenset({"worker", "store"})
+#: The least time the question "did the failed save's manifest commit?" gets (a live store
+#: answers in milliseconds; a dead one is not waited for past the retry window plus this).
+MANIFEST_CHECK_S = 5.0
 #: Attempts to start a worker before a save counts as failed (kind "worker").
 WORKER_STARTS = 3
 #: Signals a trainer's process group receives on a preemption or a Ctrl-C: the worker starts
@@ -151,6 +158,12 @@ class CheckpointManager:
         self._error: str | None = None
         self._unwaited_error: str | None = None  # failure of the newest save, until wait()
         self._unwaited_kind: str | None = None  # "worker", "store", "checkpoint", "error"
+        # the retry window (monotonic start, and the first failure in words): from the first
+        # failure of a save until one commits, shared by every save and wait (RETRY_ENV)
+        self._failing_since: float | None = None
+        self._first_failure: str | None = None
+        self._window_by: int | None = None  # the request whose trouble report opened it
+        self._trouble_error: str | None = None  # the last_error a trouble report set
         self._closed = False
         self._warming: threading.Thread | None = None  # warm(): buffer + worker, ahead
         self._starting: threading.Thread | None = None  # the worker's start at construction
@@ -323,7 +336,10 @@ class CheckpointManager:
             except ValueError:
                 continue
             with self._cond:
-                self._finish(doc)
+                if doc.get("op") in ("trouble", "recovered"):
+                    self._trouble(doc)
+                else:
+                    self._finish(doc)
         code = proc.wait()
         with self._cond:
             if self._inflight is not None and self._proc is proc:
@@ -341,6 +357,62 @@ class CheckpointManager:
         if self._inflight is not None:
             doc = {"op": "error", "id": self._inflight["id"], "message": message, "kind": "worker"}
             self._finish(doc)
+
+    def _trouble(self, doc: dict[str, Any]) -> None:
+        """The worker's report of a transient store failure during the save in flight (it
+        goes on trying): the retry window starts here, and ``status().last_error`` says it
+        (called with the lock held)."""
+        inflight = self._inflight
+        if inflight is None or doc.get("id") != inflight["id"] or inflight["op"] != "save":
+            return
+        if doc["op"] == "recovered":  # the store answers again: a window this try opened ends
+            if self._window_by == inflight["id"]:
+                self._failing_since = self._first_failure = self._window_by = None
+                log.info("checkpoint save of step %s: the store answers again", inflight["step"])
+            if self._error is not None and self._error == self._trouble_error:
+                self._error = None
+            self._trouble_error = None
+            self._cond.notify_all()
+            return
+        message = str(doc.get("message") or "the store failed")
+        if self._failing_since is None:
+            self._window_by = inflight["id"]
+        self._failed_save(inflight, message)
+        if self._error is None:
+            self._error = self._trouble_error = message
+        self._cond.notify_all()
+
+    def _failed_save(self, inflight: dict[str, Any], message: str) -> None:
+        """Start the retry window at a save's first failure (none started since the last
+        commit); called with the lock held."""
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+            self._first_failure = f"the save of step {inflight.get('step')}: {message}"
+            log.warning(
+                "checkpoint save failing (%s): retried for at most %gs from now (%s)",
+                self._first_failure,
+                self.retry_s,
+                RETRY_ENV,
+            )
+
+    def window_left(self) -> float | None:
+        """Seconds left of the retry window (never negative); None while no save fails."""
+        with self._cond:
+            since = self._failing_since
+        return None if since is None else max(0.0, since + self.retry_s - time.monotonic())
+
+    def _window_spent(self, step: Any, err: str | None) -> StoreError:
+        """The error of a spent retry window; the store is down from here on: its calls are
+        tried once (``fail_fast``), so what the trainer still records does not wait again."""
+        with self._cond:
+            first = self._first_failure or "unknown"
+        self.store.fail_fast()
+        return StoreError(
+            f"checkpoint of step {step} not committed: the store failed every save for the "
+            f"retry window ({self.retry_s:g}s, {RETRY_ENV}) from its first failure ({first})"
+            + (f"; last: {err}" if err and err not in first else ""),
+            where=self.store.url,
+        )
 
     def _register(self, req: dict[str, Any], inflight: dict[str, Any]) -> None:
         """Make ``req`` the request in flight (called with the lock held)."""
@@ -371,11 +443,15 @@ class CheckpointManager:
             )
             self._error = self._unwaited_error = self._unwaited_kind = None
             self._last_save = None
+            self._failing_since = self._first_failure = self._window_by = None  # committed
+            self._trouble_error = None
         elif doc["op"] == "error":
             self._error = doc["message"]
             if inflight["op"] == "save":
                 self._unwaited_error = doc["message"]
                 self._unwaited_kind = str(doc.get("kind") or "error")
+                self._failed_save(inflight, str(doc["message"]))
+                self._window_by = self._trouble_error = None  # a failed save keeps it open
             log.error("checkpoint %s failed: %s", inflight["op"], doc["message"])
         self._cond.notify_all()
 
@@ -557,6 +633,29 @@ class CheckpointManager:
                 self._check_worker_alive()
         return True
 
+    def _wait_try(self, end: float | None, *, window: bool) -> str | None:
+        """Wait for the request in flight: None once there is none; "window" when the retry
+        window ends first (``window``: it may start while waiting, at a reported failure),
+        "timeout" when ``end`` (monotonic) passes."""
+        if self.busy():
+            self._hurry()
+        with self._cond:
+            while self._inflight is not None:
+                now = time.monotonic()
+                closes = (
+                    self._failing_since + self.retry_s
+                    if window and self._failing_since is not None
+                    else None
+                )
+                if closes is not None and now >= closes and (end is None or closes <= end):
+                    return "window"
+                if end is not None and now >= end:
+                    return "timeout"
+                nap = min([1.0, *(t - now for t in (closes, end) if t is not None)])
+                self._cond.wait(max(nap, 0.01))
+                self._check_worker_alive()
+        return None
+
     def _check_worker_alive(self) -> None:
         """A worker that died before its request was registered (called with the lock)."""
         proc, reader = self._proc, self._reader
@@ -574,15 +673,19 @@ class CheckpointManager:
 
         With ``retry`` (the default) a save that failed for an infrastructure reason (its
         worker died or did not start, the store failed) is sent again, with backoff, within
-        ``retry_s`` and ``timeout``. Raises ``StoreError`` (exit 4) when that budget is spent,
+        ``timeout`` and what is left of the retry window (``retry_s`` from the first failure
+        since the last commit, not from this call; a try still in flight is waited for only
+        that long). Raises ``StoreError`` (exit 4) when the window is spent,
         ``CheckpointError`` for any other failure or when ``timeout`` passes."""
         end = None if timeout is None else time.monotonic() + timeout
-        retry_end: float | None = None
         delay = 0.5
         tries = 0
         while True:
-            left = None if end is None else max(0.0, end - time.monotonic())
-            if not self._wait_idle(left):
+            ended = self._wait_try(end, window=retry)
+            if ended == "window":
+                status = self.status()
+                raise self._window_spent(status.in_flight, status.last_error)
+            if ended == "timeout":
                 raise CheckpointError(
                     f"checkpoint of step {self.status().in_flight} still in flight after "
                     f"{timeout}s",
@@ -606,6 +709,7 @@ class CheckpointManager:
                 )
                 self.retries.append(f"step {req['step']}: committed before: {err}")
                 with self._cond:
+                    self._failing_since = self._first_failure = self._window_by = None
                     self._last = SaveResult(
                         step=int(req["step"]),
                         tier=str(req["tier"]),
@@ -615,16 +719,17 @@ class CheckpointManager:
                     )
                     self._last_save = None
                 return self._last
+            if not retry:
+                raise CheckpointError(err, where=self.store.url)
             now = time.monotonic()
-            if retry_end is None:
-                retry_end = now + self.retry_s
-            limit = retry_end if end is None else min(retry_end, end)
-            if not retry or now + delay > limit:
-                if not retry:
-                    raise CheckpointError(err, where=self.store.url)
+            window = self.window_left()
+            window_end = now + (self.retry_s if window is None else window)
+            if now + delay > window_end:
+                raise self._window_spent(req["step"], err)
+            if end is not None and now + delay > end:
                 raise StoreError(
                     f"checkpoint of step {req['step']} not committed after {tries + 1} "
-                    f"tries in {self.retry_s:g}s ({RETRY_ENV}): {err}",
+                    f"tries within {timeout:g}s: {err}",
                     where=self.store.url,
                 )
             tries += 1
@@ -641,10 +746,21 @@ class CheckpointManager:
             self._send(dict(req), dict(inflight))
 
     def _manifest_committed(self, step: int, tier: str) -> bool:
-        try:
-            return self.store.exists(manifest_key(int(step), str(tier)))
-        except StoreError:
-            return False
+        """Whether the save's manifest is in the store; asked for no longer than what is left
+        of the retry window (a store that is down answers nothing: not committed)."""
+        found: list[bool] = []
+
+        def ask() -> None:
+            try:
+                found.append(self.store.exists(manifest_key(int(step), str(tier))))
+            except StoreError:
+                found.append(False)
+
+        asking = threading.Thread(target=ask, daemon=True, name="ckpt-manifest-check")
+        asking.start()
+        left = self.window_left()
+        asking.join(None if left is None else max(left, MANIFEST_CHECK_S))
+        return bool(found and found[0])
 
     def status(self) -> CheckpointStatus:
         with self._cond:

@@ -1,7 +1,9 @@
 """The background checkpoint process (``python -m burst.checkpoint.worker``).
 
 It maps the trainer's host buffer read-only, and for each request on stdin (one JSON line)
-hashes, uploads and commits a checkpoint, then answers one JSON line on stdout. It never
+hashes, uploads and commits a checkpoint, then answers one JSON line on stdout (before
+it, during a save, at most one ``{"op": "trouble"}`` line: the store's first transient
+failure, which starts the trainer's retry window while the store goes on retrying). It never
 imports torch, and runs at a lower CPU priority than the training loop. Requests run one at
 a time, so retention and GC never race a save of this worker.
 """
@@ -16,6 +18,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from burst import faults
@@ -146,13 +149,41 @@ class Worker:
         self.store.close()
 
 
+_SEND_LOCK = threading.Lock()  # replies and trouble reports come from several threads
+
+
 def _send(out: IO[str], doc: dict[str, Any]) -> None:
     """One reply; a trainer that is gone (its pipe closed) cannot read it: not an error."""
     try:
-        out.write(json.dumps(doc) + "\n")
-        out.flush()
+        line = json.dumps(doc) + "\n"
+        with _SEND_LOCK:
+            out.write(line)
+            out.flush()
     except (BrokenPipeError, ValueError, OSError):
         log.debug("the trainer is gone: reply %s not delivered", doc.get("op"))
+
+
+def _trouble_reporter(out: IO[str], request: int) -> Callable[[str | None], None]:
+    """The store's ``on_trouble`` during a save: a first transient failure goes to the
+    trainer at once (``{"op": "trouble"}``), while the store goes on retrying, so that its
+    retry window starts at the store's first failure, not when this try gives up; the next
+    call that succeeds after it is ``{"op": "recovered"}`` (the store answers: a slow save
+    of a live store is not a dead one)."""
+    lock = threading.Lock()
+    failing = False
+
+    def report(message: str | None) -> None:
+        nonlocal failing
+        with lock:
+            if (message is not None) == failing:
+                return  # no change
+            failing = message is not None
+        if message is not None:
+            _send(out, {"op": "trouble", "id": request, "message": message})
+        else:
+            _send(out, {"op": "recovered", "id": request})
+
+    return report
 
 
 def main() -> int:
@@ -204,6 +235,8 @@ def main() -> int:
                 orderly = True
                 break
             t0 = time.perf_counter()
+            if op == "save":
+                worker.store.on_trouble = _trouble_reporter(proto, req["id"])
             try:
                 result = worker.save(req) if op == "save" else worker.gc(req)
                 _send(
@@ -233,6 +266,8 @@ def main() -> int:
                         "kind": "store" if isinstance(exc, OSError) else "error",
                     },
                 )
+            finally:
+                worker.store.on_trouble = None
     finally:
         buffer_path = worker.buffer.path if worker.buffer is not None else None
         worker.close()

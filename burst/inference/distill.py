@@ -18,7 +18,6 @@ deploy/inference's InferenceServices load: ``burst.inference.triton_repo``);
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import statistics
 import time
@@ -36,6 +35,7 @@ from burst.checkpoint.manager import CheckpointManager
 from burst.checkpoint.restore import restore_checkpoint
 from burst.errors import BadInputError, CheckpointError
 from burst.inference.triton_repo import export_tier, repository_key
+from burst.inputs import parse_model
 from burst.spec import BurstJob
 from burst.storage import open_store
 from burst.storage.location import run_url
@@ -307,7 +307,9 @@ def read_tiers(job: BurstJob, run_id: str, runs_root: Path | None = None) -> Tie
         raise BadInputError(
             f"run {run_id} has no tiers ({url}/{INDEX_KEY}): run `burst distill` first"
         ) from None
-    return TiersDocument.model_validate(json.loads(raw))
+    # the index is in a store the user writes: its mistakes are one line naming it and the
+    # field (burst.inputs.parse_model), not a pydantic dump
+    return parse_model(TiersDocument, raw, f"{url}/{INDEX_KEY}", what="tiers index")
 
 
 def load_tier(

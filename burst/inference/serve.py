@@ -118,8 +118,14 @@ class TierServer:
                 self._reply(200, server.health_doc())
 
             def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                answer = server.infer(body["x"])
+                try:  # a request that is not {"x": [...]} is the caller's mistake: 400
+                    body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                    x = body["x"]
+                except (ValueError, KeyError, TypeError) as exc:
+                    problem = f"the request is not a JSON object with x: {exc.__class__.__name__}"
+                    self._reply(400, {"error": problem, "tier": server.name})
+                    return
+                answer = server.infer(x)
                 if answer is None:
                     self._reply(503, {"error": "queue full", "tier": server.name})
                 else:

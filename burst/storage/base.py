@@ -7,10 +7,11 @@ Stores are safe to call from several threads at once.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,21 @@ class ViewReader(io.RawIOBase):
 class ObjectStore(ABC):
     """A place checkpoints live: a local directory or an S3 bucket prefix."""
 
+    #: Told (one line) of each transient failure the store retries on its own, while the
+    #: retries go on, and (None) of each call that succeeded: the checkpoint worker passes
+    #: the first failure of a save on to the trainer, whose retry window starts there, and
+    #: a success after it (the store answers again: the window closes) (``burst.checkpoint.
+    #: manager``). Called from any thread.
+    on_trouble: Callable[[str | None], None] | None = None
+
+    def troubled(self, message: str | None) -> None:
+        """Report a transient failure (None: a call that succeeded) to ``on_trouble`` (a
+        failing hook is ignored)."""
+        hook = self.on_trouble
+        if hook is not None:
+            with contextlib.suppress(Exception):
+                hook(message)
+
     @property
     @abstractmethod
     def url(self) -> str:
@@ -128,6 +144,11 @@ class ObjectStore(ABC):
     @abstractmethod
     def delete(self, keys: Iterable[str]) -> None:
         """Delete objects; keys that do not exist are ignored."""
+
+    def fail_fast(self) -> None:  # noqa: B027 - optional hook
+        """The store is known to be down (the checkpoint retry window is spent): from now
+        on each call is tried once, so what a stopping trainer still records (its attempt,
+        its lease) fails at once instead of retrying for minutes."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections."""

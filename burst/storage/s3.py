@@ -71,6 +71,7 @@ class S3Store(ObjectStore):
         self.addressing_style = addressing_style or ("path" if endpoint_url else "auto")
         self.profile = profile
         self._client: Any = None
+        self._tries = max_attempts  # each call's attempts (1 once fail_fast() was called)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -81,12 +82,13 @@ class S3Store(ObjectStore):
 
             from burst.aws_session import session as aws_session
 
+            down = self._tries == 1
             cfg = Config(
-                retries={"max_attempts": self.max_attempts, "mode": "standard"},
+                retries={"max_attempts": self._tries, "mode": "standard"},
                 max_pool_connections=max(16, self.max_concurrency * 2),
                 s3={"addressing_style": self.addressing_style},
-                connect_timeout=10,
-                read_timeout=60,
+                connect_timeout=3 if down else 10,
+                read_timeout=10 if down else 60,
                 # No CRC32 of every body unless the operation requires one (botocore >= 1.36
                 # computes one by default: a pass over each byte sent, ~20 % of an upload's
                 # client CPU). Transport integrity is TLS (or the SigV4 payload hash over
@@ -146,9 +148,10 @@ class S3Store(ObjectStore):
 
         where = f"s3://{self.bucket}/{self._full(key) if key else self.prefix}"
         transient = (ConnectionError, IncompleteReadError, ReadTimeoutError, ResponseStreamingError)
-        for attempt in range(self.max_attempts):
+        tries = self._tries
+        for attempt in range(tries):
             try:
-                return fn()
+                result = fn()
             except NoCredentialsError as exc:
                 raise StoreError(
                     "no S3 credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
@@ -161,17 +164,24 @@ class S3Store(ObjectStore):
                     raise ObjectMissing("object does not exist", where=where) from exc
                 if code == "NoSuchBucket":
                     raise StoreError(f"bucket {self.bucket!r} does not exist", where=where) from exc
-                if code not in RETRY_CODES or attempt == self.max_attempts - 1:
+                if code not in RETRY_CODES or attempt == tries - 1:
                     raise StoreError(f"{what} failed: {code or exc}", where=where) from exc
+                problem = code
             except transient as exc:
-                if attempt == self.max_attempts - 1:
+                if attempt == tries - 1:
                     raise StoreError(f"{what} failed: {exc}", where=where) from exc
+                problem = str(exc)
             except BotoCoreError as exc:
                 raise StoreError(f"{what} failed: {exc}", where=where) from exc
+            else:
+                if self.on_trouble is not None:
+                    self.troubled(None)  # the store answered
+                return result
             delay = min(8.0, 0.2 * 2**attempt) * (0.5 + random.random())
             log.warning(
                 "s3 %s %s: transient failure, retry %d in %.1fs", what, key, attempt + 1, delay
             )
+            self.troubled(f"{where}: {what} failed: {problem}; retrying")
             time.sleep(delay)
         raise AssertionError("unreachable")
 
@@ -322,6 +332,12 @@ class S3Store(ObjectStore):
         if self._call("head bucket", "", lambda: _bucket_exists(self.client, self.bucket)):
             return
         self._call("create bucket", "", lambda: self.client.create_bucket(Bucket=self.bucket))
+
+    def fail_fast(self) -> None:
+        if self._tries == 1:
+            return
+        self._tries = 1
+        self._client = None  # the next call builds a client that tries once, shorter timeouts
 
     def close(self) -> None:
         if self._client is not None:

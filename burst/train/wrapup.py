@@ -10,8 +10,9 @@ from burst.checkpoint.verify import verify_checkpoint
 from burst.errors import BurstError, CheckpointError, Preempted
 from burst.spec import BurstJob
 from burst.storage import open_store
+from burst.storage.base import StoreError
 from burst.storage.location import run_url
-from burst.train.checkpoints import RunCheckpoints
+from burst.train.checkpoints import RunCheckpoints, StoreDown
 from burst.train.ranks import Ranks
 from burst.train.records import AttemptRecords
 
@@ -19,30 +20,55 @@ log = logging.getLogger(__name__)
 
 
 def final_commit(store: RunCheckpoints, total: int, ranks: Ranks, records: AttemptRecords) -> None:
-    """Wait for the last save. A worker that died after committing it (its reply lost) is
-    no failure: the store says what committed (rank 0's store, for every rank). If the final
-    checkpoint did not commit, the attempt ends with exit 75: requeued, it resumes from the
-    last committed one (an infrastructure fault, never bad input)."""
+    """Wait for the last save, within what is left of the retry window (it started at the
+    first failure since the last commit: a final save after failed routine ones gets no fresh
+    window). A worker that died after committing it (its reply lost) is no failure: the
+    store says what committed (rank 0's store, for every rank). If the final checkpoint did
+    not commit, the attempt ends with exit 75: requeued, it resumes from the last committed
+    one (an infrastructure fault, never bad input); if the store failed every save for the
+    whole window, with exit 4 (``StoreDown``, outcome ``store-down``), the store not asked
+    again."""
+    down = False
     try:
         store.commit()
         failed: str | None = None
+    except StoreError as exc:  # the retry window is spent: the store is down
+        failed, down = exc.one_line(), True
     except CheckpointError as exc:
         failed = exc.one_line()
 
-    def verdict() -> str | None:
+    def verdict() -> tuple[str, bool] | None:
+        last = store.mgr.status().last_committed
+        if last is not None and last.step == total and last.tier == "full":
+            return None
+        if down:  # asking the store that just failed for a whole window would wait again
+            return failed or "the checkpoint store is down", True
         latest = store.latest("full")
         if latest is not None and latest.step == total:
             if failed:
                 log.warning("%s; the final checkpoint committed nevertheless", failed)
             return None
-        return failed or f"no full checkpoint of the last step {total} in the store"
+        return failed or f"no full checkpoint of the last step {total} in the store", False
 
-    problem = ranks.decide(verdict)
-    if problem is None:
+    decided = ranks.decide(verdict)
+    if decided is None:
         return
-    records.record.outcome = "final-save-lost"
+    problem, store_down = decided
     records.record.ended_at_step = total
     records.record.error = problem
+    if store_down:
+        message = (
+            f"the final checkpoint (step {total}) did not commit: {problem}; the last "
+            f"committed checkpoint: {store.last_commit()}; exit 4 (the store is down)"
+        )
+        log.error("%s", message)
+        records.record.outcome = "store-down"
+        records.record.error = message
+        records.finish(store)
+        down_stop = StoreDown(message, where=store.location)
+        down_stop.doc = records.doc(store, total)  # type: ignore[attr-defined]
+        raise down_stop
+    records.record.outcome = "final-save-lost"
     records.finish(store)
     stop = Preempted(
         f"the final checkpoint (step {total}) did not commit: {problem}; exit 75 to "

