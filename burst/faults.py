@@ -17,7 +17,11 @@ Points and what arms them:
   n-th call whose name starts with ``<point>``, as a preemption or an OOM kill would;
   ``BURST_CHECKPOINT_FAULT_RANK=<r>`` limits it to rank r's worker.
 * ``demo_preemptions(record)``: ``BURST_PREEMPT_AT_STEPS`` (``burst run --preempt-at-step``)
-  makes the train process SIGTERM itself after those steps, once per step and run.
+  makes the train process SIGTERM itself after those steps, once per step and run. A
+  ``training.command`` program's steps are its optimizer's: the program half
+  (``burst.preempt.program_steps``, the program's ``sitecustomize``) counts them and sends the
+  SIGTERM at step N; a program without a torch optimizer is preempted once a checkpoint of
+  step N or later has committed.
 * ``budget_time_scale()``: ``BURST_BUDGET_TIME_SCALE`` counts one real second as N budget
   seconds, so a demo can exhaust a budget in seconds.
 * ``regional(armed, point)``: a regional run's process (``burst.regional``) at a named point
@@ -40,6 +44,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import threading
 import time
@@ -215,6 +220,8 @@ class DemoPreemptions:
     record: Path
     wanted: set[int] = field(default_factory=set)
     fired: set[int] = field(default_factory=set)
+    #: the program half's acknowledgement file (``program_env``), None when not armed
+    ack: Path | None = None
 
     def load(self) -> DemoPreemptions:
         if self.wanted and self.record.exists():
@@ -229,7 +236,7 @@ class DemoPreemptions:
 
     def maybe_fire(self, step: int) -> bool:
         """After step ``step``: SIGTERM this process if asked to and not done before."""
-        if step not in self.wanted or step in self.fired:
+        if step not in self.wanted or step in self.load().fired:
             return False
         from burst.runs import write_json_atomic
 
@@ -238,6 +245,38 @@ class DemoPreemptions:
         log.info("demo preemption: sending SIGTERM to myself after step %d (%s)", step, PREEMPT_ENV)
         os.kill(os.getpid(), signal.SIGTERM)
         return True
+
+    def program_env(
+        self, env: dict[str, str], workdir: Path, target: int, start: int
+    ) -> dict[str, str]:
+        """The environment that arms the program half (``burst.preempt.program_steps``) in a
+        ``training.command`` program that starts at step ``start``: at step N it sends
+        SIGTERM to ``target`` (the train step) and waits for ``notified``. Nothing when no
+        step after ``start`` is wanted."""
+        from burst.preempt import program_steps
+
+        if not {n for n in self.wanted - self.load().fired if n > start}:
+            return {}
+        hook = workdir / "demo-hook"
+        hook.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(program_steps.__file__, hook / "sitecustomize.py")
+        self.ack = workdir / "demo-notified"
+        self.ack.unlink(missing_ok=True)
+        self.record.parent.mkdir(parents=True, exist_ok=True)
+        path = [str(hook), *filter(None, [env.get("PYTHONPATH")])]
+        return {
+            "PYTHONPATH": os.pathsep.join(path),
+            program_steps.STEPS: ",".join(str(n) for n in sorted(self.wanted)),
+            program_steps.RECORD: str(self.record),
+            program_steps.TARGET: str(target),
+            program_steps.FROM_STEP: str(start),
+            program_steps.ACK: str(self.ack),
+        }
+
+    def notified(self) -> None:
+        """The program has been sent the notice: its half, waiting at step N, goes on."""
+        if self.ack is not None:
+            self.ack.touch()
 
 
 def demo_preemptions(record: Path, raw: str | None = None) -> DemoPreemptions:

@@ -12,6 +12,9 @@ One concept, written once, with named strategies chosen in the spec (``compute.r
 * restart: train killed by a signal (exit 128 + SIGKILL = 137: the OOM killer, a kubelet
   after the grace period, an operator) is started again in the same placement from the last
   committed checkpoint, at most ``max_restarts_on_kill`` times per run, then the run fails.
+  A ``training.command`` program's worker killed so under a launcher that exits 1 for it
+  (torchrun) is a killed program too: the train step exits 137 for it
+  (``burst.program.exits.killed_worker``).
 
 Strategies (as SkyPilot's ``sky/jobs/recovery_strategy.py`` names its own):
 

@@ -424,7 +424,8 @@ class Settings:
     preempt_at_steps = Var(
         "BURST_PREEMPT_AT_STEPS", _step_numbers, "",
         "training steps at which a preemption notice is posted (once each; training.command: "
-        "once a checkpoint of that step or later has committed)",
+        "at the program's optimizer step N, or once a checkpoint of step N or later has "
+        "committed when it has no torch optimizer)",
         shown="none", audience=FAULT,
     )  # fmt: skip
     budget_time_scale = Var(
@@ -467,6 +468,34 @@ class Settings:
         "BURST_PREEMPT_RANK", _count, None,
         "with several ranks, the rank `BURST_PREEMPT_AT_STEPS` signals", shown="the last",
         audience=FAULT,
+    )  # fmt: skip
+    # -- set by burst in a program's environment for the demo preemption at step N
+    # (burst/preempt/program_steps.py, a sitecustomize of the standard library only: it runs
+    # in the program's interpreter, which need not have burst)
+    demo_record = Var(
+        "BURST_DEMO_RECORD", _path, None,
+        "training.command with `--preempt-at-step`: the file the step counter records N in",
+        shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    demo_target_pid = Var(
+        "BURST_DEMO_TARGET_PID", _count, None,
+        "training.command with `--preempt-at-step`: the train step the counter signals",
+        shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    demo_from_step = Var(
+        "BURST_DEMO_FROM_STEP", _count, None,
+        "training.command with `--preempt-at-step`: the step the program resumed at",
+        shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    demo_notified = Var(
+        "BURST_DEMO_NOTIFIED", _path, None,
+        "training.command with `--preempt-at-step`: the file burst writes once the notice "
+        "was sent (the counter holds its rank until then)", shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    program_mark = Var(
+        "BURST_PROGRAM_MARK", _text, "",
+        "training.command: a value of the program's own, by which burst finds every process "
+        "of it (burst/program/tree.py)", shown="none", audience=INTERNAL,
     )  # fmt: skip
     # -- set by burst for its own steps
     driver_heartbeat = Var(

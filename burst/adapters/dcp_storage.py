@@ -71,6 +71,7 @@ from burst.checkpoint.staging import HostBuffer
 from burst.checkpoint.tree import flatten, unflatten
 from burst.checkpoint.writer import CheckpointWriter
 from burst.errors import BadInputError, CheckpointError
+from burst.program.contract import STORED_FILE, report_path, write_report
 from burst.settings import Settings
 from burst.storage import open_store
 from burst.storage.base import ObjectStore
@@ -219,6 +220,18 @@ def metadata_from_json(text: str, where: str) -> Metadata:
 # -- the writer ------------------------------------------------------------------------------
 
 
+def _tell_burst(store: ObjectStore, step: int) -> None:
+    """Under burst: say what was committed straight into a store (``STORED_FILE``), so that
+    the run is not taken for one that saved nothing."""
+    path = report_path(STORED_FILE)
+    if path is None:
+        return
+    try:
+        write_report(path, {"step": int(step), "store": store.url})
+    except OSError as exc:  # telling burst must never cost the save
+        log.warning("could not tell burst of the DCP commit: %s", exc)
+
+
 class BurstStorageWriter(StorageWriter):
     """A DCP ``StorageWriter`` that commits to burst's store (see the module's docstring).
 
@@ -333,6 +346,7 @@ class BurstStorageWriter(StorageWriter):
         self.last_manifest = commit_global(
             self.store, self._own, shard, extra={DCP_KEY: metadata_to_json(metadata)}
         )
+        _tell_burst(self.store, self.last_manifest.step)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:

@@ -1,20 +1,25 @@
 """A Hugging Face ``Trainer`` callback: on a preemption notice, save now and stop.
 
-    from burst.adapters.hf import BurstCallback, output_dir, resume_from_checkpoint
+    from burst.adapters.hf import BurstCallback, StoppedByNotice, output_dir, resume_from_checkpoint
 
     args = TrainingArguments(output_dir=output_dir(), save_steps=50, ...)
     trainer = Trainer(model, args, train_dataset=..., callbacks=[BurstCallback()])
     trainer.train(resume_from_checkpoint=resume_from_checkpoint())
+    trainer.save_model()  # never runs after a notice: train() raised StoppedByNotice
 
 ``output_dir()`` is ``BURST_CHECKPOINT_DIR``: every ``checkpoint-N`` folder the Trainer saves
 there (its periodic saves and the one on a notice) is committed by burst once complete
-(``trainer_state.json`` written last). On the notice signal (``BURST_NOTICE_SIGNAL``, SIGUSR1)
-or the notice file, the callback sets ``control.should_save`` and
-``control.should_training_stop`` at the end of the step in progress: the Trainer saves
-``checkpoint-<global_step>`` and returns from ``train()``; the program then exits 0 and burst,
-which has seen the new checkpoint commit, exits 75 to requeue. On the resumed attempt
-``resume_from_checkpoint()`` is the folder burst restored (``BURST_RESUME_FROM``): the Trainer
-reloads model, optimizer, scheduler, RNG states and its position in the data.
+(``trainer_state.json`` written last), and what the script writes there after training
+(``trainer.save_model()``) is committed with the last one when the program ends. On the notice
+signal (``BURST_NOTICE_SIGNAL``, SIGUSR1) or the notice file, the callback sets
+``control.should_save`` and ``control.should_training_stop`` at the end of the step in
+progress: the Trainer saves ``checkpoint-<global_step>``, and once it has (``on_save``) the
+callback raises ``StoppedByNotice`` out of ``train()``: the code after it does not run, and
+the program exits 75 unless it catches it. burst, which commits that checkpoint, exits 75 to
+requeue. On the resumed attempt ``resume_from_checkpoint()`` is the folder burst restored
+(``BURST_RESUME_FROM``; ``resume_from_checkpoint=True`` finds the same one, the Trainer's
+newest ``checkpoint-N``): the Trainer reloads model, optimizer, scheduler, RNG states and its
+position in the data, and the callback tells burst the step it resumed at.
 
 With several processes (torchrun, DDP) the notice may reach some ranks before others: the
 decision is shared with an all-reduce at each step end, so every rank saves the same step.
@@ -33,9 +38,17 @@ except ImportError:  # pragma: no cover - depends on the installed extras
         "burst.adapters.hf needs transformers: pip install 'burst-train[frameworks]'"
     ) from None
 
-from burst.adapters.notice import NoticeWatch, checkpoint_dir, resume_from
+from burst.adapters.notice import (
+    NoticeWatch,
+    StoppedByNotice,
+    checkpoint_dir,
+    report_resumed,
+    resume_from,
+)
 
 log = logging.getLogger(__name__)
+
+__all__ = ["BurstCallback", "StoppedByNotice", "output_dir", "resume_from_checkpoint"]
 
 
 def output_dir(default: str | Path = "checkpoints") -> str:
@@ -68,11 +81,13 @@ def _any_rank(flag: bool) -> bool:
 class BurstCallback(TrainerCallback):
     """Save now and stop on a preemption notice (see the module's docstring).
 
-    ``stopped_by_notice`` says afterwards whether training stopped for a notice and
-    ``saved_step`` which step it saved then."""
+    ``stopped_by_notice`` says whether training stopped for a notice and ``saved_step`` which
+    step it saved then; ``raise_on_notice=False`` returns from ``train()`` instead of raising
+    ``StoppedByNotice`` (the script must then check ``stopped_by_notice`` itself)."""
 
-    def __init__(self, *, poll_s: float = 1.0) -> None:
+    def __init__(self, *, poll_s: float = 1.0, raise_on_notice: bool = True) -> None:
         self.watch = NoticeWatch(poll_s=poll_s)
+        self.raise_on_notice = raise_on_notice
         self.stopped_by_notice = False
         self.saved_step: int | None = None
 
@@ -80,6 +95,8 @@ class BurstCallback(TrainerCallback):
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         self.watch.install()
+        if state.is_world_process_zero:  # the Trainer has loaded what it resumes from
+            report_resumed(state.global_step, "hf")
 
     def on_step_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
@@ -97,7 +114,22 @@ class BurstCallback(TrainerCallback):
         )
         return control
 
+    def on_save(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
+    ) -> None:
+        if self.stopped_by_notice:  # the checkpoint of the notice is written: stop here
+            self._stop(args)
+
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any
     ) -> None:
         self.watch.uninstall()
+        if self.stopped_by_notice:  # (on_save raised already unless the save was skipped)
+            self._stop(args)
+
+    def _stop(self, args: TrainingArguments) -> None:
+        self.watch.uninstall()
+        if not self.raise_on_notice:
+            return
+        step = self.saved_step if self.saved_step is not None else 0
+        raise StoppedByNotice(step, Path(str(args.output_dir)) / f"checkpoint-{step}")

@@ -1,5 +1,6 @@
 """What every framework adapter shares: is there a preemption notice, where to save, where to
-resume from (``burst.program.contract``).
+resume from (``burst.program.contract``), how training ends on a notice (``StoppedByNotice``),
+and what it tells burst (the step it resumed at).
 
 A notice arrives two ways and either is enough: the signal burst sends (``BURST_NOTICE_SIGNAL``,
 SIGUSR1 by default), whose handler only sets a flag, and the notice file
@@ -11,6 +12,7 @@ of an optimizer step.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import threading
@@ -19,13 +21,55 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from burst.errors import BadInputError
-from burst.program.contract import NOTICE_SIGNAL, RESUME_FROM, Notice, notice_from_env
+from burst.errors import EXIT_PREEMPTED, BadInputError
+from burst.program.contract import (
+    NOTICE_SIGNAL,
+    RESUME_FROM,
+    RESUMED_FILE,
+    Notice,
+    notice_from_env,
+    report_path,
+    write_report,
+)
 from burst.settings import Settings
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SIGNAL = "SIGUSR1"
+
+
+class StoppedByNotice(SystemExit):
+    """Raised out of ``Trainer.train()`` (Hugging Face) or ``Trainer.fit()`` (Lightning) by
+    burst's callback once the checkpoint it saved on a preemption notice is written: the code
+    after training (a final save, an evaluation, an upload) never runs on a model that is not
+    final. Uncaught, the program exits 75 (``EXIT_PREEMPTED``, burst's "requeue me") without a
+    traceback, as burst itself does when preempted; a script that wants to tell a notice from
+    a normal end catches it (``step``: the step saved, ``path``: where). A ``SystemExit``, as
+    Lightning's own ``SIGTERMException``: ``except Exception`` does not swallow it."""
+
+    def __init__(self, step: int, path: str | Path | None = None) -> None:
+        super().__init__(EXIT_PREEMPTED)
+        self.step = step
+        self.path = None if path is None else str(path)
+
+    def __str__(self) -> str:
+        where = f" ({self.path})" if self.path else ""
+        return f"stopped by a preemption notice after saving step {self.step}{where}"
+
+
+def report_resumed(step: int, framework: str, environ: dict[str, str] | None = None) -> None:
+    """Tell burst the step training (re)started at, from the framework's own state once it has
+    loaded what burst restored (``RESUMED_FILE`` beside the notice file; burst reports it as
+    the attempt's ``resumed_from``). Only the first process of the job writes; nothing outside
+    burst (no ``BURST_NOTICE_FILE``)."""
+    env = os.environ if environ is None else environ
+    path = report_path(RESUMED_FILE, environ)
+    if path is None or env.get("RANK", "0") != "0":
+        return
+    try:
+        write_report(path, {"step": int(step), "framework": framework})
+    except OSError as exc:  # telling burst must never cost the training
+        log.warning("could not tell burst the step training resumed at: %s", exc)
 
 
 def notice_signal(environ: dict[str, str] | None = None) -> signal.Signals:

@@ -50,7 +50,8 @@ def expected_step(records: Sequence[TrainAttempt | dict[str, Any]]) -> int | Non
     last = parse_document(TrainAttempt, records[-1], "the last attempt record")
     save = last.emergency_save
     steps = [save.in_flight_step, save.committed_step] if save is not None else []
-    if last.outcome == "done":
+    if last.outcome == "done" and last.commits != 0:
+        # (one that committed nothing itself leaves nothing on its way: the store decides)
         steps.append(last.ended_at_step)
     if last.outcome in (None, "running", "died", "failed"):
         # killed, or failed: the last save it handed to its writer (which outlives a killed
@@ -73,7 +74,8 @@ def confirm_checkpoint_sync(
         latest = latest_checkpoint(store)
         if want is None and latest is not None:
             want = latest.step  # no record names a step: what the store holds is what counts
-        # a failed attempt closed its writer: nothing is on its way, do not wait for it
+        # a failed attempt closed its writer (one whose program committed nothing fails too):
+        # nothing is on its way, do not wait for it
         if records and records[-1].outcome == "failed":
             wait_s = 0.0
         while want is not None and (latest is None or latest.step < want):

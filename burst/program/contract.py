@@ -20,6 +20,11 @@ NOTICE_FILE = "BURST_NOTICE_FILE"  # appears (JSON, see Notice) when a preemptio
 NOTICE_SIGNAL = "BURST_NOTICE_SIGNAL"  # the signal's name burst sends on a notice (SIGUSR1)
 STEP_DEADLINE = "BURST_STEP_DEADLINE"  # unix seconds by which the train step must end
 
+# files an adapter writes for burst beside BURST_NOTICE_FILE (burst's own directory, not the
+# program's checkpoint directory: what the framework wrote there stays as it wrote it)
+RESUMED_FILE = "resumed.json"  # {"step", "framework"}: the step training resumed at
+STORED_FILE = "stored.json"  # {"step", "store"}: committed straight into a store (DCP adapter)
+
 # torchrun's
 MASTER_ADDR = "MASTER_ADDR"
 MASTER_PORT = "MASTER_PORT"
@@ -64,3 +69,29 @@ def write_notice(path: Path, notice: Notice) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"deadline_unix": notice.deadline_unix, "reason": notice.reason}))
     os.replace(tmp, path)
+
+
+def report_path(name: str, environ: dict[str, str] | None = None) -> Path | None:
+    """Where an adapter writes ``name`` for burst (beside the notice file); None outside
+    burst."""
+    from burst.settings import Settings
+
+    notice = Settings.from_env(environ).program_notice_file
+    return None if notice is None else notice.parent / name
+
+
+def write_report(path: Path, doc: dict[str, object]) -> None:
+    """Write one of the adapters' files for burst (``RESUMED_FILE``, ``STORED_FILE``)
+    atomically."""
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+def read_report(path: Path) -> dict[str, object] | None:
+    """One of the adapters' files, None when there is none or it is not a JSON object."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None

@@ -2,9 +2,11 @@
 
 The program runs in a session of its own: a SIGTERM or Ctrl-C sent to the train step's
 process group reaches burst (a preemption notice), and burst decides what the program gets
-(``training.notice_signal``, then SIGTERM, then SIGKILL). Its output (stdout and stderr)
-goes to ``program.log`` in the run directory and to the step's log, line by line; the last
-lines are kept for the report.
+(``training.notice_signal``, then SIGTERM, then SIGKILL). Its processes are all those of its
+tree, whatever session or process group a launcher or the program put them in
+(``burst.program.tree``): the notice reaches each one that handles it, and stopping the
+program ends every one. Its output (stdout and stderr) goes to ``program.log`` in the run
+directory and to the step's log, line by line; the last lines are kept for the report.
 """
 
 from __future__ import annotations
@@ -20,18 +22,20 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
-from burst.program import contract
+from burst.program import contract, tree
+from burst.program.tree import Proc
 from burst.settings import current
-from burst.spec import BurstJob
+from burst.spec import BurstJob, gpus_per_pod
 
 log = logging.getLogger(__name__)
 
 TAIL_LINES = 20
-#: the modules torchrun runs as (its elastic agent: it dies of a SIGUSR1 it has no handler for,
-#: so the notice signal goes to its workers, not to it)
-TORCHRUN_MARKERS = ("torch.distributed.run", "torchrun", "torch/distributed/run.py")
+#: the lines kept to find the error in (a torchrun failure report alone is 25 lines or more)
+RECENT_LINES = 400
 
 
 def program_argv(job: BurstJob) -> list[str]:
@@ -96,7 +100,7 @@ def program_env(
             contract.MASTER_PORT: env.get(contract.MASTER_PORT, "29500"),
             contract.SKYPILOT_NODE_RANK: node_rank,
             contract.SKYPILOT_NUM_NODES: str(t.nodes),
-            contract.SKYPILOT_NUM_GPUS_PER_NODE: str(job.compute.gpus_per_node),
+            contract.SKYPILOT_NUM_GPUS_PER_NODE: str(gpus_per_pod(job)),
             contract.SKYPILOT_TASK_ID: run_id,
         }
     )
@@ -145,18 +149,21 @@ def resolve(command: list[str], env: dict[str, str] | None = None) -> str | None
 
 
 class Program:
-    """The running program (its process and its session)."""
+    """The running program (the process burst started and every process of its tree)."""
 
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path) -> None:
         self.argv = argv
         self.log_path = log_path
-        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.recent: collections.deque[str] = collections.deque(maxlen=RECENT_LINES)
         self.started = time.time()
+        self.mark = uuid.uuid4().hex
+        #: every process of the program seen so far, by pid
+        self.seen: dict[int, Proc] = {}
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
         self.proc = subprocess.Popen(
             argv,
-            env=env,
+            env={**env, tree.MARK: self.mark},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -170,12 +177,17 @@ class Program:
         assert self.proc.stdout is not None
         for raw in self.proc.stdout:
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
-            self.tail.append(line)
+            self.recent.append(line)
             self._log.write(line + "\n")
             self._log.flush()
             # the step's own log carries the program's output as it comes
             sys.stderr.write(f"[program] {line}\n")
         self._log.close()
+
+    @property
+    def tail(self) -> list[str]:
+        """The last lines of its output (the report's)."""
+        return list(self.recent)[-TAIL_LINES:]
 
     def poll(self) -> int | None:
         return self.proc.poll()
@@ -188,37 +200,40 @@ class Program:
     def finish_output(self, timeout: float = 5.0) -> None:
         self._reader.join(timeout)
 
-    def _session(self) -> list[int]:
-        """The processes of the program's session (itself and its children), oldest first."""
-        sid = self.proc.pid
-        pids = []
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit():
-                continue
-            with contextlib.suppress(OSError, ValueError):
-                if os.getsid(int(d.name)) == sid:
-                    pids.append(int(d.name))
-        return sorted(pids)
+    def processes(self) -> list[Proc]:
+        """Every process of the program now (``burst.program.tree``), remembered for
+        ``stop``: a worker whose parent died is still found."""
+        procs = tree.program_tree(self.proc.pid, self.mark)
+        self.seen.update((p.pid, p) for p in procs)
+        return procs
 
-    def notify(self, signame: str) -> list[int]:
-        """Send the notice signal to the program's processes that catch it (each of its
-        session; a process without a handler would die of it, a torchrun agent among them:
-        it trains on until burst stops it, so a save under way may still finish and commit);
-        returns the pids signalled."""
+    def notify(self, signame: str, skip: Iterable[int] = ()) -> list[Proc]:
+        """Send the notice signal to each process of the program that handles it (one without
+        a handler would die of it, and so would torchrun's agent: it trains on until burst
+        stops it, so a save under way may still finish and commit), except those in ``skip``
+        (signalled before); the processes it reached."""
         signum = signal.Signals[signame]
-        sent = []
-        for pid in self._session():
-            if _is_torchrun(pid) or not _catches(pid, signum):
-                continue
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
-                sent.append(pid)
-        log.info("sent %s to the program's process(es) %s", signame, sent)
+        decision = tree.recipients(self.processes(), signum, skip)
+        sent = tree.kill_all(decision.send, signum)
+        if sent:
+            log.info(
+                "sent %s to %d process(es) of the program: %s",
+                signame,
+                len(sent),
+                "; ".join(f"{p.pid} {p.command()}" for p in sent),
+            )
+        if decision.skipped and not skip:
+            log.info(
+                "not sent to: %s",
+                "; ".join(f"{p.pid} {p.command()} ({why})" for p, why in decision.skipped),
+            )
         return sent
 
     def stop(self, grace: float) -> int:
-        """SIGTERM to the program's session, SIGKILL after ``grace`` seconds; its exit code."""
+        """SIGTERM to the program's session, SIGKILL after ``grace`` seconds to every process
+        of the program left (``end_the_rest``); its exit code."""
         if self.proc.poll() is None:
+            self.processes()  # its tree now: SIGTERM may orphan workers of their own session
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGTERM)
             try:
@@ -227,26 +242,23 @@ class Program:
                 log.warning("the program did not stop within %.1fs of SIGTERM: SIGKILL", grace)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)  # and whatever it left in its session
+        self.end_the_rest()
         code = self.exit_code()
         self.finish_output()
         return code
 
-
-def _catches(pid: int, signum: int) -> bool:
-    """Whether the process has a handler for ``signum`` (``SigCgt`` in /proc/PID/status)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    for line in status.splitlines():
-        if line.startswith("SigCgt:"):
-            return bool(int(line.split()[1], 16) & (1 << (signum - 1)))
-    return False
-
-
-def _is_torchrun(pid: int) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return False
-    return any(m in cmdline for m in TORCHRUN_MARKERS)
+    def end_the_rest(self) -> list[Proc]:
+        """SIGKILL every process of the program still alive (workers of a launcher that died,
+        a worker in a session of its own); those it reached."""
+        procs = {p.pid: p for p in self.seen.values()}
+        procs.update((p.pid, p) for p in self.processes())
+        procs.pop(self.proc.pid, None)  # burst's own child: reaped by exit_code()
+        shown = {pid: p.command() for pid, p in procs.items()}
+        left = tree.kill_all(procs.values(), signal.SIGKILL)
+        if left:
+            log.warning(
+                "SIGKILL to %d process(es) the program left: %s",
+                len(left),
+                "; ".join(f"{p.pid} {shown[p.pid]}" for p in left),
+            )
+        return left

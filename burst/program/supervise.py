@@ -12,11 +12,15 @@ instead of running its own steps:
    session of its own;
 3. a watcher (``burst.program.watcher``) hands each complete checkpoint the program saves to
    the writer in the background: chunks, manifest-last commit, retention (as any save);
-4. a stop notice: the notice file is written, the program gets ``training.notice_signal``;
-   burst waits for a new checkpoint to commit or the deadline to near, stops the program and
-   exits 75 (requeue), reporting the work lost when the program did not save in time;
+4. a stop notice: the notice file is written, each process of the program that handles
+   ``training.notice_signal`` gets it (``burst.program.tree``: torchrun's workers, a shell's
+   children, ...; recorded in ``program.notified``); burst waits for a new checkpoint to commit
+   or the deadline to near, stops the program and exits 75 (requeue), reporting the work lost
+   when the program did not save in time;
 5. the program's exit: 0 -> the last checkpoint commits, replication, exit 0; non-zero -> the
-   step fails with the program's code and its last lines (not requeued).
+   step fails with the program's code and the line that carries its error (not requeued); a
+   worker its launcher reports killed by signal N -> the step exits 128 + N, as a program
+   killed so (``burst.program.exits``: recovery restarts a SIGKILL).
 """
 
 from __future__ import annotations
@@ -49,8 +53,10 @@ from burst.preempt.emergency import RESERVE_S
 from burst.preempt.notice import Notice
 from burst.preempt.watch import Watchers
 from burst.program import contract
+from burst.program.exits import error_line, killed_worker
 from burst.program.process import Program, expand, program_argv, program_env
-from burst.program.snapshot import Snapshot, is_program_state, write_entry
+from burst.program.snapshot import Snapshot, is_program_state, resumed_step, write_entry
+from burst.program.tree import Proc
 from burst.program.watcher import DirWatcher
 from burst.settings import current
 from burst.storage.base import StoreError
@@ -66,6 +72,8 @@ log = logging.getLogger(__name__)
 #: seconds the program gets between SIGTERM and SIGKILL when burst stops it
 STOP_S = 2.0
 POLL_S = 0.1
+#: after a notice, how often burst looks for processes that installed a handler since
+RENOTIFY_S = 0.5
 #: exit codes that mean something to burst's retry policy: a program's own is reported as 1
 RESERVED = frozenset({EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_INFRA, EXIT_PREEMPTED})
 
@@ -99,7 +107,8 @@ def restore_newest(store: RunCheckpoints, directory: Path) -> tuple[Path, int] |
         )
     path = write_entry(restored.state, directory)
     log.info("restored the checkpoint of step %d into %s", restored.step, path)
-    return path, restored.step
+    # the step the framework's own state in the restored files names (its global_step)
+    return path, resumed_step(path, restored.step)
 
 
 class Supervisor:
@@ -168,6 +177,8 @@ class Supervisor:
         env = program_env(
             self.job, self.trainer.run_id, self.dir, self.notice_file, resume, self._deadline()
         )
+        # --preempt-at-step: the program's own steps are counted (the demo's program half)
+        env.update(self.trainer.demo.program_env(env, self.work, os.getpid(), self.start_step))
         argv = expand(program_argv(self.job), env)
         self.trainer._first_step(self.start_step)
         self.program = Program(argv, env, self.work / "program.log")
@@ -179,6 +190,8 @@ class Supervisor:
             self.watcher.stop()
             if self.program.poll() is None:
                 self.program.stop(STOP_S)
+            else:
+                self.program.end_the_rest()
 
     def _deadline(self) -> float | None:
         """When the step must end (budget.max_hours left), for ``BURST_STEP_DEADLINE``."""
@@ -212,6 +225,8 @@ class Supervisor:
             committed = self._committed_step()
             if committed is not None:
                 self.record.at_step = committed
+                # a program whose steps the demo cannot count (no torch optimizer): once a
+                # checkpoint of step N or later has committed
                 for n in sorted(self.trainer.demo.wanted):
                     if n <= committed:
                         self.trainer.demo.maybe_fire(n)
@@ -251,6 +266,9 @@ class Supervisor:
         return None
 
     def _program_record(self, program: Program, code: int | None, **more: Any) -> None:
+        reported = self.watcher.resumed_step()  # the adapter's word: where training resumed
+        if reported is not None:
+            self.record.resumed_from = reported
         self._note_program(
             exit_code=code,
             log=str(program.log_path),
@@ -266,22 +284,35 @@ class Supervisor:
 
     def _exited(self, program: Program) -> TrainDocument:
         code = program.exit_code()
+        program.end_the_rest()
         program.finish_output()
+        self.watcher.outputs = code == 0  # a clean end: its outputs commit with the last save
         problem = self._final_commit()
-        self._program_record(program, code)
+        # a worker killed by a signal under a launcher that exits 1 for it (torchrun): the
+        # program was killed, as a plain program killed so is (128 + N: restarted on a kill)
+        killed = killed_worker(program.recent) if 0 < code < 128 else None
+        self._program_record(
+            program, code, **({"killed_worker": killed.as_dict()} if killed else {})
+        )
         latest = self.store.latest()
         final = latest.step if latest is not None else self.start_step
         if code != 0:
-            last = next((ln for ln in reversed(program.tail) if ln.strip()), "")
-            step_code = EXIT_FAILURE if code in RESERVED else code
-            message = (
-                f"training.command exited {code}"
-                + (
+            last = error_line(program.recent)
+            if killed is not None:
+                step_code = 128 + killed.signum
+                why = f" (reported as {step_code}, as a program killed by {killed.signal_name})"
+                last = f"{killed.who} was killed by {killed.signal_name}"
+            else:
+                step_code = EXIT_FAILURE if code in RESERVED else code
+                why = (
                     f" (reported as {step_code}: {code} is one of burst's own codes)"
                     if step_code != code
                     else ""
                 )
-                + (f": {last.strip()}" if last else "")
+            message = (
+                f"training.command exited {code}"
+                + why
+                + (f": {last}" if last else "")
                 + "; the last committed checkpoint: "
                 + (f"step {final}" if latest is not None else "none")
                 + f"; log: {program.log_path}"
@@ -294,8 +325,16 @@ class Supervisor:
             fail = ProgramFailed(message, step_code)
             fail.doc = self.records.doc(self.store, final)  # type: ignore[attr-defined]
             raise fail
-        if not self.watcher.handed and latest is None:
-            self._warn("the program exited 0 without saving a checkpoint burst recognised")
+        nothing = self.watcher.nothing_committed() if latest is None and self.commits else None
+        if nothing is not None:  # one line naming the directory (teardown waits for nothing)
+            log.error("%s", nothing)
+            self.record.outcome = "failed"
+            self.record.error = nothing
+            self.record.ended_at_step = final
+            self.records.finish(self.store)
+            empty = ProgramFailed(nothing, EXIT_BAD_INPUT)
+            empty.doc = self.records.doc(self.store, final)  # type: ignore[attr-defined]
+            raise empty
         if problem is not None:
             self.record.outcome = "final-save-lost"
             self.record.ended_at_step = final
@@ -330,12 +369,14 @@ class Supervisor:
         contract.write_notice(
             self.notice_file, contract.Notice(deadline_unix=deadline, reason=notice.source)
         )
-        notified = program.notify(self.job.training.notice_signal)
-        self._note_program(notified_pids=notified)
+        signame = self.job.training.notice_signal
+        notified = self._notify(program, signame, [])
+        self.trainer.demo.notified()
         if not notified:
             log.warning(
-                "no process of the program handles %s: it trains on until it is stopped",
-                self.job.training.notice_signal,
+                "no process of the program handles %s (yet): it trains on until it is stopped "
+                "or installs a handler",
+                signame,
             )
         before = len(self.watcher.handed)
         stop_by = deadline - RESERVE_S - STOP_S
@@ -346,9 +387,13 @@ class Supervisor:
             self.job.training.notice_signal,
             max(0.0, stop_by - received),
         )
+        look_again = time.time() + RENOTIFY_S
         while time.time() < stop_by and program.poll() is None:
             if len(self.watcher.handed) > before and not self.store.busy():
                 break
+            if time.time() >= look_again:  # a process that installed its handler since
+                look_again = time.time() + RENOTIFY_S
+                notified = self._notify(program, signame, notified)
             time.sleep(POLL_S)
         code = program.stop(min(STOP_S, max(0.1, deadline - RESERVE_S - time.time())))
         problem = self._final_commit(exit_by(notice))
@@ -398,6 +443,20 @@ class Supervisor:
             self.store, latest.step if latest else self.start_step
         )
         raise stop
+
+    def _notify(self, program: Program, signame: str, notified: list[Proc]) -> list[Proc]:
+        """The notice signal to the processes of the program that handle it and did not get
+        it yet; all that got it, recorded (``attempts[].program.notified``: pid, name,
+        command line)."""
+        sent = program.notify(signame, skip=[p.pid for p in notified])
+        if sent or "notified" not in self.program_info:
+            shown = [{"pid": p.pid, "name": p.name, "command": p.command()} for p in sent]
+            notified = [*notified, *sent]
+            self._note_program(
+                notified_pids=[p.pid for p in notified],
+                notified=[*(self.program_info.get("notified") or []), *shown],
+            )
+        return notified
 
     def _lost(self, program: Program, committed: int | None, stopped: float) -> dict[str, Any]:
         """The work after the last committed checkpoint: seconds, GPU-seconds, and steps

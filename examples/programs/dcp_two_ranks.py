@@ -10,7 +10,8 @@ uninterrupted one. Every ``--save-every`` steps all ranks save model and optimiz
 ``dcp.save`` into ``$BURST_CHECKPOINT_DIR/step-<N>`` (DCP's own FileSystemWriter; burst commits
 the folder once DCP has written ``.metadata``, its last file). A resume loads
 ``$BURST_RESUME_FROM`` with ``dcp.load``. On ``$BURST_NOTICE_SIGNAL`` (SIGUSR1) it saves at the
-next step every rank agrees on and exits 0.
+next step every rank agrees on and exits 0; each rank says whether the signal reached it
+(``rank 1: notice signal SIGUSR1 received``).
 
 ``--store URL`` writes DCP straight into a burst store instead (``burst.adapters.dcp_storage``:
 content-addressed chunks, manifest-last commit, no local copy) and resumes from its newest.
@@ -74,7 +75,8 @@ def main() -> int:
     ap.add_argument("--final-out", type=Path, default=None)
     args = ap.parse_args()
 
-    signal.signal(signal.Signals[os.environ.get("BURST_NOTICE_SIGNAL", "SIGUSR1")], on_notice)
+    signame = os.environ.get("BURST_NOTICE_SIGNAL", "SIGUSR1")
+    signal.signal(signal.Signals[signame], on_notice)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     dist.init_process_group("gloo" if not torch.cuda.is_available() else "nccl")
@@ -139,6 +141,8 @@ def main() -> int:
             save(step)
             if rank == 0:
                 print(f"notice: saved step {step}, exiting", flush=True)
+            got = "received" if NOTICE["seen"] else "not received (another rank's)"
+            print(f"rank {rank}: notice signal {signame} {got}", flush=True)
             del ddp  # before leave(): see there
             return leave()
         if step % args.save_every == 0 or step == args.steps:

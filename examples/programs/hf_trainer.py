@@ -6,7 +6,8 @@ A tiny GPT-2 (2 layers, 64-token vocabulary) is built from a config, never downl
 trained on synthetic token sequences (a pure function of the sample index) on CPU. Checkpoints
 are the Trainer's own ``checkpoint-N`` folders in ``$BURST_CHECKPOINT_DIR`` (``output_dir()``);
 burst commits each one once ``trainer_state.json`` is written. ``BurstCallback`` saves now and
-stops on a preemption notice; a resumed attempt starts from ``$BURST_RESUME_FROM``
+stops on a preemption notice (``StoppedByNotice`` out of ``train()``: the code after it does not
+run); a resumed attempt starts from ``$BURST_RESUME_FROM``
 (``resume_from_checkpoint()``). ``--final-out FILE`` writes the last step and a hash of the final
 weights (for tests).
 """
@@ -29,7 +30,12 @@ from transformers import (
     TrainingArguments,
 )
 
-from burst.adapters.hf import BurstCallback, output_dir, resume_from_checkpoint
+from burst.adapters.hf import (
+    BurstCallback,
+    StoppedByNotice,
+    output_dir,
+    resume_from_checkpoint,
+)
 
 
 class Tokens(torch.utils.data.Dataset[dict[str, torch.Tensor]]):
@@ -98,11 +104,12 @@ def main() -> int:
     resume = resume_from_checkpoint()
     if resume:
         print(f"resuming from {resume}", flush=True)
-    trainer.train(resume_from_checkpoint=resume)
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+    except StoppedByNotice as stop:  # saved on a preemption notice: not final, burst requeues
+        print(f"notice: {stop}", flush=True)
+        raise  # exit 75
     step = trainer.state.global_step
-    if burst_cb.stopped_by_notice:
-        print(f"notice: saved checkpoint-{step}, exiting", flush=True)
-        return 0
     print(f"done at step {step}", flush=True)
     if args.final_out is not None:
         doc = {"step": step, "weights_sha256": weights_sha256(model), "resumed_from": resume}

@@ -4,7 +4,8 @@
 
 A small regression MLP on synthetic data (CPU). ``ModelCheckpoint`` saves ``step-N.ckpt`` every
 ``--save-every`` steps into ``$BURST_CHECKPOINT_DIR``; burst commits each file once whole.
-``BurstCallback`` saves ``step-<global_step>.ckpt`` now and stops on a preemption notice; a
+``BurstCallback`` saves ``step-<global_step>.ckpt`` now and stops on a preemption notice
+(``StoppedByNotice`` out of ``fit()``: the code after it does not run); a
 resumed attempt passes ``resume_ckpt_path()`` (``$BURST_RESUME_FROM``) to ``fit``, and Lightning
 continues at that global step. ``--final-out FILE`` writes the last step and a hash of the final
 weights (for tests).
@@ -23,7 +24,12 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 
-from burst.adapters.lightning import BurstCallback, checkpoint_dir, resume_ckpt_path
+from burst.adapters.lightning import (
+    BurstCallback,
+    StoppedByNotice,
+    checkpoint_dir,
+    resume_ckpt_path,
+)
 
 
 class Regress(pl.LightningModule):
@@ -95,10 +101,11 @@ def main() -> int:
     resume = resume_ckpt_path()
     if resume:
         print(f"resuming from {resume}", flush=True)
-    trainer.fit(model, data(), ckpt_path=resume)
-    if burst_cb.stopped_by_notice:
-        print(f"notice: saved {burst_cb.saved_path}, exiting", flush=True)
-        return 0
+    try:
+        trainer.fit(model, data(), ckpt_path=resume)
+    except StoppedByNotice as stop:  # saved on a preemption notice: not final, burst requeues
+        print(f"notice: {stop}", flush=True)
+        raise  # exit 75
     print(f"done at step {trainer.global_step}", flush=True)
     if args.final_out is not None:
         h = hashlib.sha256()

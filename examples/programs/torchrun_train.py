@@ -8,7 +8,8 @@ with exactly the weights of an uninterrupted one. Rank 0 saves ``ckpt-<step>.pt`
 ``torch.save`` into ``$BURST_CHECKPOINT_DIR`` (or ``--out``); burst sees each file complete
 (torch.save's zip archive is whole) and commits it. On a resume it loads
 ``$BURST_RESUME_FROM``. On ``$BURST_NOTICE_SIGNAL`` (SIGUSR1; a preemption notice) it saves at
-the next step every rank agrees on and exits 0.
+the next step every rank agrees on and exits 0; each rank says whether the signal reached it
+(``rank 1: notice signal SIGUSR1 received``).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("BURST_CHECKPOINT_DIR", "checkpoints"))
     args = ap.parse_args()
 
-    signal.signal(signal.Signals[os.environ.get("BURST_NOTICE_SIGNAL", "SIGUSR1")], on_notice)
+    signame = os.environ.get("BURST_NOTICE_SIGNAL", "SIGUSR1")
+    signal.signal(signal.Signals[signame], on_notice)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     dist.init_process_group("gloo" if not torch.cuda.is_available() else "nccl")
@@ -110,6 +112,8 @@ def main() -> int:
             save(step)
             if rank == 0:
                 print(f"notice: saved step {step}, exiting", flush=True)
+            got = "received" if NOTICE["seen"] else "not received (another rank's)"
+            print(f"rank {rank}: notice signal {signame} {got}", flush=True)
             del ddp  # before leave(): see there
             return leave()
         if step % args.save_every == 0 or step == args.steps:

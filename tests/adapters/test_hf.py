@@ -1,5 +1,6 @@
 """burst.adapters.hf with the real transformers Trainer (a 2-layer GPT-2 made from a config,
-synthetic tokens): a real SIGUSR1 mid-run saves checkpoint-<step> and stops; a Trainer resumed
+synthetic tokens): a real SIGUSR1 mid-run saves checkpoint-<step> and stops (StoppedByNotice
+out of train(), exit code 75); a Trainer resumed
 from BURST_RESUME_FROM continues from that step and ends with the weights of an
 uninterrupted run (measured here on CPU; the Trainer restores model, optimizer, scheduler,
 RNG states and its place in the data)."""
@@ -26,7 +27,12 @@ def test_notice_saves_now_stops_and_resume_matches_an_uninterrupted_run(
     pytest.importorskip("transformers")
     from hf_parts import SignalAt, trainer
 
-    from burst.adapters.hf import BurstCallback, output_dir, resume_from_checkpoint
+    from burst.adapters.hf import (
+        BurstCallback,
+        StoppedByNotice,
+        output_dir,
+        resume_from_checkpoint,
+    )
 
     out = tmp_path / "ckpt"
     monkeypatch.setenv("BURST_CHECKPOINT_DIR", str(out))
@@ -34,7 +40,9 @@ def test_notice_saves_now_stops_and_resume_matches_an_uninterrupted_run(
     assert output_dir() == str(out) and resume_from_checkpoint() is None
     burst_cb = BurstCallback()
     first = trainer(out, [SignalAt(4), burst_cb])
-    first.train(resume_from_checkpoint=resume_from_checkpoint())
+    with pytest.raises(StoppedByNotice) as stop:  # out of train(): the code after it never runs
+        first.train(resume_from_checkpoint=resume_from_checkpoint())
+    assert stop.value.code == 75 and stop.value.step == 4
     assert burst_cb.stopped_by_notice and burst_cb.saved_step == 4
     assert first.state.global_step == 4  # stopped at the step of the notice
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint-3", "checkpoint-4"]

@@ -1,5 +1,6 @@
 """burst.adapters.lightning with the real Lightning Trainer (a small module, synthetic data):
-a real SIGUSR1 mid-run saves step-<global_step>.ckpt into BURST_CHECKPOINT_DIR and stops;
+a real SIGUSR1 mid-run saves step-<global_step>.ckpt into BURST_CHECKPOINT_DIR and stops
+(StoppedByNotice out of fit(), exit code 75);
 fit(ckpt_path=resume_ckpt_path()) continues from that global step to the end."""
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ def test_notice_saves_a_ckpt_and_stops_then_resume_continues(
     pytest.importorskip("lightning")
     from lightning_parts import Count, SignalAt, fit
 
-    from burst.adapters.lightning import BurstCallback, checkpoint_dir, resume_ckpt_path
+    from burst.adapters.lightning import (
+        BurstCallback,
+        StoppedByNotice,
+        checkpoint_dir,
+        resume_ckpt_path,
+    )
 
     out = tmp_path / "ckpt"
     out.mkdir()
@@ -26,8 +32,9 @@ def test_notice_saves_a_ckpt_and_stops_then_resume_continues(
     monkeypatch.delenv("BURST_RESUME_FROM", raising=False)
     assert checkpoint_dir() == out and resume_ckpt_path() is None
     cb = BurstCallback()
-    first, _ = fit([SignalAt(4), cb])
-    assert cb.stopped_by_notice and first.global_step == 4
+    with pytest.raises(StoppedByNotice) as stop:  # out of fit(): the code after it never runs
+        fit([SignalAt(4), cb])
+    assert cb.stopped_by_notice and stop.value.step == 4 and stop.value.code == 75
     assert sorted(p.name for p in out.iterdir()) == ["step-4.ckpt"]  # no partial left
     ckpt = torch.load(out / "step-4.ckpt", weights_only=False)
     assert ckpt["global_step"] == 4 and "optimizer_states" in ckpt

@@ -1,7 +1,7 @@
 """Faults of a user's own program, each with a real program (tests/program/prog.py) under the
 real train step (forked as ``python -m steps.train`` runs it; tests/preempt/attempts_harness):
 a failing program, a checkpoint half-written / truncated / deleted at exit, a program killed
-mid-write, a program that never saves, one that ignores the notice."""
+mid-write, a program that never saves (the step fails), one that ignores the notice."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "preempt"))
 from attempts_harness import QUICKSTART, committed, run_attempt, start_attempt
 
-from burst.errors import EXIT_PREEMPTED
+from burst.errors import EXIT_BAD_INPUT, EXIT_PREEMPTED
+from burst.infra.ckptsync import expected_step
+from burst.storage import open_store
+from burst.train.attempts import read_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 PROG = Path(__file__).resolve().parent / "prog.py"
@@ -91,13 +94,25 @@ def test_a_program_killed_mid_write_leaves_the_previous_checkpoint(tmp_path: Pat
     assert rec["program"]["log_tail"] == ["resume from ckpt-000001.pt: identical"]
 
 
-def test_no_checkpoint_within_the_expected_time_is_a_warning(tmp_path: Path) -> None:
+def test_no_checkpoint_in_time_is_a_warning_and_none_at_all_fails_the_step(
+    tmp_path: Path,
+) -> None:
     p = spec(tmp_path, "quiet", expect_s=1)
     a = run_attempt(p, "quiet", tmp_path / "runs")
-    assert a.code == 0
-    warnings = last_attempt(a)["program"]["warnings"]
+    rec = last_attempt(a)
+    warnings = rec["program"]["warnings"]
     assert any("no complete checkpoint from the program" in w for w in warnings), warnings
-    assert any("exited 0 without saving" in w for w in warnings), warnings
+    # a run that committed nothing fails, in one line naming the directory it watched
+    assert a.code == EXIT_BAD_INPUT and rec["outcome"] == "failed"
+    watched = tmp_path / "runs" / "quiet" / "program" / "checkpoints"
+    error = a.doc()["error"]
+    assert error.startswith(f"training.command saved no checkpoint burst could commit in {watched}")
+    assert "\n" not in error
+    # teardown has no checkpoint to wait for (nor after an attempt that ended committing none)
+    assert expected_step(read_store(open_store(f"file://{tmp_path}/store/quiet"))) is None
+    assert (
+        expected_step([{"attempt": 1, "outcome": "done", "ended_at_step": 0, "commits": 0}]) is None
+    )
 
 
 def test_a_program_that_ignores_the_notice_keeps_committed_work_and_reports_the_loss(
@@ -133,7 +148,7 @@ def test_the_supervisor_of_a_program_never_imports_torch(tmp_path: Path) -> None
     fake = tmp_path / "no-torch" / "torch"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('the supervisor imported torch')\n")
-    p = spec(tmp_path, "quiet")
+    p = spec(tmp_path, "half")
     repo = Path(__file__).resolve().parents[2]
     out = tmp_path / "out.json"
     proc = subprocess.run(

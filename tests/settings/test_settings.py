@@ -6,6 +6,7 @@ import ast
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,32 @@ def _environment_reads(path: Path) -> list[str]:
     return found
 
 
+#: Modules that run in a user program's interpreter, which need not have burst: they read
+#: their variables themselves and import the standard library only (checked below)
+PROGRAM_SIDE = ("burst/preempt/program_steps.py",)
+
+
 def test_no_module_outside_settings_reads_a_burst_variable() -> None:
-    reads = [r for p in _production_files() for r in _environment_reads(p)]
+    files = [p for p in _production_files() if str(p.relative_to(REPO)) not in PROGRAM_SIDE]
+    reads = [r for p in files for r in _environment_reads(p)]
     assert not reads, "read these through burst.settings:\n" + "\n".join(reads)
+
+
+def test_program_side_modules_import_only_the_standard_library() -> None:
+    for rel in PROGRAM_SIDE:
+        tree = ast.parse((REPO / rel).read_text(encoding="utf-8"))
+        imported = {
+            alias.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        } | {
+            (node.module or "").split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 0
+        }
+        outside = imported - set(sys.stdlib_module_names) - {"__future__"}
+        assert not outside, f"{rel} imports {sorted(outside)}: it runs without burst"
 
 
 def test_the_grep_catches_each_way_of_reading(tmp_path: Path) -> None:
