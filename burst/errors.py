@@ -1,7 +1,8 @@
 """Typed errors and the exit codes they map to at the CLI edge.
 
 Library code raises these; only the CLI (and the step modules) turn them into one line and an
-exit code. The codes are part of the public contract (README "Exit codes").
+exit code. The codes are part of the public contract (README "Exit codes"); how a whole run
+ends, and the code `burst run` exits with for each ending, is ``burst.endings``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
 EXIT_INFRA = 4
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: the pipeline's retry policy requeues on it
+EXIT_CANCELLED = 130  # 128 + SIGINT, as a shell reports Ctrl-C: a run stopped on request
+EXIT_LOST = 137  # 128 + SIGKILL: a run, step or node killed (the OOM killer too) or lost
 
 EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success",
@@ -20,6 +23,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_REFUSED: "refused by policy: legal preflight, budget, unsigned image",
     EXIT_INFRA: "infrastructure failure: provision, destroy, leak found",
     EXIT_PREEMPTED: "preempted: the step saved what fitted and should be requeued",
+    EXIT_CANCELLED: "a run cancelled (burst cancel, Ctrl-C, argo stop); teardown ran",
+    EXIT_LOST: "a run killed or lost (SIGKILL, the OOM killer, a lost node)",
 }
 
 

@@ -5,6 +5,8 @@ Layout of a run directory:
     docs/<step>.json     the JSON document each step wrote (what Argo passes as outputs)
     logs/<step>.log      each step's log (stderr)
     terraform/           the Terraform working directory and state of the run
+    events.jsonl         the runner's timeline: each step's start, requeues and end (exit code)
+    heartbeat/           the driver's heartbeat (burst.lease): renewed while the runner lives
     report.json          the run report
 """
 
@@ -22,6 +24,9 @@ from typing import Any
 
 from burst.errors import BadInputError
 
+#: The runner's timeline of a run (``burst.runner.local``): one JSON object a line,
+#: ``{"t": epoch seconds, "step", "status": started|requeued|succeeded|failed, "exit_code"}``.
+EVENTS_FILE = "events.jsonl"
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,100}$")
 STEPS = ("preflight", "plan", "verify-image", "provision", "train", "teardown")
 #: Where --fail-at can inject a failure: each step as a whole (teardown: its first two destroy
@@ -77,6 +82,10 @@ class RunPaths:
     @property
     def report(self) -> Path:
         return self.dir / "report.json"
+
+    @property
+    def events(self) -> Path:
+        return self.dir / EVENTS_FILE
 
     def doc(self, step: str) -> Path:
         return self.docs / f"{step}.json"

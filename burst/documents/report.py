@@ -47,6 +47,11 @@ class StepRecord(Document):
     image_digest: str | None = Field(
         default=None, description="burst run --containers: that image's digest."
     )
+    image_provenance: str | None = Field(
+        default=None,
+        description="verified (the digest verify-image accepted), unverified local image, "
+        "steps image, or in-process (no image): burst.supplychain.provenance.",
+    )
 
 
 class Failure(Document):
@@ -111,6 +116,8 @@ class ContainerPod(Document):
     image: str
     digest: str
     id: str
+    named: str | None = Field(default=None, description="The image its template named.")
+    provenance: str | None = Field(default=None, description="As StepRecord.image_provenance.")
 
 
 class ContainerRun(Document):
@@ -124,7 +131,9 @@ class RunReport(Document):
     """``report.json``."""
 
     run_id: str
-    status: Literal["succeeded", "failed"]
+    status: Literal[
+        "succeeded", "failed", "preempted", "cancelled", "budget-stopped", "lost", "reaped"
+    ] = Field(description="How the run ended (burst.endings; docs/reference/endings.md).")
     exit_code: int
     finished_at: str | None = None
     steps: list[StepRecord] = Field(default_factory=list)

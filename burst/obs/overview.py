@@ -41,23 +41,15 @@ def _doc(view: RunView, step: str) -> dict[str, Any]:
     with a warning, never a crash of ``burst report`` / ``burst runs``."""
     from pydantic import ValidationError
 
-    from burst.documents.base import StepDocument
-    from burst.documents.image import VerifiedImage
-    from burst.documents.plan import PlanDocument
-    from burst.documents.provision import ProvisionDocument
+    from burst.documents import STEP_DOCUMENTS
     from burst.obs.run_view import _read_json
 
-    models: dict[str, type[StepDocument]] = {
-        "plan": PlanDocument,
-        "provision": ProvisionDocument,
-        "verify-image": VerifiedImage,
-    }
     path = view.dir / "docs" / f"{step}.json"
     doc = _read_json(path, [])
     if not doc:
         return {}
-    try:
-        models[step].model_validate(doc)
+    try:  # each step's own model (a regional run's preflight: its decision record)
+        STEP_DOCUMENTS[step].model_validate(doc)
     except ValidationError as exc:
         log.warning("%s: not a %s document (%d problems); left out", path, step, exc.error_count())
         return {}
@@ -222,9 +214,11 @@ def _attempts(view: RunView) -> list[dict[str, Any]]:
 
     records = _read_attempts(view.dir / "train-attempts.jsonl")
     spans = {a.number: a for a in view.attempts}
-    measured = {
-        a.attempt: a.notice_to_exit_s for a in (view.report.attempts if view.report else [])
-    }
+    reported = view.report.attempts if view.report else []
+    measured = {a.attempt: a.notice_to_exit_s for a in reported}
+    # the report's word for how an attempt ended wins (an attempt stopped by a cancel is
+    # cancelled, not preempted: burst.obs.report)
+    outcomes = {a.attempt: a.outcome for a in reported if a.outcome}
     out = []
     for i, rec in enumerate(records):
         n = rec.attempt or i + 1
@@ -248,7 +242,9 @@ def _attempts(view: RunView) -> list[dict[str, Any]]:
         out.append(
             {
                 "attempt": n,
-                "outcome": rec.outcome or ("preempted" if rec.preempted else "unknown"),
+                "outcome": outcomes.get(n)
+                or rec.outcome
+                or ("preempted" if rec.preempted else "unknown"),
                 "ended_at_step": rec.ended_at_step,
                 "resumed_from": rec.resumed_from,
                 "notice": rec.notice.source if rec.notice else None,
@@ -305,7 +301,7 @@ def overview_lines(o: dict[str, Any]) -> list[str]:
         emu = " [emulated here]" if w["emulated"] else ""
         lines.append(
             f"where: {w['provider']}/{w['region']} {w['capacity']}, {w['nodes']} x "
-            f"{w['instance']} ({w['gpus']} x {w['gpu_type']}), {w['ranks']} rank(s){emu}"
+            f"{w['instance']} ({w['gpus']} x {w['gpu_type']}), {w['ranks'] or '?'} rank(s){emu}"
         )
     why = o.get("why")
     if why and why.get("note"):

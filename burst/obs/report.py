@@ -20,7 +20,8 @@ from burst.documents import (
     read_document,
 )
 from burst.documents.base import DocumentError
-from burst.errors import EXIT_FAILURE, EXIT_INFRA, EXIT_OK, BurstError
+from burst.endings import BUDGET_OUTCOME, STOPPED_POD, Ending, decide, exit_code_of, stopped
+from burst.errors import EXIT_FAILURE, EXIT_INFRA, BurstError
 from burst.runs import RunPaths, count_state_resources, state_file, utcnow_iso
 from burst.spec import load_spec
 
@@ -65,6 +66,38 @@ def _failure(
             f"attempt {teardown.attempts}",
         }
     return None
+
+
+def _ending(
+    failure: dict[str, Any] | None,
+    steps: list[dict[str, Any]],
+    attempts: list[TrainAttempt],
+    workflow_failed: str | None,
+) -> Ending:
+    """How the run ended (``burst.endings``), from facts: the workflow's message (a stop on
+    request), the failing step's exit code and its last pod's message (a lost node), and
+    train's last attempt record (a budget stop)."""
+    if failure is None:
+        return decide(failed=False)
+    step = next((s for s in steps if s["name"] == failure["step"]), {})
+    pods = step.get("attempt_details") or [{}]
+    return decide(
+        failed=True,
+        stop=stopped(workflow_failed),
+        step_code=failure["exit_code"],
+        step_message=pods[-1].get("message"),
+        budget=failure["step"] == "train"
+        and bool(attempts)
+        and attempts[-1].outcome == BUDGET_OUTCOME,
+    )
+
+
+def _stopped_train(steps: list[dict[str, Any]]) -> bool:
+    """Train's last pod was stopped by the run's stop (the engine's message for a pod it
+    stopped), so its last attempt's notice was that stop, not a preemption."""
+    train = next((s for s in steps if s["name"] == "train"), {})
+    pods = train.get("attempt_details") or [{}]
+    return str(pods[-1].get("message") or "").startswith(STOPPED_POD)
 
 
 def _last_error_line(log: Path) -> str | None:
@@ -199,17 +232,26 @@ def build_report(
         final_step = max(steps_held) if steps_held else None
         checkpoints = max(int(checkpoints or 0), len(steps_held))
     cost = sum(float(a.cost_usd or 0) for a in attempts)
-    if failure is None:
-        exit_code = EXIT_OK
-    else:  # a step lost before it could exit (killed, not started) has no code of its own;
-        # a step stopped with the run (SIGTERM to `burst run`, like `argo stop`) may have
-        # exited 0 as it was stopped: a failed run is never exit 0
-        code = failure["exit_code"]
-        exit_code = code if code is not None and code != 0 else EXIT_FAILURE
-    ok = failure is None
+    ending = _ending(failure, steps, attempts, workflow_failed)
+    # a step lost before it could exit (killed, not started) has no code of its own; a step
+    # stopped with the run (SIGTERM to `burst run`, like `argo stop`) may have exited 0 as it
+    # was stopped: a run that did not succeed never exits 0
+    exit_code = exit_code_of(ending, failure["exit_code"] if failure else None)
+    summaries = [_attempt(a) for a in attempts]
+    preemptions = (
+        sum(1 for a in attempts if a.preempted) if held else (train.preemptions if train else 0)
+    )
+    if ending is Ending.CANCELLED:
+        if summaries and summaries[-1]["preempted"] and _stopped_train(steps):
+            # the notice was the stop itself (the runner's SIGTERM, argo stop): no preemption
+            summaries[-1].update(outcome=Ending.CANCELLED.value, preempted=False)
+            preemptions = max(preemptions - 1, 0)
+        if failure is not None and failure["step"] != "workflow" and workflow_failed:
+            # what stopped it first, then what the step it stopped said as it went
+            failure["message"] = f"{workflow_failed}; {failure['step']}: {failure['message']}"
     report = {
         "run_id": paths.run_id,
-        "status": "succeeded" if ok else "failed",
+        "status": ending.value,
         "exit_code": exit_code,
         "finished_at": utcnow_iso(),
         "steps": steps,
@@ -217,11 +259,9 @@ def build_report(
         "checkpoints": checkpoints,
         "final_step": final_step,
         "final_weights_sha256": train.final_weights_sha256 if train else None,
-        "preemptions": sum(1 for a in attempts if a.preempted)
-        if held
-        else (train.preemptions if train else 0),
+        "preemptions": preemptions,
         "world_size": (train.world_size if train else None) or 1,
-        "attempts": [_attempt(a) for a in attempts],
+        "attempts": summaries,
         "store": None if held is None else {"url": held["store"], "committed": held["checkpoints"]},
         "checkpoint_interval": train.checkpoint_interval if train else None,
         "candidate": candidate,

@@ -16,6 +16,9 @@ STATUS_COLOURS = {
     "failed": "#d64541",
     "skipped": "#b8bec6",
     "preempted": "#f0a030",
+    "cancelled": "#b07a3a",
+    "budget-stopped": "#c4608f",
+    "lost": "#5b4a6e",
     "running": "#3f7fd1",
     "reaped": "#7f6a93",
     "unknown": "#8a8f98",
@@ -399,7 +402,7 @@ def render_html(view: RunView) -> str:
     leaks = s["resources_remaining"]
     cards = [
         _card("wall time", human_seconds(s["wall_seconds"])),
-        _card("GPU hours", "n/a" if s["gpu_hours"] is None else f"{s['gpu_hours']:.3f}"),
+        _card("GPU-hours billed", "n/a" if s["gpu_hours"] is None else f"{s['gpu_hours']:.3f}"),
         _card("cost estimate", "n/a" if cost_total is None else usd(cost_total)),
         _card("budget", "n/a" if s["budget_usd"] is None else usd(s["budget_usd"])),
         _card("preemptions", str(s["preemptions"])),
@@ -409,15 +412,23 @@ def render_html(view: RunView) -> str:
             "resources left", "unknown" if leaks is None else str(leaks), "warn" if leaks else ""
         ),
     ]
+    from burst.supplychain.provenance import step_images
+
+    images, no_image = step_images(view.report)  # what each step ran in (issue 46)
     step_rows = "".join(
         f"<tr><td>{_e(st['name'])}</td><td>{_e(st['status'])}</td>"
         f"<td>{_e(human_seconds(st['seconds']))}</td>"
         f"<td>{_e('' if st['exit_code'] is None else st['exit_code'])}</td>"
-        f"<td>{_e(st['attempts'])}</td></tr>"
+        f"<td>{_e(st['attempts'])}</td><td>{_e(images.get(st['name'], ''))}</td></tr>"
         for st in s["steps"]
     )
     untimed = [e for e in view.events if e.at is None]
     notes = []
+    if s.get("ending"):  # how the run ended, in the words of every command (burst.endings)
+        end = s["ending"]
+        notes.append(f"{end['name']} (exit {end['exit_code']}): {end['wording']}")
+        if end.get("hint"):
+            notes.append(f"next: {end['hint']}")
     if untimed:
         kinds = sorted({e.kind for e in untimed})
         notes.append(
@@ -474,7 +485,8 @@ def render_html(view: RunView) -> str:
         + regional_html(s.get("regional"))
         + f"<h2>Cost</h2>{cost_svg(view)}"
         + "<h2>Steps</h2><table><tr><th>step</th><th>status</th><th>time</th><th>exit</th>"
-        f"<th>attempts</th></tr>{step_rows}</table>"
+        f"<th>attempts</th><th>image</th></tr>{step_rows}</table>"
+        + (f"<div class='muted'>{_e(no_image)}</div>" if no_image else "")
         + (
             f"<h2>Egress</h2><table><tr><th>regions</th><th>bytes</th></tr>{egress_rows}</table>"
             if egress_rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from burst.endings import ENDINGS, describe, ending_of
 from burst.obs.run_view import RunView
 
 
@@ -53,10 +54,13 @@ def render_text(view: RunView) -> str:
     lines: list[str] = []
     who = ", ".join(x for x in (s["name"], s["team"] and f"team {s['team']}") if x)
     lines.append(f"run {s['run_id']}: {s['status'].upper()}" + (f" ({who})" if who else ""))
+    ending = ending_of(s["status"])
+    if ending is not None:  # how it ended, in the words every command uses (burst.endings)
+        lines.append(describe(ending, s["exit_code"]))
     gpu = ""
     if s["gpu_hours"] is not None:
         kind = f"{s['gpu_count']} x {s['gpu_type']}" if s["gpu_type"] else f"{s['gpu_count']} GPU"
-        gpu = f", GPU hours {s['gpu_hours']:.3f} ({kind})"
+        gpu = f", GPU-hours {s['gpu_hours']:.3f} ({kind}; {s.get('gpu_hours_basis') or 'billed'})"
     lines.append(f"wall time {human_seconds(s['wall_seconds'])}{gpu}")
     from burst.obs.overview import overview_lines
 
@@ -87,14 +91,15 @@ def render_text(view: RunView) -> str:
         res, done = s["ledger"]["reservation"], s["ledger"]["settlement"]
         text = (
             f"team {res['team']} ledger: reserved {usd(res['reserved_usd'])} "
-            f"({res['reserved_gpu_hours']:.1f} GPU-hours)"
+            f"({res['reserved_gpu_hours']:.1f} GPU-hours: GPUs rented x budget.max_hours)"
         )
         if res.get("requeues"):
             text += f", kept over {res['requeues']} requeue(s)"
         text += (
             "; not settled yet"
             if done is None
-            else f"; settled {usd(done['actual_usd'])} ({done['actual_gpu_hours']:.3f} GPU-hours)"
+            else f"; settled {usd(done['actual_usd'])} "
+            f"({done['actual_gpu_hours']:.3f} GPU-hours billed)"
         )
         lines.append(text)
 
@@ -127,8 +132,12 @@ def render_text(view: RunView) -> str:
     failure = s["failure"]
     if isinstance(failure, dict) and failure.get("step"):
         msg = f": {failure['message']}" if failure.get("message") else ""
-        lines.append(f"failed at {failure['step']} (exit {failure.get('exit_code')}){msg}")
+        at = ENDINGS[ending].at if ending is not None else "failed at"
+        lines.append(f"{at} {failure['step']} (exit {failure.get('exit_code')}){msg}")
     if s["steps"]:
+        from burst.supplychain.provenance import step_images
+
+        images, no_image = step_images(view.report)  # what each step ran in (issue 46)
         lines.append("steps:")
         width = max(len(st["name"]) for st in s["steps"])
         for st in s["steps"]:
@@ -138,10 +147,16 @@ def render_text(view: RunView) -> str:
             if st["attempts"] and st["attempts"] > 1:
                 extra.append(f"{st['attempts']} attempts")
             tail = f"  ({', '.join(extra)})" if extra else ""
+            tail += f"  image {images[st['name']]}" if st["name"] in images else ""
             lines.append(
                 f"  {st['name']:<{width}}  {st['status']:<9}  "
                 f"{human_seconds(st['seconds']):>8}{tail}"
             )
+        if no_image:
+            lines.append(no_image)
     for w in s["warnings"]:
         lines.append(f"note: {w}")
+    then = (s.get("ending") or {}).get("hint")
+    if then:
+        lines.append(f"next: {then}")
     return "\n".join(lines) + "\n"

@@ -53,6 +53,8 @@ def list_runs(root: Path) -> list[dict[str, Any]]:
                     "name",
                     "team",
                     "status",
+                    "exit_code",
+                    "ending",
                     "wall_seconds",
                     "cost_total_usd",
                     "preemptions",

@@ -1,6 +1,8 @@
 """A run's step logs for ``burst logs``: the local run directory's ``logs/<step>.log`` (one
 file a step, every attempt appended), or an Argo workflow's pod logs (the server's log API,
-one JSON object a line: ``{"result": {"content": ..., "podName": ...}}``)."""
+one JSON object a line: ``{"result": {"content": ..., "podName": ...}}``). A person reads
+them as lines (:func:`readable`), ``--json`` gets each as one JSON object, never encoded
+twice (:func:`as_json_line`)."""
 
 from __future__ import annotations
 
@@ -43,6 +45,45 @@ def rank_of(line: str) -> int | None:
     step = doc.get("step") if isinstance(doc, dict) else None
     _, dot, rank = str(step or "").rpartition(".")
     return int(rank) if dot and rank.isascii() and rank.isdigit() else None
+
+
+def record_of(line: str) -> dict[str, Any] | None:
+    """The JSON log record a line holds (``burst.obs.logs.JsonLineFormatter``: ts, level,
+    msg, step, run_id and an event's fields); None for any other line (a program's own
+    output, a traceback, a step's human-readable log)."""
+    if not line.startswith("{"):
+        return None
+    try:
+        doc = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) and "msg" in doc else None
+
+
+def readable(line: str, prefix: str | None) -> str:
+    """A log line for a person: a JSON record as ``[step] HH:MM:SS level message`` (its UTC
+    time, its own step: a rank's is ``train.1``; an exception's traceback below it), any
+    other line as it is, after ``[step]``. ``prefix``: the step's name for a line that names
+    none (None: no prefix at all, as with --step)."""
+    rec = record_of(line)
+    if rec is None:
+        return line if prefix is None else f"[{prefix}] {line}"
+    ts = str(rec.get("ts") or "")
+    clock = ts[11:19] if len(ts) >= 19 else "--:--:--"
+    text = f"{clock} {rec.get('level') or ''!s:7s} {rec.get('msg')}"
+    if rec.get("exc"):
+        text += "\n" + str(rec["exc"])
+    if prefix is None:
+        return text
+    return f"[{rec.get('step') or prefix}] {text}"
+
+
+def as_json_line(name: str, line: str) -> str:
+    """A log line as one JSON object for ``--json``: a JSON record exactly as the step wrote
+    it, any other line as ``{"step": <step>, "line": <text>}``."""
+    if record_of(line) is not None:
+        return line
+    return json.dumps({"step": name, "line": line})
 
 
 def read_new(path: Path, offset: int) -> tuple[list[str], int]:

@@ -6,9 +6,11 @@ Sources, in order of trust: ``report.json`` (written by ``burst run`` at the end
 its model: ``burst.documents.RunReport``, or ``burst.documents.regional.RegionalReport`` for a
 regional-sync run, told apart by shape; a report of another shape is set aside with a warning
 naming the field, and the view is built as for a run without one), the run's timeline
-``events.jsonl`` (a regional run's steps, as its runner recorded them), the metric files
-``metrics/*.prom``, events in ``logs/*.log``, the train step's attempt records
-(``burst.documents.TrainAttempt``), ``spec.yaml``.
+``events.jsonl`` (each step's start, requeues and end with its exit code, as the runner
+recorded them), the driver's heartbeat (a run without a report is running only while it is
+renewed, lost once it has lapsed), the metric files ``metrics/*.prom``, events in
+``logs/*.log``, the train step's attempt records (``burst.documents.TrainAttempt``),
+``spec.yaml``. How the run ended is ``burst.endings``' word for it.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ from burst.documents import (
     parse_document,
 )
 from burst.documents.regional import RegionalReport
-from burst.errors import EXIT_PREEMPTED, BadInputError
+from burst.endings import RUNNING, UNKNOWN, Ending, decide, ending_of, exit_code_of, stopped
+from burst.endings import as_json as ending_json
+from burst.errors import EXIT_PREEMPTED, BadInputError, BurstError
 from burst.inputs import load_yaml_file, parse_json, read_bytes, read_text
 from burst.obs import events as ev
 from burst.obs.metrics import MetricTotals, metrics_dir, read_metric_files
-from burst.runs import RUN_ID_RE, runs_root
+from burst.runs import EVENTS_FILE, RUN_ID_RE, runs_root
 
 LOG_MAX_BYTES = 64 << 20  # a step log read for its JSON-line records
 REAPED_FILE = "reaped.json"  # written by `burst reap --yes` in a run directory it destroyed
@@ -88,6 +92,9 @@ class RunView:
     regional: RegionalReport | None = None
     # each region's teardown document (``teardown-<region>.json``) of a regional run
     region_teardowns: dict[str, TeardownDocument] = field(default_factory=dict)
+    #: a run without a report: until when it is known to have gone (epoch seconds: now while
+    #: its driver lives, its last sign of life once that has lapsed)
+    live_until: float | None = None
 
     @property
     def kind(self) -> str:
@@ -96,7 +103,28 @@ class RunView:
     # -- derived figures -------------------------------------------------------------------
 
     @property
+    def ending(self) -> Ending | None:
+        """How the run ended (``burst.endings``); None while it runs or cannot be told. A
+        report written before the endings (succeeded / failed only) is read as it says."""
+        return ending_of(self.status)
+
+    @property
+    def exit_code(self) -> int | None:
+        """The code its run exited with (``burst run``), or would have: a lost run's."""
+        if self.report is not None:
+            return self.report.exit_code
+        ending = self.ending
+        if self.regional is not None:
+            code = self.regional.exit_code
+            return code if ending is None else exit_code_of(ending, code)
+        return None if ending is None else exit_code_of(ending)
+
+    @property
     def wall_seconds(self) -> float:
+        """From the clock: the first step's start to the last one's end (a run still going:
+        to now; a lost one: to its last sign of life), never a sum of steps."""
+        if self.live_until is not None and self.started_at is not None:
+            return max(self.live_until - self.started_at, 0.0)
         ends = [s.end for s in self.steps if s.end is not None]
         if ends:
             return max(ends)
@@ -129,10 +157,25 @@ class RunView:
 
     @property
     def gpu_hours(self) -> float | None:
-        n = self.gpu_count
-        if n is None:
-            return None
-        return n * self.train_seconds / 3600.0
+        """Billed GPU-hours, the ledger's basis (``burst.budget.run_gpu_hours``)."""
+        return self._gpu_hours()[0]
+
+    @property
+    def gpu_hours_basis(self) -> str | None:
+        """How ``gpu_hours`` was counted, in words."""
+        return self._gpu_hours()[1]
+
+    def _gpu_hours(self) -> tuple[float | None, str | None]:
+        from burst.budget import run_gpu_hours
+
+        cand = self.report.candidate if self.report else None
+        settled = self.report.settlement if self.report else None
+        return run_gpu_hours(
+            _read_attempts(self.dir / ATTEMPTS_FILE),
+            (cand.gpus if cand else None) or self.gpu_count,
+            settled.actual_gpu_hours if settled else None,
+            self.train_seconds,
+        )
 
     @property
     def preemptions(self) -> int:
@@ -334,6 +377,8 @@ class RunView:
             "name": self.name,
             "team": self.team,
             "status": self.status,
+            "exit_code": self.exit_code,
+            "ending": ending_json(self.ending, self.exit_code, self.run_id, self.dir.parent),
             "wall_seconds": round(self.wall_seconds, 3),
             "steps": [
                 {
@@ -348,6 +393,7 @@ class RunView:
             "gpu_type": self.gpu_type,
             "gpu_count": self.gpu_count,
             "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 4),
+            "gpu_hours_basis": self.gpu_hours_basis,
             "cost_usd": {k: round(v, 4) for k, v in cost.items()},
             "cost_total_usd": round(sum(cost.values()), 4) if cost else None,
             "cost_source": self.cost_source,
@@ -402,23 +448,18 @@ def load_run(run_dir: Path) -> RunView:
     log_records = _read_log_events(run_dir / "logs")
     steps = _steps(report, run_dir)
     status: str
+    live_until: float | None = None
     if report is not None:
         status = report.status
     elif regional is not None:
-        status = regional.status
-    elif (run_dir / REAPED_FILE).exists():  # `burst reap` destroyed what it had left
-        status = "reaped"
-        reaped = _read_json(run_dir / REAPED_FILE, warnings)
-        warnings.append(
-            f"reaped at {reaped.get('reaped_at')} by `burst reap` (its runner had died): "
-            f"{reaped.get('resources_remaining')} resource(s) left after it"
-        )
-    else:
-        status = "running" if steps or log_records else "unknown"
-        if not (run_dir / "report.json").exists():
-            warnings.append("no report.json: the run is still running or its runner died")
+        status = _regional_ending(regional).value
+    else:  # no report: the driver's heartbeat says whether anything still drives the run
+        status, live_until = _undriven_status(run_dir, steps, log_records, warnings)
+        for s in steps:  # a step that started and never ended goes with its run
+            if s.status == RUNNING and status != RUNNING:
+                s.status = "lost"
 
-    source, started = _place_steps(steps, log_records)
+    source, started = _place_steps(steps, log_records, live_until)
     events, attempts = _events(log_records, started, steps, _read_attempts(run_dir / ATTEMPTS_FILE))
     run_id = report.run_id if report is not None else run_dir.name
     if regional is not None:
@@ -438,7 +479,55 @@ def load_run(run_dir: Path) -> RunView:
         warnings=warnings,
         regional=regional,
         region_teardowns=_region_teardowns(run_dir, regional, warnings),
+        live_until=live_until,
     )
+
+
+def _regional_ending(r: RegionalReport) -> Ending:
+    """A regional run's ending: its report's status and exit code, and its workflow's
+    message (a stop on request)."""
+    message = r.workflow.message if r.workflow is not None else None
+    return decide(failed=r.status != "succeeded", stop=stopped(message), step_code=r.exit_code)
+
+
+def _undriven_status(
+    run_dir: Path,
+    steps: list[StepView],
+    log_records: dict[str, list[dict[str, Any]]],
+    warnings: list[str],
+) -> tuple[str, float | None]:
+    """A run without a report: ``running`` while its driver's heartbeat is renewed (the
+    view goes up to now); else ``reaped`` when `burst reap` / `burst down` destroyed what it
+    left, ``lost`` when something of it ran (up to its last sign of life), ``unknown`` when
+    nothing did."""
+    import time
+
+    from burst.lease import alive, heartbeat_store, heartbeats
+
+    try:
+        beat = heartbeats(heartbeat_store(run_dir.name, run_dir)).get("driver")
+    except BurstError as exc:  # a heartbeat store that cannot be opened: say so, go on
+        warnings.append(f"cannot read the run's heartbeat: {exc.one_line()}")
+        beat = None
+    if alive(beat):
+        return RUNNING, time.time()
+    seen = [float(beat.get("renewed_at") or 0.0)] if beat else []
+    seen += [s.end if s.end is not None else s.start or 0.0 for s in steps]
+    seen += [r["_t"] for recs in log_records.values() for r in recs]
+    last = max(seen) if any(seen) else None
+    if (run_dir / REAPED_FILE).exists():  # `burst reap` destroyed what it had left
+        reaped = _read_json(run_dir / REAPED_FILE, warnings)
+        warnings.append(
+            f"reaped at {reaped.get('reaped_at')} by `burst reap` or `burst down` (its runner "
+            f"had died): {reaped.get('resources_remaining')} resource(s) left after it"
+        )
+        return Ending.REAPED.value, last
+    if beat is None and not steps and not log_records:
+        warnings.append("no report.json and no heartbeat: nothing tells how the run went")
+        return UNKNOWN, None
+    how = "its driver's heartbeat lapsed" if beat is not None else "nothing drives it"
+    warnings.append(f"no report.json and {how}: the run was killed or lost")
+    return Ending.LOST.value, last
 
 
 def is_regional_report(raw: dict[str, Any]) -> bool:
@@ -480,8 +569,10 @@ def _region_teardowns(
 
 
 def _steps_from_events(path: Path) -> list[StepView]:
-    """The steps of ``events.jsonl`` (a regional run's runner records each step's start and
-    end, epoch seconds), in the order they started."""
+    """The steps of ``events.jsonl`` (the runner records each step's start, requeues and end
+    with its exit code, epoch seconds), in the order they first started. A step placed again
+    (train requeued in the next candidate) runs again from its new start; one that started and
+    has not ended is ``running`` (its run's heartbeat then says whether it still is)."""
     out: dict[str, StepView] = {}
     try:
         text = read_bytes(path, what="run events", max_bytes=LOG_MAX_BYTES).decode(
@@ -501,16 +592,26 @@ def _steps_from_events(path: Path) -> list[StepView]:
             continue
         view = out.get(rec["step"])
         if view is None:
-            view = out[rec["step"]] = StepView(rec["step"], "running", 0.0, start=t)
-        if status == "started":
+            view = out[rec["step"]] = StepView(rec["step"], RUNNING, 0.0, start=t)
+            if status == "started":
+                continue
+        if status == "started":  # placed again: running from here on
+            view.status, view.end, view.exit_code = RUNNING, None, None
+            view.attempts += 1
             continue
         if status == "requeued":
             view.attempts += 1
             continue
-        view.status = status if status in ("succeeded", "failed", "skipped") else "unknown"
+        code = _int(rec.get("exit_code"))
+        if "exit_code" not in rec:  # a timeline written before exit codes were recorded
+            code = 0 if status == "succeeded" else None
+        if status == "skipped":
+            view.status = status
+        else:  # succeeded only with exit code 0; anything else that ended failed
+            view.status = "succeeded" if status == "succeeded" and code == 0 else "failed"
         view.end = t
         view.seconds = max(t - (view.start or t), 0.0)
-        view.exit_code = 0 if status == "succeeded" else None
+        view.exit_code = code
     return list(out.values())
 
 
@@ -530,35 +631,43 @@ def _steps(report: RunReport | None, run_dir: Path) -> list[StepView]:
                 )
             )
         return out
-    if (run_dir / "events.jsonl").exists():  # the runner's own timeline (a regional run)
-        return _steps_from_events(run_dir / "events.jsonl")
-    # No report: what the step documents say (a doc exists only for a step that finished).
+    if (run_dir / EVENTS_FILE).exists():  # the runner's own timeline
+        return _steps_from_events(run_dir / EVENTS_FILE)
+    # No report and no timeline (steps run by hand, a run directory of an older burst): the
+    # step documents. A document says a step wrote it, not how its process ended: only one
+    # that records its exit code (a failed step's) says that much.
     docs = run_dir / "docs"
     for path in (
         sorted(docs.glob("*.json"), key=lambda p: p.stat().st_mtime) if docs.is_dir() else []
     ):
         doc = _read_json(path, [])
+        code = _int(doc.get("exit_code"))
         out.append(
             StepView(
                 name=path.stem,
-                status="succeeded",
+                status=UNKNOWN if code is None else ("succeeded" if code == 0 else "failed"),
                 seconds=max(_num(doc.get("seconds")) or 0.0, 0.0),
-                exit_code=0,
+                exit_code=code,
             )
         )
     return out
 
 
 def _place_steps(
-    steps: list[StepView], log_records: dict[str, list[dict[str, Any]]]
+    steps: list[StepView],
+    log_records: dict[str, list[dict[str, Any]]],
+    live_until: float | None = None,
 ) -> tuple[str, float | None]:
-    """Give every step a start and end on the timeline (seconds from the run's start)."""
-    # 1. Times recorded in report.json.
+    """Give every step a start and end on the timeline (seconds from the run's start). A step
+    that has not ended (running, or lost with its run) goes up to ``live_until``."""
+    # 1. Times recorded in report.json or the runner's timeline.
     if steps and all(s.start is not None for s in steps if s.status != "skipped"):
         origin = min(s.start for s in steps if s.start is not None)
         for s in steps:
             if s.start is None:
                 continue
+            if s.end is None and live_until is not None:
+                s.seconds = max(live_until - s.start, 0.0)
             s.end = (s.end if s.end is not None else s.start + s.seconds) - origin
             s.start -= origin
         return "recorded", origin

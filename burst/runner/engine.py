@@ -45,6 +45,7 @@ from typing import IO, Any
 import yaml
 
 from burst import checkout, faults
+from burst.endings import STOPPED_POD
 from burst.errors import BadInputError, BurstError
 from burst.runner import expr, fanout
 from burst.runner.features import UnsupportedFeature, check_supported, reachable_templates
@@ -470,7 +471,7 @@ class WorkflowEngine:
             if self._deadline_passed():
                 return Outcome(FAILED, message="activeDeadlineSeconds exceeded (workflow)")
             if self._stopping:
-                return Outcome(FAILED, message="stopped: the run was stopped")
+                return Outcome(FAILED, message=STOPPED_POD)
             children: list[_Child] = []
             expanded: dict[str, list[_Child]] = {}
             early: dict[str, Outcome] = {}
@@ -576,7 +577,7 @@ class WorkflowEngine:
                 slots.acquire()
             try:
                 if self._stopping:
-                    outcomes[id(child)] = Outcome(FAILED, message="stopped: the run was stopped")
+                    outcomes[id(child)] = Outcome(FAILED, message=STOPPED_POD)
                     return
                 outcomes[id(child)] = self._invoke(
                     child.step, {**scope, **child.variables}, child.where, child.name
@@ -864,7 +865,7 @@ class WorkflowEngine:
             return outcome
         except Stopped:  # before its process started: the node is stopped, not pending
             if node.phase == "Pending":
-                node.phase, node.message = FAILED, "stopped: the run was stopped"
+                node.phase, node.message = FAILED, STOPPED_POD
             raise
 
     def _pod_dir(self, name: str) -> Path:
@@ -977,7 +978,7 @@ class WorkflowEngine:
             proc = self._launch(spec, logf)
             if proc is None:
                 self._raise_deferred_stop()
-                return Outcome(FAILED, message="stopped: the run was stopped")
+                return Outcome(FAILED, message=STOPPED_POD)
             deadline_hit = False
             try:
                 self._raise_deferred_stop()  # it came while the pod started: stop it, go on up
@@ -991,7 +992,7 @@ class WorkflowEngine:
                 code = _stop(proc)
                 seconds = round(self.now() - started, 3)
                 exit_code = -1 if code < 0 else code
-                message = "stopped: the run was stopped"
+                message = STOPPED_POD
                 node.attempts.append(
                     Attempt(exit_code, FAILED, message, seconds, str(pod), wall_start, clock)
                 )
@@ -1012,7 +1013,7 @@ class WorkflowEngine:
             phase, exit_code, message = FAILED, code, "activeDeadlineSeconds exceeded"
         elif self._stopping and code != 0:  # stopped by `argo stop` (another branch's stop)
             phase, exit_code = FAILED, (128 - code if code < 0 else code)
-            message = "stopped: the run was stopped"
+            message = STOPPED_POD
         elif code < 0 and (pod / NODE_LOST_MARK).exists():  # fault point: node lost
             return self._node_lost_at_fault_point(node, pod, wall_start, clock)
         elif code < 0:  # killed inside its pod (SIGKILL, the OOM killer): the kubelet
@@ -1073,7 +1074,7 @@ class WorkflowEngine:
             proc = self._launch(pod, logf)
             if proc is None:
                 self._raise_deferred_stop()
-                return Outcome(FAILED, message="stopped: the run was stopped")
+                return Outcome(FAILED, message=STOPPED_POD)
             try:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from burst.endings import cancel_message
 from burst.errors import BadInputError, InfraError
 from burst.runner import DEFAULT_MAX_OUTAGE_S
 from burst.runner.argo import (
@@ -140,7 +141,11 @@ def finish(follower: Follower, *, cancelled: bool, wait_s: float = 1800.0) -> De
             st.phase,
         )
         return "leave"
-    stop(follower.name, follower.settings, "the CI job that submitted it was cancelled")
+    stop(
+        follower.name,
+        follower.settings,
+        cancel_message("the cancel of the CI job that submitted it"),
+    )
     deadline = follower.clock() + wait_s
     while not st.finished and follower.clock() < deadline:
         follower.sleep(follower.interval_s)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 import logging
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,11 +45,13 @@ from burst.spec import load_spec
 from burst.storage.base import StoreError
 
 log = logging.getLogger(__name__)
+_EVENTS_LOCK = threading.Lock()
 
 COMPILED_DIR = checkout.COMPILED
 TEMPLATE = COMPILED_DIR / "burst-train.yaml"
 REGIONAL_TEMPLATE = COMPILED_DIR / "burst-regional.yaml"
 RUNS_VOLUME = "burst-runs"
+PREVIOUS_REPORT = "report.previous.json"  # the report of a resumed run's last drive
 #: Locally a backoff of "10s" waits 1 s: same shape, less idle time on a laptop.
 LOCAL_BACKOFF_SCALE = 0.1
 
@@ -203,16 +207,22 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
 
 
 def name_images(
-    steps: list[dict[str, Any]], nodes: list[PodNode], containers: ContainerLauncher
+    steps: list[dict[str, Any]], nodes: list[PodNode], containers: ContainerLauncher | None
 ) -> None:
-    """Container mode: each step's entry names the image and the digest it ran in (its last
-    attempt's)."""
-    ran = containers.report()
+    """Each step's entry names the image and the digest it ran in (its last attempt's) and
+    their provenance (burst.supplychain.provenance); in process (no containers): none, and
+    says so."""
+    from burst.supplychain.provenance import IN_PROCESS
+
+    ran = containers.report() if containers is not None else {}
     by_path = {n.path: ran[n.key] for n in nodes if n.key in ran}
     for s in steps:
         got = by_path.get(str(s.get("path")))
         if got:
             s["image"], s["image_digest"] = got["image"], got["digest"] or got["id"]
+            s["image_provenance"] = got.get("provenance")
+        elif containers is None and s.get("attempts"):
+            s["image_provenance"] = IN_PROCESS
 
 
 def _regional(job: Any) -> bool:
@@ -306,9 +316,22 @@ class LocalRunner:
 
         def on_event(step: str, status: str, info: dict[str, Any]) -> None:
             if info.get("template") not in helpers:  # progress for pipeline steps only
+                self._record_event(step, status, info)
                 self.on_event(step, status, info)
 
         return WorkflowEngine(manifest, opts, on_event)
+
+    def _record_event(self, step: str, status: str, info: dict[str, Any]) -> None:
+        """The run's timeline (``events.jsonl``): what the live views read while the run
+        goes (a step is running from its start to its recorded end, succeeded only with exit
+        code 0). Branches of a step group report from their own threads."""
+        rec: dict[str, Any] = {"t": round(time.time(), 3), "step": step, "status": status}
+        if status in ("succeeded", "failed", "requeued"):
+            rec["exit_code"] = info.get("exit_code")
+        if info.get("message"):
+            rec["message"] = str(info["message"])
+        with _EVENTS_LOCK, open(self.paths.events, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(rec) + "\n")
 
     def _take_driver_lease(self) -> tuple[Lease, Renewer]:
         """One driver per run, and never beside a live trainer of it: refuse (exit 3, one
@@ -360,6 +383,7 @@ class LocalRunner:
         driver, renewer = self._take_driver_lease()
         try:
             self.paths.create()
+            self._new_drive()
             if self.spec_file.resolve() != self.paths.spec.resolve():
                 shutil.copyfile(self.spec_file, self.paths.spec)
             return finish(engine, engine.run())
@@ -367,13 +391,20 @@ class LocalRunner:
             renewer.stop()
             driver.release()
 
+    def _new_drive(self) -> None:
+        """A run driven again (``burst resume``): the views follow this drive, not the last
+        one's end. Its report is kept beside (``report.previous.json``) until this drive
+        writes its own; its timeline starts afresh."""
+        if self.paths.report.exists():
+            self.paths.report.replace(self.paths.dir / PREVIOUS_REPORT)
+        self.paths.events.unlink(missing_ok=True)
+
     def run(self) -> dict[str, Any]:
         return self.execute(self._report)
 
     def _report(self, engine: WorkflowEngine, result: EngineResult) -> dict[str, Any]:
         steps = report_steps(engine.manifest, result.nodes)
-        if self.options.containers is not None:
-            name_images(steps, result.nodes, self.options.containers)
+        name_images(steps, result.nodes, self.options.containers)
         failed = None if result.phase == SUCCEEDED else (result.message or result.phase)
         report = build_report(self.paths, steps, failed)
         report["workflow"] = WorkflowResult(

@@ -11,7 +11,7 @@ link emulator). Restarts of a worker or the aggregator are the template's ``retr
 :class:`burst.documents.regional.RegionalReport`) is assembled from the engine's nodes, the
 aggregator's result and the link log; the documents of each region's steps are copied beside
 it (``provision-<region>.json``, ``teardown-<region>.json``, ``<role>-<region>.config.json``),
-and every step's start and end, in order, in ``events.jsonl``.
+and every step's start and end, in order, in ``events.jsonl`` (as for every local run).
 
 The local run's data: the example entrypoint's dataset split over the regions in proportion
 to ``data.shards`` (``regions.write_shards``), in each region's store.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,7 +51,6 @@ PROVISION, WORKER, AGGREGATOR, TEARDOWN = (
     "teardown",
 )
 ROLES = {WORKER: "worker", AGGREGATOR: "aggregator"}
-_EVENTS_LOCK = threading.Lock()  # the engine's branches report from their own threads
 
 
 @dataclass
@@ -89,12 +87,8 @@ def run_regional(
         faults=opts.faults,
     )
 
-    events = paths.dir / "events.jsonl"
-
     def on_event(step: str, status: str, info: dict[str, Any]) -> None:
-        with _EVENTS_LOCK, open(events, "a", encoding="utf-8") as fh:  # the run's timeline
-            fh.write(json.dumps({"t": round(time.time(), 3), "step": step, "status": status}))
-            fh.write("\n")
+        # (the runner records the run's timeline, events.jsonl: burst.runner.local)
         if step == "plan":  # the plan's H, as the planner chose it
             if status == "succeeded":
                 emit("plan", status, {"local_steps": local_steps, "basis": basis})

@@ -28,7 +28,7 @@ def test_run_over_budget_is_stopped_torn_down_and_explained(
     )
     assert proc.returncode == 3, proc.stderr
     report = json.loads((runs_root / "broke" / "report.json").read_text())
-    assert report["status"] == "failed"
+    assert report["status"] == "budget-stopped"  # its ending (burst.endings), exit 3
     assert report["failure"]["step"] == "train"
     assert "budget exceeded" in report["failure"]["message"]
     assert "max_usd $50.00" in report["failure"]["message"]

@@ -28,7 +28,8 @@ def test_a_reaped_run_is_listed_as_reaped(
     state = provision_only(quickstart_in, run_id, runs_root, "ap-southeast-1")
     assert count_state_resources(state) > 0
     rows = json.loads(_burst(burst_cmd, "runs", "--json", "--runs-root", str(runs_root)).stdout)
-    assert [r["status"] for r in rows if r["run_id"] == run_id] == ["running"]
+    # nothing drives it (no report, no driver heartbeat): lost, not running (issue 46)
+    assert [r["status"] for r in rows if r["run_id"] == run_id] == ["lost"]
     later = "2099-01-01T00:00:00Z"
     reap = _burst(burst_cmd, "reap", "--runs-root", str(runs_root), "--now", later, "--yes")
     assert reap.returncode == 0, reap.stderr

@@ -62,3 +62,6 @@ def test_ctrl_c_exits_130_with_the_resume_line(
     run_id = out.strip()
     assert f"burst resume {run_id} --runs-root {root}" in err.read_text()
     assert "teardown ran" in err.read_text()
+    # the same ending as `burst cancel` (tests/cli/test_run_endings.py), in the report too
+    report = json.loads((root / run_id / "report.json").read_text())
+    assert (report["status"], report["exit_code"]) == ("cancelled", 130)

@@ -202,3 +202,22 @@ def test_report_metrics_and_page_of_the_preempted_run(runs: Runs, tmp_path: Path
     for head in ("where:", "why:", "law:", "from:", "loss by step:", "attempt 1: preempted"):
         assert head in text, head
     first_screen(img, page)
+
+
+def test_the_run_summary_names_where_law_image_loss_cost_and_what_next(runs: Runs) -> None:
+    """What `burst run` (and `make demo`) prints at the end (issue 46: it left out where the
+    run ran, the law, the image, the loss and the cost, and never named `burst report`)."""
+    lines = runs.plain_err.splitlines()
+    end = lines[next(i for i, ln in enumerate(lines) if ln.startswith("run plain: succeeded (")) :]
+    by = {ln.split(":", 1)[0]: ln for ln in end if ":" in ln}
+    assert by["run plain"] == (
+        "run plain: succeeded (exit 0): every step succeeded and teardown left nothing"
+    )
+    cand = runs.plain["candidate"]
+    assert by["where"].startswith(f"where: {cand['provider']}/{cand['region']} ")
+    assert by["law"].startswith(f"law: preflight {cand['verdict']} (rules ")
+    image = json.loads((runs.root / "plain" / "docs" / "verify-image.json").read_text())
+    assert image["digest"] in by["image"]
+    assert by["loss"].startswith("loss: ") and "at step 30" in by["loss"]
+    assert by["cost"].startswith("cost: $") and "(planned $" in by["cost"]
+    assert by["next"] == f"next: burst report plain --runs-root {runs.root}"

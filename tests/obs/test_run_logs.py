@@ -17,19 +17,31 @@ Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def test_logs_of_a_local_run(burst_cli: Cli, tmp_path: Path) -> None:
+    """A person reads lines (time, level, message), never raw JSON; --json gives each record
+    exactly as the step wrote it, once encoded (issue 46: a person got the raw JSON lines,
+    and --json encoded each line twice, a JSON string inside a JSON string)."""
     root = tmp_path / "runs"
     d = make_run(root)
+    with (d / "logs" / "train.log").open("a") as fh:
+        fh.write("a program's own line\n")
     proc = burst_cli(["logs", RUN_ID, "--runs-root", str(root)])
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     steps = [line.split("]", 1)[0].lstrip("[") for line in lines]
     assert "train" in steps and steps.index("preflight") < steps.index("train")
+    assert not any(line.split("] ", 1)[1].startswith("{") for line in lines)
+    assert "[train] a program's own line" in lines
     train = (d / "logs" / "train.log").read_text().splitlines()
+    record = json.loads(train[2])  # the train step's first event record
     one = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--step", "train"])
-    assert one.stdout.splitlines() == train  # one step: unprefixed, every line
+    shown = one.stdout.splitlines()
+    assert len(shown) == len(train)  # one step: unprefixed, every line
+    assert shown[2] == f"{record['ts'][11:19]} {'info':7s} {record['msg']}"
+    assert shown[-1] == "a program's own line"
     js = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--step", "train", "--json"])
-    first = json.loads(js.stdout.splitlines()[0])
-    assert first == {"step": "train", "line": train[0]}
+    docs = [json.loads(x) for x in js.stdout.splitlines()]
+    assert docs[2] == record and docs[2]["event"] == "train.first_step"  # exact, once
+    assert docs[-1] == {"step": "train", "line": "a program's own line"}
     bad = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--step", "nope"])
     assert bad.returncode == 2 and "--step 'nope'" in bad.stderr
 
@@ -42,7 +54,9 @@ def test_rank_keeps_one_ranks_lines(burst_cli: Cli, tmp_path: Path) -> None:
     with (d / "logs" / "train.log").open("a") as fh:
         fh.write("\n".join([*ranks, "a program's own line", '{"msg": "x", "step": "train"}']))
         fh.write("\n")
-    one = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--step", "train", "--rank", "1"])
+    one = burst_cli(
+        ["logs", RUN_ID, "--runs-root", str(root), "--step", "train", "--rank", "1", "--json"]
+    )
     assert one.returncode == 0, one.stderr
     assert one.stdout.splitlines() == [ranks[1], ranks[3]]
     bad = burst_cli(["logs", RUN_ID, "--runs-root", str(root), "--rank", "-1"])

@@ -37,12 +37,15 @@ def test_leftover_state_fails_the_run_and_names_it(tmp_path: Path) -> None:
     assert r["status"] == "succeeded" and r["exit_code"] == 0 and r["failure"] is None
 
 
-def test_a_step_lost_without_an_exit_code_is_exit_1(tmp_path: Path) -> None:
+def test_a_step_lost_with_its_node_ends_the_run_lost_exit_137(tmp_path: Path) -> None:
+    """A node lost for good (no exit code, "pod deleted") ends the run "lost", exit 137 as a
+    killed one (burst.endings; before: failed, exit 1)."""
     paths = RunPaths(tmp_path, "r2").create()
     steps = _steps("train", None)
     steps[4]["attempt_details"] = [{"message": "pod deleted"}]
     r = build_report(paths, steps)
-    assert r["exit_code"] == 1 and r["failure"]["message"] == "pod deleted"
+    assert r["status"] == "lost" and r["exit_code"] == 137
+    assert r["failure"]["message"] == "pod deleted"
 
 
 def test_a_step_stopped_with_the_run_that_exited_0_is_still_a_failed_run_exit_1(
@@ -63,13 +66,16 @@ def test_a_workflow_the_engine_failed_is_a_failed_run_whatever_its_steps_say(
 ) -> None:
     """A stop that a pod starting in a branch thread missed let it run to its end: every
     step succeeded, the workflow Failed ("stopped by signal 15"), and the report said
-    succeeded, exit 0 (seen in make test under load). The engine's phase decides."""
+    succeeded, exit 0 (seen in make test under load). The engine's phase decides: a run
+    stopped on request ended cancelled, exit 130 (burst.endings), whatever its steps say."""
     paths = RunPaths(tmp_path, "r4").create()
     r = build_report(paths, _steps(), "stopped by signal 15 (like `argo stop`)")
-    assert r["status"] == "failed" and r["exit_code"] == 1
+    assert r["status"] == "cancelled" and r["exit_code"] == 130
     assert r["failure"] == {
         "step": "workflow",
         "exit_code": 1,
         "message": "stopped by signal 15 (like `argo stop`)",
     }
+    r = build_report(paths, _steps(), "Error (exit code 1)")  # failed, not on request
+    assert r["status"] == "failed" and r["exit_code"] == 1
     assert build_report(paths, _steps())["status"] == "succeeded"

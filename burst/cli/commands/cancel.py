@@ -33,6 +33,9 @@ def command(
     stopped (ARGO_SERVER, ARGO_TOKEN from the environment). Watch the teardown with
     `burst status RUN --follow`.
 
+    The run then ends cancelled: `burst run` exits 130 and prints the `burst resume` line,
+    as after Ctrl-C (docs/reference/endings.md).
+
     Exits 0 when asked, 2 when there is no such run, 3 when a local run has no live runner
     here (nothing to stop: `burst reap` cleans what a dead one left), 4 when Argo could not
     be asked.
@@ -65,11 +68,12 @@ def command(
             raise not_found(run, root)
         import dataclasses
 
+        from burst.endings import cancel_message
         from burst.runner.argo import ArgoUnauthorized, stop
         from burst.runner.follow import TokenSource
 
         settings = argo_settings(namespace, token_command)
-        message = "cancelled with `burst cancel`"
+        message = cancel_message("`burst cancel`")
         try:
             stop(run, settings, message)
         except ArgoUnauthorized:
@@ -81,7 +85,8 @@ def command(
     if as_json:
         click.echo(json.dumps(done, indent=2, sort_keys=True))
     else:
+        where = f" --runs-root {root}" if done["mode"] == "local" else ""
         click.echo(
-            f"{done['run_id']}: stopping ({done['mode']}); the teardown runs: "
-            f"`burst status {done['run_id']} --follow` to watch"
+            f"{done['run_id']}: stopping ({done['mode']}); the teardown runs, then it ends "
+            f"cancelled: `burst status {done['run_id']}{where} --follow` to watch"
         )

@@ -65,8 +65,13 @@ def command(run: str, runs_root: Path | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"run_id": rid, "destroyed": done, "resources_remaining": left}))
     else:
+        from burst.endings import Ending, hint
+
         for d in done:
             click.echo(f"{d['workdir']}: {d['resources_remaining']} resource(s) remaining")
-        click.echo(f"{rid}: down ({left} resource(s) remaining)")
+        ended = load_run(run_dir).status  # a run that had ended keeps its ending
+        click.echo(f"{rid}: down ({left} resource(s) remaining); {ended}")
+        if ended == Ending.REAPED:
+            click.echo(f"next: {hint(Ending.REAPED, rid, root)}")
     if left:
         raise SystemExit(EXIT_INFRA)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -31,7 +30,14 @@ import click
     type=click.Path(file_okay=False, path_type=Path),
     help="Where local run directories live (default $BURST_RUNS_ROOT or ./runs).",
 )
-@click.option("--json", "as_json", is_flag=True, help='One JSON object a line: {"step", "line"}.')
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object a line: a step's JSON log record exactly as it wrote it (ts, level, "
+    'msg, step, run_id, an event\'s fields), or {"step", "line"} for a line that is not one '
+    "(a program's own output, a traceback).",
+)
 def command(
     run: str,
     step: str | None,
@@ -43,14 +49,23 @@ def command(
     as_json: bool,
 ) -> None:
     """Print the logs of RUN's steps, in the order they ran, each line prefixed by its step
-    (--step: one step, unprefixed). RUN is a local run (a run id under the runs root, or a run
+    (--step: one step, unprefixed). Steps log JSON records; a person gets each as a line
+    (time UTC, level, message), --json gets them as they were written. RUN is a local run (a
+    run id under the runs root, or a run
     directory) or else the Argo workflow of that name (ARGO_SERVER, ARGO_TOKEN). Exit 2 when
     there is no such run or step, 4 when Argo could not be asked. --rank keeps one rank's
     lines (burst's JSON log lines of a multi-rank step name it; a program's own output does not).
     """
     import time
 
-    from burst.obs.run_logs import argo_log_lines, local_log_files, rank_of, read_new
+    from burst.obs.run_logs import (
+        argo_log_lines,
+        as_json_line,
+        local_log_files,
+        rank_of,
+        read_new,
+        readable,
+    )
     from burst.obs.run_status import local_run_dir, local_status, not_found
     from burst.runs import runs_root as default_root
     from burst.settings import current
@@ -59,11 +74,9 @@ def command(
         if rank is not None and rank_of(line) != rank:
             return
         if as_json:
-            click.echo(json.dumps({"step": name, "line": line}))
-        elif step is not None:
-            click.echo(line)
+            click.echo(as_json_line(name, line))
         else:
-            click.echo(f"[{name}] {line}")
+            click.echo(readable(line, None if step is not None else name))
 
     root = runs_root.resolve() if runs_root else default_root()
     run_dir = local_run_dir(run, root)

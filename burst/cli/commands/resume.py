@@ -35,10 +35,11 @@ def command(
     """Resume run RUN with the spec it started with (runs/RUN/spec.yaml).
 
     The same as `burst run runs/RUN/spec.yaml --run-id RUN --runs-root ROOT`: provision
-    again, train from the newest committed checkpoint, teardown, report. Refused (exit 3, one
-    line naming the holder) while the run is live: a process of it still runs here, its
-    driver heartbeat or its trainer lease is still renewed. A holder that stopped renewing
-    lapses after BURST_LEASE_TTL_S (180 s); one on this machine whose process is gone at once.
+    again, train from the newest committed checkpoint, teardown, report; it prints and exits
+    as `burst run` does (docs/reference/endings.md). Refused (exit 3, one line naming the
+    holder) while the run is live: a process of it still runs here, its driver heartbeat or
+    its trainer lease is still renewed. A holder that stopped renewing lapses after
+    BURST_LEASE_TTL_S (180 s); one on this machine whose process is gone at once.
     """
     from burst.cli.commands.run import command as run_command
     from burst.errors import BadInputError

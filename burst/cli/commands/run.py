@@ -56,8 +56,8 @@ from burst.runs import FAULT_POINTS, STEPS
     "--json",
     "as_json",
     is_flag=True,
-    help="Print the run's report (report.json) on stdout instead of the run id; progress "
-    "stays on stderr.",
+    help="Print the run's report (report.json) on stdout at the end instead of the run id; "
+    "progress stays on stderr.",
 )
 @click.option(
     "--template",
@@ -85,7 +85,17 @@ from burst.runs import FAULT_POINTS, STEPS
     "--trainer-image",
     metavar="REF",
     help="With --containers: the image train runs in (default $BURST_TRAINER_IMAGE, else the "
-    "CPU trainer image `make images` built).",
+    "CPU trainer image `make images` built). Its digest must be the spec's image.reference "
+    "digest (the one verify-image accepts), else the run is refused before anything is "
+    "created (exit 3).",
+)
+@click.option(
+    "--unverified-local-image",
+    "unverified_local",
+    is_flag=True,
+    help="With --containers: run a trainer image whose digest is not the spec's signed one "
+    '(a local development image); the report labels it "unverified local image" '
+    "(docs/images.md).",
 )
 def command(
     spec: Path,
@@ -100,6 +110,7 @@ def command(
     containers: bool = False,
     steps_image: str | None = None,
     trainer_image: str | None = None,
+    unverified_local: bool = False,
 ) -> None:
     """Run preflight, plan, verify-image, provision, train and teardown (always) here.
 
@@ -107,9 +118,12 @@ def command(
     retry policy, deadlines and exit handler Argo runs); each step runs as its own process
     (python -m steps.<name>); the run directory runs/<run-id>/ keeps the step documents,
     logs, one directory per step attempt (pods/), Terraform state and report.json.
-    Exits with the failing step's code (see `burst --help`), 0 when the run succeeded.
-    The run id is the only thing on stdout (RUN=$(burst run SPEC) works; --json: the report
-    instead); progress and the summary go to stderr.
+    Exits with the code of how the run ended (docs/reference/endings.md): 0 succeeded, the
+    failing step's code when it failed, 75 preempted, 130 cancelled (burst cancel, Ctrl-C),
+    3 budget-stopped, 137 killed or lost. The run id is the only thing on stdout, printed as
+    soon as the run exists (RUN=$(burst run SPEC) works; --json: the report at the end
+    instead); progress and the summary (where it ran, the law, the image, the loss, the cost,
+    and what to run next) go to stderr.
     A spec with training.strategy regional-sync runs the regional graph instead (the
     burst-regional template's, by its own process manager): the preflight; per region a
     Terraform stack, an S3 server with keys of its own and a worker; the aggregator; the link
@@ -133,11 +147,17 @@ def command(
             raise BadInputError(
                 f"--fail-at {point!r}: not a fault point ({', '.join(FAULT_POINTS)})"
             )
-    if (steps_image or trainer_image) and not containers:
-        raise BadInputError("--steps-image and --trainer-image go with --containers")
+    if (steps_image or trainer_image or unverified_local) and not containers:
+        raise BadInputError(
+            "--steps-image, --trainer-image and --unverified-local-image go with --containers"
+        )
     job = load_spec(spec)
     catalog_env = _catalog_env(catalogs)
-    launcher = _container_launcher(steps_image, trainer_image) if containers else None
+    launcher = (
+        _container_launcher(job.image.reference, steps_image, trainer_image, unverified_local)
+        if containers
+        else None
+    )
     if job.training.strategy == "regional-sync":
         from burst.settings import use
 
@@ -172,6 +192,7 @@ def command(
         raise BadInputError(f"runs root {paths.root}: cannot create it ({exc.strerror})") from None
     console = _stderr_console()
     console.print(f"[bold]burst run[/bold] {job.name}  run id [cyan]{rid}[/cyan]  ({paths.dir})")
+    _print_run_id(rid, as_json)
 
     def on_event(step: str, status: str, info: dict[str, Any]) -> None:
         if status == "started" and step == kill_at:
@@ -196,46 +217,34 @@ def command(
     table = Table(title=f"run {rid}: {report['status']}", title_justify="left")
     table.add_column("step")
     table.add_column("status")
+    table.add_column("exit", justify="right")
     table.add_column("seconds", justify="right")
     if launcher is not None:
-        table.add_column("image (digest)")
+        table.add_column("image (provenance)")
     for s in report["steps"]:
-        row = [s["name"], s["status"], f"{s['seconds']:.2f}"]
+        exited = "-" if s.get("exit_code") is None else str(s["exit_code"])
+        row = [s["name"], s["status"], exited, f"{s['seconds']:.2f}"]
         if launcher is not None:
-            row.append(f"{s.get('image', '-')} ({str(s.get('image_digest', '-'))[:19]})")
+            row.append(f"{s.get('image', '-')} ({s.get('image_provenance') or '-'})")
         table.add_row(*row)
     console.print(table)
-    console.print(
-        f"checkpoints {report['checkpoints']}  final step {report['final_step']}  "
-        f"resources remaining {report['resources_remaining']}"
-    )
-    if report.get("final_weights_sha256"):
-        console.print(f"final weights sha256 {report['final_weights_sha256']}")
-    if report.get("failure"):
-        f = report["failure"]
-        console.print(f"[red]failed at {f['step']}[/red]: {f.get('message') or ''}")
-    console.print(f"report: {paths.report}")
-    _print_result(rid, paths.report, as_json)
-    if _interrupted(report):  # Ctrl-C: the runner stopped like `argo stop`, teardown ran
-        console.print(
-            f"interrupted (Ctrl-C): teardown ran; carry on from the newest committed checkpoint "
-            f"with: burst resume {rid} --runs-root {paths.root}",
-            highlight=False,
-        )
-        raise SystemExit(EXIT_INTERRUPTED)
-    code = int(report["exit_code"])
-    raise SystemExit(code if 0 <= code <= 255 else 1)  # -1: a step lost to a signal
+    code = _summarise(console, paths, int(report["exit_code"]))
+    _print_result(paths.report, as_json)
+    raise SystemExit(code)
 
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+def _summarise(console: Any, paths: Any, code: int) -> int:
+    """The end of a run on stderr (how it ended, where, the law, the image, the loss, the
+    cost, what to run next: burst.obs.run_summary); returns the code to exit with (the
+    ending's, burst.endings)."""
+    from burst.obs.run_summary import summary_lines
+    from burst.obs.run_view import load_run
 
-
-def _interrupted(report: dict[str, Any]) -> bool:
-    """The runner was stopped by SIGINT (its workflow message says which signal)."""
-    import signal
-
-    message = str((report.get("workflow") or {}).get("message") or "")
-    return message.startswith(f"stopped by signal {int(signal.SIGINT)} ")
+    view = load_run(paths.dir)
+    for line in summary_lines(view, paths.root):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)  # never cut
+    code = view.exit_code if view.exit_code is not None else code
+    return code if 0 <= code <= 255 else 1
 
 
 def _stderr_console() -> Any:
@@ -247,26 +256,31 @@ def _stderr_console() -> Any:
     return console if console.is_terminal else Console(stderr=True, width=240)
 
 
-def _print_result(run_id: str, report: Path, as_json: bool) -> None:
-    """stdout: the run id (for RUN=$(burst run SPEC)), or with --json the report."""
+def _print_run_id(run_id: str, as_json: bool) -> None:
+    """stdout: the run id as soon as the run exists (for RUN=$(burst run SPEC), and for a
+    person who wants to `burst status` it while it goes); with --json, nothing until the
+    report."""
+    if not as_json:
+        click.echo(run_id)  # (flushed: a reader of the pipe has it at once)
+
+
+def _print_result(report: Path, as_json: bool) -> None:
+    """stdout at the end, with --json: the report."""
     if as_json and report.exists():
         click.echo(report.read_text().rstrip("\n"))
-    else:
-        click.echo(run_id)
 
 
 def _container_launcher(
-    steps_image: str | None, trainer_image: str | None
+    reference: str, steps_image: str | None, trainer_image: str | None, unverified_local: bool
 ) -> tuple[Any, dict[str, str]]:
-    """Container mode: the engine found here and the two images (each checked to be in its
-    store before anything is created)."""
-    from burst.runner.containers import ContainerLauncher, find_engine, images_for
+    """Container mode: the engine found here, the steps image pinned, and the image train
+    runs: the one of the spec's digest, or refused before anything is created (both checked
+    to be in the store; burst.runner.containers.prepare)."""
+    from burst.runner.containers import find_engine, prepare
 
-    images = images_for(steps_image, trainer_image)
-    launcher = ContainerLauncher(find_engine())
-    for ref in images.values():
-        launcher.image(ref)
-    return launcher, images
+    return prepare(
+        find_engine(), reference, steps_image, trainer_image, unverified_local=unverified_local
+    )
 
 
 def _catalog_env(catalogs: tuple[Path, ...]) -> str | None:
@@ -321,6 +335,7 @@ def _run_regional(
         f"[bold]burst run[/bold] {job.name} (regional-sync)  run id [cyan]{rid}[/cyan]  "
         f"({paths.dir})"
     )
+    _print_run_id(rid, as_json)
 
     def on_event(step: str, status: str, info: dict[str, Any]) -> None:
         if step == "plan":
@@ -360,6 +375,7 @@ def _run_regional(
     )
     if report.failure:
         console.print(f"[red]failed[/red]: {report.failure}")
-    console.print(f"report: {paths.dir / 'report.json'}")
-    _print_result(rid, paths.dir / "report.json", as_json)
-    raise SystemExit(report.exit_code if report.status == "succeeded" else (report.exit_code or 1))
+    fallback = report.exit_code or (0 if report.status == "succeeded" else 1)
+    code = _summarise(console, paths, fallback)
+    _print_result(paths.dir / "report.json", as_json)
+    raise SystemExit(code)

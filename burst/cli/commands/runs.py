@@ -30,8 +30,10 @@ import click
     help="Show at most this many runs.",
 )
 def command(runs_root: Path | None, as_json: bool, argo: bool, limit: int) -> None:
-    """List past runs: id, status, wall time, cost estimate, preemptions, checkpoints, leaks;
-    with --argo also the workflows submitted to Argo (exit 4 when it cannot be asked)."""
+    """List past runs: id, status, exit code, wall time, cost estimate, preemptions,
+    checkpoints, leaks; with --argo also the workflows submitted to Argo (exit 4 when it
+    cannot be asked). STATUS is running while a run's driver lives, else how it ended
+    (docs/reference/endings.md); WALL is from the clock (a running run's so far)."""
     from burst.obs.report_text import human_seconds, usd
     from burst.obs.run_list import list_runs
     from burst.runs import runs_root as default_root
@@ -50,13 +52,17 @@ def command(runs_root: Path | None, as_json: bool, argo: bool, limit: int) -> No
         click.echo(f"no runs in {root}")
         return
     width = max(len(r["run_id"]) for r in rows)
-    click.echo(f"{'RUN':<{width}}  {'STATUS':<9}  {'WALL':>8}  {'COST':>10}  PREEMPT  CKPT  LEFT")
+    sw = max(9, *(len(str(r["status"])) for r in rows))
+    click.echo(
+        f"{'RUN':<{width}}  {'STATUS':<{sw}}  EXIT  {'WALL':>8}  {'COST':>10}  PREEMPT  CKPT  LEFT"
+    )
     for r in rows:
         cost = "-" if r.get("cost_total_usd") is None else usd(r["cost_total_usd"])
         ck = "-" if r.get("checkpoints") is None else str(r["checkpoints"])
         left = "-" if r.get("resources_remaining") is None else str(r["resources_remaining"])
+        code = "-" if r.get("exit_code") is None else str(r["exit_code"])
         click.echo(
-            f"{r['run_id']:<{width}}  {r['status']:<9}  "
+            f"{r['run_id']:<{width}}  {r['status']:<{sw}}  {code:>4}  "
             f"{human_seconds(r['wall_seconds']):>8}  {cost:>10}  "
             f"{r.get('preemptions', '-'):>7}  {ck:>4}  {left:>4}"
             + ("  (argo)" if r["mode"] == "argo" else "")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from burst.endings import Ending
 from burst.runner import DEFAULT_MAX_OUTAGE_S
 
 if TYPE_CHECKING:
@@ -81,9 +82,15 @@ def command(
     run directory) or, when there is none, the Argo workflow of that name (ARGO_SERVER,
     ARGO_TOKEN from the environment; --token-command renews an expired token).
 
-    Looks once by default; --follow watches until the run finishes. Exits 0 when the run
-    succeeded or is still running, 1 when it failed, 2 when there is no such run, 4 when Argo
-    could not be asked (unreachable, or refused every token): the run may still be running.
+    A step is succeeded only with exit code 0 and running only while the run's driver
+    renews its heartbeat; a run whose driver is gone without a report is lost. A run that
+    ended shows how (docs/reference/endings.md: succeeded, failed, preempted, cancelled,
+    budget-stopped, lost, reaped), its exit code and the command that carries on.
+
+    Looks once by default; --follow watches until the run ends. Exits 0 when the run
+    succeeded or is still running, 1 when it ended any other way, 2 when there is no such
+    run, 4 when Argo could not be asked (unreachable, or refused every token): the run may
+    still be running.
     """
     import time
 
@@ -121,7 +128,8 @@ def command(
     if run_dir is not None:
         st = local_status(run_dir)
         show(st)
-        while follow and not st.finished:
+        # (unknown: no report, no step, no heartbeat: nothing that could change is there)
+        while follow and not st.finished and st.status != "unknown":
             time.sleep(interval)
             st = local_status(run_dir)
             show(st)
@@ -144,9 +152,16 @@ def command(
             show(st)
     if as_json:
         click.echo(json.dumps(st.as_dict(), indent=2, sort_keys=True))
-    elif st.message and st.finished:
-        click.echo(f"message: {st.message}")
-    raise SystemExit(1 if st.status == "failed" else 0)
+    elif st.ending is not None:
+        from burst.endings import describe
+
+        click.echo(describe(st.ending, st.exit_code))
+        if st.message:
+            click.echo(f"message: {st.message}")
+        hint = (st.ending_json() or {}).get("hint")
+        if hint:
+            click.echo(f"next: {hint}")
+    raise SystemExit(0 if st.ending in (None, Ending.SUCCEEDED) else 1)
 
 
 def _argo_word(status: str) -> str:
