@@ -109,7 +109,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check burst steps pipelines tests devtools benchmarks scripts
+	$(BIN)/ruff format --check burst tests devtools benchmarks scripts
 	$(MAKE) typecheck
 
 # mypy's cache lives in ~/.cache/burst (shared by clones, like the checkov and DeepSpeed caches):
@@ -117,17 +117,17 @@ lint: $(STAMP)
 # earlier one checked (torch and transformers alone are about 50 CPU-seconds cold).
 MYPY_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/burst/mypy
 typecheck: $(STAMP)
-	$(BIN)/mypy --cache-dir $(MYPY_CACHE) burst steps pipelines devtools
+	$(BIN)/mypy --cache-dir $(MYPY_CACHE) burst devtools
 
 # Rewrite every golden (tests fail when one drifts): the compiled Argo manifests, the
 # quickstart's rendered Terraform plan, the Kyverno policy rendered from trust.yaml, their
 # copies in the deploy/ bundle, and deploy/kueue generated from the catalog.
 goldens: $(STAMP)
-	$(BIN)/burst compile --out pipelines/compiled
+	$(BIN)/burst compile --out burst/pipelines/compiled
 	BURST_UPDATE_GOLDENS=1 $(BIN)/python -m pytest -q tests/terraform/test_tf_plan_golden.py
 	$(BIN)/burst image kyverno --out policies/admission/kyverno-verify-images.yaml
-	cp pipelines/compiled/burst-train.yaml pipelines/compiled/burst-reaper.yaml \
-		pipelines/compiled/burst-reaper-cron.yaml pipelines/compiled/burst-regional.yaml deploy/argo/
+	cp burst/pipelines/compiled/burst-train.yaml burst/pipelines/compiled/burst-reaper.yaml \
+		burst/pipelines/compiled/burst-reaper-cron.yaml burst/pipelines/compiled/burst-regional.yaml deploy/argo/
 	$(BIN)/burst image kyverno --out deploy/kyverno/verify-images.yaml
 	BURST_CATALOG= $(BIN)/burst kueue --out deploy/kueue
 

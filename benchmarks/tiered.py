@@ -38,7 +38,7 @@ def train_quickstart(runs_root: Path, run_id: str) -> None:
         [
             sys.executable,
             "-m",
-            "steps.train",
+            "burst.steps.train",
             "--spec",
             str(QUICKSTART),
             "--run-id",

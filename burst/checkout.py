@@ -1,6 +1,6 @@
 """The checkout (or installed tree) burst runs from, computed once.
 
-Its ``policies/``, ``terraform/`` and ``pipelines/compiled/`` are the embedded defaults; the
+Its ``policies/``, ``terraform/`` and ``burst/pipelines/compiled/`` are the embedded defaults; the
 steps' processes get it on their ``PYTHONPATH``. Settings (``BURST_POLICIES``,
 ``BURST_TERRAFORM_DIR``) override the directories, never this root.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: The directory holding the ``burst`` package (and ``steps``, ``pipelines``, ``policies``).
+#: The directory holding the ``burst`` package (and ``policies``, ``terraform``, ``deploy``).
 ROOT = Path(__file__).resolve().parents[1]
 #: An installed wheel's copies of policies/ and terraform/ (setup.py puts them there: in
 #: site-packages, a top-level ``policies`` may be another distribution's package).
@@ -24,7 +24,7 @@ def _tree(name: str) -> Path:
 
 POLICIES = _tree("policies")
 TERRAFORM = _tree("terraform")
-COMPILED = ROOT / "pipelines" / "compiled"
+COMPILED = ROOT / "burst" / "pipelines" / "compiled"
 
 
 def is_shipped(path: str | Path) -> bool:

@@ -251,7 +251,7 @@ def argo_ending(
     )
 
 
-#: The pipeline's helper that fails the run with train's code (pipelines/burst_train.py).
+#: The pipeline's helper that fails the run with train's code (burst/pipelines/burst_train.py).
 GIVE_UP = "give-up"
 
 

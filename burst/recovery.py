@@ -31,10 +31,10 @@ already ran in.
 Either may fall back to on-demand (``on_demand_after``): once the run has lost that many
 spot nodes, on-demand candidates go first.
 
-The compiled template (``pipelines/burst_train.py``) takes its expressions from here
+The compiled template (``burst/pipelines/burst_train.py``) takes its expressions from here
 (:data:`RETRY_IN_PLACE`, :func:`requeue_when`, :func:`restart_when`, :func:`give_up_when`);
 the local runner executes that template, so both decide the same way; the provision step
-(``steps/provision.py``) orders the candidates and records what the next decision may do in
+(``burst/steps/provision.py``) orders the candidates and records what the next decision may do in
 its document's ``recovery`` section, which those expressions read.
 """
 

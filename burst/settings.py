@@ -5,8 +5,8 @@ reference table generated from it (the README's configuration section; a test fa
 two differ). No other module reads ``os.environ`` for a ``BURST_*`` variable (a test greps).
 
 The environment is read once, at the edge: the CLI (``burst ...``) and ``stepio`` (every
-``python -m steps.<name>``) take a snapshot with ``Settings.from_env()`` and install it for the
-length of the command with ``use(...)``; library code asks ``current()`` for it. Outside an
+``python -m burst.steps.<name>``) take a snapshot with ``Settings.from_env()`` and install it for
+the length of the command with ``use(...)``; library code asks ``current()`` for it. Outside an
 edge (a library call from a test or a notebook) ``current()`` takes a fresh snapshot, so
 ``monkeypatch.setenv`` still works. A snapshot is frozen; each typed attribute parses its raw
 text when read and a bad value is one ``BadInputError`` line naming the variable (exit 2).
@@ -570,7 +570,7 @@ class Settings:
     )  # fmt: skip
     gang = Var(
         "BURST_GANG", _flag, False,
-        "a gang pod: `steps.train` joins the other nodes' ranks (Volcano's env)", shown="off",
+        "a gang pod: `burst.steps.train` joins the other nodes' ranks (Volcano's env)", shown="off",
         audience=INTERNAL,
     )  # fmt: skip
     nproc_per_node = Var(

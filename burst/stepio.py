@@ -1,6 +1,6 @@
-"""The contract every pipeline step follows (``python -m steps.<name>``).
+"""The contract every pipeline step follows (``python -m burst.steps.<name>``).
 
-    python -m steps.<name> --spec FILE --run-id ID [--input NAME=VALUE ...] --out FILE
+    python -m burst.steps.<name> --spec FILE --run-id ID [--input NAME=VALUE ...] --out FILE
 
 * ``--spec``: the job spec (YAML). In Argo it arrives as a raw input artifact.
 * ``--input NAME=VALUE``: a document from an earlier step, VALUE being inline JSON (an Argo
@@ -98,7 +98,7 @@ def _serialise(doc: Any) -> dict[str, Any]:
 
 
 def parse_args(step: str, argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog=f"python -m steps.{step.replace('-', '_')}")
+    p = argparse.ArgumentParser(prog=f"python -m burst.steps.{step.replace('-', '_')}")
     p.add_argument("--spec", required=True, help="job spec (YAML)")
     p.add_argument("--run-id", required=True)
     p.add_argument("--input", action="append", default=[], metavar="NAME=VALUE")

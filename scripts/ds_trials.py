@@ -4,7 +4,7 @@
     python scripts/ds_trials.py exact --world 2 --at 6 [--steps 10] [--trials 1]
     python scripts/ds_trials.py kill --world 2 [--trials 3] [--seed 900]
 
-``reshard``: the train step (``python -m steps.train``, torchrun ranks on CPU, real DeepSpeed)
+``reshard``: the train step (``python -m burst.steps.train``, torchrun ranks on CPU, real DeepSpeed)
 on ``--before`` ranks preempted after step ``--at``, resumed on ``--after`` ranks; prints the
 attempts, the samples in the final checkpoint against the expected count, and the per-step
 loss curve's relative gap to the in-process replay of the same data schedule

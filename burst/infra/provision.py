@@ -236,7 +236,7 @@ class Provisioner:
         single-region run's own store (``storage.checkpoint_uri`` under the run id, where
         train checkpoints: burst/train/checkpoints.py), or a regional-sync region's exchange
         store (its stack's run id is ``<workflow>-<region>``; its own store is the stack's
-        bucket: steps/regional_provision.py); and the spec's key."""
+        bucket: burst/steps/regional_provision.py); and the spec's key."""
         uri = self.job.storage.checkpoint_uri
         if self.job.training.strategy == "regional-sync":
             workflow = self.run_id.removesuffix(f"-{region}")
@@ -402,7 +402,7 @@ class Provisioner:
             attempt.changes = parse_document(Changes, result.changes(), "terraform plan")
             self._emit(attempt)
             outputs = self.tf.outputs(result)
-            # the train pods' service account is annotated with it (pipelines/common.py);
+            # the train pods' service account is annotated with it (burst/pipelines/common.py);
             # stacks without a per-run role (local, emulated) say so with ""
             outputs.setdefault("pod_role_arn", "")
             (self.workdir / RECORD_FILE).write_text(

@@ -230,7 +230,7 @@ def payload_bytes(arr: Any) -> bytes:
 
 
 def role_main(role: str, argv: list[str] | None, fn: Any) -> int:
-    """``python -m steps.regional_<role> --config FILE``: run, map errors to exit codes, one
+    """``python -m burst.steps.regional_<role> --config FILE``: run, map errors to exit codes, one
     line on stderr for a failure (no traceback)."""
     import argparse
     import logging
@@ -239,7 +239,7 @@ def role_main(role: str, argv: list[str] | None, fn: Any) -> int:
     from burst.errors import BurstError
     from burst.settings import Settings, use
 
-    parser = argparse.ArgumentParser(prog=f"steps.regional_{role}")
+    parser = argparse.ArgumentParser(prog=f"burst.steps.regional_{role}")
     parser.add_argument("--config", required=True, type=Path)
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -4,7 +4,8 @@
 * a Steps-based exit handler exists (``spec.onExit``) in every WorkflowTemplate and Workflow
   that holds its templates, unless it declares it needs none (annotation
   ``burst.dev/exit-handler: none``: it provisions nothing, as the reaper), which is refused
-  where a template runs a provisioning step (``steps.provision``, ``steps.regional_provision``);
+  where a template runs a provisioning step (``burst.steps.provision``,
+  ``burst.steps.regional_provision``);
 * a spec that calls a WorkflowTemplate (``workflowTemplateRef``: a run, the reaper's
   CronWorkflow) sets nothing but what Argo's controller lets such a Workflow override under
   ``templateReferencing: Strict`` or ``Secure`` (anything else ends it in Error there); given
@@ -45,9 +46,9 @@ LAST_RETRY_FIELDS = {"exitCode", "status", "duration", "message"}
 STEP_FIELDS = {"exitCode", "status", "startedAt", "finishedAt", "id", "ip", "hostNodeName"}
 _NUMERIC = re.compile(r"^-?\d+(\.\d+)?$")
 #: A WorkflowTemplate or Workflow with this annotation, value ``none``, needs no exit handler:
-#: nothing it runs provisions (pipelines/burst_reaper.py).
+#: nothing it runs provisions (burst/pipelines/burst_reaper.py).
 NO_EXIT_HANDLER_ANNOTATION = "burst.dev/exit-handler"
-#: What a provisioning step runs (the step contract: ``python -m steps.<name>``); the exit
+#: What a provisioning step runs (the step contract: ``python -m burst.steps.<name>``); the exit
 #: handler's teardown is what undoes it.
 _PROVISIONS = re.compile(r"\bsteps\.\w*provision\b")
 #: The WorkflowSpec fields a Workflow that calls a WorkflowTemplate may set when the controller

@@ -1,10 +1,10 @@
 """``burst run``: execute the compiled WorkflowTemplate on this machine.
 
 The graph, the parameters, the retry policy (exit 75 and node loss), the deadlines and the
-exit handler (teardown, always) come from ``pipelines/compiled/burst-train.yaml`` (or, for a
+exit handler (teardown, always) come from ``burst/pipelines/compiled/burst-train.yaml`` (or, for a
 ``strategy: regional-sync`` spec, ``burst-regional.yaml``: :mod:`burst.runner.regional`),
 the very file Argo runs; :mod:`burst.runner.engine` executes it, each step as its own process
-(``python -m steps.<name>``) started in the user's working directory. The run directory keeps
+(``python -m burst.steps.<name>``) started in the user's working directory. The run directory keeps
 the step documents, logs, Terraform state, one directory per step attempt (``pods/``) and
 ``report.json``.
 """
@@ -84,8 +84,8 @@ def load_manifest(path: Path) -> dict[str, Any]:
 
 
 def _module_of(cmd: list[str]) -> str | None:
-    if len(cmd) >= 3 and cmd[1] == "-m" and cmd[2].startswith("steps."):
-        return cmd[2].removeprefix("steps.").replace("_", "-")
+    if len(cmd) >= 3 and cmd[1] == "-m" and cmd[2].startswith("burst.steps."):
+        return cmd[2].removeprefix("burst.steps.").replace("_", "-")
     return None
 
 
@@ -94,7 +94,7 @@ def _runs_step_module(container: dict[str, Any]) -> bool:
 
 
 def step_module(node: PodNode) -> str | None:
-    """``train`` for a container running ``python -m steps.train``; None for helpers."""
+    """``train`` for a container running ``python -m burst.steps.train``; None for helpers."""
     return _module_of(node.command)
 
 
@@ -175,7 +175,7 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
 
     A step run more than once (train requeued in the next candidate, and its provision) is
     one entry whose attempts add up; its status is its last run's. Steps that never ran are
-    "skipped". Helper containers (not ``python -m steps.*``, e.g. give-up) are left
+    "skipped". Helper containers (not ``python -m burst.steps.*``, e.g. give-up) are left
     out: the failure they propagate is already the step's.
     """
     spec = manifest["spec"]

@@ -1,7 +1,7 @@
 """``burst run`` of a ``strategy: regional-sync`` spec: the compiled ``burst-regional``
 template, executed by the local runner as it executes ``burst-train``.
 
-:class:`burst.runner.local.LocalRunner` runs ``pipelines/compiled/burst-regional.yaml``
+:class:`burst.runner.local.LocalRunner` runs ``burst/pipelines/compiled/burst-regional.yaml``
 (preflight, plan, verify-image; every region's stack at once; then every region's branch at
 once: its worker and, in the aggregation region, the aggregator, as parallel steps; teardown of
 every region in the exit handler, whatever happened), with :class:`burst.runner.regions.

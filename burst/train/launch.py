@@ -1,8 +1,8 @@
 """Start the train step's ranks under torchrun, and turn their exits into the step's one exit.
 
-``python -m steps.train`` with ``training.nodes x training.processes_per_node`` > 1, when it
+``python -m burst.steps.train`` with ``training.nodes x training.processes_per_node`` > 1, when it
 is not itself a rank (no ``LOCAL_RANK``), runs
-``python -m torch.distributed.run ... -m steps.train <the same arguments>`` and waits:
+``python -m torch.distributed.run ... -m burst.steps.train <the same arguments>`` and waits:
 
 * with the local runner (``burst run``), every rank on this machine (``--standalone``);
 * in a gang pod of the multi-node path (``BURST_GANG=1``; Volcano sets ``WORLD_SIZE`` to the
@@ -96,7 +96,7 @@ def launch(ctx: StepContext, job: BurstJob) -> dict[str, Any]:
         *opts,
         "--max-restarts=0",
         "-m",
-        "steps.train",
+        "burst.steps.train",
         *rank_argv(ctx),
     ]
     log.info("starting %d rank(s) here: %s", len(local_ranks), " ".join(cmd[2:]))

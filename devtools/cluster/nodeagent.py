@@ -19,7 +19,7 @@ NodeRestriction admission plugin judge every call):
 
 What it does not do (docs/reference/engines-tier.md lists it): no container image. A
 container runs this machine's filesystem (the project's virtual environment on PATH, so
-``python -m steps.<name>`` is the checkout's code, and Argo's ``argoexec`` built from its
+``python -m burst.steps.<name>`` is the checkout's code, and Argo's ``argoexec`` built from its
 module), in this machine's network namespace (pods reach the API server and each other on
 loopback), without cgroups (no CPU or memory limit is enforced), and without probes,
 restarts of containers, ``exec``/``logs`` through the API, or image pulls.

@@ -1,5 +1,5 @@
 """Real Hugging Face and Lightning programs (tests/adapters/own_prog.py) under the real train
-step (tests/preempt/attempts_harness: forked as ``python -m steps.train`` runs it), preempted
+step (tests/preempt/attempts_harness: forked as ``python -m burst.steps.train`` runs it), preempted
 by a real notice (SIGTERM to the step) between two periodic saves and resumed:
 
 * the adapter saves at the notice, stops training (the code after ``train()`` / ``fit()`` never

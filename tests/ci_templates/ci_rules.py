@@ -18,7 +18,7 @@ STATIC_KEY_NAMES = re.compile(
     r"GOOGLE_APPLICATION_CREDENTIALS|AZURE_CLIENT_SECRET",
     re.IGNORECASE,
 )
-TEARDOWN = re.compile(r"python -m steps\.teardown\b.*--run-id")
+TEARDOWN = re.compile(r"python -m (?:burst\.)?steps\.teardown\b.*--run-id")
 FINISH = re.compile(r"\bburst finish\b.*--token-command")
 FOLLOW = re.compile(r"\bburst status\b.*--follow")
 LAUNCH = re.compile(r"\bburst (run|submit)\b")

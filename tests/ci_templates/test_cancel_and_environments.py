@@ -41,7 +41,7 @@ from ci_rules import (
     resolve_gitlab,
 )
 
-from pipelines.burst_train import TEARDOWN_DEADLINE_S
+from burst.pipelines.burst_train import TEARDOWN_DEADLINE_S
 
 REPO = Path(__file__).resolve().parents[2]
 BEFORE = Path(__file__).parent / "before"

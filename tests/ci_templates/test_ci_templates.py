@@ -106,7 +106,7 @@ def _gh_job(doc: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _teardown_index(job: dict[str, Any]) -> int:
-    return next(i for i, s in enumerate(job["steps"]) if "steps.teardown" in str(s.get("run")))
+    return next(i for i, s in enumerate(job["steps"]) if "burst.steps.teardown" in str(s.get("run")))
 
 
 def _break_no_always(doc: dict[str, Any]) -> None:
@@ -135,7 +135,7 @@ def _break_no_cancel_finish(doc: dict[str, Any]) -> None:
 def _break_direct_teardown(doc: dict[str, Any]) -> None:
     job = _gh_job(doc, "submit")
     job["steps"].append(
-        {"if": "always()", "run": 'python -m steps.teardown --run-id "$BURST_RUN_ID"'}
+        {"if": "always()", "run": 'python -m burst.steps.teardown --run-id "$BURST_RUN_ID"'}
     )
 
 
@@ -309,7 +309,7 @@ def test_every_shell_script_parses() -> None:
 
 
 def test_templates_use_the_teardown_step_contract() -> None:
-    """Teardown in CI is `python -m steps.teardown` with the run id, so it needs nothing from
+    """Teardown in CI is `python -m burst.steps.teardown` with the run id, so it needs nothing from
     provision; the run id is set once per pipeline (stable when a job is re-run) and reused
     by every job."""
     gh, gh_text = load(GITHUB)
@@ -321,7 +321,7 @@ def test_templates_use_the_teardown_step_contract() -> None:
     assert "attempt" not in gh["env"]["BURST_RUN_ID"]  # a re-run resumes the run (issue 16)
     for text in (gh_text, gl_text):
         for line in text.splitlines():
-            if "steps.teardown" in line:
+            if "burst.steps.teardown" in line:
                 assert '--run-id "$BURST_RUN_ID"' in line, line
 
 

@@ -15,7 +15,7 @@ from ci_rules import (
     time_limit_problems,
 )
 
-from pipelines.burst_train import WORKFLOW_DEADLINE_S
+from burst.pipelines.burst_train import WORKFLOW_DEADLINE_S
 
 REPO = Path(__file__).resolve().parents[2]
 BEFORE = REPO / "tests" / "deploy" / "before"

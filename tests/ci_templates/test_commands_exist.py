@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 SOURCES = [
     *sorted((REPO / "ci").rglob("*.yml")),
     REPO / "docs" / "cluster-setup.md",
-    REPO / "pipelines" / "burst_reaper.py",
+    REPO / "burst" / "pipelines" / "burst_reaper.py",
 ]
 CALL = re.compile(r"(?<![\w/.-])burst ((?:[a-z][a-z-]*)(?: [^\n|;&)>'`]*)?)")
 
@@ -55,3 +55,35 @@ def test_every_burst_call_is_accepted(path: Path) -> None:
                     problems.append(f"{path.name}: burst {name} {flag}: no such option")
     assert calls, f"{path.name}: no burst calls found (the pattern is stale)"
     assert problems == []
+
+
+MODULE_CALL = re.compile(r"python3? -m ([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)")
+#: modules of tools, not of this checkout, that a doc may show (pip installs, a venv)
+NOT_OURS = {"pip", "venv", "ensurepip"}
+
+
+def test_every_python_module_the_templates_and_docs_run_exists() -> None:
+    """`python -m X` in the CI templates, the compiled templates, the Dockerfiles and the docs
+    names a module this checkout has (the steps moved under burst/: a copied template that
+    still ran `python -m steps.teardown` would fail at the end of every run)."""
+    import importlib.util
+
+    sources = [
+        *SOURCES,
+        *sorted((REPO / "burst" / "pipelines" / "compiled").glob("*.yaml")),
+        *sorted((REPO / "images").rglob("Dockerfile")),
+        *sorted((REPO / "docs").rglob("*.md")),
+        REPO / "README.md",
+    ]
+    missing = []
+    for path in sources:
+        for module in MODULE_CALL.findall(path.read_text(encoding="utf-8")):
+            if module.split(".")[0] in NOT_OURS:
+                continue
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except ModuleNotFoundError:
+                found = False
+            if not found:
+                missing.append(f"{path.relative_to(REPO)}: python -m {module}")
+    assert not missing, missing

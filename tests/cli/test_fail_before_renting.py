@@ -121,7 +121,7 @@ def test_the_train_step_names_a_missing_program_as_bad_input(tmp_path: Path) -> 
     spec = _spec(tmp_path, "  command: [no-such-trainer-9f3e]\n")
     argv = ["--spec", str(spec), "--run-id", "np", "--runs-root", str(tmp_path / "runs")]
     proc = subprocess.run(
-        [sys.executable, "-m", "steps.train", *argv],
+        [sys.executable, "-m", "burst.steps.train", *argv],
         capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip

@@ -41,7 +41,7 @@ def _kubelet() -> str:
 def _image_refs() -> dict[str, list[str]]:
     """The references the quickstart's pods name for each image: the template's steps image,
     and for train what verify-image hands it (the verified image's repository and digest, as
-    steps/verify_image.py computes it here). The real nodes hold the images `make images`
+    burst/steps/verify_image.py computes it here). The real nodes hold the images `make images`
     built under those names, as a registry would serve them (docs/reference/engines-tier.md)."""
     from burst.supplychain.provenance import run_reference
     from burst.supplychain.trust import load_trust

@@ -25,12 +25,12 @@ import pytest
 import yaml
 
 from burst.admission.kueue_objects import LABEL_PROVIDER, NAMESPACE
+from burst.pipelines.common import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, kueue_labels
+from burst.pipelines.train_pod import GPUS, gpu_patch
 from burst.providers import PROVIDER_STACKS
 from devtools.cluster.controlplane import ControlPlane
 from devtools.cluster.nodeagent import NodeShape
 from devtools.cluster.tier import GPU_NODE_CAPACITY, Tier
-from pipelines.common import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, kueue_labels
-from pipelines.train_pod import GPUS, gpu_patch
 from tests.deploy.test_kueue_providers import (
     CAPACITIES,
     GPUS_PER_NODE,

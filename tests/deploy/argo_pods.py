@@ -20,7 +20,7 @@ v3.6 to v4.1, the legacy pod layout that is the default):
   (util/secrets/secret_name.go: the account's ``secrets[0]``, else ``<name>.service-account-token``).
 - ``podSpecPatch`` is applied last (strategic merge: maps merge, containers by name).
 
-The gang's Volcano Job pods (pipelines/gang.py) are pods the workflow creates too: Volcano
+The gang's Volcano Job pods (burst/pipelines/gang.py) are pods the workflow creates too: Volcano
 copies each task's template into its pods (volcano pkg/controllers/job/job_controller_util.go,
 ``createJobPod``), adding environment and volumes, no containers.
 """

@@ -228,7 +228,7 @@ def submitted_workflow(**spec: Any) -> dict[str, Any]:
     return body
 
 
-#: deploy/argo: the WorkflowTemplates as deploy/ ships them (copies of pipelines/compiled)
+#: deploy/argo: the WorkflowTemplates as deploy/ ships them (copies of burst/pipelines/compiled)
 ARGO_TEMPLATES = Path(__file__).resolve().parents[2] / "deploy" / "argo"
 
 

@@ -69,7 +69,7 @@ def test_the_namespaces_group_and_server_are_the_artifacts() -> None:
         if s["kind"] == "Group"
     }
     assert groups and all(f"--kubernetes-groups {g}" in text for g in groups)
-    from pipelines.burst_reaper import ARGO_SERVER
+    from burst.pipelines.burst_reaper import ARGO_SERVER
 
     assert ARGO_SERVER in text  # the reaper's default server is the one step 3 installs
     assert f"{argo_ns}.svc" in ARGO_SERVER

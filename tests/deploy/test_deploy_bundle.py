@@ -96,14 +96,14 @@ def test_a_misspelt_field_fails(kind: str, breaker: Any) -> None:
 def test_the_generated_files_are_the_goldens() -> None:
     """Every compiled manifest is copied to deploy/argo (make goldens) and applied by the
     kustomization; nothing else is there."""
-    compiled = sorted(p.name for p in (REPO / "pipelines" / "compiled").glob("*.yaml"))
+    compiled = sorted(p.name for p in (REPO / "burst" / "pipelines" / "compiled").glob("*.yaml"))
     assert {"burst-train.yaml", "burst-reaper.yaml", "burst-reaper-cron.yaml",
             "burst-regional.yaml"} <= set(compiled)  # fmt: skip
     assert sorted(p.name for p in (DEPLOY / "argo").glob("*.yaml")) == compiled
     kustomized = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())["resources"]
     for name in compiled:
         assert (DEPLOY / "argo" / name).read_text() == (
-            REPO / "pipelines" / "compiled" / name
+            REPO / "burst" / "pipelines" / "compiled" / name
         ).read_text(), f"deploy/argo/{name} drifted: run `make goldens`"
         assert f"argo/{name}" in kustomized, f"deploy/kustomization.yaml does not apply {name}"
     trust = load_trust(REPO / "policies" / "keys")

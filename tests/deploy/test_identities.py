@@ -29,7 +29,7 @@ from rbac_rules import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-COMPILED = REPO / "pipelines" / "compiled"
+COMPILED = REPO / "burst" / "pipelines" / "compiled"
 DEPLOY = REPO / "deploy"
 BEFORE = Path(__file__).resolve().parent / "before"
 TEMPLATES = ("burst-train", "burst-regional", "burst-reaper")

@@ -19,15 +19,15 @@ import yaml
 from strict_schema import strict
 
 from burst.admission.kueue_objects import CAPACITY_ORDER, NAMESPACE, local_queue_name
-from burst.providers import PROVIDER_STACKS
-from burst.spec import Priority
-from pipelines.common import (
+from burst.pipelines.common import (
     KUEUE_GROUP_COUNT_ANNOTATION,
     KUEUE_GROUP_LABEL,
     KUEUE_PRIORITY_LABEL,
     KUEUE_QUEUE_LABEL,
 )
-from pipelines.gang import UNQUOTED
+from burst.pipelines.gang import UNQUOTED
+from burst.providers import PROVIDER_STACKS
+from burst.spec import Priority
 
 REPO = Path(__file__).resolve().parents[2]
 KUEUE = REPO / "deploy" / "kueue"

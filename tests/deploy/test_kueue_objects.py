@@ -382,7 +382,7 @@ def test_the_priority_classes_are_the_spec_s_bands_and_the_templates_enum() -> N
     bands = {n: o["value"] for n, o in _by(ko.kueue_objects(), "WorkloadPriorityClass").items()}
     assert set(bands) == {f"burst-{p}" for p in Priority}
     for name in ("burst-train", "burst-regional"):
-        wt = yaml.safe_load((REPO / "pipelines" / "compiled" / f"{name}.yaml").read_text())
+        wt = yaml.safe_load((REPO / "burst" / "pipelines" / "compiled" / f"{name}.yaml").read_text())
         (param,) = [p for p in wt["spec"]["arguments"]["parameters"] if p["name"] == "priority"]
         # Argo refuses another value at submission: a pod naming a WorkloadPriorityClass that
         # does not exist would never be admitted (after its GPUs were rented)
@@ -414,7 +414,7 @@ def test_no_local_queue_is_named_default_and_train_pods_name_their_teams() -> No
     scheduled on the cluster's own nodes (the engines tier found it). Each team's LocalQueue is
     burst-<team>, and that is what the train pods' label names."""
     from burst.admission.kueue_objects import kueue_objects, local_queue_name, team_quotas
-    from pipelines.common import KUEUE_QUEUE_LABEL, kueue_labels
+    from burst.pipelines.common import KUEUE_QUEUE_LABEL, kueue_labels
 
     queues = {o["metadata"]["name"] for o in kueue_objects() if o["kind"] == "LocalQueue"}
     assert "default" not in queues

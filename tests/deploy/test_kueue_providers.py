@@ -40,17 +40,17 @@ from burst.admission.kueue_objects import (
     kueue_objects,
     team_quotas,
 )
+from burst.pipelines.common import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
+from burst.pipelines.gang import UNQUOTED
 from burst.plan.catalog import load_catalog
 from burst.providers import PROVIDER_STACKS, STACK_DIRS
-from pipelines.common import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
-from pipelines.gang import UNQUOTED
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = REPO / "terraform" / "modules"
 STACKS = REPO / "terraform" / "stacks"
 KUEUE = REPO / "deploy" / "kueue"
 BEFORE = Path(__file__).resolve().parent / "before"
-COMPILED = REPO / "pipelines" / "compiled"
+COMPILED = REPO / "burst" / "pipelines" / "compiled"
 RUN = "wf-1"
 EKS_EFFECTS = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute"}
 CAPACITIES = ("spot", "on_demand", "spot_with_floor")

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pipelines.common import KUEUE_GROUP_LABEL, KUEUE_QUEUE_LABEL
-from pipelines.gang import volcano_job
+from burst.pipelines.common import KUEUE_GROUP_LABEL, KUEUE_QUEUE_LABEL
+from burst.pipelines.gang import volcano_job
 
 REPO = Path(__file__).resolve().parents[2]
 KUEUE = REPO / "deploy" / "kueue"
@@ -215,8 +215,8 @@ def test_submit_takes_the_longest_team_whose_local_queue_is_a_label_value(tmp_pa
     """A team of 57 characters: its LocalQueue burst-<team> (the train pods' queue-name label
     once Argo substitutes the team) is 63 characters, a label value and a DNS-1123 subdomain."""
     from burst.admission.kueue_objects import local_queue_name
+    from burst.pipelines.common import kueue_labels
     from burst.runner.argo import build_workflow
-    from pipelines.common import kueue_labels
 
     team = "a" * 56 + "1"
     wf = build_workflow(_quickstart_spec(tmp_path, team))

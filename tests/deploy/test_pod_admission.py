@@ -16,7 +16,7 @@ from argo_pods import executor_config, pods
 from pss import violations
 
 REPO = Path(__file__).resolve().parents[2]
-COMPILED = REPO / "pipelines" / "compiled"
+COMPILED = REPO / "burst" / "pipelines" / "compiled"
 BEFORE = Path(__file__).resolve().parent / "before"
 TEMPLATES = ("burst-train", "burst-regional", "burst-reaper")
 

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[2]
 MODULES = REPO / "terraform" / "modules"
 STACKS = REPO / "terraform" / "stacks"
 BEFORE = Path(__file__).resolve().parent / "before"
-COMPILED = REPO / "pipelines" / "compiled"
+COMPILED = REPO / "burst" / "pipelines" / "compiled"
 EKS_EFFECTS = {
     "NO_SCHEDULE": "NoSchedule",
     "NO_EXECUTE": "NoExecute",
@@ -165,7 +165,7 @@ def gpu_pod_problems(manifest: dict[str, Any]) -> list[str]:
             c
             for c in p.spec["containers"]
             if "trainer-image" in str(c.get("image"))
-            and "steps.regional_aggregator" not in (c.get("command") or [])
+            and "burst.steps.regional_aggregator" not in (c.get("command") or [])
         ]
         for c in mains:
             res = c.get("resources") or {}
@@ -193,7 +193,7 @@ def test_before_issue_28_regional_workers_ran_on_the_home_cluster_without_gpus()
 
 
 def queue_problems(quota: Path, queues: Path | None) -> list[str]:
-    """The gang's Volcano Job names its team's queue (pipelines/gang.py: ``queue:
+    """The gang's Volcano Job names its team's queue (burst/pipelines/gang.py: ``queue:
     '{{workflow.parameters.team}}'``); Volcano's admission refuses a Job whose queue does not
     exist or is not Open: every team with a GPU quota needs an Open Queue."""
     gang = yaml.safe_load((COMPILED / "burst-train.yaml").read_text())

@@ -72,14 +72,14 @@ def test_before_issue_28_the_reaper_could_not_see_live_workflows() -> None:
 
 
 def test_the_reaper_has_argo_server_settings() -> None:
-    assert argo_settings_problems(REPO / "pipelines" / "compiled" / "burst-reaper.yaml") == []
+    assert argo_settings_problems(REPO / "burst" / "pipelines" / "compiled" / "burst-reaper.yaml") == []
 
 
 def test_the_crons_arguments_reach_the_reaper_over_the_templates_defaults(
     tmp_path: Path,
 ) -> None:
     """A site sets its server in the CronWorkflow's arguments; that is what the pod gets."""
-    compiled = REPO / "pipelines" / "compiled"
+    compiled = REPO / "burst" / "pipelines" / "compiled"
     for name in ("burst-reaper.yaml", "burst-reaper-cron.yaml"):
         (tmp_path / name).write_text((compiled / name).read_text(encoding="utf-8"))
     cron = tmp_path / "burst-reaper-cron.yaml"

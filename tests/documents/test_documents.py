@@ -143,7 +143,7 @@ def test_each_step_refuses_a_document_with_one_wrong_field(
     out = tmp_path / "out.json"
     argv = ["--spec", str(QUICKSTART), "--run-id", f"bad-{step}", "--runs-root", str(tmp_path)]
     argv += ["--input", f"{name}={bad}", "--out", str(out)]
-    module = importlib.import_module(f"steps.{step.replace('-', '_')}")
+    module = importlib.import_module(f"burst.steps.{step.replace('-', '_')}")
     code = module.main(step, module.run, argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == EXIT_BAD_INPUT

@@ -21,7 +21,7 @@ SHIPPED = sorted(
     for pattern in (
         "policies/**/*.yaml",
         "burst/plan/catalog/*.yaml",
-        "pipelines/compiled/*.yaml",
+        "burst/pipelines/compiled/*.yaml",
         "deploy/**/*.yaml",
     )
     for p in REPO.glob(pattern)

@@ -28,7 +28,7 @@ def test_quickstart_run_to_served_tiers(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     train = _run(
         "-m",
-        "steps.train",
+        "burst.steps.train",
         "--spec",
         str(QUICKSTART),
         "--run-id",

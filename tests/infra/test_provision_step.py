@@ -28,7 +28,7 @@ def _step(
     argv = [
         sys.executable,
         "-m",
-        "steps.provision",
+        "burst.steps.provision",
         "--spec",
         str(spec),
         "--run-id",
@@ -99,7 +99,7 @@ def test_only_allowed_candidates_are_attempted(
         [
             sys.executable,
             "-m",
-            "steps.teardown",
+            "burst.steps.teardown",
             "--spec",
             str(quickstart_in),
             "--run-id",
@@ -165,7 +165,7 @@ def test_failover_document_and_idempotent_rerun(
         [
             sys.executable,
             "-m",
-            "steps.teardown",
+            "burst.steps.teardown",
             "--spec",
             str(quickstart_in),
             "--run-id",

@@ -115,7 +115,7 @@ def test_a_requeue_after_a_capacity_failover_lands_in_a_third_region(
 
 
 def _train_pids(run_id: str) -> list[int]:
-    """The train step's main process of this run (``python -m steps.train ... --run-id``)."""
+    """The train step's main process of this run (``python -m burst.steps.train ... --run-id``)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -124,7 +124,7 @@ def _train_pids(run_id: str) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"steps.train" in argv and run_id.encode() in argv and b"-m" in argv:
+        if b"burst.steps.train" in argv and run_id.encode() in argv and b"-m" in argv:
             pids.append(int(entry.name))
     return pids
 

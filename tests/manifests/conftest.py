@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-COMPILED = REPO / "pipelines" / "compiled"
+COMPILED = REPO / "burst" / "pipelines" / "compiled"
 GOLDENS = sorted(p.name for p in COMPILED.glob("*.yaml"))
 
 

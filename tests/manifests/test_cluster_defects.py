@@ -250,8 +250,8 @@ def test_reaper_meets_the_same_rules() -> None:
 
 def test_the_gang_pod_is_the_single_node_train_pod() -> None:
     """One train pod: the gang's pods get what single-node train gets (environment, GPUs,
-    security, grace) from pipelines/train_pod.py."""
-    from pipelines import gang, train_pod
+    security, grace) from burst/pipelines/train_pod.py."""
+    from burst.pipelines import gang, train_pod
 
     pod = gang.volcano_job()["spec"]["tasks"][0]["template"]["spec"]
     c = pod["containers"][0]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipelines.build import render_all
+from burst.pipelines.build import render_all
 
 from .conftest import COMPILED, GOLDENS
 
@@ -19,7 +19,7 @@ def test_goldens_match_the_definitions() -> None:
     assert sorted(rendered) == GOLDENS
     for name, text in rendered.items():
         assert (COMPILED / name).read_text(encoding="utf-8") == text, (
-            f"pipelines/compiled/{name} drifted from pipelines/: run `make goldens`"
+            f"burst/pipelines/compiled/{name} drifted from burst/pipelines/: run `make goldens`"
         )
 
 
@@ -55,17 +55,17 @@ def test_compile_refuses_a_definition_that_fails_the_lint(
 ) -> None:
     from click.testing import CliRunner
 
-    import pipelines.build
+    import burst.pipelines.build
     from burst.cli.main import cli
 
-    real = pipelines.build.manifest
+    real = burst.pipelines.build.manifest
 
     def without_exit_handler(name: str) -> dict[str, Any]:
         doc = real(name)
         doc.get("spec", {}).pop("onExit", None)
         return doc
 
-    monkeypatch.setattr(pipelines.build, "manifest", without_exit_handler)
+    monkeypatch.setattr(burst.pipelines.build, "manifest", without_exit_handler)
     out = tmp_path / "compiled"
     result = CliRunner().invoke(cli, ["compile", "--out", str(out)])
     assert result.exit_code == 2

@@ -125,7 +125,7 @@ def test_train_lands_on_the_provisioned_node_group(train: dict[str, Any]) -> Non
 def test_steps_run_the_step_contract(train: dict[str, Any]) -> None:
     for name in ("preflight", "plan", "verify-image", "provision", "train", "teardown"):
         c = _t(train, name)["container"]
-        assert c["command"] == ["python", "-m", "steps." + name.replace("-", "_")]
+        assert c["command"] == ["python", "-m", "burst.steps." + name.replace("-", "_")]
         assert c["args"][:2] == ["--spec", "/tmp/inputs/spec.yaml"]
         art = _t(train, name)["inputs"]["artifacts"][0]
         assert art["raw"]["data"] == "{{workflow.parameters.spec}}"
@@ -136,7 +136,7 @@ def test_no_static_credentials_and_images_pinned(name: str) -> None:
     manifest = load(name)
     text = json.dumps(manifest)
     # the reaper's bearer token is its pod's projected service-account token, read at start
-    from pipelines.burst_reaper import TOKEN_FILE
+    from burst.pipelines.burst_reaper import TOKEN_FILE
 
     text = text.replace(f'ARGO_TOKEN=\\"Bearer $(cat {TOKEN_FILE})\\"', "")
     assert not re.search(r"(?i)secret|password|access_?key|aws_session|token", text)
@@ -215,7 +215,7 @@ def test_multi_node_train_is_a_gang_scheduled_volcano_job(train: dict[str, Any])
     # the same module as the single train pod; it starts this node's ranks under torchrun
     # itself (burst.train.launch), so the ranks' exit 75 reaches the policy above
     script = pod["containers"][0]["command"][2]
-    assert "BURST_GANG=1" in script and "exec python -m steps.train" in script
+    assert "BURST_GANG=1" in script and "exec python -m burst.steps.train" in script
     assert "BURST_NPROC_PER_NODE={{workflow.parameters.gpus-per-node}}" in script
 
 

@@ -98,7 +98,7 @@ def make_regional_run(root: Path, status: str = "succeeded") -> Path:
         final_weights_sha256="ab" * 32,
         seconds=43.4,
         workflow=WorkflowResult(
-            template="pipelines/compiled/burst-regional.yaml",
+            template="burst/pipelines/compiled/burst-regional.yaml",
             phase="Succeeded",
             exit_handler_phase="Succeeded",
         ),

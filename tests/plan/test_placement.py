@@ -321,7 +321,7 @@ def test_step_plan_reads_the_decision_record(tmp_path: Path, runs_root: Path) ->
         [
             sys.executable,
             "-m",
-            "steps.plan",
+            "burst.steps.plan",
             "--spec",
             str(QUICKSTART),
             "--run-id",
@@ -352,7 +352,7 @@ def test_step_plan_refuses_over_budget_exit_3(tmp_path: Path, runs_root: Path) -
         [
             sys.executable,
             "-m",
-            "steps.plan",
+            "burst.steps.plan",
             "--spec",
             str(spec),
             "--run-id",
@@ -400,7 +400,7 @@ def test_step_plan_reads_burst_catalog(tmp_path: Path, runs_root: Path) -> None:
         [
             sys.executable,
             "-m",
-            "steps.plan",
+            "burst.steps.plan",
             "--spec",
             str(QUICKSTART),
             "--run-id",

@@ -106,7 +106,7 @@ def test_step_plan_refuses_another_specs_record(
         [
             sys.executable,
             "-m",
-            "steps.plan",
+            "burst.steps.plan",
             "--spec",
             str(QUICKSTART),
             "--run-id",

@@ -1,4 +1,4 @@
-"""`burst preflight`, `burst policy` and `python -m steps.preflight`, as real processes."""
+"""`burst preflight`, `burst policy` and `python -m burst.steps.preflight`, as real processes."""
 
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ def test_step_writes_record_and_refuses(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "steps.preflight",
+            "burst.steps.preflight",
             "--spec",
             "examples/denied.yaml",
             "--run-id",
@@ -181,7 +181,7 @@ def test_step_writes_record_and_refuses(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "steps.preflight",
+            "burst.steps.preflight",
             "--spec",
             "examples/quickstart.yaml",
             "--run-id",

@@ -1,4 +1,4 @@
-"""`python -m steps.preflight` never trains, so it never imports torch (seconds at start-up):
+"""`python -m burst.steps.preflight` never trains, so it never imports torch (seconds at start-up):
 the engine loads the C++ runtime before regopy instead (burst/policy/engine.py,
 _load_regopy_safely; the order itself is tested in test_engine_load_order.py)."""
 
@@ -20,7 +20,7 @@ def test_preflight_step_does_not_import_torch(tmp_path: Path) -> None:
             "-X",
             "importtime",
             "-m",
-            "steps.preflight",
+            "burst.steps.preflight",
             "--spec",
             "examples/quickstart.yaml",
             "--run-id",

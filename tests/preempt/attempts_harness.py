@@ -1,7 +1,7 @@
 """Run attempts of the train step as real child processes, cheaply.
 
-Each attempt is a real process (``os.fork``) running ``steps.train`` exactly as
-``python -m steps.train`` would (same ``stepio.main``), with its own signal handlers and exit
+Each attempt is a real process (``os.fork``) running ``burst.steps.train`` exactly as
+``python -m burst.steps.train`` would (same ``stepio.main``), with its own signal handlers and exit
 code; forking from a parent that has already imported torch saves the ~3 s of interpreter and
 torch start-up a fresh process costs here. Children use one torch thread, so every attempt of
 every trial computes with the same reductions.
@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
+import burst.steps.train
 import burst.train.example
 import burst.train.loop
-import steps.train
 from burst.checkpoint import CheckpointRef
 from burst.spec import load_spec
 from burst.stepio import main as step_main
@@ -34,7 +34,7 @@ QUICKSTART = REPO / "examples" / "quickstart.yaml"
 
 torch.use_deterministic_algorithms(True)  # its first call imports torch._inductor (~2 s)
 with contextlib.suppress(ImportError):  # the catalog (the interval's MTBF), when it is there
-    import burst.plan.catalog  # noqa: F401
+    import burst.plan.catalog
 
 
 def write_spec(
@@ -129,7 +129,7 @@ def start_attempt(
                 os.setpgid(0, 0)
             os.environ.update(env or {})
             torch.set_num_threads(1)
-            code = step_main("train", steps.train.run, argv)
+            code = step_main("train", burst.steps.train.run, argv)
         finally:
             sys.stderr.flush()
             os._exit(code)

@@ -2,7 +2,7 @@
 so a slow upload during a reclaim outlasted the grace period and the pod died with 137 (neither
 retried nor requeued). Every wait after a notice is now bounded by its deadline.
 
-Real processes and a real signal: the train step (forked, as ``python -m steps.train`` runs)
+Real processes and a real signal: the train step (forked, as ``python -m burst.steps.train`` runs)
 and its checkpoint worker, held mid-upload by the named fault point ``before-manifest@10``
 (``pause``: a store that has stopped answering). SIGTERM arrives with a 4 s grace period, and
 the test plays the kubelet: SIGKILL if the process is still there well after it.

@@ -1,6 +1,6 @@
 """Infrastructure faults at the end of training never discard finished work (issue 16).
 
-Real processes throughout: the train step (forked, as ``python -m steps.train`` runs), its
+Real processes throughout: the train step (forked, as ``python -m burst.steps.train`` runs), its
 checkpoint worker (SIGKILLed by the fault points of ``burst.faults``), and a real
 S3 server on loopback (``rclone serve s3``) stopped and started again across the final save.
 Each trial ends with the newest step committed, or with exit 4, which the pipeline's retry
@@ -105,7 +105,7 @@ def _committed_s3(spec: Path, server: LoopbackS3) -> list:  # type: ignore[type-
 
 def retried_by_the_pipeline(code: int) -> bool:
     """Would the compiled pipeline's train retry expression retry this exit code?"""
-    doc = yaml.safe_load((REPO / "pipelines/compiled/burst-train.yaml").read_text())
+    doc = yaml.safe_load((REPO / "burst/pipelines/compiled/burst-train.yaml").read_text())
     train = next(t for t in doc["spec"]["templates"] if t["name"] == "train")
     rs = train["retryStrategy"]
     assert rs["retryPolicy"] == "Always"

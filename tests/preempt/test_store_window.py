@@ -4,7 +4,7 @@ The save retry window (``BURST_CHECKPOINT_RETRY_S``) is one budget from the stor
 failure: the save in flight when the store died and the final save share it. Before, the
 final save opened a window of its own after the routine save's had run (744 s from the
 store's death to exit 4 where 300 s were promised). Real processes: the train step (forked,
-as ``python -m steps.train``), its checkpoint worker, and a real S3 server on loopback
+as ``python -m burst.steps.train``), its checkpoint worker, and a real S3 server on loopback
 (``rclone serve s3``) stopped for good while the routine save of step 5 is under way.
 """
 

@@ -1,5 +1,5 @@
 """Faults of a user's own program, each with a real program (tests/program/prog.py) under the
-real train step (forked as ``python -m steps.train`` runs it; tests/preempt/attempts_harness):
+real train step (forked as ``python -m burst.steps.train`` runs it; tests/preempt/attempts_harness):
 a failing program, a checkpoint half-written / truncated / deleted at exit, a program killed
 mid-write, a program that never saves (the step fails), one that ignores the notice."""
 
@@ -152,7 +152,7 @@ def test_the_supervisor_of_a_program_never_imports_torch(tmp_path: Path) -> None
     repo = Path(__file__).resolve().parents[2]
     out = tmp_path / "out.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "steps.train", "--spec", str(p), "--run-id", "no-torch",
+        [sys.executable, "-m", "burst.steps.train", "--spec", str(p), "--run-id", "no-torch",
          "--runs-root", str(tmp_path / "runs"), "--out", str(out)],
         capture_output=True, text=True, timeout=300, cwd=repo,
         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(fake.parent), str(repo)])},

@@ -1,5 +1,5 @@
 """A program under real torchrun (2 CPU ranks, gloo) in the real train step (forked as
-``python -m steps.train`` runs it: tests/preempt/attempts_harness):
+``python -m burst.steps.train`` runs it: tests/preempt/attempts_harness):
 
 * ``--preempt-at-step 7`` between two periodic saves (5, 10): the notice comes at the program's
   step 7, every rank's handler runs, every rank saves its part of step 7 (DCP), the attempt

@@ -123,7 +123,7 @@ def test_worker_without_its_shard_is_bad_input(tmp_path: Path) -> None:
     """A region store with no shard: exit 2, one line naming the key and the store."""
     config = _config(tmp_path, "worker", "me-central-1", wait_limit_s=5.0)
     # (the shard is read first, before the worker waits for a global checkpoint)
-    proc = _role("steps.regional_worker", config)
+    proc = _role("burst.steps.regional_worker", config)
     assert proc.returncode == 2, proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("burst regional worker:")]
     assert len(errors) == 1 and "no shard at shard/shard.npz" in errors[0], proc.stderr
@@ -136,7 +136,7 @@ def test_aggregator_without_deltas_gives_up_as_infrastructure(tmp_path: Path) ->
     """No worker ever delivers: after its wait limit the aggregator exits 4 (an
     infrastructure fault, not bad input), one line naming the round."""
     config = _config(tmp_path, "aggregator", "ap-southeast-1", wait_limit_s=1.0)
-    proc = _role("steps.regional_aggregator", config)
+    proc = _role("burst.steps.regional_aggregator", config)
     assert proc.returncode == 4, proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("burst regional aggregator:")]
     assert len(errors) == 1 and "no usable delta for round 0" in errors[0], proc.stderr

@@ -387,7 +387,7 @@ def test_a_region_that_cannot_be_provisioned_stops_the_run_and_every_region_goes
     spec = regional_spec(tmp_path, TWO)
     opts = RegionalOptions(time_scale=0.0, stores="dir", wait_limit_s=30)
     report = run_regional(load_spec(spec), spec, tmp_path / "nocap", "nocap", opts)
-    # the template's barrier: every region's stack before any branch (pipelines/burst_regional)
+    # the template's barrier: every region's stack before any branch (burst/pipelines/burst_regional)
     assert report.status == "failed" and report.exit_code == 4, report.failure
     assert report.failure is not None and report.failure.startswith("provision: ")
     assert "me-central-1" in report.failure and "capacity" in report.failure

@@ -1,5 +1,5 @@
-"""The burst-regional WorkflowTemplate (pipelines/burst_regional.py, golden
-pipelines/compiled/burst-regional.yaml): its graph, and what the local run takes from it.
+"""The burst-regional WorkflowTemplate (burst/pipelines/burst_regional.py, golden
+burst/pipelines/compiled/burst-regional.yaml): its graph, and what the local run takes from it.
 The three offline checks (round trip, strict schema, lint) run on every golden in
 tests/manifests; these tests read the graph itself."""
 
@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
+from burst.pipelines.common import RETRY_ON_PREEMPTION
 from burst.regional.runtime import RoleConfig
 from burst.runner import expr
 from burst.runner.lint import lint
-from pipelines.common import RETRY_ON_PREEMPTION
 
 from .regional_specs import REPO, TWO, regional_spec
 
-GOLDEN = REPO / "pipelines" / "compiled" / "burst-regional.yaml"
+GOLDEN = REPO / "burst" / "pipelines" / "compiled" / "burst-regional.yaml"
 
 
 def _manifest() -> dict[str, Any]:
@@ -109,7 +109,7 @@ def test_roles_are_restarted_as_the_local_run_restarts_them() -> None:
         assert t[name]["container"]["command"] == [
             "python",
             "-m",
-            f"steps.{name.replace('-', '_')}",
+            f"burst.steps.{name.replace('-', '_')}",
         ]
     params = {p["name"]: p.get("value") for p in doc["spec"]["arguments"]["parameters"]}
     assert params["restarts"] == "3"
@@ -128,7 +128,7 @@ def test_item_outside_a_loop_fails_the_lint() -> None:
 
 def _provision(tmp_path: Path, region: str, *inputs: str) -> subprocess.CompletedProcess[str]:
     spec = regional_spec(tmp_path, TWO)
-    args = [sys.executable, "-m", "steps.regional_provision", "--spec", str(spec)]
+    args = [sys.executable, "-m", "burst.steps.regional_provision", "--spec", str(spec)]
     args += ["--run-id", f"wf-{region}", "--runs-root", str(tmp_path / "runs")]
     for i in inputs:
         args += ["--input", i]
@@ -180,7 +180,7 @@ def test_a_branchs_steps_provision_then_tear_down_one_region(
     """The template's containers, run here in order (in process, with the local stack):
     preflight -> plan -> regional-provision (BURST_REGION, the region's stack id) -> teardown
     from that stack id alone. The role config is the one the branch's worker would read."""
-    from steps import plan, preflight, regional_provision, teardown
+    from burst.steps import plan, preflight, regional_provision, teardown
 
     spec = REPO / "examples" / "regional.yaml"
     out, runs = tmp_path / "outputs", tmp_path / "runs"

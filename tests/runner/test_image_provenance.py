@@ -22,12 +22,12 @@ from burst.obs.report_html import render_html
 from burst.obs.report_text import render_text
 from burst.obs.run_summary import summary_lines
 from burst.obs.run_view import load_run
+from burst.pipelines.common import VERIFIED_IMAGE
 from burst.runner import tags
 from burst.runner.local import LocalRunner, RunOptions
 from burst.runner.pods import Pod
 from burst.runs import run_paths
 from burst.supplychain.provenance import IN_PROCESS
-from pipelines.common import VERIFIED_IMAGE
 
 TEMPLATES = [
     checkout.COMPILED / "burst-train.yaml",
@@ -36,7 +36,7 @@ TEMPLATES = [
     checkout.ROOT / "deploy" / "argo" / "burst-regional.yaml",
 ]
 TRAINER = "{{inputs.parameters.trainer-image}}"
-SPEC_IMAGE_STEPS = ("steps.train", "steps.regional_worker", "steps.regional_aggregator")
+SPEC_IMAGE_STEPS = ("burst.steps.train", "burst.steps.regional_worker", "burst.steps.regional_aggregator")
 
 
 def _trainer_images(doc: dict[str, Any]) -> list[str]:
@@ -48,7 +48,7 @@ def _trainer_images(doc: dict[str, Any]) -> list[str]:
         if any(m in c.get("command", []) for m in SPEC_IMAGE_STEPS):
             found.append(str(c["image"]))
         manifest = (t.get("resource") or {}).get("manifest")
-        if manifest and "steps.train" in manifest:  # YAML only once Argo substituted it
+        if manifest and "burst.steps.train" in manifest:  # YAML only once Argo substituted it
             found += re.findall(r"^\s*image: '?([^'\n]*)'?$", manifest, re.MULTILINE)
     return found
 

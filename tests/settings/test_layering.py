@@ -50,7 +50,7 @@ def test_the_runner_does_not_reach_into_infra_for_the_spec() -> None:
 def test_one_node_count_one_set_of_tag_keys_one_checkout_root() -> None:
     sources = {
         p.relative_to(REPO): p.read_text(encoding="utf-8")
-        for d in ("burst", "steps")
+        for d in ("burst",)
         for p in (REPO / d).rglob("*.py")
     }
     formula = re.compile(r"gpu_count\s*//\s*job\.compute\.gpus_per_node")

@@ -17,7 +17,7 @@ from burst.errors import BadInputError
 from burst.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
-PRODUCTION = ("burst", "steps", "pipelines")
+PRODUCTION = ("burst",)
 NAME = re.compile(r"^(BURST_[A-Z0-9_]+|ARGO_[A-Z_]+)$")
 
 

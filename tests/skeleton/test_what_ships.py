@@ -1,4 +1,4 @@
-"""What ships is what runs: the installed package (burst, steps, pipelines) never imports the
+"""What ships is what runs: the installed package (burst: its steps and pipelines included) never imports the
 development tools in devtools/ (checks and builders run from a checkout), and pyproject.toml
 does not install them."""
 
@@ -10,7 +10,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = ("burst", "steps", "pipelines")
+SHIPPED = ("burst",)
 IMPORTS_DEVTOOLS = re.compile(r"^\s*(from|import)\s+devtools\b", re.MULTILINE)
 
 

@@ -105,7 +105,7 @@ def test_images_no_trust_rule_covers_are_denied_not_admitted_unverified() -> Non
     """The pipeline's own images (ghcr.io/burst-train/...) were admitted unverified: only the
     local repositories had a verifyImages rule. Now an image outside every trust rule is
     denied; the Argo executor beside each step is the one exception."""
-    from pipelines.common import STEPS_IMAGE, TRAINER_IMAGE
+    from burst.pipelines.common import STEPS_IMAGE, TRAINER_IMAGE
 
     last = committed()["spec"]["rules"][-1]
     assert last["name"] == "only-trusted-repositories"

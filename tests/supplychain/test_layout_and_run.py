@@ -49,7 +49,7 @@ def run_step(
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("BURST_POLICIES", None)  # the checkout's policies/ (burst.policy.location)
     proc = subprocess.run(
-        [sys.executable, "-m", "steps.verify_image", "--spec", str(spec), "--run-id", run_id,
+        [sys.executable, "-m", "burst.steps.verify_image", "--spec", str(spec), "--run-id", run_id,
          "--runs-root", str(tmp_path / "runs"), "--out", str(out)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip

@@ -17,7 +17,7 @@ def step(
         [
             sys.executable,
             "-m",
-            f"steps.{name}",
+            f"burst.steps.{name}",
             "--spec",
             str(spec),
             "--run-id",

@@ -15,7 +15,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
-STEP = (sys.executable, "-m", "steps.train")
+STEP = (sys.executable, "-m", "burst.steps.train")
 
 
 def ranks_spec(
@@ -55,7 +55,7 @@ def step_env(**extra: str) -> dict[str, str]:
 def train(
     spec: Path, run_id: str, runs: Path, *, timeout: float = 240, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m steps.train`` as the pipeline runs it (it starts torchrun itself)."""
+    """``python -m burst.steps.train`` as the pipeline runs it (it starts torchrun itself)."""
     return subprocess.run(
         [*STEP, "--spec", str(spec), "--run-id", run_id, "--runs-root", str(runs)],
         capture_output=True,

@@ -1,4 +1,4 @@
-"""burst compile: render the Argo manifests (Hera definitions in pipelines/) to YAML."""
+"""burst compile: render the Argo manifests (Hera definitions in burst/pipelines/) to YAML."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import click
     "--out",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("pipelines/compiled"),
+    default=Path("burst/pipelines/compiled"),
     show_default=True,
     help="Directory the manifests are written to.",
 )
@@ -22,17 +22,17 @@ import click
     help="Write nothing; exit 1 when a file in --out differs from the definitions.",
 )
 def command(out_dir: Path, check: bool) -> None:
-    """Compile pipelines/*.py (Hera) into one YAML manifest each: burst-train and
+    """Compile burst/pipelines/*.py (Hera) into one YAML manifest each: burst-train and
     burst-regional (the WorkflowTemplates of a run and of a regional-sync run) and
     burst-reaper (the CronWorkflow).
 
-    The files in pipelines/compiled/ are committed goldens; `make goldens` rewrites them and
+    The files in burst/pipelines/compiled/ are committed goldens; `make goldens` rewrites them and
     the tests fail when they drift. Every manifest is linted before it is written.
     """
     from burst.errors import BadInputError
     from burst.outputs import write_output
+    from burst.pipelines.build import manifest, render_all
     from burst.runner.lint import lint
-    from pipelines.build import manifest, render_all
 
     rendered = render_all()
     for filename in rendered:

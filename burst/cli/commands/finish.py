@@ -76,5 +76,5 @@ def command(
             err=True,
         )
         raise SystemExit(EXIT_INFRA)
-    argv = [sys.executable, "-m", "steps.teardown", "--spec", str(spec), "--run-id", name]
+    argv = [sys.executable, "-m", "burst.steps.teardown", "--spec", str(spec), "--run-id", name]
     raise SystemExit(subprocess.run([*argv, "--out", str(out)], check=False).returncode)

@@ -64,7 +64,7 @@ from burst.runs import FAULT_POINTS, STEPS
     "template",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Compiled WorkflowTemplate to execute (default: "
-    "pipelines/compiled/burst-train.yaml, the one Argo runs).",
+    "burst/pipelines/compiled/burst-train.yaml, the one Argo runs).",
 )
 @click.option(
     "--containers",
@@ -116,7 +116,7 @@ def command(
 
     The local runner executes the compiled burst-train WorkflowTemplate (the same graph,
     retry policy, deadlines and exit handler Argo runs); each step runs as its own process
-    (python -m steps.<name>); the run directory runs/<run-id>/ keeps the step documents,
+    (python -m burst.steps.<name>); the run directory runs/<run-id>/ keeps the step documents,
     logs, one directory per step attempt (pods/), Terraform state and report.json.
     Exits with the code of how the run ended (docs/reference/endings.md): 0 succeeded, the
     failing step's code when it failed, 75 preempted, 130 cancelled (burst cancel, Ctrl-C),

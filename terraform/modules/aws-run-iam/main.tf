@@ -124,7 +124,7 @@ data "aws_iam_policy_document" "pod" {
 
   # A regional-sync run: every region's worker and the aggregator write and read the run's
   # exchange store (the spec's storage.checkpoint_uri under <workflow>/exchange/, in the
-  # aggregation region: steps/regional_provision.py), which is no region's own bucket.
+  # aggregation region: burst/steps/regional_provision.py), which is no region's own bucket.
   dynamic "statement" {
     for_each = var.exchange_bucket_arn == null ? [] : [1]
     content {

@@ -25,8 +25,7 @@ from __future__ import annotations
 from hera.workflows import Container, CronWorkflow, Env, Parameter, WorkflowTemplate
 from hera.workflows import models as m
 
-from burst.runner.lint import NO_EXIT_HANDLER_ANNOTATION
-from pipelines.common import (
+from burst.pipelines.common import (
     PART_OF,
     REAPER_SERVICE_ACCOUNT,
     RESTRICTED_CONTAINER,
@@ -35,10 +34,11 @@ from pipelines.common import (
     STEP_REQUESTS,
     STEPS_IMAGE,
 )
+from burst.runner.lint import NO_EXIT_HANDLER_ANNOTATION
 
 #: The WorkflowTemplate's name and the CronWorkflow's.
 NAME = "burst-reaper"
-#: The CronWorkflow's file stem (pipelines/compiled, deploy/argo).
+#: The CronWorkflow's file stem (burst/pipelines/compiled, deploy/argo).
 CRON_FILE = "burst-reaper-cron"
 #: Argo's server as its install names it (service argo-server, namespace argo, port 2746).
 ARGO_SERVER = "https://argo-server.argo.svc:2746"

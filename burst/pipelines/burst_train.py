@@ -6,14 +6,14 @@
            (place(previous, requeue)) when train was still lost, restart in the same
            placement (place(previous, restart)) when it was killed, else propagate its
            failure: the run's recovery strategy decides (burst/recovery.py)
-    place-gang: provision -> train as a gang-scheduled Volcano Job (pipelines/gang.py)
+    place-gang: provision -> train as a gang-scheduled Volcano Job (burst/pipelines/gang.py)
     onExit exit-handler: teardown, found from the run id alone ({{workflow.name}})
 
-Each step is a container running ``python -m steps.<name>`` (``burst.stepio`` is the contract);
-the documents travel as output parameters read from ``/tmp/outputs/<doc>.json``; the spec is a
-workflow parameter given to every container as a raw input artifact. Train's image is the
-``run_image`` of verify-image's document (the digest it verified), handed down as the
-``trainer-image`` input of place / place-gang, never a workflow parameter.
+Each step is a container running ``python -m burst.steps.<name>`` (``burst.stepio`` is the
+contract); the documents travel as output parameters read from ``/tmp/outputs/<doc>.json``;
+the spec is a workflow parameter given to every container as a raw input artifact. Train's
+image is the ``run_image`` of verify-image's document (the digest it verified), handed down as
+the ``trainer-image`` input of place / place-gang, never a workflow parameter.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from hera.workflows import (
 from hera.workflows import models as m
 
 from burst import recovery
-from pipelines import gang
-from pipelines.common import (
+from burst.pipelines import gang
+from burst.pipelines.common import (
     EXECUTOR_ROLE,
     HELPER_REQUESTS,
     OUTPUTS_DIR,
@@ -59,7 +59,7 @@ from pipelines.common import (
     team_parameters,
     team_settings,
 )
-from pipelines.train_pod import TRAIN_GRACE_S, gpu_patch, train_env, train_resources
+from burst.pipelines.train_pod import TRAIN_GRACE_S, gpu_patch, train_env, train_resources
 
 NAME = "burst-train"
 #: Teardown's own deadline (the exit handler runs after the workflow's has passed).
@@ -112,7 +112,7 @@ subjects:
 """
 ROLE_ARN = "{{=jsonpath(steps.provision.outputs.parameters.infra, '$.outputs.pod_role_arn')}}"
 
-#: What train's environment adds to every step's (pipelines/train_pod.py defines it once).
+#: What train's environment adds to every step's (burst/pipelines/train_pod.py defines it once).
 TRAIN_ONLY = ("BURST_SUBMITTED_AT", "BURST_PREEMPT_WATCHERS", "BURST_SIGTERM_GRACE_S")
 
 #: give-up: train did not succeed and is not requeued; the run fails with train's exit code,
@@ -155,7 +155,7 @@ def _step_container(
     run_id: str = "{{workflow.name}}",
     **kwargs: Any,
 ) -> Container:
-    """A container template running ``python -m steps.<step>`` under the step contract."""
+    """A container template running ``python -m burst.steps.<step>`` under the step contract."""
     args = ["--spec", SPEC_PATH, "--run-id", run_id, "--runs-root", RUNS_MOUNT]
     for name in inputs:
         args += ["--input", f"{name}={{{{inputs.parameters.{name}}}}}"]
@@ -186,7 +186,7 @@ def _step_container(
         name=step,
         image=image,
         image_pull_policy="IfNotPresent",
-        command=["python", "-m", "steps." + step.replace("-", "_")],
+        command=["python", "-m", "burst.steps." + step.replace("-", "_")],
         args=args,
         env=env,
         inputs=[*[Parameter(name=n) for n in (*inputs, *extra_inputs)], *raw],

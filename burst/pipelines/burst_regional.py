@@ -28,7 +28,7 @@ aggregator outside the aggregation region ("Conditionals", expression tag templa
 same expression as burst-train's train step) at most ``restarts`` times ("Retries"); the exit
 handler runs whatever the outcome of ``main`` ("Exit handlers").
 
-A worker or the aggregator runs ``python -m steps.regional_<role> --config FILE``; the file is
+A worker or the aggregator runs ``python -m burst.steps.regional_<role> --config FILE``; the file is
 the role config ``regional-provision`` wrote for its region (an output parameter, handed over as
 a raw input artifact), in the image verify-image verified (its document's ``run_image``, handed
 down as the ``trainer-image`` input of ``region``, as burst-train's train). Every pod of a
@@ -52,7 +52,7 @@ from hera.workflows import (
 )
 from hera.workflows import models as m
 
-from pipelines.burst_train import (
+from burst.pipelines.burst_train import (
     BACKOFF,
     DEFAULT_DEADLINE_S,
     ROLE_ARN,
@@ -64,7 +64,7 @@ from pipelines.burst_train import (
     spec_artifact,
     step_container,
 )
-from pipelines.common import (
+from burst.pipelines.common import (
     OUTPUTS_DIR,
     PART_OF,
     RESTRICTED_CONTAINER,
@@ -84,7 +84,7 @@ from pipelines.common import (
     team_parameters,
     team_settings,
 )
-from pipelines.train_pod import TRAIN_GRACE_S, gpu_patch, train_resources
+from burst.pipelines.train_pod import TRAIN_GRACE_S, gpu_patch, train_resources
 
 NAME = "burst-regional"
 #: A region's stack id: provision applies it, the exit handler destroys it from it alone.
@@ -121,14 +121,14 @@ WORKER_PLACEMENT = {
 
 
 def _role(role: str, *, stable: bool) -> Container:
-    """``python -m steps.regional_<role> --config FILE`` in the verified image, restarted on
+    """``python -m burst.steps.regional_<role> --config FILE`` in the verified image, restarted on
     preemption; the worker (``stable=False``) on its region's GPU nodes."""
     gpu = not stable
     return Container(
         name=f"regional-{role}",
         image=TRAINER_IMAGE_TAG,
         image_pull_policy="IfNotPresent",
-        command=["python", "-m", f"steps.regional_{role}"],
+        command=["python", "-m", f"burst.steps.regional_{role}"],
         args=["--config", ROLE_CONFIG],
         env=[
             Env(name="BURST_LOG_JSON", value="1"),

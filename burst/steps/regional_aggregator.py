@@ -1,6 +1,6 @@
 """regional-aggregator: the aggregator of a regional-sync run (burst.regional.aggregator).
 
-``python -m steps.regional_aggregator --config FILE`` (a ``RoleConfig``, JSON). Exit 0 when
+``python -m burst.steps.regional_aggregator --config FILE`` (a ``RoleConfig``, JSON). Exit 0 when
 the last round's global checkpoint is committed; 4 when no usable delta arrives in time.
 """
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pipelines.common import RUNS_MOUNT
+from burst.pipelines.common import RUNS_MOUNT
 
 #: Seconds a SIGTERM leaves the train pod (its terminationGracePeriodSeconds): AWS's spot
 #: notice is 120 s; the train step sizes its emergency save to it (BURST_SIGTERM_GRACE_S).

@@ -1,7 +1,7 @@
 """Multi-node train: a Volcano Job (gang scheduling) created by an Argo resource template.
 
 All ``nodes`` pods start together or not at all (``minAvailable``); Volcano's pytorch plugin
-gives each pod MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, and ``steps.train`` starts
+gives each pod MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, and ``burst.steps.train`` starts
 torchrun with one rank per GPU (``burst.train.launch``), the same module and command as a
 single train pod. Preemption: the job restarts (from the latest checkpoint)
 on exit 75 or an evicted pod, at most ``preemptions-per-region`` times.
@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.common import (
+from burst.pipelines.common import (
     KUEUE_GROUP_COUNT_ANNOTATION,
     KUEUE_GROUP_LABEL,
     OUTPUTS_DIR,
@@ -25,7 +25,7 @@ from pipelines.common import (
     TRAINER_IMAGE_TAG,
     kueue_labels,
 )
-from pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
+from burst.pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
 
 SPEC_FILE = "/tmp/inputs/spec.yaml"
 
@@ -33,12 +33,12 @@ SPEC_FILE = "/tmp/inputs/spec.yaml"
 def _trainer_command() -> list[str]:
     script = (
         'mkdir -p /tmp/inputs && printf "%s" "$BURST_SPEC_B64" | base64 -d > ' + SPEC_FILE + " && "
-        # steps.train starts this node's ranks under torchrun itself (burst.train.launch:
+        # burst.steps.train starts this node's ranks under torchrun itself (burst.train.launch:
         # --nnodes=$WORLD_SIZE --node-rank=$RANK --master-addr/--master-port from Volcano)
         # and exits with the ranks' agreed code (75 on a preemption), which torchrun alone
         # reports as 1
         "BURST_GANG=1 BURST_NPROC_PER_NODE={{workflow.parameters.gpus-per-node}} "
-        "exec python -m steps.train --spec " + SPEC_FILE + " --run-id {{workflow.name}} "
+        "exec python -m burst.steps.train --spec " + SPEC_FILE + " --run-id {{workflow.name}} "
         "--runs-root " + RUNS_MOUNT + " "
         '--input "infra=$(printf %s "$BURST_INFRA_B64" | base64 -d)" '
         '--input "plan=$(printf %s "$BURST_PLAN_B64" | base64 -d)" '
@@ -65,7 +65,7 @@ def volcano_job() -> dict[str, Any]:
             "restartPolicy": "Never",
             "nodeSelector": "{{inputs.parameters.node-selector}}",
             "tolerations": "{{inputs.parameters.tolerations}}",
-            # the same pod as single-node train (pipelines/train_pod.py): grace, security
+            # the same pod as single-node train (burst/pipelines/train_pod.py): grace, security
             "terminationGracePeriodSeconds": TRAIN_GRACE_S,
             "securityContext": {
                 "runAsNonRoot": True,

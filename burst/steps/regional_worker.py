@@ -1,6 +1,6 @@
 """regional-worker: one region's worker of a regional-sync run (burst.regional.worker).
 
-``python -m steps.regional_worker --config FILE`` (a ``RoleConfig``, JSON): the train loop
+``python -m burst.steps.regional_worker --config FILE`` (a ``RoleConfig``, JSON): the train loop
 (``burst.train.loop``) with the regional hook. Exit 0 when the last round is done; 75 when
 preempted (a notice: what fitted is saved; requeue); 4 when a store or the aggregator does not
 answer in time; 3 while another live worker holds the region's trainer lease; 2 for a config
