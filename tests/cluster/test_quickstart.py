@@ -44,3 +44,17 @@ def test_quickstart_reaches_succeeded_through_argo_submit(
     node_labels = tier.cp.get_json("resourceflavor.kueue.x-k8s.io", flavor)["spec"]["nodeLabels"]
     (labels,) = rented.values()
     assert {k: labels.get(k) for k in node_labels} == node_labels, (flavor, labels)
+    if tier.mode == "real":
+        # every step ran in containerd under runc on a real kubelet, in the image its pod names
+        pods = [
+            p for p in tier.cp.get_json("pods", "-n", "burst")["items"]
+            if p["metadata"]["labels"].get("workflows.argoproj.io/workflow") == name
+        ]  # fmt: skip
+        assert pods, tier.describe(name)
+        for p in pods:
+            for c in p["status"].get("containerStatuses") or []:
+                assert c["containerID"].startswith("containerd://"), (p["metadata"]["name"], c)
+                assert c["imageID"], (p["metadata"]["name"], c)
+        train = [p for p in pods if p["metadata"]["name"].startswith(f"{name}-train-")]
+        (main,) = [c for c in train[-1]["spec"]["containers"] if c["name"] == "main"]
+        assert main["image"] == tier.images["trainer"][0], main["image"]
