@@ -43,7 +43,7 @@ TEAMS_KEY = "teams.yaml"
 LOCK_TTL_S = 30.0
 DEFAULT_LOCK_WAIT_S = 120.0
 
-EntryState = Literal["admitted", "refused", "settled"]
+EntryState = Literal["queued", "admitted", "refused", "settled"]
 
 
 class Entry(BaseModel):
@@ -69,6 +69,17 @@ class Entry(BaseModel):
     settled_at: float | None = None
     basis: str | None = None
     refusal: str | None = None
+    ending: str | None = Field(
+        default=None,
+        description="How the run ended when it was settled (burst.endings; 'reaped' by burst "
+        "down or burst reap).",
+    )
+    used_from: float | None = Field(
+        default=None, description="When its usage began (its first train attempt's start)."
+    )
+    used_to: float | None = Field(
+        default=None, description="When its usage ended (its last train attempt's end)."
+    )
 
     def charge(self) -> tuple[float, float]:
         """What the entry counts against its team now: (usd, gpu_hours)."""
@@ -77,6 +88,23 @@ class Entry(BaseModel):
         if self.state == "settled":
             return float(self.actual_usd or 0.0), float(self.actual_gpu_hours or 0.0)
         return 0.0, 0.0
+
+    def share(self, since: float, until: float) -> float:
+        """The part of the entry's charge that falls in ``[since, until]``. An open reservation
+        counts in full in every window (it may still be spent); a settled run's usage is
+        spread evenly over the hours it happened (``used_from`` to ``used_to``), so a run that
+        spans midnight counts on both days."""
+        if self.state == "admitted":
+            return 1.0
+        if self.state != "settled":
+            return 0.0
+        end = float(self.used_to if self.used_to is not None else (self.settled_at or self.at))
+        start = float(self.used_from if self.used_from is not None else self.at)
+        start = min(start, end)
+        if end - start <= 0:
+            return 1.0 if since <= end <= until else 0.0
+        overlap = min(end, until) - max(start, since)
+        return max(0.0, min(1.0, overlap / (end - start)))
 
 
 @dataclass(frozen=True)
@@ -197,6 +225,15 @@ class Ledger:
                 log.warning("%s/%s is not a ledger entry: ignored", self.url, info.key)
         return sorted(out, key=lambda e: (e.at, e.run_id))
 
+    def find(self, run_id: str) -> Entry | None:
+        """A run's entry, whatever its team (``burst down`` and ``burst reap`` know the run
+        id only)."""
+        for team in self.team_names():
+            found = self.entry(team, run_id)
+            if found is not None:
+                return found
+        return None
+
     def team_names(self) -> list[str]:
         """Every team with a budget, and every team with entries."""
         names = set(self.teams().teams)
@@ -222,10 +259,11 @@ class Ledger:
             since = now - WINDOW_S[window]
             usd = gh = 0.0
             for e in entries:
-                if e.at >= since:
+                part = e.share(since, now)
+                if part > 0:
                     cu, cg = e.charge()
-                    usd += cu
-                    gh += cg
+                    usd += cu * part
+                    gh += cg * part
             out.append(Standing(window, limit or Limit(), override, usd, gh))
         return out
 

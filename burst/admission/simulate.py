@@ -38,6 +38,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from burst.admission.policy import decide, reserve_usd, victims
 from burst.errors import BadInputError
 
 BANDS = ("low", "normal", "high", "critical")
@@ -103,6 +104,8 @@ class Result:
     stopped_by_guard: int = 0
     busy_while_waiting_gpu_h: float = 0.0
     available_while_waiting_gpu_h: float = 0.0
+    rented_while_queued_gpu_h: float = 0.0
+    queued_for_budget: int = 0
 
     def summary(self, budgets: dict[str, float]) -> dict[str, Any]:
         waits: dict[str, list[float]] = {b: [] for b in BANDS}
@@ -118,6 +121,11 @@ class Result:
             "completed": sum(1 for j in self.jobs if j.state == "done"),
             "refused": sum(1 for j in self.jobs if j.state == "refused"),
             "stopped_by_budget_guard": self.stopped_by_guard,
+            "queued_for_budget": self.queued_for_budget,
+            "gpu_hours_rented_while_queued": round(self.rented_while_queued_gpu_h, 3),
+            "budget_used": {
+                t: round(s / budgets[t], 4) for t, s in sorted(self.spend.items()) if budgets.get(t)
+            },
             "priority_inversions": sum(1 for j in self.jobs if j.inverted),
             "budget_overruns": len(over),
             "budget_overrun_usd": round(sum(over.values()), 2),
@@ -312,12 +320,6 @@ class Sim:
     def progress(self, j: Job) -> float:
         return j.done + (self.now - j.seg_start if j.state == "running" else 0.0)
 
-    def at_risk(self, j: Job) -> float:
-        """GPU-hours of ``j`` since its last committed (periodic) checkpoint, now."""
-        done = self.progress(j)
-        periodic = math.floor(done / j.checkpoint_every + EPS) * j.checkpoint_every
-        return (done - max(j.committed, periodic)) * j.gpus
-
     def accrue(self, until: float) -> None:
         """Spend and availability between the last event and ``until``."""
         dt = until - self.last_t
@@ -330,6 +332,10 @@ class Sim:
                 )
                 self.res.busy_while_waiting_gpu_h += dt * min(
                     sum(f.available for f in self.flavors), sum(self.usage.values())
+                )
+            if self.policy == "priority":  # the old order: provision rented, then Kueue queued
+                self.res.rented_while_queued_gpu_h += dt * sum(
+                    j.gpus for j in self.jobs if j.state == "waiting"
                 )
             for j in self.active.values():
                 if j.flavor is not None:
@@ -384,6 +390,8 @@ class Sim:
         if self.policy == "burst":
             self.reserved[j.team] -= j.reserved
             self.spent_settled[j.team] += j.spent
+            for q in [q for q in self.jobs if q.state == "budget" and q.team == j.team]:
+                self.admit(q)  # a run queued for its team's budget: looked at again
 
     # -- scheduling
     def fits(self, j: Job) -> Flavor | None:
@@ -401,19 +409,16 @@ class Sim:
         for f in self.flavors:
             if f.available < j.gpus:
                 continue
-            cands = [v for v in self.active.values() if v.state == "running"
-                     and v.flavor == f.name and v.prio < j.prio]  # fmt: skip
-            if self.policy == "burst":  # least work lost since the last committed checkpoint
-                cands.sort(key=lambda v: (v.prio, self.at_risk(v), v.id))
-            else:  # Kueue's default: lowest priority, then the most recently started
-                cands.sort(key=lambda v: (v.prio, -v.seg_start, v.id))
-            free, chosen = self.free(f), []
-            for v in cands:
-                if free >= j.gpus:
-                    break
-                chosen.append(v)
-                free += v.gpus
-            if free >= j.gpus and chosen:
+            chosen = victims(
+                [v for v in self.active.values() if v.state == "running" and v.flavor == f.name],
+                j.gpus,
+                self.free(f),
+                priority=lambda v: v.prio,
+                admitted_at=lambda v: v.seg_start,
+                gpus=lambda v: v.gpus,
+                of=j.prio,
+            )
+            if chosen is not None:
                 return f, chosen
         return None
 
@@ -457,6 +462,8 @@ class Sim:
         byid = {j.id: j for j in self.jobs}
         while self.events:
             t, _, kind, data = heapq.heappop(self.events)
+            if kind == "deadline" and byid[data].state != "budget":
+                continue  # admitted (or refused) before its deadline: nothing happens
             self.accrue(t)
             self.now = t
             if kind == "arrive":
@@ -489,6 +496,10 @@ class Sim:
                     j.for_job = None
             elif kind == "window":
                 self.window(*data)
+            elif kind == "deadline":
+                j = byid[data]
+                if j.state == "budget":  # still queued for its budget at its deadline
+                    self.admit(j, at_deadline=True)
             if not self.events or self.events[0][0] > self.now + EPS:
                 self.schedule()
         self.res.makespan_h = self.now
@@ -497,13 +508,38 @@ class Sim:
     def arrive(self, j: Job) -> None:
         j.queued_at = self.now
         if self.policy == "burst" and j.team in self.t.budgets:
-            j.reserved = j.gpus * j.work * self.t.budget_factor * self.od_price
-            left = self.t.budgets[j.team] - self.spent_settled[j.team] - self.reserved[j.team]
-            if j.reserved > left + EPS:
-                j.state = "refused"
-                return
-            self.reserved[j.team] += j.reserved
+            # the runtime's reservation (burst.admission.admit.reservation): the dearest
+            # flavor's rate for the run's budget hours (its work x budget_hours_factor)
+            j.reserved, _ = reserve_usd(
+                j.gpus * self.od_price, j.work * self.t.budget_factor, math.inf
+            )
+            self.admit(j)
+            if j.state == "budget":  # queued: its deadline is its budget hours away
+                self.push(self.now + j.work * self.t.budget_factor, "deadline", j.id)
+            return
         j.state = "waiting"
+
+    def admit(self, j: Job, *, at_deadline: bool = False) -> None:
+        """The runtime's decision (burst.admission.policy.decide): admitted (it waits for
+        GPUs), with its reservation or what its team has left; queued for its team's budget
+        (renting nothing); or refused."""
+        v, amount = decide(
+            self.t.budgets[j.team],
+            self.spent_settled[j.team],
+            self.reserved[j.team],
+            j.reserved,
+            at_deadline=at_deadline,
+        )
+        if v == "admit":
+            j.reserved = amount
+            self.reserved[j.team] += amount
+            j.state, j.queued_at = "waiting", self.now
+        elif v == "queue":
+            if j.state != "budget":
+                self.res.queued_for_budget += 1
+            j.state = "budget"
+        else:
+            j.state = "refused"
 
     def window(self, name: str, gpus: int | None) -> None:
         f = self.by_name.get(name)
@@ -532,6 +568,8 @@ def simulate(trace: Trace) -> dict[str, Any]:
     b = results["burst"]
     base = [results["fifo-semaphore"], results["priority"]]
     best_util = max(r["utilisation"] or 0 for r in base)
+    demand = results["fifo-semaphore"]["spend_usd"]
+    over_demand = sorted(t for t, lim in trace.budgets.items() if demand.get(t, 0.0) > lim)
     goals = {
         "zero_inversions": b["priority_inversions"] == 0,
         "zero_overruns": b["budget_overruns"] == 0,
@@ -540,6 +578,12 @@ def simulate(trace: Trace) -> dict[str, Any]:
         ),
         "utilisation_within_5pct_of_best_baseline": (b["utilisation"] or 0)
         >= best_util * 0.95 - EPS,
+        "zero_gpu_hours_rented_while_queued": b["gpu_hours_rented_while_queued"] == 0,
+        # a team whose demand (its spend with no budget: the FIFO arm) passes its limit ends
+        # between 95 % and 100 % of it: no overrun, little left unused by over-reserving
+        "over_demand_teams_use_95_to_100pct": all(
+            0.95 - EPS <= b["budget_used"].get(t, 0.0) <= 1.0 + EPS for t in over_demand
+        ),
     }
     jobs = trace.jobs
     return {
@@ -562,6 +606,7 @@ def simulate(trace: Trace) -> dict[str, Any]:
             "emergency_save_s": trace.save_s,
             "semaphore": trace.semaphore,
             "budgets_usd": trace.budgets,
+            "teams_over_demand": over_demand,
         },
         "policies": results,
         "goals": goals,

@@ -36,6 +36,7 @@ def budget_view(
                 sum(float(e.actual_gpu_hours or 0) for e in settled), 6
             ),
             "refused": sum(1 for e in entries if e.state == "refused"),
+            "queued": sum(1 for e in entries if e.state == "queued"),
         }
     return out
 
@@ -57,13 +58,15 @@ def queue_view(
     teams: list[str] | None = None,
     now: float | None = None,
 ) -> dict[str, Any]:
-    """Per team: running (an open reservation whose run has a live heartbeat here), admitted
+    """Per team: queued (waiting for admission: it reserves and rents nothing), running (an
+    open reservation whose run has a live heartbeat here), admitted
     (an open reservation, not seen running: before train, or between a loss and its
     requeue), and the last day's refused and settled runs, oldest first."""
     now = time.time() if now is None else now
     out: dict[str, Any] = {"ledger": ledger.url, "at": now, "teams": {}}
     for team in teams or ledger.team_names():
         rows: dict[str, list[dict[str, Any]]] = {
+            "queued": [],
             "running": [],
             "admitted": [],
             "refused": [],
@@ -78,7 +81,9 @@ def queue_view(
                 "reserved_gpu_hours": e.reserved_gpu_hours,
                 "requeues": e.requeues,
             }
-            if e.state == "admitted":
+            if e.state == "queued":
+                rows["queued"].append(row)
+            elif e.state == "admitted":
                 rows["running" if _running(e, runs_root) else "admitted"].append(row)
             elif e.state == "refused" and now - e.at <= RECENT_S:
                 rows["refused"].append({**row, "refusal": e.refusal})

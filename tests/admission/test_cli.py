@@ -50,7 +50,7 @@ def test_budget_and_queue_show_reservations_and_settlements(
     assert [r["run_id"] for r in queue["admitted"]] == ["open-run"]
     assert queue["settled"][0]["actual_usd"] == pytest.approx(1.25)
     text = burst_cli(["queue"]).stdout
-    assert "team ml-research: running 0, admitted 1, refused 0, settled 1" in text
+    assert "team ml-research: queued 0, running 0, admitted 1, refused 0, settled 1" in text
 
 
 def test_a_bad_teams_file_is_one_line_exit_2(

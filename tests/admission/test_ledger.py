@@ -18,6 +18,12 @@ from burst.storage.local import LocalStore
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = dt.datetime(2026, 11, 27, 12, tzinfo=dt.UTC).timestamp()
+
+
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat()
+
+
 DAY = 86400.0
 
 
@@ -74,10 +80,14 @@ def test_admits_within_budget_and_refuses_past_it_with_one_line(
     assert "run run-b reserves $60.00" in line and "refused before anything was rented" in line
     refused = ledger.entry("ml-research", "run-b")
     assert refused is not None and refused.state == "refused" and refused.charge() == (0, 0)
-    # a day later the day window has room again; the month still counts run-a
-    later = admit(ledger, job, "run-c", [cand(price)], now=NOW + DAY + 1)
+    # run-a used its $60 in its first hour; a day later the day window has room again (an
+    # open reservation would still count in full); the month still counts run-a
+    ran = TrainAttempt(attempt=1, cost_usd=60, hours=1, started_at=_iso(NOW),
+                       finished_at=_iso(NOW + 3600))  # fmt: skip
+    settle(ledger, "ml-research", "run-a", [ran], now=NOW + 3600)
+    later = admit(ledger, job, "run-c", [cand(price)], now=NOW + 3600 + DAY + 1)
     assert later.state == "admitted"
-    month = {s.window: s for s in ledger.standing("ml-research", NOW + DAY + 2)}["month"]
+    month = {s.window: s for s in ledger.standing("ml-research", NOW + 3600 + DAY + 2)}["month"]
     assert month.used_usd == pytest.approx(120)
 
 

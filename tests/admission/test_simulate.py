@@ -58,21 +58,50 @@ def test_burst_preempts_after_the_victims_save_and_loses_nothing() -> None:
     assert r["emergency_save_gpu_hours"] == pytest.approx(0.01 * 8)
 
 
-def test_burst_picks_the_victim_with_least_work_since_its_checkpoint() -> None:
+def test_both_queues_pick_victims_by_kueues_rule_burst_saves_first() -> None:
+    """One victim rule (burst.admission.policy.victims, Kueue's: lowest priority, then the
+    most recently admitted), called by both arms; burst's victim saves first."""
     runs = [
         {"id": "fresh", "team": "a", "priority": "low", "arrival_h": 1.1, "gpus": 4, "hours": 5},
         {"id": "stale", "team": "a", "priority": "low", "arrival_h": 0, "gpus": 4, "hours": 5},
         {"id": "high", "team": "b", "priority": "high", "arrival_h": 2.05, "gpus": 4, "hours": 1},
     ]
-    # at 2.05 h: stale checkpointed at 2 h (0.05 h at risk); fresh has 0.95 h and none yet
     t = load_trace(trace(runs), None, "test")
     burst = Sim(t, "burst")
     burst.run()
-    assert [j.id for j in burst.jobs if j.preempted] == ["stale"]
-    kueue = Sim(t, "priority")  # most recently started first
+    assert [j.id for j in burst.jobs if j.preempted] == ["fresh"]
+    assert burst.res.lost_preemption_gpu_h == 0  # its emergency save kept its 0.95 h
+    kueue = Sim(t, "priority")
     kueue.run()
     assert [j.id for j in kueue.jobs if j.preempted] == ["fresh"]
     assert kueue.res.lost_preemption_gpu_h == pytest.approx(0.95 * 4)
+
+
+def test_a_run_waiting_for_gpus_rents_nothing_in_burst_and_in_the_old_order_does() -> None:
+    r = {"id": "first", "team": "a", "priority": "normal", "arrival_h": 0, "gpus": 8, "hours": 2}
+    second = {**r, "id": "second", "arrival_h": 0.5}
+    doc = trace([r, second])
+    assert run(doc, "burst")["gpu_hours_rented_while_queued"] == 0
+    # the order before issue 47: provision rented the nodes, then Kueue queued the pod
+    assert run(doc, "priority")["gpu_hours_rented_while_queued"] == pytest.approx(1.5 * 8)
+
+
+def test_a_team_over_its_budget_waits_then_gets_what_is_left() -> None:
+    """The runtime's decision (policy.decide): queued while open reservations hold the budget,
+    then admitted with what is left and stopped there: spent to the limit, never past it."""
+    runs = [
+        {"id": f"r{i}", "team": "a", "priority": "normal", "arrival_h": 0, "gpus": 1, "hours": 1}
+        for i in range(3)
+    ]
+    doc = trace(runs, teams={"a": {"semaphore": 4, "budget_usd": 5}, "b": {}})
+    doc["budget_hours_factor"] = 2.0  # each reserves $2: two fit in $5, the third queues
+    b = run(doc, "burst")
+    assert b["queued_for_budget"] == 1 and b["refused"] == 0
+    assert b["stopped_by_budget_guard"] == 0 and b["spend_usd"]["a"] == pytest.approx(3.0)
+    doc["runs"] = [*runs, {**runs[0], "id": "big", "hours": 4, "arrival_h": 2.5}]  # $8: never
+    b = run(doc, "burst")
+    assert b["budget_overruns"] == 0 and b["stopped_by_budget_guard"] == 1
+    assert b["spend_usd"]["a"] == pytest.approx(5.0)  # the last run got the $ left
 
 
 def test_budgets_refuse_in_burst_and_overrun_in_the_baselines() -> None:
@@ -113,6 +142,8 @@ def test_generated_traces_are_deterministic_and_the_goals_are_reported() -> None
         "zero_overruns",
         "lost_at_most_half_of_baselines",
         "utilisation_within_5pct_of_best_baseline",
+        "zero_gpu_hours_rented_while_queued",
+        "over_demand_teams_use_95_to_100pct",
     }
 
 

@@ -21,8 +21,10 @@ def command(run: str, runs_root: Path | None, as_json: bool) -> None:
     a regional run) now, as `burst reap --yes` does once the run has expired. Refused (exit 3)
     while the run is live (a process of it runs here, or its driver heartbeat is renewed):
     `burst cancel RUN` stops it and its own teardown runs. An Argo run is torn down by its
-    workflow's exit handler (`burst cancel`) or, from CI, `burst finish`. Exit 4 when
-    something could not be destroyed; the run then shows as reaped with what is left.
+    workflow's exit handler (`burst cancel`) or, from CI, `burst finish`. Once nothing is
+    left, the run's reservation in its team's ledger is settled to what it used (`burst
+    budget`). Exit 4 when something could not be destroyed; the run then shows as reaped
+    with what is left, and its reservation stays open.
     """
     from burst.cli.commands.reap import REAPED_FILE
     from burst.errors import EXIT_INFRA, BadInputError, PolicyRefusal
@@ -58,12 +60,26 @@ def command(run: str, runs_root: Path | None, as_json: bool) -> None:
             result = destroy_run(workdir)
             done.append({"workdir": str(workdir), **result})
     left = sum(int(d["resources_remaining"]) for d in done)
+    settled = None
+    if not left:  # nothing bills any more: its reservation is settled (ending reaped)
+        from burst.admission.steps import settle_reaped
+
+        settled = settle_reaped(rid, root)
     write_json_atomic(
         run_dir / REAPED_FILE,
         {"reaped_at": utcnow_iso(), "action": "down", "resources_remaining": left},
     )
     if as_json:
-        click.echo(json.dumps({"run_id": rid, "destroyed": done, "resources_remaining": left}))
+        click.echo(
+            json.dumps(
+                {
+                    "run_id": rid,
+                    "destroyed": done,
+                    "resources_remaining": left,
+                    "settled": None if settled is None else settled.model_dump(mode="json"),
+                }
+            )
+        )
     else:
         from burst.endings import Ending, hint
 
@@ -71,6 +87,11 @@ def command(run: str, runs_root: Path | None, as_json: bool) -> None:
             click.echo(f"{d['workdir']}: {d['resources_remaining']} resource(s) remaining")
         ended = load_run(run_dir).status  # a run that had ended keeps its ending
         click.echo(f"{rid}: down ({left} resource(s) remaining); {ended}")
+        if settled is not None:
+            click.echo(
+                f"ledger: team {settled.team}'s reservation of ${settled.reserved_usd:,.2f} "
+                f"settled at ${float(settled.actual_usd or 0):,.2f}"
+            )
         if ended == Ending.REAPED:
             click.echo(f"next: {hint(Ending.REAPED, rid, root)}")
     if left:

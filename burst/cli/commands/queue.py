@@ -36,7 +36,8 @@ def command(
     runs_root: Path | None,
     as_json: bool,
 ) -> None:
-    """Per team, from the ledger: runs running (an open reservation and a live heartbeat),
+    """Per team, from the ledger: runs queued (waiting for admission, renting nothing), running
+    (an open reservation and a live heartbeat),
     admitted (an open reservation, not seen running), and the last day's refused and settled
     runs, with each run's reservation and settlement."""
     if ctx.invoked_subcommand is not None:

@@ -79,6 +79,34 @@ def _cloud_inventory(spec: str) -> Any:
 REAPED_FILE = "reaped.json"  # burst.obs.run_view reads it: `burst runs` shows "reaped"
 
 
+def _settle_reaped(root: Path, doc: dict[str, Any]) -> None:
+    """Each run reaped with nothing left (from its state, or every tagged resource deleted)
+    has its reservation in its team's ledger settled (ending reaped): ``doc["settled"]``."""
+    from burst.admission.steps import run_ledger, settle_reaped
+
+    done: dict[str, bool] = {}
+    for act in doc["actions"]:
+        rid = str(act["run_id"])
+        if act["action"] == "destroy-from-state":
+            ok = not act.get("resources_remaining")
+        elif act["action"] == "delete-by-tags":
+            ok = all(r.get("result") == "deleted" for r in act.get("resources", []))
+        else:
+            ok = False
+        done[rid] = done.get(rid, True) and ok
+    doc["settled"] = []
+    if not any(done.values()):
+        return
+    ledger = run_ledger(root)
+    for rid, ok in sorted(done.items()):
+        entry = settle_reaped(rid, root, ledger) if ok else None
+        if entry is not None:
+            doc["settled"].append(
+                {"run_id": rid, "team": entry.team, "reserved_usd": entry.reserved_usd,
+                 "actual_usd": entry.actual_usd, "actual_gpu_hours": entry.actual_gpu_hours}
+            )  # fmt: skip
+
+
 def _mark_reaped(root: Path, doc: dict[str, Any]) -> None:
     """Each local run destroyed from its state gets ``reaped.json`` in its run directory (when
     and what was left), so `burst runs` and `burst status` show it as reaped."""
@@ -148,7 +176,8 @@ def command(
     ones, are never touched. With --cloud, GCP (Cloud Asset), Azure (Resource Graph) and Nebius
     sites are scanned by the burst-run-id label / burst:run-id tag too: what is found is
     reported with its verdict, never deleted by label (destroy it from the run's state or by
-    hand). Exit 4 when something could not be removed or a scan could not be made.
+    hand). A run reaped with nothing left has its team-ledger reservation settled (`burst
+    budget`). Exit 4 when something could not be removed or a scan could not be made.
     """
     from burst.errors import EXIT_INFRA, BadInputError
     from burst.infra.leakscan import AwsInventory
@@ -202,6 +231,7 @@ def command(
     )
     doc["argo"] = argo
     _mark_reaped((runs_root or default_root()).resolve(), doc)
+    _settle_reaped((runs_root or default_root()).resolve(), doc)
     if as_json:
         click.echo(json.dumps(doc, indent=2, default=str))
     else:
@@ -218,6 +248,11 @@ def command(
             click.echo(f"  {run['run_id']}: {what}, expires {run['expires_at']}: {run['verdict']}")
         for act in doc["actions"]:
             click.echo(f"  -> {act['run_id']}: {act['action']}")
+        for st in doc["settled"]:
+            click.echo(
+                f"  -> {st['run_id']}: team {st['team']}'s reservation of "
+                f"${st['reserved_usd']:,.2f} settled at ${float(st['actual_usd'] or 0):,.2f}"
+            )
     for line in doc.get("scan_errors", []):
         click.echo(f"burst: error: {line}", err=True)
     if doc["errors"]:
