@@ -32,6 +32,9 @@ class BurstError(Exception):
     """Base of every error burst raises on purpose. ``exit_code`` is what the CLI exits with."""
 
     exit_code: int = EXIT_FAILURE
+    #: the failing step's document, when it has one (a ``StepDocument`` or a dict):
+    #: ``burst.stepio`` writes it as the step's output
+    doc: object | None = None
 
     def __init__(self, message: str, *, where: str | None = None) -> None:
         super().__init__(message)

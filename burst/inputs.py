@@ -445,7 +445,7 @@ def parse_model(
     never a pydantic dump or a parser's traceback."""
     from pydantic import ValidationError
 
-    from burst.documents.base import describe
+    from burst.field_problems import describe
 
     if isinstance(text, bytes):
         raw = text

@@ -31,6 +31,16 @@ already ran in.
 Either may fall back to on-demand (``on_demand_after``): once the run has lost that many
 spot nodes, on-demand candidates go first.
 
+Two budgets, kept apart (as SkyPilot and Ray keep them): ``max_preemptions`` (default
+unlimited) for capacity taken away (a provider's notice, a lost node, a control-plane
+eviction) and ``max_failures`` for what went wrong in the run (train killed, crashed, a rank
+lost, its checkpoint store down past its window). Every attempt of the train step records
+what ended it (``recovery_source``: :data:`SOURCES`, :func:`source_of`); a cancel counts in
+neither budget. The train step checks both at the start of every attempt, from the run's
+attempt records (:func:`check_budgets`): the local runner and Argo run that same step, so both
+paths spend the same two budgets; the template's counts (``preemptions_per_region``,
+``max_placements``, ``max_restarts_on_kill``) only bound where and how recovery happens.
+
 The compiled template (``burst/pipelines/burst_train.py``) takes its expressions from here
 (:data:`RETRY_IN_PLACE`, :func:`requeue_when`, :func:`restart_when`, :func:`give_up_when`);
 the local runner executes that template, so both decide the same way; the provision step
@@ -48,7 +58,7 @@ from typing import Final, Literal
 
 from burst.documents.plan import Candidate
 from burst.documents.provision import PlacedCandidate, RecoveryRecord
-from burst.errors import BadInputError, CapacityError, InfraError
+from burst.errors import EXIT_FAILURE, BadInputError, BurstError, CapacityError, InfraError
 from burst.spec import BurstJob, Recovery, RecoveryStrategyName
 
 log = logging.getLogger(__name__)
@@ -68,6 +78,99 @@ START: Final = "start"
 REQUEUE: Final = "requeue"
 RESTART: Final = "restart"
 EVENTS: Final[tuple[Event, ...]] = (START, REQUEUE, RESTART)
+
+# --------------------------------------------------------------------------- sources, budgets
+#: What ended an attempt (``TrainAttempt.recovery_source``).
+PREEMPTION: Final = "preemption"
+FAILURE: Final = "failure"
+NODE_LOSS: Final = "node_loss"
+CONTROL_PLANE: Final = "control_plane"
+CANCEL: Final = "cancel"
+SOURCES: Final = (PREEMPTION, FAILURE, NODE_LOSS, CONTROL_PLANE, CANCEL)
+#: Which budget each source spends (a cancel spends none).
+PREEMPTION_BUDGET: Final = frozenset({PREEMPTION, NODE_LOSS, CONTROL_PLANE})
+FAILURE_BUDGET: Final = frozenset({FAILURE})
+
+#: Notice sources (``burst.preempt``) that are a provider taking the capacity back.
+PROVIDER_NOTICES: Final = ("aws-spot-", "gcp-preempted", "azure-preempt", "local")
+#: Outcomes (``TrainAttempt.outcome``) that are the run's own failure.
+FAILED_OUTCOMES: Final = frozenset({"failed", "rank-lost", "store-down", "final-save-lost"})
+
+
+def notice_source(source: str | None, *, cancelled: bool = False) -> str:
+    """The recovery source of an attempt stopped by a notice from ``source``: a provider's
+    notice is a preemption; SIGINT (Ctrl-C) or a stop on request (``cancelled``) a cancel;
+    a SIGTERM alone is the control plane stopping the pod (an eviction, a drain, a Kueue
+    preemption: the provider's own notice, when one came, is the one recorded)."""
+    src = source or ""
+    if cancelled or src == "sigint":
+        return CANCEL
+    if src.startswith(PROVIDER_NOTICES):
+        return PREEMPTION
+    return CONTROL_PLANE
+
+
+def source_of(outcome: str | None, notice: str | None, recorded: str | None = None) -> str | None:
+    """An attempt's recovery source from what its record says (``recorded`` wins): None for
+    an attempt that finished, was stopped by the run's money or time budget, or is open."""
+    if recorded is not None:
+        return recorded
+    if outcome == "preempted":
+        return notice_source(notice)
+    if outcome == "died":  # closed by nobody: the process went with no word (node, SIGKILL)
+        return NODE_LOSS
+    if outcome in FAILED_OUTCOMES:
+        return FAILURE
+    return None
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What the run's attempts spent of the two budgets."""
+
+    preemptions: int = 0
+    failures: int = 0
+    cancels: int = 0
+
+    @staticmethod
+    def of(sources: Sequence[str | None]) -> Spent:
+        return Spent(
+            preemptions=sum(1 for s in sources if s in PREEMPTION_BUDGET),
+            failures=sum(1 for s in sources if s in FAILURE_BUDGET),
+            cancels=sum(1 for s in sources if s == CANCEL),
+        )
+
+    def over(self, settings: Recovery) -> str | None:
+        """Why another attempt may not start (a budget spent), or None."""
+        limit = settings.max_preemptions
+        if limit is not None and self.preemptions > limit:
+            return (
+                f"{self.preemptions} preemption(s) (notices, lost nodes, evictions) and "
+                f"compute.recovery.max_preemptions is {limit}"
+            )
+        if self.failures > settings.max_failures:
+            return (
+                f"{self.failures} failure(s) (killed, crashed, store down) and "
+                f"compute.recovery.max_failures is {settings.max_failures}"
+            )
+        return None
+
+
+class RecoveryBudgetSpent(BurstError):
+    """A recovery budget is spent: the run fails (exit 1: no retry, requeue or restart)."""
+
+    exit_code = EXIT_FAILURE
+
+
+def check_budgets(settings: Recovery, sources: Sequence[str | None]) -> Spent:
+    """At the start of an attempt: raise :class:`RecoveryBudgetSpent` when the attempts
+    before it spent a budget, else say what they spent."""
+    spent = Spent.of(sources)
+    why = spent.over(settings)
+    if why is not None:
+        raise RecoveryBudgetSpent(f"recovery budget spent: {why}; the run fails here")
+    return spent
+
 
 # --------------------------------------------------------------------------- the template
 #: train's ``retryStrategy.expression``: preemption (75), the checkpoint store down past its
@@ -253,8 +356,16 @@ class RecoveryStrategy:
         left = self.requeue_order(list(allowed), candidate, record)
         return record.model_copy(
             update={
-                "may_requeue": bool(left) and record.requeues + 1 < self.settings.max_placements,
-                "may_restart": record.restarts < self.settings.max_restarts_on_kill,
+                # the loss that would requeue is at least the run's (requeues + 1)-th
+                "may_requeue": bool(left)
+                and record.requeues + 1 < self.settings.max_placements
+                and (
+                    self.settings.max_preemptions is None
+                    or record.requeues + 1 <= self.settings.max_preemptions
+                ),
+                # a kill is a failure: its own bound and the run's failure budget
+                "may_restart": record.restarts
+                < min(self.settings.max_restarts_on_kill, self.settings.max_failures),
                 "retries_in_place": self.retries_in_place(),
             }
         )

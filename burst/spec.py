@@ -253,6 +253,22 @@ class Recovery(Strict):
         "grace period, an operator) restarts in its placement from the last committed "
         "checkpoint at most this many times per run; then the run fails (0: at once).",
     )
+    max_preemptions: Int | None = Field(
+        default=None,
+        ge=0,
+        le=100_000,
+        description="Preemptions the run recovers from in all (a provider's notice, a lost "
+        "node, a control-plane eviction); then it fails. None: unlimited. Kept apart from "
+        "max_failures, so a spot-heavy day never spends the retries meant for crashes; a "
+        "cancel counts in neither.",
+    )
+    max_failures: Int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="Failures the run recovers from in all (train killed, crashed, a rank "
+        "lost, its checkpoint store down past its window); then it fails (0: at once).",
+    )
 
 
 class Compute(Strict):

@@ -64,9 +64,11 @@ except ImportError as exc:  # pragma: no cover - torch is there wherever trainin
 
 from burst.checkpoint.catalog import list_checkpoints, load_manifest
 from burst.checkpoint.layout import DEFAULT_CHUNK_SIZE, SpanIndex, build_layout
-from burst.checkpoint.manifest import Manifest
+from burst.checkpoint.manifest import CheckpointRef, ChunkRef, Manifest
+from burst.checkpoint.read_plan import Exchange, process_group, restore_newest
 from burst.checkpoint.restore import _allocate, fetch_chunks
 from burst.checkpoint.sharded import ShardInfo, commit_global
+from burst.checkpoint.split_restore import cut
 from burst.checkpoint.staging import HostBuffer
 from burst.checkpoint.tree import flatten, unflatten
 from burst.checkpoint.writer import CheckpointWriter
@@ -377,10 +379,64 @@ def newest_dcp_step(store: ObjectStore, tier: str | None = None) -> int | None:
     return None
 
 
+@dataclass
+class _Fetched:
+    """What this rank read of a DCP checkpoint: its manifest, the arrays its chunks filled
+    (verified) and the offsets of those chunks."""
+
+    manifest: Manifest
+    outs: list[Any]
+    raws: list[Any]
+    offsets: set[int]
+
+    def fetch(self, store: ObjectStore, chunks: list[ChunkRef], concurrency: int) -> None:
+        """Fetch and verify the ``chunks`` not fetched yet, into the arrays they fill."""
+        todo = [c for c in chunks if c.offset not in self.offsets]
+        if not todo:
+            return
+        index = SpanIndex(self.manifest.arrays)
+        for i in {s[0] for c in todo for s in index.segments(c.span)}:
+            if self.outs[i] is None:
+                self.outs[i], self.raws[i] = _allocate(self.manifest.arrays[i], None)
+        fetch_chunks(store, self.manifest, todo, self.raws, concurrency=concurrency)
+        self.offsets.update(c.offset for c in todo)
+
+
+@dataclass
+class DcpRead:
+    """The DCP reader's read plan for the one restore loop
+    (``burst.checkpoint.read_plan.restore_newest``): a candidate reads when it was written
+    through DCP and this rank's part of its chunks verifies: every chunk on one rank (kept:
+    DCP's ``read_data`` then reads nothing again), the r-th W-th of them on rank r of W
+    (``burst.checkpoint.split_restore.cut``; the ranks agree on each candidate)."""
+
+    store: ObjectStore
+    ex: Exchange
+    concurrency: int = 8
+
+    def read(self, ref: CheckpointRef) -> _Fetched:
+        manifest = load_manifest(self.store, ref)
+        if DCP_KEY not in (manifest.tree or {}):
+            raise CheckpointError(
+                f"checkpoint step {ref.step} ({ref.tier}) was not written through DCP",
+                where=f"{self.store.url}/{ref.key}",
+            )
+        n = len(manifest.arrays)
+        got = _Fetched(manifest, [None] * n, [np.empty(0, dtype=np.uint8)] * n, set())
+        got.fetch(self.store, cut(manifest.chunks, self.ex.world)[self.ex.rank], self.concurrency)
+        return got
+
+    def finish(self, ref: CheckpointRef, got: _Fetched) -> _Fetched:
+        return got
+
+
 class BurstStorageReader(StorageReader):
     """A DCP ``StorageReader`` over a checkpoint the writer committed: ``step`` (or
-    ``checkpoint_id`` of ``dcp.load``), else the newest. Each rank fetches only the chunks
-    of the items its plan reads, verified (blake3) like every burst restore."""
+    ``checkpoint_id`` of ``dcp.load``), else the newest that reads. The checkpoint is chosen
+    by the one restore loop (``DcpRead``): a newest one that does not read (a corrupt or
+    missing chunk) is skipped for the one before, every rank together; a ``step`` asked for
+    does not fall back. Each rank fetches only the chunks of the items its plan reads,
+    verified like every burst restore."""
 
     def __init__(
         self,
@@ -396,26 +452,39 @@ class BurstStorageReader(StorageReader):
         self.tier = tier
         self.concurrency = concurrency
         self.manifest: Manifest | None = None
+        self._fetched: _Fetched | None = None
         self._storage: dict[MetadataIndex, tuple[int, int]] = {}
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         if checkpoint_id is not None and str(checkpoint_id) != "":
             self.step = _step_of(checkpoint_id)
         self.manifest = None
+        self._fetched = None
+
+    def _chosen(self) -> _Fetched:
+        if self._fetched is not None:
+            return self._fetched
+        refs = list_checkpoints(self.store, self.tier)
+        if self.step is not None:
+            refs = [r for r in refs if r.step == self.step][-1:]
+        ex = process_group()
+        got = restore_newest(
+            refs,
+            DcpRead(self.store, ex, self.concurrency),
+            where=self.store.url,
+            ex=ex if ex.world > 1 else None,
+            fallback=self.step is None,
+        )
+        if got is None:
+            which = f"at step {self.step}" if self.step is not None else "at all"
+            raise CheckpointError(
+                f"no checkpoint written through DCP {which}", where=self.store.url
+            )
+        self._fetched, self.manifest = got, got.manifest
+        return got
 
     def _manifest(self) -> Manifest:
-        if self.manifest is not None:
-            return self.manifest
-        refs = [r for r in list_checkpoints(self.store, self.tier)]
-        if self.step is not None:
-            refs = [r for r in refs if r.step == self.step]
-        for ref in reversed(refs):
-            manifest = load_manifest(self.store, ref)
-            if DCP_KEY in (manifest.tree or {}):
-                self.manifest = manifest
-                return manifest
-        which = f"at step {self.step}" if self.step is not None else "at all"
-        raise CheckpointError(f"no checkpoint written through DCP {which}", where=self.store.url)
+        return self._chosen().manifest
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
         manifest = self._manifest()
@@ -444,16 +513,13 @@ class BurstStorageReader(StorageReader):
             ) from exc
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
-        manifest = self._manifest()
+        fetched = self._chosen()
+        manifest = fetched.manifest
         wanted = {self._array_index(manifest, item) for item in plan.items}
         index = SpanIndex(manifest.arrays)
         chunks = [c for c in manifest.chunks if any(s[0] in wanted for s in index.segments(c.span))]
-        touched = {s[0] for c in chunks for s in index.segments(c.span)}
-        outs: list[Any] = [None] * len(manifest.arrays)
-        raws: list[Any] = [np.empty(0, dtype=np.uint8)] * len(manifest.arrays)
-        for i in touched:
-            outs[i], raws[i] = _allocate(manifest.arrays[i], None)
-        fetch_chunks(self.store, manifest, chunks, raws, concurrency=self.concurrency)
+        fetched.fetch(self.store, chunks, self.concurrency)  # (what the choice did not read)
+        outs = fetched.outs
         for item in plan.items:
             value = outs[self._array_index(manifest, item)]
             if item.type == LoadItemType.BYTE_IO:

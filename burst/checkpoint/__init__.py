@@ -1,10 +1,15 @@
 """Asynchronous, atomic, incremental checkpoints to object storage, with fast restore.
 
-See docs/checkpoints.md. The pieces, each in its own module:
-staging (shared host buffer), layout (arrays -> chunks), tree (state -> JSON skeleton +
-arrays), manifest (the commit), writer (hash, delta, upload, commit; runs in worker),
-worker (the background process), manager (the API), restore, catalog, retention,
-replication, state (torch helpers), deepspeed (engine adapter), faults (crash tests).
+See docs/checkpoints.md. Saving: ``staging`` (the reused host buffer), ``attached`` (the
+worker's view of it), ``tree`` (state -> JSON skeleton + arrays), ``layout`` (arrays ->
+chunks), ``writer`` (hash, delta, upload, commit), ``worker`` (the background process),
+``manifest`` (the commit: the one object whose existence makes a checkpoint exist),
+``sharded`` and ``dtensor_parts`` (every rank's own shard, one global manifest), ``manager``
+(the API the train loop uses). Restoring: ``read_plan`` (the one restore loop, newest first,
+falling back), with its read plans ``restore`` (one rank, whole), ``split_restore`` (W ranks
+share the work), ``own_restore`` (each rank its own shard) and ``deepspeed`` (DeepSpeed's
+files); ``catalog`` finds committed checkpoints. Keeping: ``verify`` (and quarantine),
+``retention`` and GC, ``replication`` to a second store; ``state`` (torch objects <-> state).
 """
 
 from __future__ import annotations

@@ -148,6 +148,7 @@ class CheckpointManager:
         self._buffer: HostBuffer | None = None
         self._layout_sig: str | None = None
         self._proc: subprocess.Popen[str] | None = None
+        self._commit_by: float | None = None  # a stop notice's deadline (commit_by)
         self._reader: threading.Thread | None = None
         self._worker_buffer: str | None = None  # token of the memfd buffer the worker inherited
         self._cond = threading.Condition()
@@ -258,6 +259,8 @@ class CheckpointManager:
     def _start_worker(self, fds: tuple[int, ...]) -> subprocess.Popen[str]:
         proc = self._spawn(fds)
         self._confirm(proc)
+        if self._commit_by is not None:  # started after a notice: it keeps its deadline
+            self._tell_deadline(proc)
         return proc
 
     def _spawn(self, fds: tuple[int, ...]) -> subprocess.Popen[str]:
@@ -605,6 +608,20 @@ class CheckpointManager:
             # written with pwrite (first touch): map it in the background for the next save
             self._background(self._buffer.populate)
         return True
+
+    def commit_by(self, at: float | None) -> None:
+        """A stop notice's deadline (time.time(); None: none): the worker commits nothing
+        past it, the save in flight included (at the deadline, what is committed counts)."""
+        self._commit_by = at
+        self._tell_deadline()
+
+    def _tell_deadline(self, proc: subprocess.Popen[str] | None = None) -> None:
+        proc = proc or self._proc
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.write(json.dumps({"op": "deadline", "at": self._commit_by}) + "\n")
+            proc.stdin.flush()
 
     def _hurry(self) -> None:
         """Tell the worker someone waits: it lifts the pacing of the save in progress."""

@@ -123,3 +123,34 @@ def restore_newest(
     raise CheckpointError(
         f"no usable checkpoint among {len(failures)}: " + " | ".join(failures), where=where
     )
+
+
+def process_group() -> Exchange:
+    """The collectives of the default ``torch.distributed`` process group, when one is
+    initialised (an adapter inside the user's own program: DCP's reader), else one rank's:
+    every restore of several ranks agrees through them on each candidate."""
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - torch is there wherever several ranks restore
+        dist = None  # type: ignore[assignment]
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return Exchange(0, 1, lambda tensor, src: None, lambda flag: flag, lambda choose: choose())
+
+    def all_ok(flag: bool) -> bool:
+        t = torch.tensor([1 if flag else 0], dtype=torch.int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        return bool(t.item())
+
+    def decide(choose: Callable[[], Any]) -> Any:
+        box = [choose() if dist.get_rank() == 0 else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    return Exchange(
+        int(dist.get_rank()),
+        int(dist.get_world_size()),
+        lambda tensor, src: dist.broadcast(tensor, src=src),
+        all_ok,
+        decide,
+    )

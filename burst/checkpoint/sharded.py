@@ -92,15 +92,30 @@ def write_shard(store: ObjectStore, manifest: Manifest, shard: ShardInfo, pendin
     return key
 
 
+def check_commit_by(commit_by: float | None, step: int, tier: str, where: str) -> None:
+    """Refuse a commit past a stop notice's deadline (``commit_by``, time.time()): at the
+    deadline, what is committed is what counts; a manifest written later would be a save
+    that ran past the notice (the node may be gone, or a later attempt under way)."""
+    if commit_by is not None and time.time() > commit_by:
+        raise CheckpointError(
+            f"step {step} ({tier}) not committed: the stop notice's deadline passed "
+            f"{time.time() - commit_by:.3f}s before its commit; the previous checkpoint stands",
+            where=where,
+        )
+
+
 def _wait_for_shards(
     store: ObjectStore,
     step: int,
     tier: str,
     shard: ShardInfo,
     abandoned: threading.Event | None = None,
+    commit_by: float | None = None,
 ) -> list[Manifest]:
     prefix = shard_dir(step, tier, shard.session)
     deadline = time.monotonic() + shard.commit_timeout_s
+    if commit_by is not None:  # a notice's deadline: nobody waits for a shard past it
+        deadline = min(deadline, time.monotonic() + max(0.0, commit_by - time.time()))
     cut = False
     while True:
         present = {i.key for i in store.list(prefix)}
@@ -234,15 +249,18 @@ def commit_global(
     abandoned: threading.Event | None = None,
     *,
     extra: dict[str, Any] | None = None,
+    commit_by: float | None = None,
 ) -> Manifest:
     """Phase 2 (rank 0's worker): wait for every shard, then write the one global manifest.
     ``extra``: more top-level keys of the global manifest's tree, beside ``sharded`` (plain
-    JSON, no arrays: the DCP adapter's metadata)."""
-    shards = _wait_for_shards(store, own.step, own.tier, shard, abandoned)
+    JSON, no arrays: the DCP adapter's metadata). ``commit_by``: a notice's deadline
+    (time.time()); past it nothing is committed (:func:`check_commit_by`)."""
+    shards = _wait_for_shards(store, own.step, own.tier, shard, abandoned, commit_by)
     manifest = merge(shards)
     if extra:
         manifest.tree = {**extra, **manifest.tree}
     faults.checkpoint("before-global")
+    check_commit_by(commit_by, manifest.step, manifest.tier, f"{store.url}/{manifest.key}")
     store.put_bytes(manifest_key(manifest.step, manifest.tier), manifest.to_bytes())  # commit
     faults.checkpoint("after-global")
     latest = {"step": manifest.step, "tier": manifest.tier, "manifest": manifest.key}

@@ -216,6 +216,11 @@ def main() -> int:
             if req.get("op") == "hurry":
                 worker.writer.hurry.set()
                 continue
+            if req.get("op") == "deadline":  # a stop notice's: no commit past it
+                at = req.get("at")
+                worker.writer.commit_by = None if at is None else float(at)
+                worker.writer.hurry.set()
+                continue
             if req.get("op") == "audit":  # what a restore in the trainer found
                 worker.writer.forget(set(req.get("corrupt") or ()))
                 worker.writer.trust(set(req.get("sound") or ()))

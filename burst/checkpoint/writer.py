@@ -50,7 +50,7 @@ from burst.checkpoint.manifest import (
     check_tier,
     chunk_key,
 )
-from burst.checkpoint.sharded import ShardInfo, commit_global, write_shard
+from burst.checkpoint.sharded import ShardInfo, check_commit_by, commit_global, write_shard
 from burst.checkpoint.verify import chunk_is_sound
 from burst.storage.base import ObjectStore, StoreError
 
@@ -83,6 +83,8 @@ class CheckpointWriter:
         self.hurry = threading.Event()
         # the trainer is gone: a sharded commit waits for missing shards only a little longer
         self.abandoned = threading.Event()
+        # a stop notice's deadline (time.time()): nothing is committed past it
+        self.commit_by: float | None = None
         self._pace_lock = threading.Lock()
         self._pace_next = 0.0
         self.known: dict[str, int] | None = None  # chunk digest -> size, present in the store
@@ -265,6 +267,7 @@ class CheckpointWriter:
         if shard is not None:
             return self._write_shard(manifest, shard, pending_key, sig, fast, digests, t0)
         faults.checkpoint(f"before-manifest@{step}")
+        check_commit_by(self.commit_by, step, tier, f"{self.store.url}/{manifest.key}")
         self.store.put_bytes(manifest.key, manifest.to_bytes())  # the commit
         # Committed: what follows is bookkeeping. Its failure is reported with the result,
         # never as a failed save (``latest`` is a hint; the manifests are the truth, and GC
@@ -311,7 +314,9 @@ class CheckpointWriter:
         self._prev_sig, self._prev_fast, self._prev_digests = sig, fast, digests
         manifest.stats["shard_seconds"] = round(time.perf_counter() - t0, 4)
         if shard.rank == 0 and shard.global_commit:
-            merged = commit_global(self.store, manifest, shard, self.abandoned)
+            merged = commit_global(
+                self.store, manifest, shard, self.abandoned, commit_by=self.commit_by
+            )
             manifest.stats["committed"] = True
             manifest.stats["global_bytes"] = merged.total_bytes
             manifest.stats["ranks"] = merged.stats["ranks"]

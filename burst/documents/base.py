@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from burst.errors import BadInputError
+from burst.field_problems import describe
 
 
 class Document(BaseModel):
@@ -54,31 +55,6 @@ class DocumentError(BadInputError):
 
 def _more(problems: list[str]) -> str:
     return f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-
-
-def describe(err: Any) -> str:
-    """One field's problem, in words: the field path, then what is wrong with it."""
-    loc = field_path(err["loc"])
-    kind = err["type"]
-    if kind == "missing":
-        what = "required field is missing"
-    elif kind == "extra_forbidden":
-        what = "unknown field (not part of the document; see `burst schema --document`)"
-    elif kind == "bool_type":
-        what = f"must be true or false (got {err.get('input')!r})"
-    else:
-        what = str(err["msg"]).removeprefix("Value error, ")
-        if "input" in err and not isinstance(err["input"], dict | list):
-            what += f" (got {err['input']!r})"
-    return f"{loc}: {what}" if loc else what
-
-
-def field_path(loc: Any) -> str:
-    """``("decisions", 0, "verdict")`` -> ``decisions[0].verdict``."""
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 def problems_of(exc: ValidationError) -> list[str]:

@@ -101,6 +101,11 @@ class TrainAttempt(Document):
         "the global batch); the first 2000 steps of an attempt only.",
     )
     # issue 16: the record is opened at the start and kept current while the attempt runs
+    recovery_source: str | None = Field(
+        default=None,
+        description="What ended the attempt, for the recovery budgets (burst.recovery): "
+        "preemption, failure, node_loss, control_plane or cancel; none when it finished.",
+    )
     killed: bool = Field(default=False, description="Died without closing its record.")
     at_step: int | None = Field(default=None, description="The last step it finished.")
     saving_step: int | None = Field(default=None, description="The last save it handed off.")
@@ -125,6 +130,12 @@ class TrainDocument(StepDocument):
     checkpoint_interval: CheckpointInterval | None = None
     preemptions: int = 0
     killed_attempts: int | None = None
+    recovery_sources: dict[str, int] | None = Field(
+        default=None,
+        description="What ended the attempts, counted by recovery_source (burst.recovery: "
+        "preemption, control_plane and node_loss spend max_preemptions, failure "
+        "max_failures, cancel neither).",
+    )
     cost_usd: float | None = None
     usd_per_hour: float | None = None
     attempts: list[TrainAttempt] = Field(default_factory=list)

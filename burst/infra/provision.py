@@ -290,7 +290,7 @@ class Provisioner:
             )
 
     def _fail(self, exc: BurstError, doc: ProvisionDocument) -> NoReturn:
-        exc.doc = doc.model_copy(  # type: ignore[attr-defined]  # stepio writes it
+        exc.doc = doc.model_copy(  # stepio writes it
             update={"status": "failed", "attempts": list(self.attempts)}
         )
         raise exc

@@ -20,7 +20,13 @@ instead of running its own steps:
 5. the program's exit: 0 -> the last checkpoint commits, replication, exit 0; non-zero -> the
    step fails with the program's code and the line that carries its error (not requeued); a
    worker its launcher reports killed by signal N -> the step exits 128 + N, as a program
-   killed so (``burst.program.exits``: recovery restarts a SIGKILL).
+   killed so (``burst.program.exits``: recovery restarts a SIGKILL);
+6. the store down for good (every save refused for longer than the retry window,
+   ``BURST_CHECKPOINT_RETRY_S``): burst stops the program and exits 4, as the built-in loop
+   does; a budget stop exits 3.
+
+Every ending but the program's own failure is the loop's (``burst.train.endings``): the same
+outcome, message and exit code in both modes.
 """
 
 from __future__ import annotations
@@ -44,9 +50,7 @@ from burst.errors import (
     EXIT_INFRA,
     EXIT_PREEMPTED,
     EXIT_REFUSED,
-    BurstError,
     CheckpointError,
-    Preempted,
 )
 from burst.obs.events import PREEMPTION, emit
 from burst.preempt.emergency import RESERVE_S
@@ -60,8 +64,9 @@ from burst.program.tree import Proc
 from burst.program.watcher import DirWatcher
 from burst.settings import current
 from burst.storage.base import StoreError
-from burst.train import wrapup
-from burst.train.checkpoints import RunCheckpoints
+from burst.train import endings, wrapup
+from burst.train.checkpoints import RunCheckpoints, SaveAbandoned
+from burst.train.endings import ProgramFailed
 from burst.train.preemption import exit_by
 
 if TYPE_CHECKING:
@@ -76,14 +81,6 @@ POLL_S = 0.1
 RENOTIFY_S = 0.5
 #: exit codes that mean something to burst's retry policy: a program's own is reported as 1
 RESERVED = frozenset({EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_INFRA, EXIT_PREEMPTED})
-
-
-class ProgramFailed(BurstError):
-    """The program exited non-zero: the step fails with its code (not requeued)."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
@@ -208,7 +205,7 @@ class Supervisor:
             if code is not None:
                 return self._exited(program)
             if self.watcher.error is not None:
-                raise self.watcher.error
+                self._watcher_failed(program, self.watcher.error)
             notice = self.board.stop_notice()
             if notice is not None:
                 self._preempted(program, notice)
@@ -230,6 +227,9 @@ class Supervisor:
                 for n in sorted(self.trainer.demo.wanted):
                     if n <= committed:
                         self.trainer.demo.maybe_fire(n)
+            down = self.store.down_for_good()  # (the writer's status: no store access)
+            if down is not None:
+                self._store_down(program, down)
             if now >= next_budget:
                 next_budget = now + 1.0
                 try:
@@ -237,6 +237,21 @@ class Supervisor:
                 except BudgetExceeded as exc:
                     self._over_budget(program, exc)
             time.sleep(POLL_S)
+
+    def _watcher_failed(self, program: Program, error: BaseException) -> None:
+        """The watcher's hand-over raised ``error``. A hand-off given up (``SaveAbandoned``)
+        is no bad input: the store down for good ends the attempt as the loop's does (exit
+        4); a stop notice is acted on next (the watcher watches on); anything else is
+        raised."""
+        if not isinstance(error, SaveAbandoned):
+            raise error
+        down = self.store.down_for_good()
+        if down is None and self.board.stop_notice() is None:
+            down = error.message  # (given up at the bound: the store did not take the save)
+        if down is not None:
+            self._store_down(program, down)
+        self.watcher.error = None
+        self.watcher.start()
 
     def _warn(self, message: str) -> None:
         log.warning("%s", message)
@@ -254,10 +269,12 @@ class Supervisor:
         """Stop watching, take what the stopped program left complete, wait for the commit;
         the failure in words, or None."""
         self.watcher.stop()
-        if self.commits and (bound is None or time.time() < bound):
-            self.watcher.scan(final=True)
         try:
+            # (within the bound: the hand-off waits for the save in flight until the notice's
+            # deadline, and gives up then, one line, never a failed step)
             with self.store.bound(bound):
+                if self.commits and (bound is None or time.time() < bound):
+                    self.watcher.scan(final=True)
                 self.store.commit()
         except (CheckpointError, StoreError) as exc:
             return exc.one_line()
@@ -323,7 +340,7 @@ class Supervisor:
             self.record.ended_at_step = final
             self.records.finish(self.store)
             fail = ProgramFailed(message, step_code)
-            fail.doc = self.records.doc(self.store, final)  # type: ignore[attr-defined]
+            fail.doc = self.records.doc(self.store, final)
             raise fail
         nothing = self.watcher.nothing_committed() if latest is None and self.commits else None
         if nothing is not None:  # one line naming the directory (teardown waits for nothing)
@@ -333,26 +350,16 @@ class Supervisor:
             self.record.ended_at_step = final
             self.records.finish(self.store)
             empty = ProgramFailed(nothing, EXIT_BAD_INPUT)
-            empty.doc = self.records.doc(self.store, final)  # type: ignore[attr-defined]
+            empty.doc = self.records.doc(self.store, final)
             raise empty
         if problem is not None:
-            self.record.outcome = "final-save-lost"
-            self.record.ended_at_step = final
-            self.record.error = problem
-            self.records.finish(self.store)
-            stop = Preempted(
-                f"the program's last checkpoint did not commit: {problem}; exit 75 to requeue "
-                "from the last committed one"
+            endings.lost_save(
+                self.records, self.store, final, problem, "the program's last checkpoint"
             )
-            stop.doc = self.records.doc(self.store, final)  # type: ignore[attr-defined]
-            raise stop
         replica = wrapup.replicate(self.job, self.trainer.run_id, self.store)
         if replica is not None:
             self.record.replica = Detail.model_validate(replica)
-        self.record.outcome = "done"
-        self.record.ended_at_step = final
-        self.records.finish(self.store)
-        return self.records.doc(self.store, final)
+        return endings.done(self.records, self.store, final)
 
     def _preempted(self, program: Program, notice: Notice) -> None:
         """Tell the program, wait for its checkpoint (or the deadline), stop it, exit 75."""
@@ -415,9 +422,6 @@ class Supervisor:
                 f"step {latest.step}" if latest else "the start",
             )
         rec = self.record
-        rec.outcome = "preempted"
-        rec.preempted = True
-        rec.ended_at_step = latest.step if latest else self.start_step
         rec.notice = NoticeRecord.model_validate(notice.as_dict())
         rec.emergency_save = EmergencySave.model_validate(
             {
@@ -432,17 +436,15 @@ class Supervisor:
             }
         )
         rec.notice_to_exit_s = round(time.time() - notice.received_at, 3)
-        self.records.finish(self.store)
-        stop = Preempted(
+        endings.preempted(
+            self.records,
+            self.store,
+            latest.step if latest else self.start_step,
             f"preempted by {notice.source}: the program "
             + (f"saved step {saved_after[-1].step}" if saved_after else "saved nothing new")
             + f"; the last committed checkpoint: {latest.step if latest else 'none'}; "
-            f"exit {EXIT_PREEMPTED} to requeue"
+            f"exit {EXIT_PREEMPTED} to requeue",
         )
-        stop.doc = self.records.doc(  # type: ignore[attr-defined]
-            self.store, latest.step if latest else self.start_step
-        )
-        raise stop
 
     def _notify(self, program: Program, signame: str, notified: list[Proc]) -> list[Proc]:
         """The notice signal to the processes of the program that handle it and did not get
@@ -484,13 +486,22 @@ class Supervisor:
         # of its own for it)
         self._program_record(program, code, **({"save_error": problem} if problem else {}))
         latest = self.store.latest()
-        step = latest.step if latest else self.start_step
-        self.record.outcome = "budget-exceeded"
-        self.record.ended_at_step = step
-        self.record.error = exc.message
-        self.records.finish(self.store)
-        exc.doc = self.records.doc(self.store, step)  # type: ignore[attr-defined]
-        raise exc
+        endings.over_budget(
+            self.records, self.store, exc, latest.step if latest else self.start_step
+        )
+
+    def _store_down(self, program: Program, why: str) -> None:
+        """The store refused every save for longer than the retry window: what the program
+        trains from here could not be kept. Stop it (no final save: the store is not asked
+        again) and end as the loop does (exit 4, outcome ``store-down``)."""
+        log.error("%s: stopping the program", why)
+        code = program.stop(STOP_S)
+        self.watcher.stop()
+        self._program_record(program, code)
+        committed = self._committed_step()
+        endings.store_down(
+            self.records, self.store, why, committed if committed is not None else self.start_step
+        )
 
 
 def supervise(run: TrainRun, store: RunCheckpoints, watchers: Watchers) -> TrainDocument:

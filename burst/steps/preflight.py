@@ -43,7 +43,7 @@ def run(ctx: StepContext) -> DecisionRecord:
             )
             + "; the decision record lists every reason"
         )
-        refusal.doc = record  # type: ignore[attr-defined]  # stepio writes it
+        refusal.doc = record  # stepio writes it
         raise refusal
     if ctx.spec.training.strategy == "regional-sync":
         every_region_allowed(ctx, record)
@@ -67,7 +67,7 @@ def every_region_allowed(ctx: StepContext, record: DecisionRecord) -> None:
             f"region {first.region} is not allowed for this spec: {first.reason} "
             "(the decision record lists every reason); nothing was provisioned"
         )
-        refusal.doc = record  # type: ignore[attr-defined]  # stepio writes it
+        refusal.doc = record  # stepio writes it
         raise refusal
 
 

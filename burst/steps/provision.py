@@ -63,7 +63,7 @@ def run(ctx: StepContext) -> ProvisionDocument:
             failed = getattr(exc, "doc", None)
             if isinstance(failed, ProvisionDocument):
                 _record(m, failed.attempts)
-                exc.doc = failed.model_copy(  # type: ignore[attr-defined]
+                exc.doc = failed.model_copy(
                     update={"refused": refused, "recovery": placement.record}
                 )
             raise

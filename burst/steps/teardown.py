@@ -49,7 +49,7 @@ def run(ctx: StepContext) -> TeardownDocument:
     if leaks:
         names = ", ".join(f"{x['kind']} {x['id']}" for x in leaks)
         err = LeakError(f"{len(leaks)} resource(s) of run {ctx.run_id} remain: {names}")
-        err.doc = produce(TeardownDocument, result)  # type: ignore[attr-defined]
+        err.doc = produce(TeardownDocument, result)
         raise err
     return produce(TeardownDocument, result)
 

@@ -40,10 +40,11 @@ def run(ctx: StepContext) -> TrainDocument:
     if wanted(ctx.spec, dict(os.environ)):
         # the ranks run this module again, under torchrun
         return produce(TrainDocument, launch(ctx, ctx.spec))
+    from burst.program.supervise import supervise  # training.command's mode of the loop
     from burst.train.loop import train
 
     try:
-        return train(ctx.spec, ctx.run_id, ctx.paths.dir, plan, infra)
+        return train(ctx.spec, ctx.run_id, ctx.paths.dir, plan, infra, supervise)
     except OSError as exc:
         bad = missing_program(ctx.spec, exc)
         if bad is None:

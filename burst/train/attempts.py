@@ -15,6 +15,12 @@ its own run directory), and a copy is appended to ``runs/<run-id>/train-attempts
 the local run directory. This module is their one reader: the train step, teardown's
 checkpoint sync (``burst.infra.ckptsync``) and the run view read them here. A record that is
 not one (cut by a kill mid-write, or of another shape) is skipped with a warning.
+
+Every closed record says what ended it (``recovery_source``, ``burst.recovery.source_of``):
+a provider's notice is a preemption, a record left open a lost node (or, when the placement
+after it was a restart, a killed train: a failure), a stop on request (``burst cancel``
+leaves ``CANCEL_MARKER`` in the run directory; Ctrl-C is SIGINT) a cancel, which spends
+neither recovery budget.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ import json
 import logging
 import os
 import threading
+from datetime import datetime
 from pathlib import Path
 
+from burst import recovery
 from burst.documents import (
     ATTEMPTS_FILE,
     ATTEMPTS_PREFIX,
@@ -39,6 +47,9 @@ log = logging.getLogger(__name__)
 
 FILE_NAME = ATTEMPTS_FILE
 PREFIX = ATTEMPTS_PREFIX
+#: Left in the run directory by ``burst cancel`` before it stops the run: the attempt the
+#: stop ends is a cancel, not a preemption.
+CANCEL_MARKER = "cancel-requested"
 
 
 def _parse(text: str | bytes, where: str) -> TrainAttempt | None:
@@ -96,9 +107,59 @@ def settle_unclosed(records: list[TrainAttempt]) -> list[TrainAttempt]:
                     "killed": True,
                     "ended_at_step": rec.at_step,
                     "finished_at": rec.last_seen_at,
+                    "recovery_source": recovery.NODE_LOSS,
                 }
             )
         out.append(rec)
+    return out
+
+
+def source(rec: TrainAttempt) -> str | None:
+    """What ended an attempt (``burst.recovery.SOURCES``), from its record."""
+    notice = rec.notice.source if rec.notice is not None else None
+    return recovery.source_of(rec.outcome, notice, rec.recovery_source)
+
+
+def sources(records: list[TrainAttempt]) -> list[str | None]:
+    return [source(r) for r in records]
+
+
+#: Outcomes after which the pipeline does not carry the run on (only ``burst resume`` does):
+#: the recovery budgets count the attempts after the last of them, or after a cancel.
+RUN_ENDING: frozenset[str | None] = frozenset({"done", "budget-exceeded", "failed"})
+
+
+def budget_sources(records: list[TrainAttempt]) -> list[str | None]:
+    """What ended the attempts that spend this run's recovery budgets: those since the run
+    last ended (finished, stopped by its money or time budget, failed outright, cancelled),
+    so a ``burst resume`` starts with both budgets whole."""
+    labels = sources(records)
+    start = 0
+    for i, (rec, label) in enumerate(zip(records, labels, strict=True)):
+        if rec.outcome in RUN_ENDING or label == recovery.CANCEL:
+            start = i + 1
+    return labels[start:]
+
+
+def after_kill(records: list[TrainAttempt]) -> list[TrainAttempt]:
+    """Records as an attempt of a *restart* placement (train killed: exit 137) sees them:
+    the last one that died without closing its record was that killed train, a failure."""
+    out = list(records)
+    for i in range(len(out) - 1, -1, -1):
+        if out[i].outcome == DIED:
+            if out[i].recovery_source == recovery.NODE_LOSS:
+                out[i] = out[i].model_copy(update={"recovery_source": recovery.FAILURE})
+            break
+    return out
+
+
+def cancelled_last(records: list[TrainAttempt]) -> list[TrainAttempt]:
+    """Records of a run that ended cancelled (``burst.endings``): its last attempt, stopped
+    by the stop's SIGTERM, was a cancel (on Argo the pod cannot tell a stop from an
+    eviction; the workflow's ending can)."""
+    out = list(records)
+    if out and out[-1].outcome in ("preempted", DIED, None, RUNNING):
+        out[-1] = out[-1].model_copy(update={"recovery_source": recovery.CANCEL})
     return out
 
 
@@ -113,6 +174,50 @@ def record_json(record: TrainAttempt) -> str:
     return json.dumps(
         produce(TrainAttempt, record.to_json()).to_json(), sort_keys=True, default=str
     )
+
+
+def recoveries(records: list[TrainAttempt], *, cancelled: bool = False) -> list[dict[str, object]]:
+    """Each attempt, what ended it and which budget that spent, as ``burst status`` and the
+    report show them (``cancelled``: the run ended on a stop request)."""
+    settled = settle_unclosed(records)
+    if cancelled:
+        settled = cancelled_last(settled)
+    out: list[dict[str, object]] = []
+    for n, rec in enumerate(settled, 1):
+        src = source(rec)
+        budget = (
+            "max_preemptions"
+            if src in recovery.PREEMPTION_BUDGET
+            else "max_failures"
+            if src in recovery.FAILURE_BUDGET
+            else None
+        )
+        out.append(
+            {
+                "attempt": rec.attempt or n,
+                "outcome": rec.outcome,
+                "recovery_source": src,
+                "budget": budget,
+                "ended_at_step": rec.ended_at_step,
+            }
+        )
+    return out
+
+
+def _fresh(marker: Path, started_at: str | None) -> bool:
+    """A cancel marker left while this attempt ran (one older than its start, whole
+    seconds, was left by a stop of an earlier run of the same id)."""
+    try:
+        left = marker.stat().st_mtime
+    except OSError:
+        return False
+    if started_at is None:
+        return True
+    try:
+        start = datetime.fromisoformat(started_at.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return True
+    return left >= int(start)
 
 
 class AttemptLog:
@@ -138,6 +243,21 @@ class AttemptLog:
             log.warning("cannot record the attempt in %s: %s", self.store.url, exc.one_line())
         return text
 
+    def past(self, *, after_restart: bool = False) -> list[TrainAttempt]:
+        """The earlier attempts as a new one sees them (settled; after a restart, the killed
+        train's record is a failure); a cancel marker left by an earlier stop is spent."""
+        records = settle_unclosed(self.read())
+        return after_kill(records) if after_restart else records
+
+    def _labelled(self, record: TrainAttempt) -> TrainAttempt:
+        """The closing record with what ended it (a stop on request: a cancel)."""
+        label = source(record)
+        marker = self.path.parent / CANCEL_MARKER
+        if record.outcome == "preempted" and _fresh(marker, record.started_at):
+            label = recovery.CANCEL
+            marker.unlink(missing_ok=True)  # spent: a later preemption is one
+        return record.model_copy(update={"recovery_source": label})
+
     def begin(self, record: TrainAttempt) -> None:
         """Open the attempt's record (``outcome: running``) as it starts."""
         self._put(record.model_copy(update={"outcome": RUNNING}))
@@ -152,7 +272,9 @@ class AttemptLog:
         """Close the attempt's record (its final outcome) and keep a local copy."""
         with self._lock:
             self._closed = True
-            text = self._put(record)
+            labelled = self._labelled(record)
+            record.recovery_source = labelled.recovery_source  # the caller's record says it too
+            text = self._put(labelled)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(text + "\n")

@@ -161,7 +161,7 @@ def conclude(exit_dir: Path, local_ranks: list[int], launcher_code: int) -> dict
             agreed,
         )
     if doc is not None:
-        exc.doc = doc  # type: ignore[attr-defined]
+        exc.doc = doc
     raise exc
 
 

@@ -15,8 +15,9 @@ heartbeat (``leases``); the attempt records and the step document (``records``);
 (``spending``); the emergency save (``preemption``); the final commit, GC and replication
 (``wrapup``). A strategy that synchronises with others (regional sync) is a hook of this loop
 (``burst.train.hooks``), never a loop of its own; a user's own program (``training.command``)
-is a mode of it: the same attempt, store, writer and notices, with ``burst.program.supervise``
-in place of the steps.
+is a mode of it: the same attempt, store, writer and notices, with a supervisor in place of
+the steps (``burst.program.supervise``, which sits above this package: the train step passes
+it in, as a hook is passed in).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -36,18 +38,18 @@ from burst.documents import PlanDocument, ProvisionDocument, TrainDocument
 from burst.documents.base import Detail
 from burst.documents.train import Notice as NoticeRecord
 from burst.documents.train import TrainAttempt
-from burst.errors import CheckpointError, Preempted
+from burst.errors import BurstError, CheckpointError, Preempted
 from burst.obs.events import FIRST_TRAIN_STEP, emit
 from burst.obs.metrics import RunMetrics
 from burst.preempt.emergency import RESERVE_S
 from burst.preempt.notice import Notice
 from burst.preempt.watch import Watchers, start_watchers
-from burst.program.supervise import ProgramFailed
 from burst.settings import current
 from burst.spec import BurstJob
 from burst.storage.base import ObjectStore, StoreError
-from burst.train import wrapup
+from burst.train import endings, wrapup
 from burst.train.checkpoints import RunCheckpoints, SaveAbandoned, StoreDown
+from burst.train.endings import ProgramFailed
 from burst.train.engine import TrainEngine, open_engine
 from burst.train.hooks import Interrupted, LoopHook
 from burst.train.leases import TrainerLeases
@@ -58,6 +60,10 @@ from burst.train.setup import build_setup
 from burst.train.spending import over, over_sure
 
 log = logging.getLogger(__name__)
+
+#: a mode that runs the attempt in place of the loop's steps (``training.command``'s
+#: supervisor): the attempt, the run's checkpoints and the notice watchers, opened
+Supervise = Callable[["TrainRun", RunCheckpoints, Watchers], TrainDocument]
 
 
 def submitted_at() -> float | None:
@@ -93,8 +99,10 @@ def seed_everything(seed: int) -> None:
 class TrainRun:
     """One attempt of the train step. ``store``: the run's store when it is not the spec's
     ``storage.checkpoint_uri`` (a regional worker's own state); ``hook``: a strategy that
-    synchronises at boundaries (``burst.train.hooks``); ``heartbeat_role``: the name of
-    this trainer's heartbeat."""
+    synchronises at boundaries (``burst.train.hooks``); ``supervise``: the mode that runs a
+    user's own program (``training.command``) in place of the steps; ``heartbeat_role``: the name of
+    this trainer's heartbeat; ``heartbeat_dir``: the directory of the run whose driver
+    heartbeat it follows, when ``run_dir`` is not it (a regional worker's scratch)."""
 
     def __init__(
         self,
@@ -106,7 +114,9 @@ class TrainRun:
         *,
         store: ObjectStore | None = None,
         hook: LoopHook | None = None,
+        supervise: Supervise | None = None,
         heartbeat_role: str = "trainer",
+        heartbeat_dir: Path | None = None,
     ) -> None:
         self.job = job
         self.run_id = run_id
@@ -115,12 +125,14 @@ class TrainRun:
         self.infra = infra
         self.own_store = store
         self.hook = hook
+        self.supervise = supervise
         self.heartbeat_role = heartbeat_role
+        self.heartbeat_dir = heartbeat_dir or run_dir
         self.metrics = RunMetrics.for_job(run_id, job)
         self.demo = faults.demo_preemptions(run_dir / "preempt-demo.json")
         self.ranks = Ranks()
         self.records = AttemptRecords(job, run_dir, self.ranks, self.metrics, plan, infra)
-        self.leases = TrainerLeases(run_id, run_dir, True, heartbeat_role)
+        self.leases = TrainerLeases(run_id, self.heartbeat_dir, True, heartbeat_role)
 
     @property
     def record(self) -> TrainAttempt:
@@ -139,7 +151,7 @@ class TrainRun:
                 self.job, self.run_dir, self.ranks, self.metrics, self.plan, self.infra
             )
             self.leases = TrainerLeases(
-                self.run_id, self.run_dir, self.ranks.leader, self.heartbeat_role
+                self.run_id, self.heartbeat_dir, self.ranks.leader, self.heartbeat_role
             )
             shard = None
             if self.ranks.many:  # every rank uploads its own part (DDP, FSDP2, DeepSpeed)
@@ -159,9 +171,12 @@ class TrainRun:
         engine: TrainEngine | None = None
         try:
             if self.job.training.own_program:  # training.command: the user's program trains
-                from burst.program.supervise import supervise
-
-                return supervise(self, store, watchers)
+                if self.supervise is None:
+                    raise BurstError(
+                        "training.command: the train step started the loop without the "
+                        "program supervisor (a bug: please report it)"
+                    )
+                return self.supervise(self, store, watchers)
             seed_everything(self.job.training.seed)
             setup = build_setup(self.job)
             engine = open_engine(self.job, setup, self.run_dir, self.ranks)
@@ -337,10 +352,8 @@ class TrainRun:
         if notice is not None:
             self.record.late_notice = NoticeRecord.model_validate(notice.as_dict())
             log.warning("notice from %s after the last step: the run is complete", notice.source)
-        self.record.outcome = "done"
-        self.record.ended_at_step = total
-        self.records.finish(store)
-        return self.records.doc(
+        return endings.done(
+            self.records,
             store,
             total,
             final_loss=None if math.isnan(loss) else loss,  # NaN: no step ran in this attempt
@@ -370,31 +383,12 @@ class TrainRun:
             store.commit(60.0)
         except (CheckpointError, StoreError) as err:
             log.error("the last checkpoint before stopping did not commit: %s", err.one_line())
-        self.records.learn(store)
-        self.record.outcome = "budget-exceeded"
-        self.record.ended_at_step = step
-        self.record.error = exc.message
-        self.records.finish(store)
-        exc.doc = self.records.doc(store, step)  # type: ignore[attr-defined]
-        raise exc
+        endings.over_budget(self.records, store, exc, step)
 
     def _store_down(self, why: str, store: RunCheckpoints, step: int) -> None:
-        """Stop training: the store has refused every save for longer than the retry window,
-        so nothing trained from here could be kept. The committed work stands; exit 4 (an
-        infrastructure fault: the pipeline retries the step, which resumes from it)."""
-        message = (
-            f"{why}; training stopped at step {step}; the last committed checkpoint: "
-            f"{store.last_commit()} (resumed from step {self.record.resumed_from})"
-        )
-        log.error("%s", message)
-        self.records.learn(store)
-        self.record.outcome = "store-down"
-        self.record.ended_at_step = step
-        self.record.error = message
-        self.records.finish(store)
-        stop = StoreDown(message, where=store.location)
-        stop.doc = self.records.doc(store, step)  # type: ignore[attr-defined]
-        raise stop
+        """Stop training: the store has refused every save for longer than the retry window
+        (``burst.train.endings.store_down``: exit 4)."""
+        endings.store_down(self.records, store, why, step)
 
     def _save(self, store: RunCheckpoints, engine: TrainEngine, step: int, tier: str) -> bool:
         """A routine save; False when a stop notice cut short the wait for the save before
@@ -457,5 +451,6 @@ def train(
     run_dir: Path,
     plan: PlanDocument | None = None,
     infra: ProvisionDocument | None = None,
+    supervise: Supervise | None = None,
 ) -> TrainDocument:
-    return TrainRun(job, run_id, run_dir, plan, infra).run()
+    return TrainRun(job, run_id, run_dir, plan, infra, supervise=supervise).run()

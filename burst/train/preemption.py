@@ -73,6 +73,9 @@ def preempt(
         )
         return choose_emergency_save(left, costs).as_dict()
 
+    # no commit past the notice's deadline, the save in flight included: at the deadline,
+    # what is committed is what counts (burst.checkpoint.sharded.check_commit_by)
+    store.mgr.commit_by(notice.deadline)
     with store.bound(exit_by(notice)):
         # several ranks: rank 0's measurements decide, every rank saves its part of that tier
         emergency: dict[str, Any] = ranks.decide(choose)
@@ -112,7 +115,7 @@ def preempt(
         f"preempted at step {step} by {notice.source}; emergency save: "
         f"{outcome}; exit 75 to requeue"
     )
-    stop.doc = records.doc(store, step)  # type: ignore[attr-defined]
+    stop.doc = records.doc(store, step)
     raise stop
 
 

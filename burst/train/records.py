@@ -11,6 +11,7 @@ when the attempt ends (rank 0 gathers every rank's figures first) and assembles 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,17 @@ from burst.documents.train import CheckpointInterval, RankFigures, TrainAttempt
 from burst.obs.events import CHECKPOINT, emit
 from burst.obs.metrics import RunMetrics, export_from_env
 from burst.preempt.emergency import SaveMeter
+from burst.recovery import RESTART, check_budgets
 from burst.runs import utcnow_iso
 from burst.spec import BurstJob
 from burst.storage.base import StoreError
-from burst.train.attempts import FILE_NAME, AttemptLog, next_number, settle_unclosed
+from burst.train.attempts import (
+    FILE_NAME,
+    AttemptLog,
+    budget_sources,
+    next_number,
+    sources,
+)
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.ranks import Ranks
 from burst.train.schedule import CheckpointSchedule, running_candidate
@@ -41,6 +49,7 @@ SUMMARY_FIELDS = (
     "ended_at_step",
     "preempted",
     "outcome",
+    "recovery_source",
     "notice",
     "emergency_save",
     "advisories",
@@ -90,8 +99,11 @@ class AttemptRecords:
         costs they measured, so this attempt starts with what they learned; then this
         attempt's record, opened (rank 0 only: the other ranks record nothing)."""
         self.attempts = AttemptLog(self.run_dir / FILE_NAME, store.mgr.store)
-        # a record left open belongs to an attempt that died: it counts (cost, preemption)
-        self.past = settle_unclosed(self.attempts.read())
+        # a record left open belongs to an attempt that died: it counts (cost, preemption);
+        # the two recovery budgets are checked here, in every path's train step
+        placed = self.infra.recovery if self.infra is not None else None
+        self.past = self.attempts.past(after_restart=placed is not None and placed.event == RESTART)
+        check_budgets(self.job.compute.recovery, budget_sources(self.past))
         closed = [a for a in self.past if a.outcome != "died"]
         last = closed[-1] if closed else None
         self.meter = SaveMeter.from_dict(last.save_meter if last else None)
@@ -104,7 +116,7 @@ class AttemptRecords:
             log.warning("no price for what this run rents: only budget.max_hours is guarded")
         self.record.usd_per_hour = rate
         self.record.gpus = rented_gpus(self.job, running_candidate(self.plan, self.infra))
-        self.budget = open_budget(self.job, rate, self.past)
+        self.budget = open_budget(self.job, rate, self.past, self.infra)
         self.record.budget_spent_before = {
             "usd": round(self.budget.spent_usd, 6),
             "hours": round(self.budget.spent_hours, 6),
@@ -220,6 +232,7 @@ class AttemptRecords:
                 "checkpoint_interval": self.schedule.describe(),
                 "preemptions": sum(1 for a in attempts if a.preempted),
                 "killed_attempts": sum(1 for a in attempts if a.killed),
+                "recovery_sources": dict(Counter(s for s in sources(attempts) if s)) or None,
                 "cost_usd": round(sum(float(a.cost_usd or 0) for a in attempts), 6),
                 "usd_per_hour": self.record.usd_per_hour,
                 "attempts": summary,

@@ -16,10 +16,21 @@ def hourly_rate(infra: ProvisionDocument | None, plan: PlanDocument | None) -> f
     return cand.price_per_hour if cand is not None else None
 
 
-def open_budget(job: BurstJob, rate: float | None, past: list[TrainAttempt]) -> BudgetGuard:
-    """The guard of this attempt, started with what the earlier ``past`` attempts spent."""
+def open_budget(
+    job: BurstJob,
+    rate: float | None,
+    past: list[TrainAttempt],
+    infra: ProvisionDocument | None = None,
+) -> BudgetGuard:
+    """The guard of this attempt, started with what the earlier ``past`` attempts spent. A run
+    its team's ledger admitted with less than its budget (``burst.admission.policy.grant``:
+    what the team had left) stops at that: the admission's compute dollars."""
+    max_usd = job.budget.max_usd
+    granted = infra.admission if infra is not None else None
+    if granted is not None and 0 < granted.compute_usd < max_usd:
+        max_usd = granted.compute_usd
     return BudgetGuard.start(
-        job.budget.max_usd,
+        max_usd,
         job.budget.max_hours,
         rate or 0.0,
         spent_usd=sum(float(a.cost_usd or 0) for a in past),

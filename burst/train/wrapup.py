@@ -7,12 +7,13 @@ import logging
 from typing import Any
 
 from burst.checkpoint.verify import verify_checkpoint
-from burst.errors import BurstError, CheckpointError, Preempted
+from burst.errors import BurstError, CheckpointError
 from burst.spec import BurstJob
 from burst.storage import open_store
 from burst.storage.base import StoreError
 from burst.storage.location import run_url
-from burst.train.checkpoints import RunCheckpoints, StoreDown
+from burst.train import endings
+from burst.train.checkpoints import RunCheckpoints
 from burst.train.ranks import Ranks
 from burst.train.records import AttemptRecords
 
@@ -54,28 +55,9 @@ def final_commit(store: RunCheckpoints, total: int, ranks: Ranks, records: Attem
     if decided is None:
         return
     problem, store_down = decided
-    records.record.ended_at_step = total
-    records.record.error = problem
     if store_down:
-        message = (
-            f"the final checkpoint (step {total}) did not commit: {problem}; the last "
-            f"committed checkpoint: {store.last_commit()}; exit 4 (the store is down)"
-        )
-        log.error("%s", message)
-        records.record.outcome = "store-down"
-        records.record.error = message
-        records.finish(store)
-        down_stop = StoreDown(message, where=store.location)
-        down_stop.doc = records.doc(store, total)  # type: ignore[attr-defined]
-        raise down_stop
-    records.record.outcome = "final-save-lost"
-    records.finish(store)
-    stop = Preempted(
-        f"the final checkpoint (step {total}) did not commit: {problem}; exit 75 to "
-        "requeue from the last committed one"
-    )
-    stop.doc = records.doc(store, total)  # type: ignore[attr-defined]
-    raise stop
+        endings.final_store_down(records, store, total, problem)
+    endings.lost_save(records, store, total, problem)
 
 
 def collect_garbage(store: RunCheckpoints, ranks: Ranks) -> None:

@@ -39,7 +39,7 @@ def test_all_preempted_is_75_with_the_document(tmp_path: Path) -> None:
     with pytest.raises(RanksFailed) as err:
         conclude(records(tmp_path, {0: 75, 1: 75}, {"final_step": 3}), [0, 1], 1)
     assert err.value.exit_code == 75 and "every rank exited 75" in err.value.one_line()
-    assert err.value.doc == {"final_step": 3}  # type: ignore[attr-defined]
+    assert err.value.doc == {"final_step": 3}
 
 
 def test_a_killed_rank_is_named_and_requeued(tmp_path: Path) -> None:

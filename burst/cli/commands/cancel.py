@@ -61,6 +61,10 @@ def command(
                 "dead runner left"
             )
         pid = int(beat["pid"])
+        from burst.train.attempts import CANCEL_MARKER
+
+        # the attempt this stop ends is a cancel, not a preemption (burst.recovery)
+        (run_dir / CANCEL_MARKER).touch()
         os.kill(pid, signal.SIGTERM)  # the runner stops like `argo stop`: teardown runs
         done = {"run_id": run_dir.name, "mode": "local", "action": "stop", "pid": pid}
     else:

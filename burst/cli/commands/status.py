@@ -85,7 +85,10 @@ def command(
     A step is succeeded only with exit code 0 and running only while the run's driver
     renews its heartbeat; a run whose driver is gone without a report is lost. A run that
     ended shows how (docs/reference/endings.md: succeeded, failed, preempted, cancelled,
-    budget-stopped, lost, reaped), its exit code and the command that carries on.
+    budget-stopped, lost, reaped), its exit code and the command that carries on. A local
+    run also lists its train attempts: what ended each (recovery_source: preemption,
+    control_plane, node_loss, failure, cancel) and the recovery budget it spent
+    (docs/preemption.md; --json: "recoveries").
 
     Looks once by default; --follow watches until the run ends. Exits 0 when the run
     succeeded or is still running, 1 when it ended any other way, 2 when there is no such
@@ -150,9 +153,19 @@ def command(
         else:
             st = argo_status(follower.state())
             show(st)
+    recoveries = _recoveries(run_dir, st.ending) if run_dir is not None else []
     if as_json:
-        click.echo(json.dumps(st.as_dict(), indent=2, sort_keys=True))
-    elif st.ending is not None:
+        out = st.as_dict()
+        if recoveries:
+            out["recoveries"] = recoveries
+        click.echo(json.dumps(out, indent=2, sort_keys=True))
+        raise SystemExit(0 if st.ending in (None, Ending.SUCCEEDED) else 1)
+    for r in recoveries:
+        step = "" if r["ended_at_step"] is None else f" at step {r['ended_at_step']}"
+        source = r["recovery_source"] or "-"
+        spent = f" (spends {r['budget']})" if r["budget"] else ""
+        click.echo(f"  train attempt {r['attempt']}: {r['outcome']}{step}, {source}{spent}")
+    if st.ending is not None:
         from burst.endings import describe
 
         click.echo(describe(st.ending, st.exit_code))
@@ -162,6 +175,13 @@ def command(
         if hint:
             click.echo(f"next: {hint}")
     raise SystemExit(0 if st.ending in (None, Ending.SUCCEEDED) else 1)
+
+
+def _recoveries(run_dir: Path, ending: object) -> list[dict[str, object]]:
+    """A local run's train attempts and what ended each (``recovery_source``)."""
+    from burst.train.attempts import FILE_NAME, read_file, recoveries
+
+    return recoveries(read_file(run_dir / FILE_NAME), cancelled=ending == Ending.CANCELLED)
 
 
 def _argo_word(status: str) -> str:
