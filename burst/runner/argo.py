@@ -331,6 +331,14 @@ def stop(name: str, settings: ArgoSettings, message: str) -> None:
     log.info("asked Argo to stop %s (its exit handler tears down)", name)
 
 
+def workflow_json(name: str, settings: ArgoSettings) -> dict[str, Any]:
+    """The submitted workflow as the Argo server returns it (``argo get -o json``)."""
+    with _service(settings) as svc:
+        wf = _call(svc.get_workflow, name, settings=settings)
+    doc: dict[str, Any] = wf.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return doc
+
+
 def status(name: str, settings: ArgoSettings) -> WorkflowState:
     with _service(settings) as svc:
         wf = _call(svc.get_workflow, name, settings=settings)
