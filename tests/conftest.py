@@ -93,8 +93,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # workers end together on short tests instead of one worker ending alone on a minute-long
     # run (xdist hands out work in this order). A file's tests stay together and in order
     # (a module-scoped fixture is set up once).
+    # A test marked `minutes` (it runs for minutes by design) starts first of all.
     slow_files = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
-    items.sort(key=lambda i: i.nodeid.split("::", 1)[0] not in slow_files)
+    items.sort(
+        key=lambda i: (
+            i.get_closest_marker("minutes") is None,
+            i.nodeid.split("::", 1)[0] not in slow_files,
+        )
+    )
 
 
 @pytest.fixture

@@ -29,7 +29,9 @@ import numpy as np
 import torch
 
 from burst.checkpoint.writer import CheckpointWriter
-from burst.errors import InfraError
+from burst.errors import InfraError, Preempted
+from burst.preempt.notice import NoticeBoard
+from burst.preempt.watch import start_watchers
 from burst.regional.aggregate import DeltaMessage, aggregate_round
 from burst.regional.compression import Codec
 from burst.regional.defaults import resolve_outer
@@ -55,6 +57,27 @@ log = logging.getLogger(__name__)
 
 
 def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
+    """One attempt of the aggregator, under the notice watchers every step has: a notice
+    (SIGTERM, a provider's metadata notice) stops it with exit 75 (``Preempted``) before
+    the next read of the deltas; its state is committed with every round, so the retry goes
+    on from the last committed round."""
+    watchers = start_watchers()  # first: a notice while it starts is kept, not lost
+    try:
+        return _aggregate(cfg, watchers.board)
+    finally:
+        watchers.stop()
+
+
+def _stop_if_noticed(board: NoticeBoard, round_: int) -> None:
+    notice = board.stop_notice()
+    if notice is not None:
+        raise Preempted(
+            f"aggregator: stop notice ({notice.source}) at round {round_}: rounds before it "
+            "are committed; exit 75 to requeue"
+        )
+
+
+def _aggregate(cfg: RoleConfig, board: NoticeBoard) -> dict[str, Any]:
     role = Role.open(cfg, chunk_cache=False)  # in its own region: nothing crosses
     job, rs = role.job, role.settings
     agg_store, global_store, update_store = (
@@ -121,6 +144,7 @@ def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
         limit = started + cfg.wait_limit_s
         superseded: dict[str, int] = {}  # stale deltas seen, then replaced by a newer one
         while True:
+            _stop_if_noticed(board, round_)
             newest = {r: newest_step(s) for r, s in delta_stores.items()}
             fresh = {r: s for r, s in newest.items() if s is not None and s > consumed.get(r, -1)}
             for r, s in fresh.items():

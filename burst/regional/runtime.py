@@ -67,6 +67,9 @@ class RoleConfig:
     wait_limit_s: float = 600.0  # a worker waiting for the next global round gives up then
     run_id: str = ""  # the run's id (metrics, leases); empty: the spec's name
     first_local_steps: int | None = None  # adaptive rounds: the first round's H (doubling)
+    #: the run's directory (``<runs root>/<run>``): where its driver heartbeat lives, which a
+    #: worker's loop follows (its ``state_dir`` is its scratch, not the run's)
+    run_dir: str = ""
 
     def to_json(self) -> str:
         d = dict(self.__dict__)

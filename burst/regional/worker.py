@@ -325,6 +325,8 @@ def run_worker(cfg: RoleConfig) -> dict[str, Any]:
         store=own_store(cfg),
         hook=worker,
         heartbeat_role=f"worker-{role.region}",
+        # the driver's heartbeat is the run's, not in this worker's scratch
+        heartbeat_dir=Path(cfg.run_dir) if cfg.run_dir else None,
     )
     try:
         doc = run.run()

@@ -30,7 +30,7 @@ from typing import Any
 from burst.documents.regional import LinkTotals, RegionalReport, RegionalRound, RegionAttempts
 from burst.documents.report import ContainerRun, WorkflowResult
 from burst.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_REFUSED
-from burst.regional.runplan import first_local_steps_for, local_steps_for
+from burst.plan.regional import first_local_steps_for, local_steps_for
 from burst.regional.runtime import regional, rounds_for
 from burst.regional.stores import read_link_log
 from burst.runner.containers import ContainerLauncher

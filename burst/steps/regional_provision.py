@@ -1,9 +1,14 @@
 """regional-provision: one region's branch of the burst-regional template (provision).
 
 Runs with ``--run-id <workflow>-<region>`` (the region's stack id: the exit handler's
-``teardown`` destroys the stack from that id alone) and ``BURST_REGION``. Refuses (exit 3)
-unless the preflight decision record allows this region for exactly this spec; applies the
-run's stack in this region only (``burst.infra.provision.provision``, one candidate); writes
+``teardown`` destroys the stack from that id alone) and ``BURST_REGION``. Places as
+``provision`` does: the plan's candidates in this region through the same legal gate (exit 3
+unless the preflight decision record allows this region for exactly this spec), ordered by the
+spec's recovery strategy (``compute.recovery``), the region's share of the run's budget
+(``budget.max_usd`` over the regions) admitted in the team ledger under the stack id before
+anything is rented (exit 3 when the team has no room now: a region does not queue while
+another region's stack is rented); applies the run's stack in this region
+only (``burst.infra.provision.provision``); writes
 the provision document (``--out``) and, beside it, the role configs the region's processes
 read (``worker-config.json``; in the aggregation region also ``aggregator-config.json``):
 the region's store (the stack's ``checkpoint_uri``, in that region), the exchange store (the spec's
@@ -22,11 +27,16 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from burst.admission.admit import admit
+from burst.admission.ledger import ledger_url
+from burst.admission.steps import run_ledger
 from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument, produce
 from burst.documents.plan import Candidate
+from burst.documents.provision import Admission
 from burst.errors import BadInputError, InfraError
 from burst.infra.provision import gate_candidates, provision
-from burst.regional.runplan import first_local_steps_for, local_steps_for, run_links
+from burst.plan.regional import first_local_steps_for, local_steps_for, run_links
+from burst.recovery import strategy_for
 from burst.regional.runtime import RoleConfig, regional, rounds_for
 from burst.regional.site import given_site
 from burst.settings import current
@@ -50,15 +60,44 @@ def run(ctx: StepContext) -> ProvisionDocument:
         )
     provider = job.compute.providers[0] if job.compute.providers else "aws"
     decision = ctx.optional_input("decision", DecisionRecord)
-    allowed, refused = gate_candidates(decision, job, [Candidate(provider=provider, region=region)])
+    # the plan's priced candidates in this region (its capacities), else the bare region; the
+    # legal gate first (exit 3), whatever else is missing
+    given = ctx.optional_input("plan", PlanDocument)
+    mine = [c for c in (given.candidates if given else []) if c.region == region]
+    mine = [c for c in mine if c.provider == provider]
+    allowed, refused = gate_candidates(
+        decision, job, mine or [Candidate(provider=provider, region=region)]
+    )
     plan = ctx.input("plan", PlanDocument)
+    # as provision: the run's recovery strategy orders them (compute.recovery) ...
+    strategy = strategy_for(job)
+    placement = strategy.place(allowed, None, current().recovery_event)
     local_steps = plan.regional.local_steps if plan.regional else local_steps_for(job)[0]
     local_steps = min(local_steps, job.training.steps)
     # the plan's round schedule (the spec's first_local_steps, or the planner's pick)
     first = plan.regional.first_local_steps if plan.regional else first_local_steps_for(job)[0]
     ctx.fail_point("before")
-    doc = provision(job, ctx.run_id, ctx.paths.terraform, allowed)
-    doc = doc.model_copy(update={"refused": refused, "placement": 0})
+    # ... and the region's share of the run's budget is reserved against the team's before
+    # anything is rented there (exit 3 when over): the regions' stacks share budget.max_usd
+    share = job.model_copy(
+        update={
+            "budget": job.budget.model_copy(update={"max_usd": job.budget.max_usd / len(regions)})
+        }
+    )
+    # (not queued: a region waiting for room while another region's stack is rented would
+    # pay for that one idle; a team without room now refuses the run)
+    entry = admit(run_ledger(ctx.paths.root), share, ctx.run_id, placement.candidates)
+    doc = provision(job, ctx.run_id, ctx.paths.terraform, placement.candidates, policy=strategy)
+    if doc.candidate is None:  # provision() returns only once a candidate is applied
+        raise InfraError("provision returned no candidate", where=ctx.run_id)
+    doc = doc.model_copy(
+        update={
+            "refused": refused,
+            "placement": len(placement.record.history),
+            "admission": Admission.from_entry(entry, ledger_url(ctx.paths.root)),
+            "recovery": strategy.placed(placement, doc.candidate, allowed),
+        }
+    )
     uri = doc.outputs.get("checkpoint_uri")
     if not isinstance(uri, str) or not uri:
         raise InfraError(f"the {region} stack gave no checkpoint_uri output", where=ctx.run_id)
@@ -93,6 +132,8 @@ def run(ctx: StepContext) -> ProvisionDocument:
             state_dir=f"{POD_SCRATCH}/{role}",
             out=f"{POD_SCRATCH}/{role}-result.json",
             run_id=ctx.run_id.removesuffix(f"-{region}"),  # the run's (a worker's leases, metrics)
+            # the run's directory (its driver heartbeat), beside this region's stack's
+            run_dir=str(ctx.paths.root / ctx.run_id.removesuffix(f"-{region}")),
         )
         if site is not None:
             name = f"{role}-{region}"

@@ -10,7 +10,7 @@ import json
 import shutil
 from pathlib import Path
 
-from burst.documents import TeardownDocument
+from burst.documents import StepDocument, TeardownDocument
 from burst.documents.regional import (
     LinkTotals,
     RegionalReport,
@@ -45,6 +45,12 @@ def make_regional_run(root: Path, status: str = "succeeded") -> Path:
     d = root / RUN_ID
     d.mkdir(parents=True)
     shutil.copy(REPO / "examples" / "regional.yaml", d / "spec.yaml")
+    # the run's own steps' documents, as the runner keeps them (as tests/obs/obs_run.py): with
+    # them, `burst runs`/`report`/`status`/`logs` failed with KeyError 'preflight' (issue 42)
+    (d / "docs").mkdir()
+    for step, start, end in EVENTS[:3]:
+        doc = StepDocument(step=step, run_id=RUN_ID, seconds=round(end - start, 3))
+        (d / "docs" / f"{step}.json").write_text(json.dumps(doc.to_json()))
     with (d / "events.jsonl").open("w", encoding="utf-8") as fh:
         for step, start, _end in EVENTS:
             fh.write(json.dumps({"t": T0 + start, "step": step, "status": "started"}) + "\n")

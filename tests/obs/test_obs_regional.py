@@ -67,3 +67,17 @@ def test_an_unproven_region_teardown_counts_as_left(burst_cli: Cli, tmp_path: Pa
     (d / "report.json").write_text(json.dumps(doc))
     proc = burst_cli(["report", RUN_ID, "--runs-root", str(root)])
     assert "LEAKS: 1 resource(s) remaining" in proc.stdout
+
+
+def test_status_and_logs_of_a_regional_run(burst_cli: Cli, tmp_path: Path) -> None:
+    """The day-two commands on a regional run whose directory holds its steps' documents
+    (``docs/``): before issue 42 each of them (and `burst runs`, `burst report`) failed with
+    ``unexpected error: KeyError: 'preflight'`` (exit 1)."""
+    root = tmp_path / "runs"
+    make_regional_run(root)
+    for command in ("status", "logs"):
+        proc = burst_cli([command, RUN_ID, "--runs-root", str(root)])
+        assert proc.returncode == 0, (command, proc.stderr)
+        assert "unexpected error" not in proc.stderr, (command, proc.stderr)
+    status = burst_cli(["status", RUN_ID, "--runs-root", str(root)]).stdout
+    assert "regions(1:me-central-1).worker: succeeded exit 0" in status

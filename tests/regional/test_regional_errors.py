@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 
 from burst.plan.catalog import load_catalog
-from burst.plan.regional import plan_regional_sync
+from burst.plan.regional import (
+    first_local_steps_for,
+    local_steps_for,
+    plan_regional_sync,
+    run_links,
+)
 from burst.plan.workload import estimate
-from burst.regional.runplan import first_local_steps_for, local_steps_for, run_links
 from burst.regional.runtime import RoleConfig
 from burst.spec import load_spec
 from burst.storage.local import LocalStore
