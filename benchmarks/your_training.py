@@ -187,6 +187,12 @@ def hf_run(side: str, args: argparse.Namespace, s3: Any, freeze: bool = False) -
             time.sleep(0.2)
         watcher.stop()
         mgr.close()
+        missing = want - {r.step for r in list_checkpoints(store)}
+        if missing:  # a ratio over checkpoints that never committed would mean nothing
+            raise SystemExit(
+                f"your_training: checkpoint(s) {sorted(missing)} of the {side} run were saved "
+                "but never committed: no figure is written"
+            )
         for step, rec in saves.items():
             if "stall" in rec:
                 rec["durable"] = _created(store, step) - rec["t0"]

@@ -140,7 +140,10 @@ def test_a_corrupt_chunk_is_never_trusted_by_deduplication(tmp_path: Path) -> No
         spec,
         "bitrot",
         tmp_path / "runs",
-        {"BURST_PREEMPT_AT_STEPS": "25", "BURST_SIGTERM_GRACE_S": "0"},
+        # grace 0: no emergency save, what is committed counts (burst.train.preemption); the
+        # steps paced so the save of step 20 commits before the notice at 25 on a loaded machine
+        # (a save still in flight at the notice's deadline never commits)
+        {"BURST_PREEMPT_AT_STEPS": "25", "BURST_SIGTERM_GRACE_S": "0", "BURST_STEP_PACE_S": "0.3"},
     )
     assert a.code == EXIT_PREEMPTED
     store = open_store(run_url(job.storage.checkpoint_uri, "bitrot"))
