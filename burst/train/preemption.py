@@ -73,9 +73,10 @@ def preempt(
         )
         return choose_emergency_save(left, costs).as_dict()
 
-    # no commit past the notice's deadline, the save in flight included: at the deadline,
-    # what is committed is what counts (burst.checkpoint.sharded.check_commit_by)
-    store.mgr.commit_by(notice.deadline)
+    # The checkpoint worker can refuse any commit past the notice's deadline
+    # (CheckpointManager.commit_by, burst.checkpoint.sharded.check_commit_by), but it is not
+    # armed: a routine save in flight at a short grace's deadline was then lost under load, and
+    # runs resumed further back than they did (issue 44 decides; docs/preemption.md).
     with store.bound(exit_by(notice)):
         # several ranks: rank 0's measurements decide, every rank saves its part of that tier
         emergency: dict[str, Any] = ranks.decide(choose)
