@@ -61,7 +61,7 @@ from burst.program.exits import error_line, killed_worker
 from burst.program.process import Program, expand, program_argv, program_env
 from burst.program.snapshot import Snapshot, is_program_state, resumed_step, write_entry
 from burst.program.tree import Proc
-from burst.program.watcher import DirWatcher
+from burst.program.watcher import DirWatcher, Handed
 from burst.settings import current
 from burst.storage.base import StoreError
 from burst.train import endings, wrapup
@@ -79,6 +79,8 @@ STOP_S = 2.0
 POLL_S = 0.1
 #: after a notice, how often burst looks for processes that installed a handler since
 RENOTIFY_S = 0.5
+#: file times come from the kernel's coarse clock, a tick behind time.time()
+MTIME_SLACK_S = 0.02
 #: exit codes that mean something to burst's retry policy: a program's own is reported as 1
 RESERVED = frozenset({EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_INFRA, EXIT_PREEMPTED})
 
@@ -361,6 +363,13 @@ class Supervisor:
             self.record.replica = Detail.model_validate(replica)
         return endings.done(self.records, self.store, final)
 
+    def _saved_since(self, before: int, received: float) -> list[Handed]:
+        """The checkpoints handed since the notice (after the first ``before``) that the
+        program wrote after it (their newest file): a periodic save the watcher saw complete
+        only after the notice, under load, is no save on the notice (the program is then
+        still saving its own, and stopping it there lost every step since)."""
+        return [h for h in self.watcher.handed[before:] if h.saved_at >= received - MTIME_SLACK_S]
+
     def _preempted(self, program: Program, notice: Notice) -> None:
         """Tell the program, wait for its checkpoint (or the deadline), stop it, exit 75."""
         received = time.time()
@@ -396,7 +405,7 @@ class Supervisor:
         )
         look_again = time.time() + RENOTIFY_S
         while time.time() < stop_by and program.poll() is None:
-            if len(self.watcher.handed) > before and not self.store.busy():
+            if self._saved_since(before, received) and not self.store.busy():
                 break
             if time.time() >= look_again:  # a process that installed its handler since
                 look_again = time.time() + RENOTIFY_S
@@ -406,7 +415,9 @@ class Supervisor:
         problem = self._final_commit(exit_by(notice))
         stopped = time.time()
         latest = self.store.latest()
-        saved_after = [h for h in self.watcher.handed[before:] if latest and h.step <= latest.step]
+        saved_after = [
+            h for h in self._saved_since(before, received) if latest and h.step <= latest.step
+        ]
         lost: dict[str, Any]
         if saved_after:  # it stopped training to save: nothing after that save was trained
             lost = {"lost_seconds": 0.0, "lost_gpu_seconds": 0.0, "lost_steps": 0}

@@ -14,6 +14,10 @@ does what MODE says:
   (the test kills it there);
 * ``ignore``: ignores the notice signal and SIGTERM, sleeps;
 * ``quiet``: saves nothing, sleeps 3 s, exits 0;
+* ``late-hand-off``: writes ``ckpt-000002.pt`` whole under a temporary name, records its pid
+  in ``pid`` (the test sends the notice then), renames it into place once the notice file is
+  there (a periodic save burst first sees after the notice), and on the notice signal saves
+  ``ckpt-000003.pt`` 3 s later and exits 75 (its save on the notice);
 * ``resume-check``: checks ``$BURST_RESUME_FROM`` is the whole ``ckpt-000001.pt`` and exits 0.
 """
 
@@ -78,6 +82,23 @@ def main() -> int:
             (out.parent / "pid").write_text(str(os.getpid()))
             time.sleep(60)
         return 0
+    if mode == "late-hand-off":
+        noticed: list[int] = []
+        notice = signal.Signals[os.environ["BURST_NOTICE_SIGNAL"]]
+        signal.signal(notice, lambda signum, frame: noticed.append(signum))
+        part = out / ".ckpt-000002.part"
+        part.write_bytes(second)
+        (out.parent / "pid").write_text(str(os.getpid()))
+        notice_file = Path(os.environ["BURST_NOTICE_FILE"])
+        while not notice_file.exists():
+            time.sleep(0.01)
+        part.rename(out / "ckpt-000002.pt")  # written before the notice, whole only after it
+        while not noticed:
+            time.sleep(0.01)
+        time.sleep(3)  # saving its state on the notice takes a while
+        (out / "ckpt-000003.pt").write_bytes(archive(3))
+        print("saved step 3 on the notice", flush=True)
+        return 75
     if mode == "ignore":
         signal.signal(signal.Signals[os.environ["BURST_NOTICE_SIGNAL"]], signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

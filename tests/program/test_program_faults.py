@@ -139,6 +139,31 @@ def test_a_program_that_ignores_the_notice_keeps_committed_work_and_reports_the_
     assert steps_of(p, "ignore") == [1]
 
 
+def test_a_periodic_save_seen_after_the_notice_is_not_the_save_on_the_notice(
+    tmp_path: Path,
+) -> None:
+    """A save the program finished before the notice but burst saw whole only after it (a slow
+    watcher under load) is not the program's save on the notice: burst waits for that one
+    (step 3), rather than stopping the program while it saves and resuming from step 2."""
+    p = spec(tmp_path, "late-hand-off")
+    runs = tmp_path / "runs"
+    a = start_attempt(p, "late-hand-off", runs, {"BURST_SIGTERM_GRACE_S": "20"})
+    end = time.monotonic() + 60
+    while (
+        steps_of(p, "late-hand-off") != [1]
+        or not (runs / "late-hand-off" / "program" / "pid").exists()
+    ):
+        assert time.monotonic() < end, "step 1 never committed"
+        time.sleep(0.1)
+    os.kill(a.pid, signal.SIGTERM)  # the node's notice
+    assert a.wait() == EXIT_PREEMPTED
+    rec = last_attempt(a)
+    assert rec["program"]["exit_code"] == 75, rec["program"]  # it ended itself, not stopped
+    assert rec["program"]["saved_on_notice"] is True
+    assert rec["emergency_save"]["committed"] is True and rec["ended_at_step"] == 3
+    assert steps_of(p, "late-hand-off")[-1] == 3  # (the store keeps the newest two)
+
+
 def test_the_supervisor_of_a_program_never_imports_torch(tmp_path: Path) -> None:
     """The train step in its program mode supervises a process: it needs no torch (a second
     or two of start-up and hundreds of MiB on every attempt, and a program may train with
