@@ -26,7 +26,7 @@ unexport PYTHONDONTWRITEBYTECODE
 STARTED := $(shell date +%s)
 ELAPSED = echo "make $@: $$(( $$(date +%s) - $(STARTED) )) s"
 
-.PHONY: demo test test-fast test-containers test-cluster engines lint typecheck goldens checkov clean setup system-deps images
+.PHONY: demo test test-long test-fast test-containers test-cluster engines lint typecheck goldens checkov clean setup system-deps images
 
 setup: $(STAMP)
 
@@ -76,6 +76,13 @@ test: $(STAMP) system-deps
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
 	$(PYTEST) -n $(TEST_WORKERS) --durations=25 || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
+	@$(ELAPSED)
+
+# The tests that run for minutes by design, mostly waiting (marked `minutes`: a regional run
+# whose workers train over 5 minutes on the default lease). make test skips them; .ci/run
+# runs them after it.
+test-long: $(STAMP)
+	BURST_MINUTES_TESTS=1 $(PYTEST) -n 0 -m minutes || { rc=$$?; $(ELAPSED) "(failed)"; exit $$rc; }
 	@$(ELAPSED)
 
 # Everything but the end-to-end tier: what to run while editing.

@@ -93,7 +93,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # workers end together on short tests instead of one worker ending alone on a minute-long
     # run (xdist hands out work in this order). A file's tests stay together and in order
     # (a module-scoped fixture is set up once).
-    # A test marked `minutes` (it runs for minutes by design) starts first of all.
+    # A test marked `minutes` (it runs for minutes by design, mostly waiting) runs only under
+    # `make test-long` (BURST_MINUTES_TESTS=1, .ci/run runs it), where it starts first of all.
+    if not os.environ.get("BURST_MINUTES_TESTS"):
+        skip = pytest.mark.skip(reason="runs for minutes: make test-long runs it")
+        for item in items:
+            if item.get_closest_marker("minutes") is not None:
+                item.add_marker(skip)
     slow_files = {i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("slow")}
     items.sort(
         key=lambda i: (
