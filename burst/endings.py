@@ -112,6 +112,7 @@ ENDINGS: dict[Ending, Meaning] = {
     ),
 }
 
+
 def ending_of(status: str | None) -> Ending | None:
     """The ending a status word names; None for running, unknown or anything else."""
     try:

@@ -106,7 +106,9 @@ def _gh_job(doc: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def _teardown_index(job: dict[str, Any]) -> int:
-    return next(i for i, s in enumerate(job["steps"]) if "burst.steps.teardown" in str(s.get("run")))
+    return next(
+        i for i, s in enumerate(job["steps"]) if "burst.steps.teardown" in str(s.get("run"))
+    )
 
 
 def _break_no_always(doc: dict[str, Any]) -> None:

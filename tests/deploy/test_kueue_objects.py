@@ -382,7 +382,9 @@ def test_the_priority_classes_are_the_spec_s_bands_and_the_templates_enum() -> N
     bands = {n: o["value"] for n, o in _by(ko.kueue_objects(), "WorkloadPriorityClass").items()}
     assert set(bands) == {f"burst-{p}" for p in Priority}
     for name in ("burst-train", "burst-regional"):
-        wt = yaml.safe_load((REPO / "burst" / "pipelines" / "compiled" / f"{name}.yaml").read_text())
+        wt = yaml.safe_load(
+            (REPO / "burst" / "pipelines" / "compiled" / f"{name}.yaml").read_text()
+        )
         (param,) = [p for p in wt["spec"]["arguments"]["parameters"] if p["name"] == "priority"]
         # Argo refuses another value at submission: a pod naming a WorkloadPriorityClass that
         # does not exist would never be admitted (after its GPUs were rented)

@@ -72,7 +72,10 @@ def test_before_issue_28_the_reaper_could_not_see_live_workflows() -> None:
 
 
 def test_the_reaper_has_argo_server_settings() -> None:
-    assert argo_settings_problems(REPO / "burst" / "pipelines" / "compiled" / "burst-reaper.yaml") == []
+    assert (
+        argo_settings_problems(REPO / "burst" / "pipelines" / "compiled" / "burst-reaper.yaml")
+        == []
+    )
 
 
 def test_the_crons_arguments_reach_the_reaper_over_the_templates_defaults(

@@ -179,7 +179,10 @@ def test_only_a_template_that_provisions_nothing_may_go_without_an_exit_handler(
     # a provisioning step added to the reaper (regional's, in a script) is seen too
     grown = copy.deepcopy(reaper)
     grown["spec"]["templates"].append(
-        {"name": "grow", "script": {"image": "x", "source": "python -m burst.steps.regional_provision"}}
+        {
+            "name": "grow",
+            "script": {"image": "x", "source": "python -m burst.steps.regional_provision"},
+        }
     )
     assert any("['grow'] provision" in p for p in lint(grown))
 

@@ -77,7 +77,8 @@ def _chain(parent: dict[str, str], module: str) -> str:
 
 def test_no_step_reaches_the_local_executor() -> None:
     steps = sorted(
-        f"burst.steps.{p.stem}" for p in (REPO / "burst" / "steps").glob("*.py")
+        f"burst.steps.{p.stem}"
+        for p in (REPO / "burst" / "steps").glob("*.py")
         if p.stem != "__init__"
     )
     assert "burst.steps.regional_provision" in steps and "burst.steps.train" in steps

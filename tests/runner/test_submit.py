@@ -73,7 +73,11 @@ def test_submit_posts_a_workflow_calling_the_template(
     # every parameter it sends is one the compiled template declares
     template = yaml.safe_load(
         (
-            Path(__file__).resolve().parents[2] / "burst" / "pipelines" / "compiled" / "burst-train.yaml"
+            Path(__file__).resolve().parents[2]
+            / "burst"
+            / "pipelines"
+            / "compiled"
+            / "burst-train.yaml"
         ).read_text()
     )
     declared = {p["name"] for p in template["spec"]["arguments"]["parameters"]}

@@ -96,7 +96,15 @@ def test_deepspeed_preempted_at_7_ends_with_the_weights_of_a_run_without(
 def train_attempt(spec: Path, runs: Path, out: Path, **env: str) -> tuple[int, dict[str, Any]]:
     p = subprocess.run(
         [
-            *(sys.executable, "-m", "burst.steps.train", "--spec", str(spec), "--run-id", "no-time"),
+            *(
+                sys.executable,
+                "-m",
+                "burst.steps.train",
+                "--spec",
+                str(spec),
+                "--run-id",
+                "no-time",
+            ),
             *("--runs-root", str(runs), "--out", str(out)),
         ],
         capture_output=True,
