@@ -9,7 +9,16 @@ aggregate    one round in process: decode, weight, outer step, the compressed up
 links        the link emulator: seconds, USD and a log of every transfer between regions
 estimates    pure plan estimates: bytes and egress per round and per run, sync time over seed
              002's link model, the comparison with synchronous data parallelism, the choice of H
+defaults     the outer optimizer's measured defaults per (regions, H)
+codec_sizes  what a pseudo-gradient weighs under each codec
+rounds       where a run's rounds begin and end (H inner steps, or adaptive rounds)
+stores       the stores of a regional run, and the only way bytes cross between regions
+runtime      what worker and aggregator share: their configuration, committing and reading
+worker       the regional worker: a sync hook of the one train loop (burst.train.loop)
+aggregator   the aggregator: waits for a round's deltas, applies the outer step, commits
+site         what the machine a regional pod runs on gives it, off a cluster
 
-First increment only: no spec field, no worker, no aggregator step, no pipeline yet
-(docs/regional.md lists what remains).
+A regional run is a `regional-sync` spec: `burst run` runs it on one machine through the local
+runner, and the `burst-regional` Argo WorkflowTemplate runs it on a cluster (docs/regional.md,
+which also lists what is not built yet).
 """
