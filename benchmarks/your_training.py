@@ -133,6 +133,9 @@ def hf_run(side: str, args: argparse.Namespace, s3: Any, freeze: bool = False) -
     uploads: list[threading.Thread] = []
 
     class Timer(TrainerCallback):  # type: ignore[misc]
+        def on_step_begin(self, a: Any, state: Any, control: Any, **kw: Any) -> None:
+            time.sleep(args.step_seconds)  # the step's compute: saves minutes apart, scaled
+
         def on_step_end(self, a: Any, state: Any, control: Any, **kw: Any) -> None:
             saves.setdefault(state.global_step, {})["t0"] = time.time()
 
@@ -348,6 +351,14 @@ def main() -> int:
     ap.add_argument("--embd", type=int, default=512)
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--save-every", type=int, default=2)
+    ap.add_argument(
+        "--step-seconds",
+        type=float,
+        default=4.0,
+        help="HF: each step paced to this (a real run saves minutes apart; unpaced, the tiny "
+        "model's saves come faster than either side makes them durable, and burst's watcher "
+        "coalesces a save superseded before it was whole into the next: no per-save figure)",
+    )
     ap.add_argument("--chunk-mib", type=int, default=8, help="burst's chunk size (HF side)")
     ap.add_argument("--out", default=str(REPO / "benchmarks/results/your_training.json"))
     args = ap.parse_args()
@@ -386,6 +397,7 @@ def main() -> int:
             "layers": args.layers,
             "embd": args.embd,
             "vocab": args.vocab,
+            "step_seconds": args.step_seconds,
             "checkpoint_mib": round(hf_a[-1]["bytes"] / MiB, 1),
         },
         "goals": goals_text(GOALS),
