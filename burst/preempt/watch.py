@@ -59,9 +59,13 @@ def start_watchers(board: NoticeBoard | None = None, names: list[str] | None = N
     board = board or NoticeBoard()
     chosen = watcher_names() if names is None else names
     w = Watchers(board, restore_signals=install_signal_watcher(board))
-    for name in chosen:
-        t = WATCHERS[name](board)
-        t.start()
-        w.threads.append(t)
+    try:
+        for name in chosen:
+            t = WATCHERS[name](board)
+            t.start()
+            w.threads.append(t)
+    except BaseException:  # (a bad setting): nothing left behind, no handler, no thread
+        w.stop()
+        raise
     log.info("preemption watchers: %s", ", ".join(w.names))
     return w

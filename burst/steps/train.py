@@ -3,6 +3,11 @@ checkpoint; exit 0 when done, 75 when preempted (requeue) after saving what fitt
 
 from __future__ import annotations
 
+from burst.preempt.signals import watch_from_start
+
+if __name__ == "__main__":  # first of all: a notice while the step starts is kept, not a kill
+    watch_from_start()
+
 import os
 import sys
 

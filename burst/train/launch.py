@@ -32,6 +32,7 @@ from types import FrameType
 from typing import Any
 
 from burst.errors import EXIT_PREEMPTED, BurstError
+from burst.preempt.signals import take_caught
 from burst.settings import current
 from burst.spec import BurstJob
 from burst.stepio import RANK_DOC, RANK_EXIT_DIR_ENV, StepContext
@@ -107,6 +108,8 @@ def launch(ctx: StepContext, job: BurstJob) -> dict[str, Any]:
             proc.send_signal(signum)
 
     held = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT)}
+    for signum, _at in take_caught():  # a notice while this step started goes on too
+        forward(signum, None)
     try:
         code = proc.wait()
     finally:

@@ -18,9 +18,11 @@ from typing import Any
 from burst.budget import BudgetGuard, rented_gpus
 from burst.documents import PlanDocument, ProvisionDocument, TrainDocument, produce
 from burst.documents.train import CheckpointInterval, RankFigures, TrainAttempt
+from burst.lease import iso
 from burst.obs.events import CHECKPOINT, emit
 from burst.obs.metrics import RunMetrics, export_from_env
 from burst.preempt.emergency import SaveMeter
+from burst.preempt.signals import watching_since
 from burst.recovery import RESTART, check_budgets
 from burst.runs import utcnow_iso
 from burst.spec import BurstJob
@@ -85,7 +87,12 @@ class AttemptRecords:
         self.metrics = metrics
         self.plan = plan
         self.infra = infra
-        self.record = TrainAttempt(started_at=utcnow_iso(), preempted=False)
+        # the attempt started with its step, which takes notices from then on: a cancel
+        # while it started (its marker) is this attempt's
+        since = watching_since()
+        self.record = TrainAttempt(
+            started_at=utcnow_iso() if since is None else iso(since), preempted=False
+        )
         # this rank's own checkpoint figures (the leader gathers every rank's at the end)
         self.mine = RankFigures(rank=ranks.rank, checkpoint_bytes=0, uploaded_bytes=0, stall_s=0.0)
         self.past: list[TrainAttempt] = []

@@ -25,6 +25,7 @@ import burst.steps.train
 import burst.train.example
 import burst.train.loop
 from burst.checkpoint import CheckpointRef
+from burst.preempt.signals import NOTICE_SIGNALS, watch_from_start
 from burst.spec import load_spec
 from burst.stepio import main as step_main
 from burst.train.checkpoints import RunCheckpoints
@@ -78,7 +79,8 @@ class Attempt:
             time.sleep(0.01)
 
     def wait_until_watching(self, timeout: float = 60.0) -> bool:
-        """Wait until the child catches SIGTERM (its watcher is installed); False if it ended."""
+        """Wait until the child catches SIGTERM (from its start, as the train step does);
+        False if it ended."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             try:
@@ -120,11 +122,17 @@ def start_attempt(
     ]
     sys.stdout.flush()
     sys.stderr.flush()
+    # The child starts with the notice signals held: until it catches them as the step's
+    # first act does (watch_from_start, which lets them through), a SIGTERM waits, never
+    # meeting a handler this process had (an earlier test's) or the default action
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, NOTICE_SIGNALS)
     pid = os.fork()
+    if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     if pid == 0:  # the child: one attempt of the train step, then exit with its code
         code = 1
         try:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            watch_from_start()  # as python -m burst.steps.train does first
             if own_group:
                 os.setpgid(0, 0)
             os.environ.update(env or {})

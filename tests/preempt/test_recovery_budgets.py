@@ -159,10 +159,6 @@ def _stopped(spec: Path, run_id: str, runs_root: Path, *, cancel: bool = False) 
     return a.wait(300)
 
 
-@pytest.mark.skip(
-    reason="quarantined: under make test's load the first SIGTERM'd attempt ended 0 (once -15) "
-    "instead of 75, and the test waited 300 s; cause not found yet (issue 44 is open)"
-)
 def test_a_cancel_is_not_a_preemption_and_the_budget_stops_the_run(
     tmp_path: Path, burst_cli: BurstCli
 ) -> None:
