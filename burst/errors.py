@@ -20,7 +20,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success",
     EXIT_FAILURE: "anything else (a bug, an unexpected failure)",
     EXIT_BAD_INPUT: "bad input: spec, policy file, catalog, CLI argument, corrupt checkpoint",
-    EXIT_REFUSED: "refused by policy: legal preflight, budget, unsigned image",
+    EXIT_REFUSED: "refused by policy: legal preflight, budget, unsigned image, no Kueue flavor",
     EXIT_INFRA: "infrastructure failure: provision, destroy, leak found",
     EXIT_PREEMPTED: "preempted: the step saved what fitted and should be requeued",
     EXIT_CANCELLED: "a run cancelled (burst cancel, Ctrl-C, argo stop); teardown ran",

@@ -2,7 +2,9 @@
 
 Refuses (exit 3) unless the preflight decision record (``--input decision=...``) allows the
 candidate for exactly this spec and the policies as they are now; only allowed candidates
-are attempted.
+are attempted. On a cluster, refuses (exit 3) a placement no Kueue flavor of the team's
+ClusterQueue covers, before anything is rented (``burst.admission.kueue_reader``;
+docs/queue.md); an API server it cannot read fails the step (exit 4).
 
 Fault injection: ``BURST_FAIL_AT=provision`` fails before anything is applied;
 ``provision:midway`` fails at apply time after part of the stack exists (teardown destroys
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import sys
 
+from burst.admission.kueue_reader import kueue_gate
 from burst.admission.ledger import ledger_url
 from burst.admission.steps import admit_run
 from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument
@@ -48,15 +51,18 @@ def run(ctx: StepContext) -> ProvisionDocument:
         allowed, previous.recovery if previous else None, current().recovery_event
     )
     ctx.fail_point("before")
-    # budget admission: reserve the planned cost before anything is rented (exit 3 if over)
-    entry = admit_run(ctx.spec, ctx.run_id, ctx.paths.root, placement.candidates)
+    # admission, before anything is rented: on a cluster, only candidates a Kueue flavor of
+    # the team's ClusterQueue covers (none: exit 3; API server unreadable: exit 4); then the
+    # ledger reserves the planned cost (exit 3 if over)
+    candidates = kueue_gate(ctx.spec, placement.candidates)
+    entry = admit_run(ctx.spec, ctx.run_id, ctx.paths.root, candidates)
     with exported(RunMetrics.for_job(ctx.run_id, ctx.spec), ctx.paths.dir, "provision") as m:
         try:
             doc = provision(
                 ctx.spec,
                 ctx.run_id,
                 ctx.paths.terraform,
-                placement.candidates,
+                candidates,
                 policy=strategy,
             )
         except BurstError as exc:

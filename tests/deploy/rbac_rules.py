@@ -21,6 +21,9 @@ Needs, from the engines' sources:
   workflowTemplateRef is resolved for validation with the caller's client).
 - The reaper lists unfinished workflows (burst.runner.argo.unfinished_workflows:
   ListWorkflows): ``list`` on ``workflows``.
+- The provision step (a container running ``python -m burst.steps.provision``) reads its
+  team's Kueue queue before renting (burst/admission/kueue_reader.py): ``get`` on
+  ``localqueues``, ``get`` on ``clusterqueues``, ``list`` on ``resourceflavors``.
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ SUBMITTER_NEEDS: frozenset[Need] = frozenset(
     }
 )
 REAPER_NEEDS: frozenset[Need] = frozenset({("argoproj.io", "workflows", "list")})
+PROVISION_NEEDS: frozenset[Need] = frozenset(
+    {
+        ("kueue.x-k8s.io", "localqueues", "get"),
+        ("kueue.x-k8s.io", "clusterqueues", "get"),
+        ("kueue.x-k8s.io", "resourceflavors", "list"),
+    }
+)
+PROVISION_MODULE = "burst.steps.provision"
 #: kind -> (apiGroup, resource) of the objects the templates' resource steps handle
 KINDS = {
     "ServiceAccount": ("", "serviceaccounts"),
@@ -71,10 +82,14 @@ def _docs(path: Path) -> list[dict[str, Any]]:
 
 def grants(rbac_docs: list[dict[str, Any]]) -> dict[Subject, set[Need]]:
     """What each subject of the RoleBindings may do (rules expanded to triples; ``*`` kept)."""
-    roles = {d["metadata"]["name"]: d for d in rbac_docs if d["kind"] == "Role"}
+    roles = {
+        (d["kind"], d["metadata"]["name"]): d
+        for d in rbac_docs
+        if d["kind"] in ("Role", "ClusterRole")
+    }
     out: dict[Subject, set[Need]] = defaultdict(set)
-    for b in (d for d in rbac_docs if d["kind"] == "RoleBinding"):
-        role = roles.get(b["roleRef"]["name"])
+    for b in (d for d in rbac_docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        role = roles.get((b["roleRef"].get("kind", "Role"), b["roleRef"]["name"]))
         if role is None:
             continue
         triples = {
@@ -116,6 +131,8 @@ def pod_needs(pods: list[Pod], manifest: dict[str, Any]) -> dict[Subject, set[Ne
             continue
         if "wait" in names:
             out[identity] |= EXECUTOR_NEEDS
+        if any(PROVISION_MODULE in (c.get("command") or []) for c in p.containers()):
+            out[Subject("ServiceAccount", p.service_account)] |= PROVISION_NEEDS
         resource = t.get("resource")
         if resource:
             obj = yaml.safe_load(
