@@ -72,6 +72,11 @@ class AttemptSummary(Document):
     emergency_save: str | None = Field(default=None, description="The tier it saved.")
     emergency_committed: bool | None = None
     killed: bool = Field(default=False, description="Died without closing its record.")
+    recovery_source: str | None = Field(
+        default=None,
+        description="What ended it (burst.recovery: preemption, failure, node-loss, "
+        "control-plane, cancel); None: it ended the run.",
+    )
     cost_usd: float | None = None
     world_size: int = Field(default=1, ge=1, description="Ranks of the attempt.")
     ranks: list[RankFigures] | None = None
@@ -142,6 +147,11 @@ class RunReport(Document):
     final_step: int | None = None
     final_weights_sha256: str | None = None
     preemptions: int = 0
+    recovery_sources: dict[str, int] = Field(
+        default_factory=dict,
+        description="The attempts that did not end the run, counted by what ended them "
+        "(recovery_source): preemptions and failures spend separate budgets.",
+    )
     world_size: int = Field(default=1, ge=1)
     attempts: list[AttemptSummary] = Field(default_factory=list)
     store: dict[str, Any] | None = Field(

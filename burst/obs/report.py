@@ -4,6 +4,7 @@ directory."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -146,6 +147,7 @@ def _attempt(a: TrainAttempt) -> dict[str, Any]:
         "outcome": a.outcome,
         "preempted": a.preempted,
         "killed": a.killed,
+        "recovery_source": a.recovery_source,
         "cost_usd": a.cost_usd,
         "notice": a.notice.source if a.notice else None,
         "emergency_save": save.tier if save else None,
@@ -244,7 +246,9 @@ def build_report(
     if ending is Ending.CANCELLED:
         if summaries and summaries[-1]["preempted"] and _stopped_train(steps):
             # the notice was the stop itself (the runner's SIGTERM, argo stop): no preemption
-            summaries[-1].update(outcome=Ending.CANCELLED.value, preempted=False)
+            summaries[-1].update(
+                outcome=Ending.CANCELLED.value, preempted=False, recovery_source="cancel"
+            )  # (burst.recovery.CANCEL; obs sits below recovery)
             preemptions = max(preemptions - 1, 0)
         if failure is not None and failure["step"] != "workflow" and workflow_failed:
             # what stopped it first, then what the step it stopped said as it went
@@ -260,6 +264,9 @@ def build_report(
         "final_step": final_step,
         "final_weights_sha256": train.final_weights_sha256 if train else None,
         "preemptions": preemptions,
+        "recovery_sources": dict(
+            Counter(str(a["recovery_source"]) for a in summaries if a["recovery_source"])
+        ),
         "world_size": (train.world_size if train else None) or 1,
         "attempts": summaries,
         "store": None if held is None else {"url": held["store"], "committed": held["checkpoints"]},

@@ -114,6 +114,10 @@ def render_text(view: RunView) -> str:
         "" if s["provision_attempts"] is None else f", provision attempts {s['provision_attempts']}"
     )
     lines.append(f"preemptions {s['preemptions']}, checkpoints {ck}{pa}")
+    sources = s.get("recovery_sources") or {}
+    if sources:  # what ended the attempts the run recovered from: separate budgets
+        ended = ", ".join(f"{k} {v}" for k, v in sorted(sources.items()))
+        lines.append(f"attempts ended by: {ended}")
     if s["egress_bytes"]:
         lines.append(
             "egress "

@@ -401,6 +401,7 @@ class RunView:
             "budget_usd": self.budget_usd,
             "ledger": self.ledger,
             "preemptions": self.preemptions,
+            "recovery_sources": dict(self.report.recovery_sources) if self.report else {},
             "checkpoints": self.checkpoints,
             "checkpoint_bytes": self.checkpoint_bytes,
             "egress_bytes": self.egress,

@@ -106,6 +106,9 @@ def test_a_cancelled_run_is_cancelled_everywhere(
     report = json.loads((root / run_id / "report.json").read_text())
     assert (report["status"], report["exit_code"], report["preemptions"]) == ("cancelled", 130, 0)
     assert report["attempts"][-1]["outcome"] == "cancelled"  # its notice was the stop
+    # what ended it is a cancel, which spends no retry budget (issue 44)
+    assert report["attempts"][-1]["recovery_source"] == "cancel"
+    assert report["recovery_sources"] == {"cancel": 1}
     assert report["resources_remaining"] == 0
     shown = _burst(burst_cmd, "report", run_id, "--runs-root", str(root)).stdout
     assert "cancelled (exit 130): stopped on request" in shown and "preemptions 0" in shown

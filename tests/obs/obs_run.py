@@ -177,6 +177,7 @@ def make_run(
             final_step=30,
             final_weights_sha256="9f" * 32,
             preemptions=1,
+            recovery_sources={"preemption": 1},
             candidate=Candidate(
                 region="ap-southeast-1", provider="aws", capacity="spot", expected_cost_usd=2.4
             ),

@@ -46,6 +46,7 @@ def test_text_report(run_dir: Path) -> None:
     assert "cost estimate $1.75 (compute $1.60, egress $0.12, storage $0.03)" in text
     assert "budget $5,000 (0.035 % used)" in text
     assert "preemptions 1, checkpoints 6 committed" in text
+    assert "attempts ended by: preemption 1" in text
     assert "leaks: none" in text
     assert re.search(r"train\s+succeeded\s+40\.0s\s+\(2 attempts\)", text)
 

@@ -139,6 +139,9 @@ def test_report_metrics_and_page_of_the_preempted_run(runs: Runs, tmp_path: Path
     m = read_metric_files(files)
     report = runs.pre
     assert m.total("burst_preemptions_total", run_id="pre", team="ml-research") == 2
+    # what ended the two attempts the run recovered from: notices (the preemption budget)
+    assert sum(report["recovery_sources"].values()) == 2
+    assert set(report["recovery_sources"]) <= {"preemption", "control_plane", "node_loss"}
     assert m.total("burst_checkpoints_committed_total", run_id="pre") == report["checkpoints"]
     assert m.total("burst_checkpoint_bytes_count") == report["checkpoints"]
     assert set(m.by_label("burst_checkpoint_bytes_count", "tier")) == {"full", "weights"}
@@ -157,6 +160,7 @@ def test_report_metrics_and_page_of_the_preempted_run(runs: Runs, tmp_path: Path
     s = json.loads(res.stdout)
     assert s["status"] == "succeeded"
     assert s["preemptions"] == 2
+    assert s["recovery_sources"] == report["recovery_sources"]
     assert s["checkpoints"] >= 2
     assert s["resources_remaining"] == 0
     train = next(st for st in s["steps"] if st["name"] == "train")
