@@ -17,6 +17,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
+from pytest_httpserver import HTTPServer
 from s3server import s3_bucket, s3_server  # noqa: F401  (shared fixtures)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -175,3 +176,13 @@ def quickstart_in(tmp_path: Path) -> Path:
 def _repo_cwd(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+
+
+@pytest.fixture
+def argo_server(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> HTTPServer:
+    """pytest-httpserver's server as the Argo server the CLI talks to (ARGO_SERVER, a token,
+    namespace ``ml``): a test answers the requests it expects."""
+    monkeypatch.setenv("ARGO_SERVER", httpserver.url_for("/"))
+    monkeypatch.setenv("ARGO_TOKEN", "t0k3n")
+    monkeypatch.setenv("ARGO_NAMESPACE", "ml")
+    return httpserver

@@ -9,7 +9,6 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from obs_run import RUN_ID, make_run
 from pytest_httpserver import HTTPServer
 
@@ -71,20 +70,12 @@ def test_follow_stops_at_a_run_nobody_drives(burst_cli: Cli, tmp_path: Path) -> 
     assert proc.returncode == 0 and proc.stdout
 
 
-@pytest.fixture
-def argo(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> HTTPServer:
-    monkeypatch.setenv("ARGO_SERVER", httpserver.url_for("/"))
-    monkeypatch.setenv("ARGO_TOKEN", "t0k3n")
-    monkeypatch.setenv("ARGO_NAMESPACE", "ml")
-    return httpserver
-
-
-def test_logs_of_an_argo_run(argo: HTTPServer, burst_cli: Cli, tmp_path: Path) -> None:
+def test_logs_of_an_argo_run(argo_server: HTTPServer, burst_cli: Cli, tmp_path: Path) -> None:
     entries = [
         {"result": {"content": "preflight: allow", "podName": "wf-1-preflight-1"}},
         {"result": {"content": "step 1 loss 0.9\nstep 2 loss 0.8", "podName": "wf-1-train-2"}},
     ]
-    argo.expect_request(
+    argo_server.expect_request(
         "/api/v1/workflows/ml/wf-1/log",
         headers={"Authorization": "Bearer t0k3n"},
         query_string={"logOptions.container": "main", "logOptions.follow": "false"},
@@ -95,7 +86,7 @@ def test_logs_of_an_argo_run(argo: HTTPServer, burst_cli: Cli, tmp_path: Path) -
         "step 1 loss 0.9",
         "step 2 loss 0.8",
     ]
-    argo.expect_request("/api/v1/workflows/ml/nope-1/log").respond_with_json(
+    argo_server.expect_request("/api/v1/workflows/ml/nope-1/log").respond_with_json(
         {"code": 5, "message": 'workflows.argoproj.io "nope-1" not found'}, status=404
     )
     missing = burst_cli(["logs", "nope-1", "--runs-root", str(tmp_path)])

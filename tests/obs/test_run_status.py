@@ -13,7 +13,6 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from obs_regional import RUN_ID as REGIONAL_ID
 from obs_regional import make_regional_run
 from obs_run import RUN_ID, make_run
@@ -62,18 +61,10 @@ def _workflow(phase: str) -> dict:  # type: ignore[type-arg]
     }
 
 
-@pytest.fixture
-def argo(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> HTTPServer:
-    monkeypatch.setenv("ARGO_SERVER", httpserver.url_for("/"))
-    monkeypatch.setenv("ARGO_TOKEN", "t0k3n")
-    monkeypatch.setenv("ARGO_NAMESPACE", "ml")
-    return httpserver
-
-
 def test_status_of_an_argo_run_is_one_shot_with_the_same_json(
-    argo: HTTPServer, burst_cli: Cli, tmp_path: Path
+    argo_server: HTTPServer, burst_cli: Cli, tmp_path: Path
 ) -> None:
-    argo.expect_request("/api/v1/workflows/ml/wf-1", method="GET").respond_with_json(
+    argo_server.expect_request("/api/v1/workflows/ml/wf-1", method="GET").respond_with_json(
         _workflow("Running")
     )
     proc = burst_cli(["status", "wf-1", "--runs-root", str(tmp_path), "--json"])
@@ -81,7 +72,7 @@ def test_status_of_an_argo_run_is_one_shot_with_the_same_json(
     doc = json.loads(proc.stdout)
     assert doc["mode"] == "argo" and doc["status"] == "running" and not doc["finished"]
     assert doc["phase"] == "Running" and doc["steps"][0]["name"] == "train"
-    assert len(argo.log) == 1  # looked once: no following by default
+    assert len(argo_server.log) == 1  # looked once: no following by default
 
 
 def _closed_port() -> int:
@@ -119,11 +110,11 @@ def test_status_of_no_such_run_without_argo(burst_cli: Cli, tmp_path: Path) -> N
 
 
 def test_runs_lists_local_runs_and_argo_workflows(
-    argo: HTTPServer, burst_cli: Cli, tmp_path: Path
+    argo_server: HTTPServer, burst_cli: Cli, tmp_path: Path
 ) -> None:
     root = tmp_path / "runs"
     make_run(root)
-    argo.expect_request("/api/v1/workflows/ml", method="GET").respond_with_json(
+    argo_server.expect_request("/api/v1/workflows/ml", method="GET").respond_with_json(
         {
             "metadata": {},
             "items": [

@@ -84,19 +84,11 @@ def local_run(burst_cli: Cli, quickstart_in: Path, tmp_path: Path) -> dict[str, 
     return report
 
 
-@pytest.fixture
-def argo_env(httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> HTTPServer:
-    monkeypatch.setenv("ARGO_SERVER", httpserver.url_for("/"))
-    monkeypatch.setenv("ARGO_TOKEN", "t0k3n")
-    monkeypatch.setenv("ARGO_NAMESPACE", "ml")
-    return httpserver
-
-
 def test_a_submitted_runs_report_is_read_from_argo_and_says_what_the_local_one_says(
-    local_run: dict[str, Any], argo_env: HTTPServer, burst_cli: Cli, tmp_path: Path
+    local_run: dict[str, Any], argo_server: HTTPServer, burst_cli: Cli, tmp_path: Path
 ) -> None:
     wf = _workflow(Path(local_run["dir"]), "Succeeded", "", {})
-    argo_env.expect_request(f"/api/v1/workflows/ml/{RUN}", method="GET").respond_with_json(wf)
+    argo_server.expect_request(f"/api/v1/workflows/ml/{RUN}", method="GET").respond_with_json(wf)
     root, html = tmp_path / "ci-job" / "runs", tmp_path / "ci-job" / "report.html"
     proc = burst_cli(["report", RUN, "--runs-root", str(root), "--json", "--html", str(html)])
     assert proc.returncode == 0, proc.stderr
@@ -117,20 +109,20 @@ def test_a_submitted_runs_report_is_read_from_argo_and_says_what_the_local_one_s
 
 
 def test_a_preempted_submitted_run_reads_as_preempted(
-    local_run: dict[str, Any], argo_env: HTTPServer, burst_cli: Cli, tmp_path: Path
+    local_run: dict[str, Any], argo_server: HTTPServer, burst_cli: Cli, tmp_path: Path
 ) -> None:
     train = {"phase": "Failed", "outputs": {"exitCode": "75", "parameters": []}}
     wf = _workflow(Path(local_run["dir"]), "Failed", "child 'x' failed", train)
-    argo_env.expect_request(f"/api/v1/workflows/ml/{RUN}", method="GET").respond_with_json(wf)
+    argo_server.expect_request(f"/api/v1/workflows/ml/{RUN}", method="GET").respond_with_json(wf)
     proc = burst_cli(["report", RUN, "--runs-root", str(tmp_path / "r"), "--json"])
     assert json.loads(proc.stdout)["status"] == "preempted", proc.stdout
 
 
 def test_a_running_workflow_has_no_report_yet_in_one_line(
-    local_run: dict[str, Any], argo_env: HTTPServer, burst_cli: Cli, tmp_path: Path
+    local_run: dict[str, Any], argo_server: HTTPServer, burst_cli: Cli, tmp_path: Path
 ) -> None:
     wf = _workflow(Path(local_run["dir"]), "Running", "", {"phase": "Running"})
-    argo_env.expect_request(f"/api/v1/workflows/ml/{RUN}", method="GET").respond_with_json(wf)
+    argo_server.expect_request(f"/api/v1/workflows/ml/{RUN}", method="GET").respond_with_json(wf)
     proc = burst_cli(["report", RUN, "--runs-root", str(tmp_path / "r")])
     assert proc.returncode == 2, proc.stdout
     said = [ln for ln in proc.stderr.splitlines() if ln.startswith("burst")]  # not the fake's
