@@ -56,21 +56,22 @@ class Settlement(Document):
     basis: str | None = None
 
 
-def settlement_of(entry: Any) -> dict[str, Any]:
+def settlement_of(entry: Any) -> Settlement:
     """A settled ``burst.admission.ledger.Entry`` as the teardown document's section."""
-    return {
-        "team": entry.team,
-        "reserved_usd": entry.reserved_usd,
-        "reserved_gpu_hours": entry.reserved_gpu_hours,
-        "actual_usd": entry.actual_usd,
-        "actual_gpu_hours": entry.actual_gpu_hours,
-        "requeues": entry.requeues,
-        "basis": entry.basis,
-    }
+    return Settlement(
+        team=entry.team,
+        reserved_usd=entry.reserved_usd,
+        reserved_gpu_hours=entry.reserved_gpu_hours,
+        actual_usd=entry.actual_usd,
+        actual_gpu_hours=entry.actual_gpu_hours,
+        requeues=entry.requeues,
+        basis=entry.basis,
+    )
 
 
-class TeardownDocument(StepDocument):
-    """The teardown step's document (also written with exit 4 when something leaked)."""
+class Destroyed(Document):
+    """What ``terraform destroy`` of one run's state did (``burst.infra.teardown.destroy_run``):
+    the teardown step's, ``burst down``'s and the reaper's."""
 
     destroyed: bool
     attempts: int = Field(ge=0)
@@ -78,6 +79,12 @@ class TeardownDocument(StepDocument):
     stale_locks_released: list[str] = Field(default_factory=list)
     resources_remaining: int = Field(ge=0)
     terraform_state: str | None = None
+
+
+class TeardownDocument(StepDocument, Destroyed):
+    """The teardown step's document (also written with exit 4 when something leaked): the
+    destroy, then what the step checked around it."""
+
     checkpoint_sync: CheckpointSync | None = None
     injected_failures: list[int] = Field(default_factory=list)
     leaks: list[Leak] = Field(default_factory=list)

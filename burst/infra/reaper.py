@@ -208,8 +208,10 @@ def reap(
             )
             continue
         result = destroy_run(workdir)
-        doc["actions"].append({"run_id": run.run_id, "action": "destroy-from-state", **result})
-        if result["resources_remaining"]:
+        doc["actions"].append(
+            {"run_id": run.run_id, "action": "destroy-from-state", **result.to_json()}
+        )
+        if result.resources_remaining:
             doc["errors"] += 1
 
     doc["scan_errors"] = []

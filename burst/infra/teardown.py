@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from burst.documents.teardown import Destroyed
 from burst.errors import BurstError, InfraError
 from burst.infra import cloudscan, runrecord
 from burst.infra.statelock import holders, parse_lock_error
@@ -30,7 +31,7 @@ def destroy_run(
     retries: int = 4,
     backoff_s: float = 0.5,
     before_attempt: BeforeAttempt | None = None,
-) -> dict[str, Any]:
+) -> Destroyed:
     """``terraform destroy`` the run's state, whichever stack the run used (the local root,
     or the aws stack on its S3 backend, reopened from ``workspace.json``), retried with
     exponential backoff; then count what remains in the state."""
@@ -40,14 +41,14 @@ def destroy_run(
     ws = load_workspace(workdir)
     if ws is None:
         log.info("nothing was provisioned for this run (no Terraform working directory)")
-        return {
-            "destroyed": True,
-            "attempts": 0,
-            "errors": [],
-            "stale_locks_released": [],
-            "resources_remaining": 0,
-            "terraform_state": str(state_file(workdir)),
-        }
+        return Destroyed(
+            destroyed=True,
+            attempts=0,
+            errors=[],
+            stale_locks_released=[],
+            resources_remaining=0,
+            terraform_state=str(state_file(workdir)),
+        )
     tf = ws.terraform()
     region = run_region(workdir)[1]
     errors: list[str] = []
@@ -71,14 +72,14 @@ def destroy_run(
             if attempt < retries:
                 time.sleep(backoff_s * 2 ** (attempt - 1))
     remaining = _remaining(tf, state_file(workdir) if ws.kind == "local" else None)
-    return {
-        "destroyed": succeeded and remaining == 0,
-        "attempts": attempts,
-        "errors": errors,
-        "stale_locks_released": unlocked,
-        "resources_remaining": remaining,
-        "terraform_state": ws.state,
-    }
+    return Destroyed(
+        destroyed=succeeded and remaining == 0,
+        attempts=attempts,
+        errors=errors,
+        stale_locks_released=unlocked,
+        resources_remaining=remaining,
+        terraform_state=ws.state,
+    )
 
 
 def _remaining(tf: Terraform, state: Path | None) -> int:

@@ -1,7 +1,7 @@
 """Legal preflight: facts and Rego rules in ``policies/``, one decision per candidate.
 
 from burst.policy import evaluate, load_policies, require_allow
-record = evaluate(job, load_policies("policies"))      # the decision record (a dict)
+record = evaluate(job, load_policies("policies"))      # the decision record (DecisionRecord)
 require_allow(record, job, "policies", "ap-southeast-1", "aws")   # provision's gate
 """
 

@@ -37,9 +37,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from burst.documents import Decision, DecisionRecord, parse_document
+from burst.documents import Decision, DecisionRecord, parse_document, produce
+from burst.documents.base import Detail
+from burst.documents.decision import Counts, Location, Verdict
 from burst.errors import BadInputError, PolicyRefusal
 from burst.policy.engine import Engine, input_document
 from burst.policy.loader import PolicySet, load_policies, policy_sha256
@@ -47,8 +49,9 @@ from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
 
-KIND = "burst/decision-record"
-VERSION = 1
+KIND: Final = "burst/decision-record"
+VERSION: Final = 1
+VERDICTS: Final[tuple[Verdict, ...]] = ("allow", "review", "deny")
 
 
 def _utcnow() -> dt.datetime:
@@ -67,14 +70,14 @@ def evaluate(
     today: dt.date | None = None,
     max_fact_age_days: int | None = None,
     now: dt.datetime | None = None,
-) -> dict[str, Any]:
-    """Decide every candidate of ``job`` and return the decision record (a dict)."""
+) -> DecisionRecord:
+    """Decide every candidate of ``job`` and return the decision record."""
     policies = policies or load_policies()
     now = now or _utcnow()
     today = today or now.date()
     max_age = max_fact_age_days or policies.settings.max_fact_age_days
     engine = Engine.shared(policies)
-    decisions = []
+    decisions: list[Decision] = []
     may_leave: list[bool] = []
     localisation: list[dict[str, Any]] = []
     for region, provider in candidates(job):
@@ -85,32 +88,41 @@ def evaluate(
         for duty in result.pop("localisation", []):
             if duty not in localisation:
                 localisation.append(duty)
-        decisions.append({"region": region, "provider": provider, **result})
+        decisions.append(decision_of(region, provider, result))
         log.info("preflight %s/%s: %s", provider, region, result["verdict"])
-    counts = {v: sum(d["verdict"] == v for d in decisions) for v in ("allow", "review", "deny")}
-    best = next((v for v in ("allow", "review", "deny") if counts[v]), "deny")
-    return {
-        "kind": KIND,
-        "version": VERSION,
-        "spec_name": job.name,
-        "spec_sha256": job.sha256(),
-        "policy_sha256": policies.sha256,
-        "policy_dir": str(policies.root),
-        "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "evaluated_on": today.isoformat(),
-        "max_fact_age_days": max_age,
-        "verdict": best,
-        "allowed": [
-            {"region": d["region"], "provider": d["provider"]}
+    verdicts = [d.verdict for d in decisions]
+    counts = Counts(
+        allow=verdicts.count("allow"), review=verdicts.count("review"), deny=verdicts.count("deny")
+    )
+    best: Verdict = next((v for v in VERDICTS if getattr(counts, v)), "deny")
+    return DecisionRecord(
+        kind=KIND,
+        version=VERSION,
+        spec_name=job.name,
+        spec_sha256=job.sha256(),
+        policy_sha256=policies.sha256,
+        policy_dir=str(policies.root),
+        created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        evaluated_on=today.isoformat(),
+        max_fact_age_days=max_age,
+        verdict=best,
+        allowed=[
+            Location(region=d.region, provider=d.provider)
             for d in decisions
-            if d["verdict"] == "allow"
+            if d.verdict == "allow"
         ],
-        "counts": counts,
+        counts=counts,
         # fail closed: rules that do not say whether the data may leave keep it home
-        "data_may_leave": bool(may_leave) and all(may_leave),
-        "data_localisation": localisation,
-        "decisions": decisions,
-    }
+        data_may_leave=bool(may_leave) and all(may_leave),
+        data_localisation=[Detail(**duty) for duty in localisation],
+        decisions=decisions,
+    )
+
+
+def decision_of(region: str, provider: str, result: dict[str, Any]) -> Decision:
+    """One candidate's decision from the policy engine's result (its schema checked: a
+    result of another shape is burst's bug, one line)."""
+    return produce(Decision, {"region": region, "provider": provider, **result})
 
 
 def first_reason(decision: Decision | dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-from burst.documents import DecisionRecord, produce
+from burst.documents import DecisionRecord
 from burst.errors import PolicyRefusal
 from burst.installed import check as check_installed
 from burst.installed import trains_here
@@ -29,7 +29,7 @@ from burst.stepio import StepContext, main
 
 def run(ctx: StepContext) -> DecisionRecord:
     ready_before_renting(ctx)
-    record = produce(DecisionRecord, evaluate(ctx.spec, load_policies()))
+    record = evaluate(ctx.spec, load_policies())
     if not record.allowed:
         first = record.decisions[0] if record.decisions else None
         counts = record.counts

@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 
 from burst.admission.steps import settle_run
-from burst.documents import TeardownDocument, produce
-from burst.documents.teardown import settlement_of
+from burst.documents import TeardownDocument
+from burst.documents.teardown import CheckpointSync, Leak, settlement_of
 from burst.errors import LeakError
 from burst.infra.ckptsync import confirm_checkpoint_sync
 from burst.infra.teardown import destroy_run, leak_scan
@@ -34,24 +34,27 @@ def run(ctx: StepContext) -> TeardownDocument:
                 raise
 
     # the last checkpoint must reach the store before the nodes that upload it go
-    sync = confirm_checkpoint_sync(ctx.spec, ctx.run_id)
-    result = destroy_run(ctx.paths.terraform, before_attempt=before_attempt)
-    result["checkpoint_sync"] = sync
-    result["injected_failures"] = injected
-    leaks = leak_scan(ctx.run_id, ctx.paths.terraform)
-    result["leaks"] = leaks
+    sync = CheckpointSync.model_validate(confirm_checkpoint_sync(ctx.spec, ctx.run_id))
+    destroyed = destroy_run(ctx.paths.terraform, before_attempt=before_attempt)
+    leaks = [Leak.model_validate(x) for x in leak_scan(ctx.run_id, ctx.paths.terraform)]
     settled = settle_run(ctx.spec, ctx.run_id, ctx.paths.root)  # the ledger: what was used
+    doc = TeardownDocument(
+        **destroyed.model_dump(exclude_unset=True),
+        checkpoint_sync=sync,
+        injected_failures=injected,
+        leaks=leaks,
+    )
     if settled is not None:
-        result["settlement"] = settlement_of(settled)
+        doc.settlement = settlement_of(settled)
     metrics = RunMetrics.for_job(ctx.run_id, ctx.spec)
     metrics.set_leaked(len(leaks))
     export_from_env(metrics, ctx.paths.dir, "teardown")
     if leaks:
-        names = ", ".join(f"{x['kind']} {x['id']}" for x in leaks)
+        names = ", ".join(f"{x.kind} {x.id}" for x in leaks)
         err = LeakError(f"{len(leaks)} resource(s) of run {ctx.run_id} remain: {names}")
-        err.doc = produce(TeardownDocument, result)
+        err.doc = doc
         raise err
-    return produce(TeardownDocument, result)
+    return doc
 
 
 if __name__ == "__main__":

@@ -229,7 +229,7 @@ def test_the_provision_step_on_a_cluster_fails_closed_before_renting(
     plan.parent.mkdir(parents=True, exist_ok=True)
     cand = Candidate(region="ap-southeast-3", provider="aws", capacity="spot")
     plan.write_text(json.dumps({"candidates": [cand.to_json()]}))
-    decision.write_text(json.dumps(evaluate(load_spec(quickstart_in), load_policies())))
+    decision.write_text(json.dumps(evaluate(load_spec(quickstart_in), load_policies()).to_json()))
     env = {
         **os.environ,
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",

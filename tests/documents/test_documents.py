@@ -43,7 +43,7 @@ def job() -> BurstJob:
 def real_docs(job: BurstJob) -> dict[str, dict[str, Any]]:
     """The documents the real producers write for the quickstart (preflight, plan), and a
     provision document built from the plan's first candidate."""
-    record = evaluate(job, load_policies())
+    record = evaluate(job, load_policies()).to_json()
     planned = plan(job, load_catalog(use_env=False), record)
     infra = {"status": "provisioned", "candidate": planned["candidates"][0], "attempts": []}
     for doc in (record, planned, infra):

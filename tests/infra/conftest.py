@@ -24,7 +24,7 @@ def job(quickstart_in: Path) -> BurstJob:
 def decision(job: BurstJob) -> dict[str, Any]:
     from burst.policy import evaluate, load_policies
 
-    record = evaluate(job, load_policies())
+    record = evaluate(job, load_policies()).to_json()
     assert {(d["region"], d["verdict"]) for d in record["decisions"]} >= {
         (r, "allow") for r in REGIONS
     }, "the quickstart must be allowed in its three regions"

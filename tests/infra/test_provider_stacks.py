@@ -224,5 +224,5 @@ def test_failover_crosses_providers_on_the_local_stack(job: BurstJob, tmp_path: 
     assert tol == {("nvidia.com/gpu", "present"), ("burst/run-id", "az")}
     assert az["outputs"]["node_selector"]["eks.amazonaws.com/compute-type"] == "hybrid"
     assert "azure.workload.identity/client-id" in az["outputs"]["service_account_annotations"]
-    assert destroy_run(workdir)["resources_remaining"] == 0
-    assert destroy_run(tmp_path / "az" / "terraform")["resources_remaining"] == 0
+    assert destroy_run(workdir).resources_remaining == 0
+    assert destroy_run(tmp_path / "az" / "terraform").resources_remaining == 0

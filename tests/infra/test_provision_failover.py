@@ -70,7 +70,7 @@ def test_capacity_errors_in_first_two_fail_over_to_third(
         assert r["input"]["tags"]["burst:run-id"] == "run-a"
         assert r["input"]["tags"]["burst:expires-at"] == doc["expires_at"]
 
-    assert destroy_run(workdir)["resources_remaining"] == 0
+    assert destroy_run(workdir).resources_remaining == 0
 
 
 def test_second_provision_for_the_same_run_changes_nothing(
@@ -131,7 +131,7 @@ def test_midway_failure_leaves_partial_state_that_teardown_destroys(
     partial = {r["address"].rsplit(".", 1)[-1] for r in state_resources(workdir)}
     assert partial == {"vpn", "node_group"}  # created before the failure, no nodes
     result = destroy_run(workdir)
-    assert result["resources_remaining"] == 0 and state_resources(workdir) == []
+    assert result.resources_remaining == 0 and state_resources(workdir) == []
 
 
 def test_leftover_state_in_another_region_is_destroyed_first(

@@ -56,7 +56,7 @@ def _moves(record: dict[str, Any]) -> dict[tuple[str, str], tuple[str, bool]]:
 
 
 def test_uae_health_record_says_the_data_stays_in_the_uae() -> None:
-    record = evaluate(make_spec(**UAE_HEALTH), load_policies(), today=TODAY)
+    record = evaluate(make_spec(**UAE_HEALTH), load_policies(), today=TODAY).to_json()
     assert record["data_may_leave"] is False
     [duty] = record["data_localisation"]
     assert duty["fact"] == "jurisdictions.AE.localization.health-ict-law"
@@ -70,7 +70,7 @@ def test_uae_health_record_says_the_data_stays_in_the_uae() -> None:
 
 def test_uae_health_plan_never_moves_the_data_out(cat) -> None:  # type: ignore[no-untyped-def]
     job = make_spec(**UAE_HEALTH)
-    doc = plan(job, cat, evaluate(job, load_policies(), today=TODAY))
+    doc = plan(job, cat, evaluate(job, load_policies(), today=TODAY).to_json())
     where = {(c["provider"], c["region"]): c for c in doc["candidates"]}
     assert set(where) == {("aws", "me-central-1"), ("azure", "uaenorth")}
     assert where[("aws", "me-central-1")]["data_strategy"] == "compute_to_data"
@@ -86,7 +86,7 @@ def test_review_candidate_the_data_may_not_reach_is_not_planned(cat) -> None:  #
     (Qatar's "no general localisation" is low confidence): the planner keeps it out because
     data_may_move is false, not because of a deny."""
     job = make_spec(**QA_GOV)
-    record = evaluate(job, load_policies(), today=TODAY)
+    record = evaluate(job, load_policies(), today=TODAY).to_json()
     assert record["data_may_leave"] is False
     assert _moves(record)[("gcp", "asia-southeast1")] == ("review", False)
     assert _moves(record)[("gcp", "me-central1")] == ("review", True)
@@ -111,7 +111,7 @@ def test_personal_data_that_may_leave_moves(cat) -> None:  # type: ignore[no-unt
             "compute.regions": ["ap-southeast-1", "ap-southeast-3"],
         }
     )
-    record = evaluate(job, load_policies(), today=TODAY)
+    record = evaluate(job, load_policies(), today=TODAY).to_json()
     assert record["data_may_leave"] is True and record["data_localisation"] == []
     assert all(d["data_may_move"] for d in record["decisions"])
     doc = plan(job, cat, record)

@@ -66,7 +66,7 @@ class Runner:
             self.policies(case.get("signoffs", [])),
             today=today,
             max_fact_age_days=case.get("max_fact_age_days"),
-        )
+        ).to_json()
         decision: dict[str, Any] = record["decisions"][0]
         return decision
 

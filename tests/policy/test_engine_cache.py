@@ -34,7 +34,7 @@ def test_same_content_same_engine_edited_content_new_engine(
     first = load_policies(policy_copy)
     engine = Engine.shared(first)
     assert Engine.shared(load_policies(policy_copy)) is engine  # reloaded, same content
-    before = evaluate(job, first)
+    before = evaluate(job, first).to_json()
     assert before["verdict"] == "allow"
     # the shared engine decides as a freshly built one does
     doc = input_document(
@@ -47,7 +47,7 @@ def test_same_content_same_engine_edited_content_new_engine(
     (policy_copy / "rules" / "zz_edited.rego").write_text(EXTRA_RULE % region)
     edited = load_policies(policy_copy)
     assert Engine.shared(edited) is not engine
-    after = evaluate(job, edited)
+    after = evaluate(job, edited).to_json()
     assert _verdicts(after)[region] == "deny"
     assert any(r["rule"] == "TEST-EDITED" for r in after["decisions"][0]["reasons"])
 
@@ -57,7 +57,7 @@ def test_same_content_same_engine_edited_content_new_engine(
     edit_yaml(policy_copy / "regions.yaml", lambda d: d["providers"]["aws"]["regions"].pop(region))
     unlisted = load_policies(policy_copy)
     assert Engine.shared(unlisted) is not engine
-    assert _verdicts(evaluate(job, unlisted))[region] == "deny"  # an unlisted region
+    assert _verdicts(evaluate(job, unlisted).to_json())[region] == "deny"  # an unlisted region
 
 
 def test_in_memory_change_of_facts_is_a_new_engine(policy_copy: Path) -> None:

@@ -241,7 +241,7 @@ def decide(
             "compute": {**over.get("compute", {}), "regions": [region], "providers": [provider]},
         }
     )
-    record = evaluate(job, policies, today=today)
+    record = evaluate(job, policies, today=today).to_json()
     assert len(record["decisions"]) == 1
     return record["decisions"][0]
 
@@ -313,16 +313,16 @@ def test_demo_sign_offs_bind_to_the_demo_organisation(shipped: PolicySet) -> Non
     """The shipped sign-offs bind to Example Labs Pte Ltd (SG, no parent): the quickstart is
     allowed in its three regions under any spec name; another organisation with a spec named
     "quickstart" is review everywhere, and the record names the mismatch."""
-    record = evaluate(job_from({}), shipped, today=TODAY)
+    record = evaluate(job_from({}), shipped, today=TODAY).to_json()
     assert record["counts"]["allow"] == 3
     for d in record["decisions"]:
         waivers = {(r["fact"], r["waived_by"]) for r in d["reasons"] if "waived_by" in r}
         assert ("export.screened_headquarters", "example-labs-sg-hq-outside-d5") in waivers
-    renamed = evaluate(job_from({"name": "not-the-quickstart"}), shipped, today=TODAY)
+    renamed = evaluate(job_from({"name": "not-the-quickstart"}), shipped, today=TODAY).to_json()
     assert renamed["counts"]["allow"] == 3
     other = evaluate(
         job_from({"organization": {"name": "Quickstart Copycat Ltd"}}), shipped, today=TODAY
-    )
+    ).to_json()
     assert other["spec_name"] == "quickstart"
     assert other["counts"] == {"allow": 0, "review": 3, "deny": 0}
     for d in other["decisions"]:
@@ -330,7 +330,7 @@ def test_demo_sign_offs_bind_to_the_demo_organisation(shipped: PolicySet) -> Non
         assert notes and all("organisation 'Quickstart Copycat Ltd'" in m for m in notes)
     # the same name under another headquarters, or with a parent, is another organisation
     for org in ({"headquarters": "MY"}, {"parent_headquarters": "SG"}):
-        moved = evaluate(job_from({"organization": org}), shipped, today=TODAY)
+        moved = evaluate(job_from({"organization": org}), shipped, today=TODAY).to_json()
         assert moved["counts"]["allow"] == 0, org
 
 
@@ -343,10 +343,10 @@ def test_sign_off_bound_to_a_spec_hash_applies_to_that_spec_only(policy_copy: Pa
     bound = job.model_copy(update={"compute": job.compute.model_copy(update=one["compute"])})
     # the hash is of the spec as signed: changing the candidate list changes the hash
     assert bound.sha256() != job.sha256()
-    rec = evaluate(job, ps, today=TODAY)
+    rec = evaluate(job, ps, today=TODAY).to_json()
     d = next(d for d in rec["decisions"] if d["region"] == "ap-southeast-1")
     assert d["verdict"] == "allow"
-    rec2 = evaluate(bound, ps, today=TODAY)
+    rec2 = evaluate(bound, ps, today=TODAY).to_json()
     d2 = rec2["decisions"][0]
     assert d2["verdict"] == "review"
     assert any(
@@ -407,7 +407,7 @@ def test_low_confidence_inbound_fact_is_the_reason_for_review(
 
 def test_quickstart_has_an_allowed_home_region(shipped: PolicySet) -> None:
     # allowed through the shipped, signed-off exception scoped to the quickstart
-    record = evaluate(job_from({}), shipped, today=TODAY)
+    record = evaluate(job_from({}), shipped, today=TODAY).to_json()
     assert {"region": "ap-southeast-1", "provider": "aws"} in record["allowed"]
 
 
@@ -416,7 +416,7 @@ def test_denied_example_denies_every_candidate(shipped: PolicySet) -> None:
 
     record = evaluate(
         load_spec(Path(__file__).parents[2] / "examples" / "denied.yaml"), shipped, today=TODAY
-    )
+    ).to_json()
     assert record["allowed"] == [] and record["verdict"] == "deny"
     assert all(d["verdict"] == "deny" for d in record["decisions"])
     assert all(d["reasons"][0]["rule"] == "RES-LOCALIZATION" for d in record["decisions"])
@@ -442,7 +442,7 @@ def test_max_fact_age_setting_is_honoured(policy_copy: Path) -> None:
         load_policies(policy_copy),
         today=TODAY,
         max_fact_age_days=400,
-    )
+    ).to_json()
     assert record["decisions"][0]["verdict"] == "allow"
 
 

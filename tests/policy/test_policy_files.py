@@ -157,7 +157,7 @@ def test_rego_syntax_error_names_file_and_line(policy_copy: Path) -> None:
     rules.write_text(text)
     line = text[: text.index("{{")].count("\n") + 1
     with pytest.raises(PolicyFileError) as info:
-        evaluate(job_from({}), load_policies(policy_copy))
+        evaluate(job_from({}), load_policies(policy_copy)).to_json()
     assert f"rules/provider.rego:{line}" in info.value.one_line()
 
 

@@ -18,7 +18,7 @@ TODAY = dt.date(2026, 11, 21)
 
 def test_record_fields(shipped: object) -> None:
     job = job_from({})
-    record = evaluate(job, shipped, today=TODAY)  # type: ignore[arg-type]
+    record = evaluate(job, shipped, today=TODAY).to_json()  # type: ignore[arg-type]
     assert record["spec_sha256"] == job.sha256()
     assert record["policy_sha256"] == policy_sha256(POLICIES)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", record["created_at"])
@@ -38,13 +38,13 @@ def test_record_fields(shipped: object) -> None:
 
 def test_require_allow_accepts_the_exact_spec_and_policies(shipped: object) -> None:
     job = job_from({})
-    record = evaluate(job, shipped, today=TODAY)  # type: ignore[arg-type]
+    record = evaluate(job, shipped, today=TODAY).to_json()  # type: ignore[arg-type]
     decision = require_allow(record, job, POLICIES, "ap-southeast-1", "aws", today=TODAY)
     assert decision["verdict"] == "allow"
 
 
 def test_require_allow_refuses_another_spec(shipped: object) -> None:
-    record = evaluate(job_from({}), shipped, today=TODAY)  # type: ignore[arg-type]
+    record = evaluate(job_from({}), shipped, today=TODAY).to_json()  # type: ignore[arg-type]
     other = job_from({"training": {"steps": 31}})
     with pytest.raises(PolicyRefusal, match="spec sha256"):
         require_allow(record, other, POLICIES, "ap-southeast-1", "aws", today=TODAY)
@@ -52,7 +52,7 @@ def test_require_allow_refuses_another_spec(shipped: object) -> None:
 
 def test_require_allow_refuses_changed_policies(policy_copy: Path) -> None:
     job = job_from({})
-    record = evaluate(job, load_policies(policy_copy), today=TODAY)
+    record = evaluate(job, load_policies(policy_copy), today=TODAY).to_json()
     require_allow(record, job, policy_copy, "ap-southeast-1", "aws", today=TODAY)
     settings = policy_copy / "settings.yaml"
     settings.write_text(settings.read_text() + "# edited\n")
@@ -63,7 +63,7 @@ def test_require_allow_refuses_changed_policies(policy_copy: Path) -> None:
 
 def test_require_allow_refuses_review_deny_and_undecided(shipped: object) -> None:
     job = job_from({"data": {"classification": "personal", "origin": "SG"}})
-    record = evaluate(job, shipped, today=TODAY)  # type: ignore[arg-type]
+    record = evaluate(job, shipped, today=TODAY).to_json()  # type: ignore[arg-type]
     with pytest.raises(PolicyRefusal, match="verdict for aws/me-central-1 is deny"):
         require_allow(record, job, POLICIES, "me-central-1", "aws", today=TODAY)
     with pytest.raises(PolicyRefusal, match="did not decide"):
@@ -78,7 +78,7 @@ def test_require_allow_refuses_when_its_exception_expired(policy_copy: Path) -> 
         "    expires: 2026-12-01\n    justification: checked by hand in the console\n"
     )
     job = job_from({"data": {"classification": "confidential"}})
-    record = evaluate(job, load_policies(policy_copy), today=TODAY)
+    record = evaluate(job, load_policies(policy_copy), today=TODAY).to_json()
     require_allow(record, job, policy_copy, "ap-southeast-1", "aws", today=TODAY)
     with pytest.raises(PolicyRefusal, match="expired"):
         require_allow(record, job, policy_copy, "ap-southeast-1", "aws", today=dt.date(2026, 12, 2))

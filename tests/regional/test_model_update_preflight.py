@@ -151,7 +151,7 @@ def test_a_regional_sync_spec_with_an_unknown_fact_is_review(shipped: PolicySet)
 
     j = regional_job("personal")
     assert training_input(j)["regional_sync"] == {"regions": [SG, ID], "aggregation_region": SG}
-    record = evaluate(j, shipped, today=TODAY)
+    record = evaluate(j, shipped, today=TODAY).to_json()
     parse_document(DecisionRecord, record, "record")
     worker = next(d for d in record["decisions"] if d["region"] == ID)
     assert worker["verdict"] == "review"
@@ -161,7 +161,7 @@ def test_a_regional_sync_spec_with_an_unknown_fact_is_review(shipped: PolicySet)
     )
     aggregator = next(d for d in record["decisions"] if d["region"] == SG)
     assert not any(r["rule"] == "XFER-MODEL-UPDATE" for r in aggregator["reasons"])
-    public = evaluate(regional_job("public"), shipped, today=TODAY)
+    public = evaluate(regional_job("public"), shipped, today=TODAY).to_json()
     worker = next(d for d in public["decisions"] if d["region"] == ID)
     assert any(s["rule"] == "XFER-MODEL-UPDATE" for s in worker["satisfied"])
     assert not any(r["rule"] == "XFER-MODEL-UPDATE" for r in worker["reasons"])

@@ -141,9 +141,9 @@ def test_killed_apply_leaves_a_lock_that_teardown_releases(
 
     held = lock_server.lock["ID"]
     result = destroy_run(wd, retries=3, backoff_s=0.1)
-    assert result["destroyed"] is True, result
-    assert result["resources_remaining"] == 0
-    assert result["stale_locks_released"] == [held]
+    assert result.destroyed is True, result
+    assert result.resources_remaining == 0
+    assert result.stale_locks_released == [held]
     assert lock_server.forced == 1
     assert lock_server.lock is None
 
@@ -154,9 +154,9 @@ def test_lock_of_a_live_apply_is_not_broken(tmp_path: Path, lock_server: LockSer
     try:
         _wait_locked(lock_server)
         result = destroy_run(wd, retries=1, backoff_s=0.1)
-        assert result["destroyed"] is False
-        assert result["stale_locks_released"] == []
-        assert any("state lock" in e for e in result["errors"]), result
+        assert result.destroyed is False
+        assert result.stale_locks_released == []
+        assert any("state lock" in e for e in result.errors), result
         assert lock_server.forced == 0
         assert lock_server.lock is not None
     finally:

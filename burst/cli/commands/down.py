@@ -58,7 +58,7 @@ def command(run: str, runs_root: Path | None, as_json: bool) -> None:
     for workdir in workdirs:
         if workdir.is_dir():
             result = destroy_run(workdir)
-            done.append({"workdir": str(workdir), **result})
+            done.append({"workdir": str(workdir), **result.to_json()})
     left = sum(int(d["resources_remaining"]) for d in done)
     settled = None
     if not left:  # nothing bills any more: its reservation is settled (ending reaped)

@@ -92,7 +92,7 @@ def command(
     policies = load_policies(policy_dir)
     record = evaluate(
         job, policies, today=today.date() if today else None, max_fact_age_days=max_fact_age_days
-    )
+    ).to_json()
     if out:
         write_json_output(Path(out), record, option="--out FILE")
     if as_json:
