@@ -35,17 +35,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import blake3
 
 from burst import checkout
 from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
 from burst.checkpoint.layout import DEFAULT_CHUNK_SIZE, build_layout, layout_signature
 from burst.checkpoint.manifest import CheckpointRef, check_tier, manifest_key
+from burst.checkpoint.peer import PeerStore, parse_address
 from burst.checkpoint.replication import ReplicationResult, replicate
-from burst.checkpoint.restore import Restored, restore_checkpoint
+from burst.checkpoint.restore import Restored, restore_checkpoint, tier_catalog
 from burst.checkpoint.sharded import ShardInfo
 from burst.checkpoint.split_restore import Exchange, restore_split
 from burst.checkpoint.staging import HostBuffer, fresh_threads
@@ -75,6 +78,13 @@ def retry_budget_s() -> float:
     from burst.settings import current
 
     return float(current().checkpoint_retry_s)
+
+
+def tier_name(url: str, shard: ShardInfo | None = None) -> str:
+    """A rank's name in memory tiers that several runs and ranks share: the store's URL
+    (hashed), and the rank of a sharded manager."""
+    name = blake3.blake3(url.encode()).hexdigest()[:16]
+    return f"{name}/rank-{shard.rank}" if shard is not None else name
 
 
 class WorkerStartError(StoreError):
@@ -122,13 +132,43 @@ class CheckpointManager:
         retry_s: float | None = None,
         shard: ShardInfo | None = None,
         start_worker: bool = True,
+        local: str | None = None,
+        peers: Sequence[str] = (),
+        tier_prefix: str | None = None,
+        store_every: int = 1,
     ) -> None:
         """``start_worker``: start the background worker process now, in a thread, so that
         the first save does not wait for it (False: the first save starts it; a manager that
         only restores). A save made while it still starts waits only for the process to
         exist (its request goes into the worker's stdin, read once it is up), not for it to
-        be ready."""
+        be ready.
+
+        Memory tiers (docs/checkpoints.md, "Tiers"): ``local``, the ``HOST:PORT`` of this
+        node's peer server (``burst.checkpoint.peer``), and ``peers``, those of other nodes';
+        each save is committed to them, in that order, before the store, and a restore reads
+        the newest checkpoint from the fastest that holds it whole. ``tier_prefix``: this
+        rank's name in their memory (default: from the store's URL and the shard's rank).
+        ``store_every``: every how many saves also go to the store (1: each; the others
+        only to the memory tiers, and to the store when no memory tier takes them)."""
         self.store = open_store(store) if isinstance(store, str) else store
+        if store_every < 1:
+            raise CheckpointError(f"store_every must be >= 1, not {store_every}")
+        if shard is not None and (local or peers):
+            # a memory copy is one rank's part; the restores of a sharded checkpoint read
+            # the global manifest, which only the store has
+            raise CheckpointError(
+                "memory tiers (local=, peers=) are per rank: a sharded manager (shard=) "
+                "does not use them yet"
+            )
+        self.store_every = store_every
+        self._saves = 0
+        self.tier_prefix = tier_prefix or tier_name(self.store.url, shard)
+        self.memory: list[tuple[str, str]] = [
+            *((("local", local),) if local else ()),
+            *(("peer", p) for p in peers),
+        ]
+        for _, address in self.memory:
+            parse_address(address)  # a bad one is the caller's mistake, said here
         self.chunk_size = chunk_size
         self.keep_full = keep_full
         self.keep_weights = keep_weights
@@ -295,6 +335,10 @@ class CheckpointManager:
             "keep_full": self.keep_full,
             "keep_weights": self.keep_weights,
             "trust": sorted(self._audit.sound - self._audit.corrupt),
+            "memory": [
+                {"name": name, "address": address, "prefix": self.tier_prefix}
+                for name, address in self.memory
+            ],
         }
         assert proc.stdin is not None and proc.stdout is not None
         with contextlib.suppress(OSError):  # room for a request while the worker starts
@@ -442,7 +486,11 @@ class CheckpointManager:
                 reused_chunks=r["reused_chunks"],
                 seconds=r.get("seconds", doc.get("seconds", 0.0)),
                 committed_at=time.time(),
-                extra={k: v for k, v in r.items() if k in ("retention", "committed", "ranks")},
+                extra={
+                    k: v
+                    for k, v in r.items()
+                    if k in ("retention", "committed", "ranks", "store", "tiers", "store_error")
+                },
             )
             self._error = self._unwaited_error = self._unwaited_kind = None
             self._last_save = None
@@ -561,8 +609,20 @@ class CheckpointManager:
             thread.join()
             self._warming = None
 
-    def save(self, step: int, state: Any, tier: str = "full", *, if_busy: str = "wait") -> bool:
-        """Stage ``state`` and hand it to the background worker. Returns False if skipped."""
+    def save(
+        self,
+        step: int,
+        state: Any,
+        tier: str = "full",
+        *,
+        if_busy: str = "wait",
+        store: bool | None = None,
+    ) -> bool:
+        """Stage ``state`` and hand it to the background worker. Returns False if skipped.
+
+        With memory tiers, ``store``: whether this save also goes to the object store
+        (None: every ``store_every``-th save does, and every save after a stop notice
+        (``commit_by``): the memory tiers first, then the store if the window allows)."""
         if self._closed:
             raise CheckpointError("save() after close()")
         self._warmed()
@@ -601,6 +661,11 @@ class CheckpointManager:
         }
         if self.shard is not None:
             req["shard"] = self.shard.to_json()
+        if self.memory:
+            if store is None:
+                store = self._commit_by is not None or self._saves % self.store_every == 0
+            req["store"] = bool(store)
+        self._saves += 1
         inflight = {"op": "save", "step": int(step), "tier": tier, "stall": stall}
         self._last_save = (req, dict(inflight))
         self._send(req, inflight)
@@ -785,10 +850,23 @@ class CheckpointManager:
             return CheckpointStatus(step, self._last, self._error, self.worker_pid)
 
     def checkpoints(self, tier: str | None = None) -> list[CheckpointRef]:
-        return list_checkpoints(self.store, tier)
+        """Committed checkpoints, oldest first: the store's, and with memory tiers also those
+        only they hold (``burst.checkpoint.restore.tier_catalog``)."""
+        if not self.memory:
+            return list_checkpoints(self.store, tier)
+        faster = self.memory_stores()
+        try:
+            held = tier_catalog(self.store, faster, tier)
+        finally:
+            for _, tier_store in faster:
+                tier_store.close()
+        return sorted(set().union(*held.values()), key=lambda r: (r.step, r.tier == "full"))
 
     def latest(self, tier: str | None = None) -> CheckpointRef | None:
-        return latest_checkpoint(self.store, tier)
+        if not self.memory:
+            return latest_checkpoint(self.store, tier)
+        refs = self.checkpoints(tier)
+        return refs[-1] if refs else None
 
     def restore(
         self,
@@ -800,6 +878,7 @@ class CheckpointManager:
     ) -> Restored:
         """Load a committed checkpoint (newest by default), verifying every chunk."""
         audit = ChunkAudit()
+        faster = self.memory_stores()
         try:
             return restore_checkpoint(
                 self.store,
@@ -809,9 +888,16 @@ class CheckpointManager:
                 fallback=fallback,
                 concurrency=self.concurrency,
                 audit=audit,
+                faster=faster,
             )
         finally:
+            for _, tier_store in faster:
+                tier_store.close()
             self._absorb(audit)
+
+    def memory_stores(self) -> list[tuple[str, ObjectStore]]:
+        """This rank's memory tiers as stores (name, store), fastest first."""
+        return [(name, PeerStore(address, self.tier_prefix)) for name, address in self.memory]
 
     def restore_split(
         self, ex: Exchange, tier: str = "full", *, share: bool = False, into: Any = None

@@ -4,6 +4,11 @@ xxh3-128 the manifest records for it, or, in an older manifest, its blake3).
 A missing or corrupt chunk is a CheckpointError naming the checkpoint; ``restore_checkpoint``
 with ``fallback=True`` then tries the previous complete checkpoint (the one restore loop,
 ``burst.checkpoint.read_plan.restore_newest``, with the read plan ``WholeRead``).
+
+With memory tiers (``faster``: this node's and a peer's memory, ``burst.checkpoint.peer``)
+the candidates are every checkpoint any tier holds, newest first, and each is read from the
+fastest tier that holds it whole and verified: a tier whose copy is absent, partial, corrupt
+or unreachable falls through to the next, the object store last.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ class Restored:
     tier: str
     state: Any
     manifest: Manifest
+    #: the tier it was read from: "store", or a memory tier's name ("local", "peer")
+    source: str = "store"
 
 
 def _allocate(entry: ArrayEntry, target: Any) -> tuple[Any, np.ndarray]:
@@ -292,14 +299,42 @@ def restore_ref(
 @dataclass
 class WholeRead:
     """The read plan of one rank restoring a whole checkpoint: every chunk read and
-    verified (``restore_ref``)."""
+    verified (``restore_ref``), from the first of the ``faster`` tiers (name, store; with
+    what each holds in ``held``) that has it whole and sound, else from ``store``."""
 
     store: ObjectStore
     into: Any = None
     concurrency: int = 8
     audit: ChunkAudit | None = None
+    faster: Sequence[tuple[str, ObjectStore]] = ()
+    held: dict[str, set[CheckpointRef]] | None = None
 
     def read(self, ref: CheckpointRef) -> Restored:
+        problems: list[str] = []
+        for name, tier in self.faster:
+            if self.held is not None and ref not in self.held.get(name, set()):
+                continue
+            try:
+                # no audit: what a memory tier holds says nothing of the store's chunks
+                got = restore_ref(tier, ref, into=self.into, concurrency=self.concurrency)
+            except (CheckpointError, StoreError) as exc:
+                problems.append(f"{name}: {exc.one_line()}")
+                log.warning(
+                    "checkpoint step %d (%s) not read from %s memory (%s): next tier",
+                    ref.step,
+                    ref.tier,
+                    name,
+                    exc.one_line(),
+                )
+                continue
+            got.source = name
+            return got
+        if self.held is not None and ref not in self.held.get("store", set()):
+            raise CheckpointError(
+                f"checkpoint step {ref.step} ({ref.tier}) is in no tier whole: "
+                + "; ".join(problems),
+                where=self.store.url,
+            )
         return restore_ref(
             self.store, ref, into=self.into, concurrency=self.concurrency, audit=self.audit
         )
@@ -317,9 +352,14 @@ def restore_checkpoint(
     fallback: bool | None = None,
     concurrency: int = 8,
     audit: ChunkAudit | None = None,
+    faster: Sequence[tuple[str, ObjectStore]] = (),
 ) -> Restored:
-    """Restore ``step`` (newest if None); with fallback, older complete ones on failure."""
-    refs = list_checkpoints(store, tier)
+    """Restore ``step`` (newest if None); with fallback, older complete ones on failure.
+    ``faster``: memory tiers (name, store), fastest first, read before the store."""
+    held = tier_catalog(store, faster, tier) if faster else None
+    refs = sorted(set().union(*held.values()), key=_order) if held else []
+    if held is None:
+        refs = list_checkpoints(store, tier)
     if step is not None:
         chosen = [r for r in refs if r.step == step]
         if not chosen:
@@ -335,7 +375,35 @@ def restore_checkpoint(
         )
     if fallback is None:
         fallback = step is None
-    plan = WholeRead(store, into=into, concurrency=concurrency, audit=audit)
+    plan = WholeRead(
+        store, into=into, concurrency=concurrency, audit=audit, faster=faster, held=held
+    )
     restored = restore_newest(refs, plan, where=store.url, fallback=fallback)
     assert restored is not None  # refs is not empty
     return restored
+
+
+def _order(ref: CheckpointRef) -> tuple[int, bool]:
+    return (ref.step, ref.tier == "full")
+
+
+def tier_catalog(
+    store: ObjectStore, faster: Sequence[tuple[str, ObjectStore]], tier: str | None = None
+) -> dict[str, set[CheckpointRef]]:
+    """The checkpoints each tier lists (``"store"`` for the store). A tier that cannot be
+    listed holds nothing; the store's failure is raised only when no memory tier holds any."""
+    held: dict[str, set[CheckpointRef]] = {}
+    for name, tier_store in faster:
+        try:
+            held[name] = set(list_checkpoints(tier_store, tier))
+        except (StoreError, CheckpointError) as exc:
+            log.warning("%s memory not listed (%s): skipped", name, exc.one_line())
+            held[name] = set()
+    try:
+        held["store"] = set(list_checkpoints(store, tier))
+    except StoreError as exc:
+        if not any(held.values()):
+            raise
+        log.warning("the store is not listed (%s): restoring from memory", exc.one_line())
+        held["store"] = set()
+    return held

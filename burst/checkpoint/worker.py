@@ -24,14 +24,20 @@ from typing import IO, Any
 from burst import faults
 from burst.checkpoint.attached import AttachedBuffer
 from burst.checkpoint.layout import ArrayEntry
+from burst.checkpoint.manifest import Manifest
+from burst.checkpoint.peer import PeerStore
 from burst.checkpoint.retention import apply_retention, collect_garbage
 from burst.checkpoint.sharded import ShardInfo, expire_manifests
 from burst.checkpoint.writer import CheckpointWriter
-from burst.errors import BurstError, InfraError
+from burst.errors import BurstError, CheckpointError, InfraError
 from burst.settings import current
 from burst.storage import LocalStore, store_from_spec
 
 log = logging.getLogger("burst.checkpoint.worker")
+
+#: seconds a memory tier that failed a save is left out of the saves that follow (a peer that
+#: hangs costs each call its timeout: not every save's)
+TIER_BACKOFF_S = 30.0
 
 
 def background_uploads(concurrency: int) -> int:
@@ -63,6 +69,21 @@ class Worker:
             nice=int(init.get("nice", 0)),
         )
         self.writer.trust(set(init.get("trust") or ()))
+        # the memory tiers, fastest first ("local": this node's peer server, "peer": another
+        # node's): each save goes to them before the store (docs/checkpoints.md, "Tiers")
+        self.memory: list[tuple[str, CheckpointWriter]] = [
+            (
+                str(t["name"]),
+                CheckpointWriter(
+                    PeerStore(str(t["address"]), str(t.get("prefix") or "")),
+                    concurrency=concurrency,
+                    background_concurrency=background_uploads(concurrency),
+                    nice=int(init.get("nice", 0)),
+                ),
+            )
+            for t in init.get("memory") or []
+        ]
+        self.tier_down: dict[str, float] = {}  # memory tier -> monotonic time it is tried again
         self.keep_full = init.get("keep_full")
         self.keep_weights = init.get("keep_weights")
         self.buffer: AttachedBuffer | None = None
@@ -74,24 +95,71 @@ class Worker:
             self.buffer = AttachedBuffer(paths, size)
         return self.buffer
 
+    def writers(self) -> list[CheckpointWriter]:
+        return [self.writer, *(w for _, w in self.memory)]
+
     def save(self, req: dict[str, Any]) -> dict[str, Any]:
         buf = self._attach(list(req["buffer"]), int(req["size"]))
         entries = [ArrayEntry.from_json(a) for a in req["arrays"]]
-        manifest = self.writer.write(
-            buf.view,
-            entries,
-            req["tree"],
-            step=int(req["step"]),
-            tier=req["tier"],
-            chunk_size=int(req["chunk_size"]),
-            shard=ShardInfo.from_json(req["shard"]) if req.get("shard") else None,
-        )
-        out: dict[str, Any] = {
-            "step": manifest.step,
-            "tier": manifest.tier,
-            "total_bytes": manifest.total_bytes,
-            **manifest.stats,
+        kwargs: dict[str, Any] = {
+            "step": int(req["step"]),
+            "tier": req["tier"],
+            "chunk_size": int(req["chunk_size"]),
         }
+        # Memory tiers first (each commits its own copy, manifest last); the bytes are hashed
+        # once, by the first tier that takes them. A tier that fails is skipped: the save
+        # goes on to the next one, and to the store if no memory tier holds it.
+        hashes: list[tuple[bytes, str]] | None = None
+        held: Manifest | None = None
+        tiers: dict[str, dict[str, Any]] = {}
+        for name, writer in self.memory:
+            if time.monotonic() < self.tier_down.get(name, 0.0):
+                tiers[name] = {"error": f"left out for {TIER_BACKOFF_S:g}s after a failure"}
+                continue
+            writer.known = None  # the peer may have dropped chunks to make room: list it
+            try:
+                m = writer.write(buf.view, entries, req["tree"], hashes=hashes, **kwargs)
+            except BurstError as exc:
+                log.warning("step %s not held in %s memory: %s", req["step"], name, exc.one_line())
+                tiers[name] = {"error": exc.one_line()}
+                if not isinstance(exc, CheckpointError):  # unreachable, not a refusal
+                    self.tier_down[name] = time.monotonic() + TIER_BACKOFF_S
+                continue
+            hashes = [(bytes.fromhex(c.check or ""), c.digest) for c in m.chunks]
+            held = held or m
+            tiers[name] = {
+                "seconds": m.stats.get("seconds"),
+                "uploaded_bytes": m.stats.get("uploaded_bytes"),
+            }
+        if held is not None and not req.get("store", True):
+            out = self._result(held)
+            out.update(store=False, tiers=tiers)
+            return out
+        try:
+            manifest = self.writer.write(
+                buf.view,
+                entries,
+                req["tree"],
+                shard=ShardInfo.from_json(req["shard"]) if req.get("shard") else None,
+                hashes=hashes,
+                **kwargs,
+            )
+        except BurstError as exc:
+            if (
+                held is None
+                or self.writer.commit_by is None
+                or time.time() <= self.writer.commit_by
+            ):
+                raise
+            # a stop notice's window closed before the store commit: the memory tier's copy
+            # is the save (the notice-time order: a peer's memory first, the store if it can)
+            log.warning("step %s held in memory only: %s", req["step"], exc.one_line())
+            out = self._result(held)
+            out.update(store=False, tiers=tiers, store_error=exc.one_line())
+            return out
+        out = self._result(manifest)
+        if self.memory:
+            out.update(store=True, tiers=tiers)
         if req.get("shard") and (self.keep_full is not None or self.keep_weights is not None):
             # Sharded: other ranks' workers upload concurrently, trusting what they know the
             # store holds, so no chunk is deleted here; expired checkpoints stop existing and
@@ -123,6 +191,15 @@ class Worker:
                 }
         return out
 
+    @staticmethod
+    def _result(manifest: Manifest) -> dict[str, Any]:
+        return {
+            "step": manifest.step,
+            "tier": manifest.tier,
+            "total_bytes": manifest.total_bytes,
+            **manifest.stats,
+        }
+
     def gc(self, req: dict[str, Any]) -> dict[str, Any]:
         if req.get("retention", True) and (
             self.keep_full is not None or self.keep_weights is not None
@@ -143,7 +220,10 @@ class Worker:
         }
 
     def close(self) -> None:
-        self.writer.close()
+        for writer in self.writers():
+            writer.close()
+            if writer is not self.writer:
+                writer.store.close()
         if self.buffer is not None:
             self.buffer.close()
         self.store.close()
@@ -214,19 +294,22 @@ def main() -> int:
         for line in sys.stdin:
             req = json.loads(line)
             if req.get("op") == "hurry":
-                worker.writer.hurry.set()
+                for writer in worker.writers():
+                    writer.hurry.set()
                 continue
             if req.get("op") == "deadline":  # a stop notice's: no commit past it
                 at = req.get("at")
-                worker.writer.commit_by = None if at is None else float(at)
-                worker.writer.hurry.set()
+                for writer in worker.writers():
+                    writer.commit_by = None if at is None else float(at)
+                    writer.hurry.set()
                 continue
             if req.get("op") == "audit":  # what a restore in the trainer found
                 worker.writer.forget(set(req.get("corrupt") or ()))
                 worker.writer.trust(set(req.get("sound") or ()))
                 continue
             if req.get("op") == "save":
-                worker.writer.hurry.clear()
+                for writer in worker.writers():
+                    writer.hurry.clear()
             requests.put(req)
         worker.writer.abandoned.set()  # a sharded commit waits only briefly now
         requests.put(None)  # stdin closed: the trainer is gone or done

@@ -168,9 +168,13 @@ class CheckpointWriter:
         tier: str,
         chunk_size: int,
         shard: ShardInfo | None = None,
+        hashes: list[tuple[bytes, str]] | None = None,
     ) -> Manifest:
         """Write one checkpoint; with ``shard``, this rank's shard of a sharded one (phase 1),
-        and on rank 0 the global commit once every rank's shard is durable (phase 2)."""
+        and on rank 0 the global commit once every rank's shard is durable (phase 2).
+        ``hashes``: each chunk's (xxh3-128, blake3) of this buffer as a faster tier's write
+        of the same save computed them (``Manifest.chunks``), so the bytes are hashed once
+        per save whatever the number of tiers."""
         check_tier(tier)
         t0 = time.perf_counter()
         known = self.load_known()
@@ -202,9 +206,13 @@ class CheckpointWriter:
         try:
             for i, span in enumerate(spans):
                 view = buffer[span.offset : span.offset + span.size]
-                # hashed on the hashing lanes: at the background priority until someone waits
-                hashing = self._hasher.submit(self._hash, view, i if same_layout else -1)
-                fx, digest = hashing.result()
+                if hashes is not None and len(hashes) == len(spans):
+                    fx, digest = hashes[i]
+                else:
+                    # hashed on the hashing lanes: at the background priority until someone
+                    # waits
+                    hashing = self._hasher.submit(self._hash, view, i if same_layout else -1)
+                    fx, digest = hashing.result()
                 fast.append(fx)
                 digests.append(digest)
                 with self._known_lock:

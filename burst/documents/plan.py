@@ -82,6 +82,9 @@ class Candidate(Document):
     checkpoint_interval_s: float | None = None
     checkpoint_interval_basis: str | None = None
     young_daly_interval_s: float | None = None
+    memory_interval_s: float | None = None
+    store_interval_s: float | None = None
+    store_every: int | None = None
     goodput: float | None = None
     expected_preemptions: float | None = None
     verdict: Literal["allow", "review", "unchecked"] | None = None

@@ -22,6 +22,7 @@ from burst.plan.billing import PER_INSTANCE
 from burst.plan.catalog import Catalog, Offer
 from burst.plan.cost import HOURS_PER_MONTH, CostBreakdown, CostTerm, total_cost
 from burst.plan.eligibility import Site
+from burst.plan.interval import PEER_BYTES_S, tier_intervals
 from burst.plan.workload import Workload
 from burst.spec import BurstJob
 
@@ -232,6 +233,15 @@ def price_candidate(
     mtbf = reliability.job_mtbf(job, capacity, nodes, floor_nodes, node_mtbf)
     notice = reliability.notice_s(cat, site.offer, site.provider, capacity)
     interval = reliability.checkpoint_interval(job, work, mtbf)
+    tiers = tier_intervals(  # with memory tiers (docs/checkpoints.md, "Tiers")
+        work.checkpoint_cost_s,
+        mtbf.seconds,
+        mtbf.seconds * reliability.preemptible_nodes(nodes, floor_nodes),
+        replicate_s=work.checkpoint_gb * 1e9 / PEER_BYTES_S,
+        upload_s=work.upload_s,
+        step_s=work.step_s,
+        peer=nodes > 1,
+    )
     sim = simulate_goodput(ctx, mtbf.seconds, notice, interval.interval_s)
     if not sim.finished or sim.goodput <= 0:
         return None
@@ -303,6 +313,9 @@ def price_candidate(
         "checkpoint_interval_s": interval.interval_s,
         "checkpoint_interval_basis": interval.basis,
         "young_daly_interval_s": interval.young_daly_s,
+        "memory_interval_s": tiers.memory.interval_s,
+        "store_interval_s": tiers.store.interval_s,
+        "store_every": tiers.store_every,
         "goodput": sim.goodput,
         "expected_preemptions": sim.preemptions,
         "verdict": site.verdict,

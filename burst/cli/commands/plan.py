@@ -240,6 +240,14 @@ def _print_table(doc: dict) -> None:
         f"upload {w['upload_s']:.3g} s",
         highlight=False,
     )
+    top = doc["candidates"][0] if doc["candidates"] else {}
+    if top.get("memory_interval_s") is not None and top.get("store_every", 1) > 1:
+        console.print(
+            f"with memory tiers (#1): memory every {_seconds(top['memory_interval_s'])}, "
+            f"store every {_seconds(top['store_interval_s'])} (1 save in "
+            f"{top['store_every']}; docs/checkpoints.md#tiers)",
+            highlight=False,
+        )
     bases = {c["price_basis"] for c in doc["candidates"]}
     if bases & {"unknown", "spot-unknown"}:
         console.print(
