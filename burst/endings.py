@@ -26,6 +26,7 @@ from burst.errors import (
     EXIT_CANCELLED,
     EXIT_FAILURE,
     EXIT_LOST,
+    EXIT_MOVED,
     EXIT_OK,
     EXIT_PREEMPTED,
     EXIT_REFUSED,
@@ -208,7 +209,7 @@ def decide(
         return Ending.CANCELLED
     if budget:
         return Ending.BUDGET_STOPPED
-    if step_code == EXIT_PREEMPTED:
+    if step_code in (EXIT_PREEMPTED, EXIT_MOVED):  # (a move with no requeue left)
         return Ending.PREEMPTED
     if step_code == EXIT_LOST or (step_code is None and step_message == NODE_LOST):
         return Ending.LOST

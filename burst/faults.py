@@ -15,7 +15,8 @@ Points and what arms them:
   an apply after the VPN and node group exist (its partial state is left for teardown).
 * ``checkpoint(name)``: ``BURST_CHECKPOINT_FAULT=<point>[:<n>]`` SIGKILLs this process at the
   n-th call whose name starts with ``<point>``, as a preemption or an OOM kill would;
-  ``BURST_CHECKPOINT_FAULT_RANK=<r>`` limits it to rank r's worker.
+  ``BURST_CHECKPOINT_FAULT_RANK=<r>`` limits it to rank r (its checkpoint worker, and the
+  ``emergency-*`` points of the rank's own process: burst.train.survivors).
 * ``demo_preemptions(record)``: ``BURST_PREEMPT_AT_STEPS`` (``burst run --preempt-at-step``)
   makes the train process SIGTERM itself after those steps, once per step and run. A
   ``training.command`` program's steps are its optimizer's: the program half
@@ -35,6 +36,8 @@ Points and what arms them:
 * ``node_loss()``: ``BURST_NODE_LOSS=STEP[@N][+SECONDS],...`` makes the local runner lose
   the node under STEP's N-th pod SECONDS (virtual) in (``NodeLoss``): Argo's "pod deleted".
   Tests may also pass ``NodeLoss`` values as an engine option; both are honoured.
+* ``spot_capacity(run_dir)``: what the local spot probe sees (a run directory's
+  ``spot-capacity.json``, else the regions ``BURST_SIMULATE_NO_CAPACITY`` names have none).
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ POINTS = (
     "NODE_LOST_MARK",
     "NodeLoss",
     "regional",
+    "spot_capacity",
+    "SPOT_CAPACITY_FILE",
 )
 
 
@@ -144,6 +149,31 @@ def provision_faults(
     s = resolve(settings)
     midway = wanted("provision:midway", s) if fail_midway is None else fail_midway
     return ProvisionFaults(tuple(s.simulate_no_capacity), midway)
+
+
+#: The local spot probe's file in the run directory: {"<region>": score 0..10, ...}.
+SPOT_CAPACITY_FILE = "spot-capacity.json"
+
+
+def spot_capacity(run_dir: Path, settings: Settings | None = None) -> dict[str, float]:
+    """Fault point ``spot-capacity``: the spot placement score (0..10) of each region, as the
+    local spot probe (``burst.train.spot_probe.LocalProbe``) reads it: the run directory's
+    ``spot-capacity.json`` when there is one (a test or a demo says when spot comes back),
+    else 10 in every region but the ones ``BURST_SIMULATE_NO_CAPACITY`` names (what the
+    local node group emulates); a region not named has score 10 either way."""
+    path = run_dir / SPOT_CAPACITY_FILE
+    if not path.is_file():
+        return {r: 0.0 for r in resolve(settings).simulate_no_capacity}
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        why = f"not a JSON object of region: score ({exc})"
+        raise BadInputError(why, where=str(path)) from None
+    if not isinstance(raw, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in raw.values()
+    ):
+        raise BadInputError("must be a JSON object of region: score (0..10)", where=str(path))
+    return {str(k): float(v) for k, v in raw.items()}
 
 
 # -- BURST_CHECKPOINT_FAULT ---------------------------------------------------------------------

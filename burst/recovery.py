@@ -29,7 +29,14 @@ region just left lost the node, its other candidates come last), never a candida
 already ran in.
 
 Either may fall back to on-demand (``on_demand_after``): once the run has lost that many
-spot nodes, on-demand candidates go first.
+spot nodes, on-demand candidates go first. And come back (``probe_interval_s``): a train
+attempt on such a fallback probes spot at its checkpoint boundaries
+(``burst.train.spot_probe``) and, when :func:`back_to_spot` (the one rule, which the goodput
+simulator's fallback mode ``burst.plan.fallback`` calls too) predicts a saving larger than the
+move's cost, commits there and ends with exit 76 (requeued at once, never retried in place)
+and ``recovery_source`` ``back_to_spot`` (no budget spent); the requeue after it
+(``place(..., last_source=BACK_TO_SPOT)``) puts spot candidates first and counts the spot
+losses afresh.
 
 Two budgets, kept apart (as SkyPilot and Ray keep them): ``max_preemptions`` (default
 unlimited) for capacity taken away (a provider's notice, a lost node, a control-plane
@@ -51,10 +58,11 @@ its document's ``recovery`` section, which those expressions read.
 from __future__ import annotations
 
 import logging
+import math
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from burst.documents.plan import Candidate
 from burst.documents.provision import PlacedCandidate, RecoveryRecord
@@ -65,6 +73,9 @@ log = logging.getLogger(__name__)
 
 #: Exit codes, as Argo reports them (strings): train preempted, its store down (burst.errors).
 EXIT_PREEMPTED: Final = 75
+#: Train moved back to spot (``burst.errors.EXIT_MOVED``): not retried in place (the
+#: placement it left), requeued.
+EXIT_MOVED: Final = 76
 EXIT_INFRA: Final = 4
 #: Killed by a signal, as the kubelet records it (128 + N): SIGKILL only, which is what the
 #: OOM killer, a kubelet after the grace period and ``kill -9`` send (a SIGTERM is a notice:
@@ -86,8 +97,11 @@ FAILURE: Final = "failure"
 NODE_LOSS: Final = "node_loss"
 CONTROL_PLANE: Final = "control_plane"
 CANCEL: Final = "cancel"
-SOURCES: Final = (PREEMPTION, FAILURE, NODE_LOSS, CONTROL_PLANE, CANCEL)
-#: Which budget each source spends (a cancel spends none).
+#: The attempt ended itself to move from an on-demand fallback back to spot
+#: (:func:`back_to_spot`): the run chose it, so it spends neither budget.
+BACK_TO_SPOT: Final = "back_to_spot"
+SOURCES: Final = (PREEMPTION, FAILURE, NODE_LOSS, CONTROL_PLANE, CANCEL, BACK_TO_SPOT)
+#: Which budget each source spends (a cancel and a move back to spot spend none).
 PREEMPTION_BUDGET: Final = frozenset({PREEMPTION, NODE_LOSS, CONTROL_PLANE})
 FAILURE_BUDGET: Final = frozenset({FAILURE})
 
@@ -172,6 +186,183 @@ def check_budgets(settings: Recovery, sources: Sequence[str | None]) -> Spent:
     return spent
 
 
+# --------------------------------------------------------------------------- back to spot
+#: The spec's default margin (``compute.recovery.move_margin``): a move must save this share
+#: of what staying on demand would cost, beyond the move's own cost.
+DEFAULT_MOVE_MARGIN: Final = 0.1
+
+
+@dataclass(frozen=True)
+class MoveInputs:
+    """What :func:`back_to_spot` weighs, each from the plan or measured where it exists.
+
+    Prices are USD per hour for the whole placement (every node); ``spot_mtbf_hours`` is the
+    job's mean time between pre-emptions on the spot candidate (``burst.plan.reliability``);
+    ``remaining_hours`` the useful training left. The move's seconds (an emergency-style save
+    at the boundary, provisioning the spot candidate, pulling the image, restoring the
+    checkpoint) are paid at the on-demand rate; ``egress_usd_per_gb`` is the price of
+    moving the checkpoint's ``checkpoint_gb`` to the spot candidate (0 in the same region).
+    Every spot pre-emption after the move loses ``checkpoint_interval_s / 2`` of work on
+    average and costs ``restart_s`` (None: provision + pull + restore again) at the spot rate.
+    """
+
+    on_demand_usd_per_hour: float
+    spot_usd_per_hour: float
+    spot_mtbf_hours: float
+    remaining_hours: float
+    save_s: float = 0.0
+    provision_s: float = 0.0
+    pull_s: float = 0.0
+    restore_s: float = 0.0
+    checkpoint_gb: float = 0.0
+    egress_usd_per_gb: float = 0.0
+    checkpoint_interval_s: float = 0.0
+    restart_s: float | None = None
+    margin: float = DEFAULT_MOVE_MARGIN
+    spot_available: bool = True
+    spot_candidate: str = "spot"
+
+    def restart(self) -> float:
+        if self.restart_s is not None:
+            return self.restart_s
+        return self.provision_s + self.pull_s + self.restore_s
+
+
+@dataclass(frozen=True)
+class MoveTerm:
+    """One named term of the decision (as ``burst plan --explain`` names cost terms)."""
+
+    term: str
+    usd: float
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        usd = round(self.usd, 6) if math.isfinite(self.usd) else None  # None: never finishes
+        return {"term": self.term, "usd": usd, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class MoveDecision:
+    """Move back to spot or stay on demand, and why, term by term: ``saving_usd`` (staying
+    less spot's predicted cost, its lost work included) against ``cost_usd`` (the move) plus
+    ``margin_usd``."""
+
+    move: bool
+    reason: str
+    saving_usd: float
+    cost_usd: float
+    margin_usd: float
+    terms: tuple[MoveTerm, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "decision": "move" if self.move else "stay",
+            "reason": self.reason,
+            "saving_usd": round(self.saving_usd, 6),
+            "move_cost_usd": round(self.cost_usd, 6),
+            "margin_usd": round(self.margin_usd, 6),
+            "terms": [t.as_dict() for t in self.terms],
+        }
+
+
+def _check_inputs(m: MoveInputs) -> None:
+    for name in (
+        "on_demand_usd_per_hour",
+        "spot_usd_per_hour",
+        "remaining_hours",
+        "save_s",
+        "provision_s",
+        "pull_s",
+        "restore_s",
+        "checkpoint_gb",
+        "egress_usd_per_gb",
+        "checkpoint_interval_s",
+        "margin",
+    ):
+        v = getattr(m, name)
+        if not (isinstance(v, int | float) and math.isfinite(v) and v >= 0):
+            raise BadInputError(f"back to spot: {name} must be a finite number >= 0 (got {v!r})")
+    if not (m.spot_mtbf_hours > 0):
+        raise BadInputError(
+            f"back to spot: spot_mtbf_hours must be > 0 (got {m.spot_mtbf_hours!r})"
+        )
+    if m.restart_s is not None and not (math.isfinite(m.restart_s) and m.restart_s >= 0):
+        raise BadInputError(f"back to spot: restart_s must be >= 0 (got {m.restart_s!r})")
+
+
+def back_to_spot(m: MoveInputs) -> MoveDecision:
+    """THE rule, for the runtime (``burst.train.spot_probe``) and the simulator
+    (``burst.plan.goodput.simulate_fallback``) alike: a run on an on-demand fallback moves
+    back to spot when spot is available and the predicted saving exceeds the move's cost
+    plus the margin.
+
+    saving = on_demand x remaining - (spot x remaining + spot lost work), where spot's lost
+    work is its expected pre-emptions (remaining / MTBF) x (half an interval + a restart);
+    cost = (save + provision + pull + restore) x on_demand + checkpoint GB x egress;
+    margin = margin x on_demand x remaining."""
+    _check_inputs(m)
+    od, spot, rest = m.on_demand_usd_per_hour, m.spot_usd_per_hour, m.remaining_hours
+    stay = od * rest
+    lost_s = m.checkpoint_interval_s / 2.0 + m.restart()
+    # each pre-emption (one per MTBF of spot time) costs lost_s, so spot runs rest / (1 - f)
+    # hours for rest of work, f = lost_s / MTBF; f >= 1: it never gets there
+    share = lost_s / 3600.0 / m.spot_mtbf_hours
+    spot_hours = rest / (1.0 - share) if share < 1.0 else math.inf
+    preemptions = spot_hours / m.spot_mtbf_hours
+    lost_usd = spot * (spot_hours - rest) if spot_hours < math.inf else math.inf
+
+    def paid(seconds: float) -> float:
+        return od * seconds / 3600.0
+
+    terms = (
+        MoveTerm("stay_on_demand", stay, f"{rest:.4g} h left x ${od:g}/h on demand"),
+        MoveTerm("spot_compute", spot * rest, f"{rest:.4g} h x ${spot:g}/h on {m.spot_candidate}"),
+        MoveTerm(
+            "spot_lost_work",
+            lost_usd,
+            f"{preemptions:.4g} expected pre-emption(s) ({spot_hours:.4g} h on spot / "
+            f"{m.spot_mtbf_hours:.4g} h MTBF) x ({m.checkpoint_interval_s / 2.0:.4g} s half an "
+            f"interval + {m.restart():.4g} s restart) at ${spot:g}/h",
+        ),
+        MoveTerm("save", paid(m.save_s), f"{m.save_s:.4g} s at ${od:g}/h"),
+        MoveTerm("provision", paid(m.provision_s), f"{m.provision_s:.4g} s at ${od:g}/h"),
+        MoveTerm("image_pull", paid(m.pull_s), f"{m.pull_s:.4g} s at ${od:g}/h"),
+        MoveTerm("restore", paid(m.restore_s), f"{m.restore_s:.4g} s at ${od:g}/h"),
+        MoveTerm(
+            "egress",
+            m.checkpoint_gb * m.egress_usd_per_gb,
+            f"{m.checkpoint_gb:.4g} GB checkpoint x ${m.egress_usd_per_gb:g}/GB",
+        ),
+        MoveTerm("margin", m.margin * stay, f"{m.margin:g} x staying on demand"),
+    )
+    by = {t.term: t.usd for t in terms}
+    saving = stay - by["spot_compute"] - by["spot_lost_work"]
+    cost = sum(by[k] for k in ("save", "provision", "image_pull", "restore", "egress"))
+    margin = by["margin"]
+    if not m.spot_available:
+        move, reason = False, f"stay: no spot capacity on {m.spot_candidate}"
+    elif math.isinf(lost_usd):
+        move = False
+        reason = (
+            f"stay on demand: on {m.spot_candidate} a pre-emption every "
+            f"{m.spot_mtbf_hours:.4g} h loses {lost_s:.4g} s: spot would never finish"
+        )
+    elif saving > cost + margin:
+        move = True
+        reason = (
+            f"move to {m.spot_candidate}: saves ${saving:,.2f} (spot ${by['spot_compute']:,.2f} + "
+            f"lost work ${by['spot_lost_work']:,.2f} against ${stay:,.2f} on demand), more than "
+            f"the move's ${cost:,.2f} + margin ${margin:,.2f}"
+        )
+    else:
+        move = False
+        reason = (
+            f"stay on demand: moving to {m.spot_candidate} saves ${saving:,.2f}, not more than "
+            f"the move's ${cost:,.2f} (egress ${by['egress']:,.2f}) + margin ${margin:,.2f}"
+        )
+    return MoveDecision(move, reason, saving, cost, margin, terms)
+
+
 # --------------------------------------------------------------------------- the template
 #: train's ``retryStrategy.expression``: preemption (75), the checkpoint store down past its
 #: retry window (4: the next attempt resumes from what the store holds), node loss. Argo
@@ -190,7 +381,9 @@ RETRY_IN_PLACE: Final = (
 #: v4.0.2: steps.go, resolveReferences), its status, and provision's recovery record.
 _CODE = "(get(steps.train, 'exitCode') ?? '')"
 _NOT_DONE = "steps.train.status != 'Succeeded'"
-_LOST = f"(steps.train.status == 'Error' || {_CODE} == '{EXIT_PREEMPTED}')"
+_LOST = (
+    f"(steps.train.status == 'Error' || {_CODE} == '{EXIT_PREEMPTED}' || {_CODE} == '{EXIT_MOVED}')"
+)
 _KILLED = f"({_CODE} == '{EXIT_KILLED}')"
 _RECORD = "steps.provision.outputs.parameters.infra"
 
@@ -276,6 +469,8 @@ class RecoveryStrategy:
     ) -> list[Candidate]:
         """Where a requeue may go, best first: the strategy's order, on-demand first once
         ``on_demand_after`` spot nodes were lost; never a candidate train already ran in."""
+        if record.back_to_spot:  # the run chose to leave an on-demand fallback for spot
+            return self._back_to_spot_order(allowed, lost)
         used = {self._key(p) for p in record.history} | {self._key(lost)}
         order = [c for c in self._order(allowed, lost) if self._key(c) not in used]
         limit = self.settings.on_demand_after
@@ -292,12 +487,29 @@ class RecoveryStrategy:
                 )
         return order
 
+    def _back_to_spot_order(self, allowed: list[Candidate], lost: Candidate) -> list[Candidate]:
+        """After a move back to spot: the plan's spot candidates first, in plan order (the
+        order the probe took them in: ``burst.train.spot_probe``), a spot candidate train ran
+        in before included (its capacity came back); then the other candidates, should no
+        spot candidate have capacity after all; never the placement just left."""
+        rest = [c for c in allowed if self._key(c) != self._key(lost)]
+        spot = [c for c in rest if (c.capacity or self.default_capacity) == "spot"]
+        return spot + [c for c in rest if c not in spot]
+
     # -- the place template's decisions
     def place(
-        self, allowed: Sequence[Candidate], previous: RecoveryRecord | None, event: str
+        self,
+        allowed: Sequence[Candidate],
+        previous: RecoveryRecord | None,
+        event: str,
+        *,
+        last_source: str | None = None,
     ) -> Placement:
         """The candidates to provision, in order, for a placement that starts on ``event``
-        after the placement ``previous`` recorded (None: the run's first)."""
+        after the placement ``previous`` recorded (None: the run's first). ``last_source``:
+        what ended the previous placement's last train attempt (its ``recovery_source``);
+        :data:`BACK_TO_SPOT` after an on-demand placement makes the requeue a move back to
+        spot (spot candidates first, the spot losses counted afresh)."""
         allowed = list(allowed)
         if event not in EVENTS:
             raise BadInputError(f"recovery event {event!r} is not one of {', '.join(EVENTS)}")
@@ -322,13 +534,16 @@ class RecoveryStrategy:
                     "an allowed candidate of the plan"
                 )
             return Placement(same, record)
+        moved = last_source == BACK_TO_SPOT and self._key(lost)[2] == "on_demand"
         losses = self.retries_in_place() + 1 if lost.capacity == "spot" else 0
         record = previous.model_copy(
             update={
                 "event": REQUEUE,
                 "history": history,
                 "requeues": previous.requeues + 1,
-                "spot_losses": previous.spot_losses + losses,
+                # a move back to spot starts the count of on_demand_after afresh
+                "spot_losses": 0 if moved else previous.spot_losses + losses,
+                "back_to_spot": moved,
             }
         )
         order = self.requeue_order(allowed, lost, record)
@@ -353,7 +568,9 @@ class RecoveryStrategy:
                 )
             }
         )
-        left = self.requeue_order(list(allowed), candidate, record)
+        # a later loss here requeues the usual way (a move back to spot was this placement)
+        later = record.model_copy(update={"back_to_spot": False})
+        left = self.requeue_order(list(allowed), candidate, later)
         return record.model_copy(
             update={
                 # the loss that would requeue is at least the run's (requeues + 1)-th

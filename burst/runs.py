@@ -23,21 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from burst.errors import BadInputError
+from burst.inputs import parse_json, read_text
+from burst.settings import current
 
 #: The runner's timeline of a run (``burst.runner.local``): one JSON object a line,
 #: ``{"t": epoch seconds, "step", "status": started|requeued|succeeded|failed, "exit_code"}``.
 EVENTS_FILE = "events.jsonl"
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,100}$")
-STEPS = ("preflight", "plan", "verify-image", "provision", "train", "teardown")
-#: Where --fail-at can inject a failure: each step as a whole (teardown: its first two destroy
-#: attempts), and the finer points the steps place themselves.
-FAULT_POINTS = (*STEPS, "provision:before", "provision:midway", "train:before")
 
 
 def runs_root() -> Path:
     """Where run directories live: $BURST_RUNS_ROOT, else ./runs."""
-    from burst.settings import current
-
     return current().runs_root.resolve()
 
 
@@ -121,8 +117,6 @@ def write_json_atomic(path: Path, doc: Any) -> None:
 
 def load_doc(value: str, name: str = "document") -> dict[str, Any]:
     """A step input: inline JSON (as Argo passes parameters) or the path of a JSON file."""
-    from burst.inputs import parse_json, read_text
-
     text = value.strip()
     source = f"{name} (inline)"
     if not text.startswith(("{", "[")):

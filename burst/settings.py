@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from burst.errors import BadInputError
 from burst.inputs import short
+from burst.step_names import FAULT_POINTS
 
 T = TypeVar("T")
 
@@ -136,10 +137,8 @@ def _file_or_directory(name: str, raw: str) -> Path:
 
 
 def _fault_points(name: str, raw: str) -> tuple[str, ...]:
-    """Named fault points (``burst.runs.FAULT_POINTS``): a typo fails the run up front instead
-    of arming nothing."""
-    from burst.runs import FAULT_POINTS
-
+    """Named fault points (``burst.step_names.FAULT_POINTS``): a typo fails the run up front
+    instead of arming nothing."""
     words = _words(name, raw)
     for word in words:
         if word not in FAULT_POINTS:
@@ -531,6 +530,18 @@ class Settings:
         "the local runner's directory of this pod: a fault point that loses the node marks "
         "it there", shown="none", audience=INTERNAL,
     )  # fmt: skip
+    workflow_team = Var(
+        "BURST_WORKFLOW_TEAM", _text, None,
+        "the workflow's `team` parameter as the templates hand it to provision, which "
+        "refuses a run whose spec names another team before renting "
+        "(burst.admission.identity)", shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    workflow_priority = Var(
+        "BURST_WORKFLOW_PRIORITY", _text, None,
+        "the workflow's `priority` parameter as the templates hand it to provision, which "
+        "refuses a run whose spec names another band before renting "
+        "(burst.admission.identity)", shown="none", audience=INTERNAL,
+    )  # fmt: skip
     recovery_event = Var(
         "BURST_RECOVERY_EVENT", _choice("start", "requeue", "restart"), "start",
         "what a placement starts on (burst.recovery): the run's first, a requeue after "
@@ -696,6 +707,19 @@ def resolve(given: Settings | Mapping[str, str] | None) -> Settings:
     if isinstance(given, Settings):
         return given
     return Settings.from_env(given)
+
+
+def per_stack(raw: str, kind: str) -> str | None:
+    """A setting given once for every stack (``value``) or per stack (``aws=v1,gcp=v2``):
+    the value for stack ``kind`` (``BURST_TF_STATE_BUCKET``, ``BURST_TF_STATE_REGION``)."""
+    raw = raw.strip()
+    if "=" not in raw:
+        return raw or None
+    for part in raw.split(","):
+        key, _, value = part.partition("=")
+        if key.strip() == kind:
+            return value.strip() or None
+    return None
 
 
 @contextlib.contextmanager

@@ -245,6 +245,22 @@ class Recovery(Strict):
         le=10_000,
         description="After this many spot nodes lost, requeue on-demand candidates first.",
     )
+    probe_interval_s: Float | None = Field(
+        default=None,
+        ge=60,
+        le=86_400,
+        description="On an on-demand fallback (on_demand_after), probe spot this often, at "
+        "checkpoint boundaries, and move back when the saving exceeds the move's cost "
+        "(burst.recovery.back_to_spot; docs/preemption.md, Back to spot). None: never "
+        "(a probe needs ec2:GetSpotPlacementScores on AWS).",
+    )
+    move_margin: Float = Field(
+        default=0.1,
+        ge=0,
+        le=10,
+        description="Back to spot: the saving must exceed the move's cost by this share of "
+        "what staying on demand would cost.",
+    )
     max_restarts_on_kill: Int = Field(
         default=3,
         ge=0,

@@ -46,6 +46,7 @@ LAYERS: list[list[str]] = [
         "documents",
         "endings",
         "runs",
+        "step_names",
         "outputs",
         "inputs",
     ],
@@ -54,7 +55,7 @@ LAYERS: list[list[str]] = [
     # checkpoints, notices, the budget guard (and the named fault points they call)
     ["faults", "preempt", "checkpoint", "budget"],
     # deciding: policy, plan, admission, recovery, the supply chain
-    ["policy", "plan", "admission", "recovery", "supplychain"],
+    ["policy", "plan", "admission", "recovery", "attempt_records", "supplychain"],
     # training: the sync math below the loop, the loop, its modes and adapters
     ["regional"],
     ["train"],
@@ -122,13 +123,16 @@ def edges(root: Path = ROOT) -> list[Edge]:
                     here = name.split(".") if is_pkg else name.split(".")[:-1]
                     up = here[: len(here) - (node.level - 1)]
                     base = ".".join([*up, base] if base else up)
-                targets = [f"{base}.{a.name}" for a in node.names] + [base]
+                # each name: a module of the package (``from burst.plan import goodput``),
+                # else a name the package (or module) ``base`` defines
+                targets = [f"{base}.{a.name}" for a in node.names]
+            found: set[str] = set()
             for t in targets:
                 while t and t not in known:  # ``from pkg import name``: the package
                     t = t.rpartition(".")[0]
-                if t and t != name and t.split(".")[0] == PACKAGE:
+                if t and t != name and t.split(".")[0] == PACKAGE and t not in found:
+                    found.add(t)
                     out.append(Edge(name, t, node.lineno))
-                    break
     return out
 
 

@@ -9,5 +9,6 @@ Each is a thin layer over burst's checkpoint store and the program contract
 * ``burst.adapters.dcp_storage``: a torch DCP ``StorageWriter``/``StorageReader`` on burst's
   store (content-addressed chunks, manifest-last commit, no local copy).
 
-See docs/your-training.md.
+What they share (is there a notice, where to save and resume from, how training ends on a
+notice) is ``burst.adapters.notice``. See docs/your-training.md.
 """

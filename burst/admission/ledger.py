@@ -155,8 +155,7 @@ def ledger_url(runs_root: Path) -> str:
     """``BURST_LEDGER``; else, where the aws stack keeps its Terraform state
     (``BURST_TF_STATE_BUCKET``, as the run heartbeats do): ``s3://<bucket>/burst/ledger``;
     else ``<runs root>/ledger``."""
-    from burst.infra.workspace import per_stack
-    from burst.settings import current
+    from burst.settings import current, per_stack
 
     settings = current()
     if settings.ledger:

@@ -42,9 +42,9 @@ def admit_run(
 
 
 def _attempts(checkpoint_uri: str, run_id: str) -> list[TrainAttempt] | None:
+    from burst.attempt_records import read_store
     from burst.storage import open_store
     from burst.storage.location import run_url
-    from burst.train.attempts import read_store
 
     try:
         return read_store(open_store(run_url(checkpoint_uri, run_id)))

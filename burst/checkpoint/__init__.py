@@ -9,7 +9,8 @@ chunks), ``writer`` (hash, delta, upload, commit), ``worker`` (the background pr
 falling back), with its read plans ``restore`` (one rank, whole), ``split_restore`` (W ranks
 share the work), ``own_restore`` (each rank its own shard) and ``deepspeed`` (DeepSpeed's
 files); ``catalog`` finds committed checkpoints. Keeping: ``verify`` (and quarantine),
-``retention`` and GC, ``replication`` to a second store; ``state`` (torch objects <-> state).
+``retention`` and GC, ``replication`` to a second store; ``state`` (torch objects <-> state);
+``marker`` (``commit``: a program marks its own save complete).
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ if TYPE_CHECKING:
     from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints, load_manifest
     from burst.checkpoint.manager import CheckpointManager, CheckpointStatus, SaveResult
     from burst.checkpoint.manifest import CheckpointRef, Manifest
+    from burst.checkpoint.marker import commit
     from burst.checkpoint.replication import ReplicationResult, replicate
     from burst.checkpoint.restore import Restored, restore_checkpoint
     from burst.checkpoint.retention import GcResult, apply_retention, collect_garbage
     from burst.checkpoint.state import apply_state, capture_state
     from burst.errors import CheckpointError
-    from burst.program.marker import commit
     from burst.storage import open_store
 
 # Each name is imported from its module on first use (PEP 562), not with the package: the
@@ -52,7 +53,7 @@ _HOME = {
     "apply_state": "burst.checkpoint.state",
     "capture_state": "burst.checkpoint.state",
     "CheckpointError": "burst.errors",
-    "commit": "burst.program.marker",
+    "commit": "burst.checkpoint.marker",
     "open_store": "burst.storage",
 }
 

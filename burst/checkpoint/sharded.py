@@ -104,6 +104,30 @@ def check_commit_by(commit_by: float | None, step: int, tier: str, where: str) -
         )
 
 
+#: how often a wait for missing shards looks whether another committer committed them
+COMMITTED_CHECK_S = 1.0
+
+
+class _Committed(Exception):
+    """The shards waited for were committed by another committer (their global manifest)."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        super().__init__("committed")
+        self.manifest = manifest
+
+
+def committed_in_session(store: ObjectStore, step: int, tier: str, session: str) -> Manifest | None:
+    """The global manifest of (``step``, ``tier``) when it commits this session's shards
+    (a survivor committed them, or rank 0's worker did): None otherwise (none, or an earlier
+    attempt's)."""
+    key = manifest_key(step, tier)
+    try:
+        m = Manifest.from_bytes(store.get_bytes(key), f"{store.url}/{key}")
+    except ObjectMissing:
+        return None
+    return m if m.stats.get("session") == session else None
+
+
 def _wait_for_shards(
     store: ObjectStore,
     step: int,
@@ -117,12 +141,18 @@ def _wait_for_shards(
     if commit_by is not None:  # a notice's deadline: nobody waits for a shard past it
         deadline = min(deadline, time.monotonic() + max(0.0, commit_by - time.time()))
     cut = False
+    looked = time.monotonic()
     while True:
         present = {i.key for i in store.list(prefix)}
         wanted = [shard_key(step, tier, shard.session, r) for r in range(shard.world)]
         missing = [r for r, k in enumerate(wanted) if k not in present]
         if not missing:
             break
+        if time.monotonic() - looked >= COMMITTED_CHECK_S:  # (a survivor's commit)
+            looked = time.monotonic()
+            done = committed_in_session(store, step, tier, shard.session)
+            if done is not None:
+                raise _Committed(done)
         moved_on = _moved_on(store, step, shard.session, missing)
         if moved_on:
             raise CheckpointError(
@@ -172,6 +202,22 @@ def _moved_on(store: ObjectStore, step: int, session: str, ranks: list[int]) -> 
         if head.isdigit() and int(head) > step:
             later.add(int(parts[2][5:].split(".")[0]))
     return sorted(r for r in ranks if r in later)
+
+
+def _drop_late_shards(store: ObjectStore, step: int, tier: str, shard: ShardInfo) -> None:
+    """The shards of a checkpoint already committed (written again, late: a live peer's part
+    written by a survivor too, or rank 0's own after a survivor committed), and their
+    pending records: nothing references them."""
+    keys = [i.key for i in store.list(shard_dir(step, tier, shard.session))]
+    pending = []
+    for key in keys:
+        try:
+            m = Manifest.from_bytes(store.get_bytes(key), f"{store.url}/{key}")
+        except (ObjectMissing, CheckpointError):
+            continue
+        pending.append(str((m.stats.get("shard") or {}).get("pending") or ""))
+    store.delete([p for p in pending if p])
+    store.delete(keys)
 
 
 def _shift(skel: Any, by: int) -> Any:
@@ -242,6 +288,12 @@ def merge(shards: list[Manifest]) -> Manifest:
     )
 
 
+def shards_present(store: ObjectStore, step: int, tier: str, shard: ShardInfo) -> list[int]:
+    """The ranks of ``shard``'s session whose shard manifest of (``step``, ``tier``) exists."""
+    present = {i.key for i in store.list(shard_dir(step, tier, shard.session))}
+    return [r for r in range(shard.world) if shard_key(step, tier, shard.session, r) in present]
+
+
 def commit_global(
     store: ObjectStore,
     own: Manifest,
@@ -255,8 +307,34 @@ def commit_global(
     ``extra``: more top-level keys of the global manifest's tree, beside ``sharded`` (plain
     JSON, no arrays: the DCP adapter's metadata). ``commit_by``: a notice's deadline
     (time.time()); past it nothing is committed (:func:`check_commit_by`)."""
-    shards = _wait_for_shards(store, own.step, own.tier, shard, abandoned, commit_by)
+    return commit_shards(
+        store, own.step, own.tier, shard, abandoned, extra=extra, commit_by=commit_by
+    )
+
+
+def commit_shards(
+    store: ObjectStore,
+    step: int,
+    tier: str,
+    shard: ShardInfo,
+    abandoned: threading.Event | None = None,
+    *,
+    extra: dict[str, Any] | None = None,
+    commit_by: float | None = None,
+) -> Manifest:
+    """Phase 2 for (``step``, ``tier``) of ``shard``'s session, by whoever commits it: rank
+    0's worker (``commit_global``), or a surviving rank once rank 0 is lost
+    (``burst.train.survivors``). Every shard is waited for (at most
+    ``shard.commit_timeout_s``) and checked; only then is the one global manifest written.
+    Two committers of the same shards write the same checkpoint: either manifest is whole."""
+    try:
+        shards = _wait_for_shards(store, step, tier, shard, abandoned, commit_by)
+    except _Committed as done:
+        log.info("sharded checkpoint step %d (%s) was committed by another rank", step, tier)
+        _drop_late_shards(store, step, tier, shard)
+        return done.manifest
     manifest = merge(shards)
+    manifest.stats["session"] = shard.session
     if extra:
         manifest.tree = {**extra, **manifest.tree}
     faults.checkpoint("before-global")
@@ -267,7 +345,7 @@ def commit_global(
     store.put_bytes(LATEST_KEY, json.dumps(latest).encode())
     pending = [str((m.stats.get("shard") or {}).get("pending") or "") for m in shards]
     store.delete([p for p in pending if p])
-    store.delete(shard_key(own.step, own.tier, shard.session, r) for r in range(shard.world))
+    store.delete(shard_key(step, tier, shard.session, r) for r in range(shard.world))
     log.info(
         "sharded checkpoint step %d (%s) committed: %d ranks, %d bytes",
         manifest.step,

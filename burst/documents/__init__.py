@@ -13,6 +13,7 @@ prints a document's JSON Schema.
     train            TrainDocument         train               report
     train-attempt    TrainAttempt          train (per attempt) train, teardown
     teardown         TeardownDocument      teardown            report
+    aggregate        AggregateDocument     aggregate           report (its regional section)
     report           RunReport             burst run           report, status, run view
 """
 
@@ -28,6 +29,7 @@ from burst.documents.decision import Decision, DecisionRecord, Reason
 from burst.documents.image import VerifiedImage
 from burst.documents.plan import Candidate, Exclusion, PlanDocument
 from burst.documents.provision import ProvisionAttempt, ProvisionDocument
+from burst.documents.regional import AggregateDocument
 from burst.documents.report import RunReport, StepRecord
 from burst.documents.teardown import CheckpointSync, TeardownDocument
 from burst.documents.train import ATTEMPTS_FILE, ATTEMPTS_PREFIX, TrainAttempt, TrainDocument
@@ -38,6 +40,7 @@ __all__ = [
     "DOCUMENTS",
     "INPUTS",
     "STEP_DOCUMENTS",
+    "AggregateDocument",
     "Candidate",
     "CheckpointSync",
     "Decision",
@@ -74,6 +77,7 @@ DOCUMENTS: dict[str, type[Document]] = {
     "train": TrainDocument,
     "train-attempt": TrainAttempt,
     "teardown": TeardownDocument,
+    "aggregate": AggregateDocument,
     "report": RunReport,
 }
 #: The document each step writes.
@@ -83,6 +87,7 @@ STEP_DOCUMENTS: dict[str, type[StepDocument]] = {
     "verify-image": VerifiedImage,
     "provision": ProvisionDocument,
     "train": TrainDocument,
+    "aggregate": AggregateDocument,
     "teardown": TeardownDocument,
 }
 #: The document a step input (``--input NAME=...``) carries.

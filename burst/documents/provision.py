@@ -100,6 +100,13 @@ class RecoveryRecord(Document):
         description="Spot nodes lost before this placement (each requeue from spot counts "
         "its retries in place + 1).",
     )
+    back_to_spot: bool = Field(
+        default=False,
+        description="This placement is a move back to spot: the train attempt before it "
+        "left an on-demand fallback on its own (recovery_source back_to_spot, "
+        "burst.recovery.back_to_spot), so spot candidates came first and the spot losses "
+        "were counted afresh.",
+    )
     retries_in_place: int | None = Field(default=None, ge=0)
     may_requeue: bool = False
     may_restart: bool = False

@@ -1,5 +1,6 @@
 """The run report (``runs/<run-id>/report.json``): what each step did and what the run
-produced, assembled by ``burst.obs.report.build_report`` from the step documents; read by
+produced, assembled by ``burst.obs.report.build_report`` from the step documents (a
+regional-sync run's: its ``regional`` section too); read by
 ``burst report``, ``burst status`` and the run view (``burst.obs.run_view``)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pydantic import Field
 from burst.documents.base import Detail, Document
 from burst.documents.plan import Candidate
 from burst.documents.provision import Admission, ProvisionAttempt
+from burst.documents.regional import RegionalSection
 from burst.documents.teardown import CheckpointSync, Leak, Settlement
 from burst.documents.train import CheckpointInterval, RankFigures
 
@@ -39,6 +41,14 @@ class StepRecord(Document):
     started_at: str | None = None
     ended_at: str | None = None
     path: str | None = None
+    region: str | None = Field(
+        default=None,
+        description="A regional run's branch: its region (the entry is then named as its "
+        "pod, e.g. regions(0:eu-west-1).train, one entry a region).",
+    )
+    module: str | None = Field(
+        default=None, description="That pod's pipeline step (provision, train, aggregate, ...)."
+    )
     placements: int | None = None
     attempt_details: list[PodAttempt] = Field(default_factory=list)
     image: str | None = Field(
@@ -132,6 +142,15 @@ class ContainerRun(Document):
     pods: dict[str, ContainerPod] = Field(default_factory=dict)
 
 
+class RecoverySplit(Document):
+    """Where each restart's time went (``burst.obs.recovery_split``): detect, save, teardown,
+    provision, pull, startup, restore and first step, from recorded timestamps only (a term
+    that cannot be known is null, with why)."""
+
+    median_s: dict[str, float | None] = Field(default_factory=dict)
+    restarts: list[Detail] = Field(default_factory=list)
+
+
 class RunReport(Document):
     """``report.json``."""
 
@@ -151,6 +170,9 @@ class RunReport(Document):
         default_factory=dict,
         description="The attempts that did not end the run, counted by what ended them "
         "(recovery_source): preemptions and failures spend separate budgets.",
+    )
+    recovery_split: RecoverySplit | None = Field(
+        default=None, description="Each restart's time, term by term (a run that restarted)."
     )
     world_size: int = Field(default=1, ge=1)
     attempts: list[AttemptSummary] = Field(default_factory=list)
@@ -174,3 +196,7 @@ class RunReport(Document):
     teardown: TeardownSummary | None = None
     workflow: WorkflowResult | None = None
     containers: ContainerRun | None = None
+    regional: RegionalSection | None = Field(
+        default=None,
+        description="A regional-sync run (burst-regional): its regions, rounds and links.",
+    )

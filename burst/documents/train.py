@@ -106,6 +106,11 @@ class TrainAttempt(Document):
         description="What ended the attempt, for the recovery budgets (burst.recovery): "
         "preemption, failure, node_loss, control_plane or cancel; none when it finished.",
     )
+    back_to_spot: Detail | None = Field(
+        default=None,
+        description="The attempt ended itself to move from an on-demand fallback back to spot "
+        "(burst.recovery.back_to_spot): the decision, its terms and the probe.",
+    )
     killed: bool = Field(default=False, description="Died without closing its record.")
     at_step: int | None = Field(default=None, description="The last step it finished.")
     saving_step: int | None = Field(default=None, description="The last save it handed off.")

@@ -317,7 +317,15 @@ def load_tier(
 ) -> nn.Module:
     """A tier's model, restored from its checkpoint in the store (verified chunks)."""
     art = doc.tier(name)
-    state = restore_checkpoint(open_store(art.store)).state["model"]
+    # the checkpoint the index names (its step), and only with the weights it names: the
+    # store's newest, or weights the index does not describe, are not that tier
+    state = restore_checkpoint(open_store(art.store), art.step).state["model"]
+    if state_sha256(state) != art.weights_sha256:
+        raise BadInputError(
+            f"tiers index: tier {name!r} names weights sha256 {art.weights_sha256[:12]}, "
+            f"but step {art.step} of {art.store} holds {state_sha256(state)[:12]}: run "
+            "`burst distill` again"
+        )
     if name == "heavy":
         model = load_entrypoint(job)(job).model
         model.load_state_dict(state)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from burst.attempt_records import read_store
 from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
 from burst.checkpoint.verify import newest_restorable, verify_checkpoint
 from burst.documents import TrainAttempt, parse_document
@@ -29,7 +30,6 @@ from burst.spec import BurstJob
 from burst.storage import open_store
 from burst.storage.base import StoreError
 from burst.storage.location import run_url
-from burst.train.attempts import read_store
 
 log = logging.getLogger(__name__)
 

@@ -236,7 +236,7 @@ class Provisioner:
         single-region run's own store (``storage.checkpoint_uri`` under the run id, where
         train checkpoints: burst/train/checkpoints.py), or a regional-sync region's exchange
         store (its stack's run id is ``<workflow>-<region>``; its own store is the stack's
-        bucket: burst/steps/regional_provision.py); and the spec's key."""
+        bucket: burst/plan/regional.py role_config); and the spec's key."""
         uri = self.job.storage.checkpoint_uri
         if self.job.training.strategy == "regional-sync":
             workflow = self.run_id.removesuffix(f"-{region}")

@@ -31,11 +31,10 @@ from burst.infra.workspace import (
     Env,
     Workspace,
     backend_for,
-    per_stack,
     site_vars_for,
     stack_mode,
 )
-from burst.settings import resolve
+from burst.settings import per_stack, resolve
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from burst.errors import BadInputError
 from burst.infra.terraform import TERRAFORM_DIR, Terraform
 from burst.providers import STACK_DIRS, no_stack_reason, stack_for
 from burst.runs import STATE_FILE, state_file
-from burst.settings import Settings, resolve
+from burst.settings import Settings, per_stack, resolve
 from burst.spec import RUN_TAG_KEYS, TAG_COST_CENTRE, TAG_EXPIRES_AT, TAG_OWNER, TAG_TEAM
 
 VARS_FILE = "burst.auto.tfvars.json"
@@ -332,18 +332,6 @@ def stack_of(mode: str, provider: str) -> tuple[str | None, str]:
             f"BURST_TF_STACK={own} or cloud"
         )
     return own, ""
-
-
-def per_stack(raw: str, kind: str) -> str | None:
-    """A setting given once for every stack (``value``) or per stack (``aws=v1,gcp=v2``)."""
-    raw = raw.strip()
-    if "=" not in raw:
-        return raw or None
-    for part in raw.split(","):
-        key, _, value = part.partition("=")
-        if key.strip() == kind:
-            return value.strip() or None
-    return None
 
 
 def backend_for(kind: str, run_id: str, env: Env = None) -> dict[str, str]:

@@ -20,13 +20,16 @@ Families (the exposition adds ``_total`` to counters and ``_bucket/_sum/_count``
     burst_provision_attempts_total    counter    provision attempts, labels region, outcome
     burst_cost_usd                    gauge      running cost estimate, label component
     burst_resources_leaked            gauge      resources left after teardown
+    burst_recovery_seconds            gauge      median seconds per restart term, label term
+                                                 (burst.obs.recovery_split; term=gap: all)
+    burst_restarts                    gauge      restarts of the train step so split
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +139,16 @@ class RunMetrics:
         self._leaked = Gauge(
             "burst_resources_leaked", "Resources of the run left after teardown.", base, registry=r
         )
+        self._recovery = Gauge(
+            "burst_recovery_seconds",
+            "Median seconds of each term of the run's restarts (burst.obs.recovery_split), "
+            "and of their whole gap (term=gap).",
+            [*base, "term"],
+            registry=r,
+        )
+        self._restarts = Gauge(
+            "burst_restarts", "Restarts of the train step (the recovery split's).", base, registry=r
+        )
         self._base = {n: getattr(self, n) for n in BASE_LABELS}
 
     @classmethod
@@ -193,6 +206,15 @@ class RunMetrics:
 
     def set_leaked(self, count: int) -> None:
         self._leaked.labels(**self._base).set(_non_negative("leaked resources", count))
+
+    def set_recovery_split(self, restarts: int, median_s: Mapping[str, float | None]) -> None:
+        """The recovery split's medians by term (``burst.obs.recovery_split.medians``); a
+        term not known for any restart is left out."""
+        self._restarts.labels(**self._base).set(_non_negative("restarts", restarts))
+        for term, seconds in median_s.items():
+            if seconds is not None:
+                value = _non_negative(f"recovery {term} seconds", seconds)
+                self._recovery.labels(**self._base, term=term).set(value)
 
     # -- export --------------------------------------------------------------------------
 

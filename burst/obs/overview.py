@@ -19,14 +19,61 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from burst import __version__
+from burst import __version__, attempt_records
+from burst.errors import BadInputError
+from burst.inputs import read_bytes
+from burst.obs.run_files import LOG_MAX_BYTES, read_json
 
 if TYPE_CHECKING:
-    from burst.obs.run_view import RunView
+    from burst.documents import RunReport
+    from burst.documents.regional import RegionalSection
 
 log = logging.getLogger(__name__)
+
+
+class _Span(Protocol):
+    """An attempt of the train step on the timeline (seconds since the run started)."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def start(self) -> float | None: ...
+    @property
+    def end(self) -> float | None: ...
+
+
+class _Step(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def seconds(self) -> float: ...
+
+
+class RunFacts(Protocol):
+    """What the first screen reads of a run: ``burst.obs.run_view.RunView`` is one (and
+    builds its summary's ``overview`` from this module, which therefore names no view)."""
+
+    @property
+    def dir(self) -> Path: ...
+    @property
+    def spec(self) -> dict[str, Any]: ...
+    @property
+    def report(self) -> RunReport | None: ...
+    @property
+    def regional(self) -> RegionalSection | None: ...
+    @property
+    def steps(self) -> Sequence[_Step]: ...
+    @property
+    def attempts(self) -> Sequence[_Span]: ...
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def cost(self) -> dict[str, float]: ...
+
 
 LOSS_LINE = re.compile(r"\bstep (\d+) loss ([0-9.eE+-]+)")
 MAX_EXCLUDED = 4
@@ -35,17 +82,16 @@ WHERE_KEYS = (
 )  # fmt: skip
 
 
-def _doc(view: RunView, step: str) -> dict[str, Any]:
+def _doc(view: RunFacts, step: str) -> dict[str, Any]:
     """A step's document as JSON, only when it is what that step writes: a document of the wrong
     shape (hand-edited, another version's, truncated) leaves its part of the first screen empty
     with a warning, never a crash of ``burst report`` / ``burst runs``."""
     from pydantic import ValidationError
 
     from burst.documents import STEP_DOCUMENTS
-    from burst.obs.run_view import _read_json
 
     path = view.dir / "docs" / f"{step}.json"
-    doc = _read_json(path, [])
+    doc = read_json(path, [])
     if not doc:
         return {}
     try:  # each step's own model (a regional run's preflight: its decision record)
@@ -56,12 +102,8 @@ def _doc(view: RunView, step: str) -> dict[str, Any]:
     return doc
 
 
-def losses(view: RunView) -> list[tuple[int, float]]:
+def losses(view: RunFacts) -> list[tuple[int, float]]:
     """(step, loss) from the train log (JSON lines whose message says ``step N loss X``)."""
-    from burst.errors import BadInputError
-    from burst.inputs import read_bytes
-    from burst.obs.run_view import LOG_MAX_BYTES
-
     path = view.dir / "logs" / "train.log"
     if not path.exists():
         return []
@@ -78,7 +120,7 @@ def losses(view: RunView) -> list[tuple[int, float]]:
     return sorted(out.items())
 
 
-def _regional_where(view: RunView) -> dict[str, Any] | None:
+def _regional_where(view: RunFacts) -> dict[str, Any] | None:
     """A regional-sync run: every region's verdict from the preflight record."""
     r = view.regional
     if r is None:
@@ -118,7 +160,7 @@ def _int_or_none(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _where(view: RunView, provision: dict[str, Any]) -> dict[str, Any] | None:
+def _where(view: RunFacts, provision: dict[str, Any]) -> dict[str, Any] | None:
     if view.regional is not None:
         return _regional_where(view)
     cand = view.report.candidate.to_json() if view.report and view.report.candidate else None
@@ -168,7 +210,7 @@ def _why(plan: dict[str, Any], where: dict[str, Any] | None) -> dict[str, Any] |
     }
 
 
-def _regional_why(view: RunView) -> dict[str, Any] | None:
+def _regional_why(view: RunFacts) -> dict[str, Any] | None:
     r = view.regional
     if r is None:
         return None
@@ -180,7 +222,7 @@ def _regional_why(view: RunView) -> dict[str, Any] | None:
         "excluded": [],
         "excluded_total": 0,
         "note": f"regional-sync over the shards' regions ({', '.join(r.regions)}); H = "
-        f"{r.local_steps} local steps ({r.local_steps_basis or 'the spec'})",
+        f"{r.local_steps or '-'} local steps ({r.local_steps_basis or 'the spec'})",
     }
 
 
@@ -196,7 +238,7 @@ def _law(where: dict[str, Any] | None, provision: dict[str, Any]) -> dict[str, A
     }
 
 
-def _source(view: RunView, image: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+def _source(view: RunFacts, image: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     sig = image.get("signature") or {}
     return {
         "image_digest": image.get("digest"),
@@ -207,12 +249,10 @@ def _source(view: RunView, image: dict[str, Any], plan: dict[str, Any]) -> dict[
     }
 
 
-def _attempts(view: RunView) -> list[dict[str, Any]]:
+def _attempts(view: RunFacts) -> list[dict[str, Any]]:
     """Each train attempt: outcome, notice-to-exit, the restart gap to the next one, the work
     lost (steps between the preempted attempt's last step and where the next resumed)."""
-    from burst.obs.run_view import _read_attempts
-
-    records = _read_attempts(view.dir / "train-attempts.jsonl")
+    records = attempt_records.read_file(view.dir / attempt_records.FILE_NAME)
     spans = {a.number: a for a in view.attempts}
     reported = view.report.attempts if view.report else []
     measured = {a.attempt: a.notice_to_exit_s for a in reported}
@@ -256,7 +296,7 @@ def _attempts(view: RunView) -> list[dict[str, Any]]:
     return out
 
 
-def overview(view: RunView) -> dict[str, Any]:
+def overview(view: RunFacts) -> dict[str, Any]:
     """The first screen's facts as plain JSON (``summary()["overview"]``)."""
     plan, provision, image = _doc(view, "plan"), _doc(view, "provision"), _doc(view, "verify-image")
     where = _where(view, provision)

@@ -1,5 +1,6 @@
 """Assemble ``report.json`` (``burst.documents.RunReport``) from the step documents of a run
-directory."""
+directory: the one report builder of every template (burst-train's; burst-regional's, whose
+report adds its ``regional`` section: ``burst.obs.report_regional``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from burst.documents import (
     ProvisionDocument,
     RunReport,
     StepDocument,
+    StepRecord,
     TeardownDocument,
     TrainAttempt,
     TrainDocument,
@@ -21,8 +23,10 @@ from burst.documents import (
     read_document,
 )
 from burst.documents.base import DocumentError
+from burst.documents.regional import RegionalMeasures
 from burst.endings import BUDGET_OUTCOME, STOPPED_POD, Ending, decide, exit_code_of, stopped
 from burst.errors import EXIT_FAILURE, EXIT_INFRA, BurstError
+from burst.obs.report_regional import RegionalFacts, is_regional, regional_facts
 from burst.runs import RunPaths, count_state_resources, state_file, utcnow_iso
 from burst.spec import load_spec
 
@@ -104,8 +108,10 @@ def _stopped_train(steps: list[dict[str, Any]]) -> bool:
 def _last_error_line(log: Path) -> str | None:
     if not log.exists():
         return None
-    lines = [ln for ln in log.read_text(errors="replace").splitlines() if "error" in ln]
-    return lines[-1].strip() if lines else None
+    from burst.obs.run_logs import error_text
+
+    lines = [t for t in map(error_text, log.read_text(errors="replace").splitlines()) if t]
+    return lines[-1] if lines else None
 
 
 def store_view(paths: RunPaths) -> dict[str, Any] | None:
@@ -113,10 +119,10 @@ def store_view(paths: RunPaths) -> dict[str, Any] | None:
     (records left open are attempts that died). None when it cannot be read."""
     import logging
 
+    from burst.attempt_records import read_store, settle_unclosed
     from burst.checkpoint.catalog import list_checkpoints
     from burst.storage import open_store
     from burst.storage.location import run_url
-    from burst.train.attempts import read_store, settle_unclosed
 
     try:
         job = load_spec(paths.spec)
@@ -191,12 +197,53 @@ def _budget(paths: RunPaths) -> dict[str, Any] | None:
     return {"max_usd": job.budget.max_usd, "max_hours": job.budget.max_hours}
 
 
+def _regional(
+    paths: RunPaths, steps: list[dict[str, Any]], measures: RegionalMeasures | None
+) -> RegionalFacts | None:
+    """A regional-sync run's section (None for any other run)."""
+    try:
+        job = load_spec(paths.spec) if paths.spec.exists() else None
+    except BurstError:
+        return None
+    if job is None or not is_regional(job):
+        return None
+    records = [parse_document(StepRecord, s, "a step record") for s in steps]
+    return regional_facts(paths, job, records, measures)
+
+
+def _regional_failure(
+    facts: RegionalFacts, failure: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """A regional run also fails when a region it provisioned is not proven empty, and when
+    its rounds did not all complete."""
+    r = facts.section
+    if facts.unproven:
+        left = f"teardown of {', '.join(facts.unproven)} not proven (teardown-<region>.json)"
+        if failure is None:
+            return {"step": "teardown", "exit_code": EXIT_INFRA, "message": left}
+        failure["message"] = f"{failure['message'] or 'failed'}; {left}"
+    if failure is None and r.rounds_planned is not None and r.rounds_completed < r.rounds_planned:
+        return {
+            "step": "aggregate",
+            "exit_code": EXIT_FAILURE,
+            "message": f"{r.rounds_completed} of {r.rounds_planned} rounds completed",
+        }
+    return failure
+
+
 def build_report(
-    paths: RunPaths, steps: list[dict[str, Any]], workflow_failed: str | None = None
+    paths: RunPaths,
+    steps: list[dict[str, Any]],
+    workflow_failed: str | None = None,
+    regional: RegionalMeasures | None = None,
 ) -> dict[str, Any]:
     """The run report as JSON, checked against its model (``RunReport``).
     ``workflow_failed``: the workflow's message when its phase is not Succeeded (a run the
-    engine failed is never reported succeeded, whatever its steps say)."""
+    engine failed is never reported succeeded, whatever its steps say). A regional-sync run
+    (its spec says so) gets its ``regional`` section, from its branches' documents and
+    ``regional``: what the machine that ran it measured (the link log, the aggregator's
+    store)."""
+    facts = _regional(paths, steps, regional)
     train = _doc(paths, "train", TrainDocument)
     teardown = _doc(paths, "teardown", TeardownDocument)
     provision = _doc(paths, "provision", ProvisionDocument)
@@ -216,10 +263,14 @@ def build_report(
             "exit_code": EXIT_INFRA,
             "message": f"{remaining} resource(s) remain in {state}",
         }
+    if facts is not None:
+        remaining += facts.resources_remaining
+        failure = _regional_failure(facts, failure)
     if failure is None and workflow_failed is not None:
         failure = {"step": "workflow", "exit_code": EXIT_FAILURE, "message": workflow_failed}
     candidate = provision.candidate if provision is not None else None
-    if candidate is None and plan is not None and plan.candidates:
+    # (a regional run's regions each have their own: their branches' provision documents)
+    if candidate is None and facts is None and plan is not None and plan.candidates:
         candidate = plan.candidates[0]
     # what is committed in the store is what counts; the train document is what its last
     # attempt said (absent when that attempt was killed or failed)
@@ -243,6 +294,8 @@ def build_report(
     preemptions = (
         sum(1 for a in attempts if a.preempted) if held else (train.preemptions if train else 0)
     )
+    if facts is not None and not attempts:  # the regions' worker and aggregator pods
+        preemptions = facts.preemptions
     if ending is Ending.CANCELLED:
         if summaries and summaries[-1]["preempted"] and _stopped_train(steps):
             # the notice was the stop itself (the runner's SIGTERM, argo stop): no preemption
@@ -253,7 +306,7 @@ def build_report(
         if failure is not None and failure["step"] != "workflow" and workflow_failed:
             # what stopped it first, then what the step it stopped said as it went
             failure["message"] = f"{workflow_failed}; {failure['step']}: {failure['message']}"
-    report = {
+    report: dict[str, Any] = {
         "run_id": paths.run_id,
         "status": ending.value,
         "exit_code": exit_code,
@@ -262,7 +315,9 @@ def build_report(
         "failure": failure,
         "checkpoints": checkpoints,
         "final_step": final_step,
-        "final_weights_sha256": train.final_weights_sha256 if train else None,
+        "final_weights_sha256": train.final_weights_sha256
+        if train
+        else (facts.final_weights_sha256 if facts else None),
         "preemptions": preemptions,
         "recovery_sources": dict(
             Counter(str(a["recovery_source"]) for a in summaries if a["recovery_source"])
@@ -303,4 +358,18 @@ def build_report(
         if teardown is not None
         else None,
     }
+    if facts is not None:
+        report["regional"] = facts.section
+    # each restart's split, in the report and as Prometheus gauges (metrics/recovery.prom);
+    # neither fails the report
+    from burst.obs.recovery_split import export_metrics, summary
+
+    try:
+        split = summary(paths.dir, steps)
+    except (OSError, BurstError) as exc:
+        log.warning("%s: no recovery split in the report (%s)", paths.dir, exc)
+    else:
+        if split["restarts"]:
+            report["recovery_split"] = split
+    export_metrics(paths.dir, paths.run_id, steps, paths.spec)
     return produce(RunReport, report).to_json()

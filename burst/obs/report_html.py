@@ -306,13 +306,18 @@ def regional_html(r: dict[str, Any] | None) -> str:
     curve = loss_svg(
         [(x["round"], x["loss"]) for x in r["rounds"] if x["loss"] is not None], "round"
     )
+    links = (
+        "cross-region bytes not measured"
+        if r["bytes_crossing"] is None
+        else f"cross-region {human_bytes(r['bytes_crossing'])}, egress {usd(r['egress_usd'])}"
+    )
     return (
         '<h2 id="regional">Regional sync</h2>'
         f'<p class="muted">{_e(len(r["regions"]))} regions ({_e(", ".join(r["regions"]))}), '
-        f"aggregation in {_e(r['aggregation_region'])}, H = {_e(r['local_steps'])} local "
-        f"steps, codec {_e(r['codec'])}; rounds {_e(r['rounds_completed'])}/"
-        f"{_e(r['rounds_planned'])}; cross-region {_e(human_bytes(r['bytes_crossing']))}, "
-        f"egress {_e(usd(r['egress_usd']))}; torn down: {_e(', '.join(r['torn_down']) or 'none')}"
+        f"aggregation in {_e(r['aggregation_region'])}, H = {_e(r['local_steps'] or '-')} "
+        f"local steps, codec {_e(r['codec'])}; rounds {_e(r['rounds_completed'])}/"
+        f"{_e(r['rounds_planned'] or '-')}; {_e(links)}; "
+        f"torn down: {_e(', '.join(r['torn_down']) or 'none')}"
         f"</p>{curve}<table><tr><th>round</th><th>accepted</th><th>dropped</th><th>late</th>"
         f"<th>loss</th><th>bytes crossing</th></tr>{rows}</table>"
     )

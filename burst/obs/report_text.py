@@ -36,14 +36,20 @@ def _regional_lines(r: dict[str, Any] | None) -> list[str]:
         return []
     losses = [x["loss"] for x in r["rounds"]]
     shown = ", ".join("-" if v is None else f"{v:.4g}" for v in losses)
+    links = (
+        "cross-region bytes not measured (no link log)"
+        if r["bytes_crossing"] is None
+        else f"cross-region bytes {human_bytes(r['bytes_crossing'])} "
+        f"({human_bytes(r['bytes_per_round'])} a round), shard bytes crossing "
+        f"{r['shard_bytes_crossing']}, egress {usd(r['egress_usd'])}"
+    )
     return [
         f"regional-sync: {len(r['regions'])} regions ({', '.join(r['regions'])}), "
-        f"aggregation in {r['aggregation_region']}, H = {r['local_steps']} local steps, "
+        f"aggregation in {r['aggregation_region']}, H = {r['local_steps'] or '-'} local steps, "
         f"codec {r['codec']}",
-        f"rounds {r['rounds_completed']}/{r['rounds_planned']}; loss by round: {shown or '-'}",
-        f"cross-region bytes {human_bytes(r['bytes_crossing'])} "
-        f"({human_bytes(r['bytes_per_round'])} a round), shard bytes crossing "
-        f"{r['shard_bytes_crossing']}, egress {usd(r['egress_usd'])}",
+        f"rounds {r['rounds_completed']}/{r['rounds_planned'] or '-'}; "
+        f"loss by round: {shown or '-'}",
+        links,
         f"regions torn down: {', '.join(r['torn_down']) or 'none'} "
         f"(of {', '.join(r['provisioned']) or 'none'} provisioned)",
     ]
@@ -118,6 +124,10 @@ def render_text(view: RunView) -> str:
     if sources:  # what ended the attempts the run recovered from: separate budgets
         ended = ", ".join(f"{k} {v}" for k, v in sorted(sources.items()))
         lines.append(f"attempts ended by: {ended}")
+    split = s.get("recovery_split") or {}
+    if split:  # where a restart's time went (medians over the restarts)
+        known = ", ".join(f"{k} {v:.1f}" for k, v in split.items() if v is not None)
+        lines.append(f"restart split, median s: {known}")
     if s["egress_bytes"]:
         lines.append(
             "egress "

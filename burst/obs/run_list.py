@@ -21,7 +21,7 @@ def is_region_workspace(d: Path) -> bool:
     return (
         not (d / "report.json").exists()
         and not (d / "spec.yaml").exists()
-        and (d / "docs" / "regional-provision.json").exists()
+        and (d / "region").is_file()  # provision's mark in a region's branch
     )
 
 

@@ -78,6 +78,19 @@ def readable(line: str, prefix: str | None) -> str:
     return f"[{rec.get('step') or prefix}] {text}"
 
 
+def error_text(line: str) -> str | None:
+    """What a step's log line says went wrong, in words, or None when it tells no error: a
+    JSON record of level error or critical is its message (a person never reads the raw
+    record, and a record whose fields merely hold the word, ``"errors": []``, is none); any
+    other line that says "error" is itself (``burst train: error: ...``)."""
+    rec = record_of(line)
+    if rec is None:
+        return line.strip() if "error" in line else None
+    if str(rec.get("level") or "").lower() in ("error", "critical"):
+        return str(rec.get("msg") or "").strip() or None
+    return None
+
+
 def as_json_line(name: str, line: str) -> str:
     """A log line as one JSON object for ``--json``: a JSON record exactly as the step wrote
     it, any other line as ``{"step": <step>, "line": <text>}``."""

@@ -3,9 +3,9 @@ the metric files and the JSON-line logs, and tolerates any of them missing or pa
 that crashed, or one still running, must still show what is known).
 
 Sources, in order of trust: ``report.json`` (written by ``burst run`` at the end, read with
-its model: ``burst.documents.RunReport``, or ``burst.documents.regional.RegionalReport`` for a
-regional-sync run, told apart by shape; a report of another shape is set aside with a warning
-naming the field, and the view is built as for a run without one), the run's timeline
+its model: ``burst.documents.RunReport``, a regional-sync run's with its ``regional`` section;
+a report of another shape is set aside with a warning naming the field, and the view is built
+as for a run without one), the run's timeline
 ``events.jsonl`` (each step's start, requeues and end with its exit code, as the runner
 recorded them), the driver's heartbeat (a run without a report is running only while it is
 renewed, lost once it has lapsed), the metric files ``metrics/*.prom``, events in
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from burst import attempt_records
 from burst.documents import (
     ATTEMPTS_FILE,
     DocumentError,
@@ -30,16 +31,17 @@ from burst.documents import (
     TrainAttempt,
     parse_document,
 )
-from burst.documents.regional import RegionalReport
-from burst.endings import RUNNING, UNKNOWN, Ending, decide, ending_of, exit_code_of, stopped
+from burst.documents.regional import RegionalSection
+from burst.endings import RUNNING, UNKNOWN, Ending, ending_of, exit_code_of
 from burst.endings import as_json as ending_json
 from burst.errors import EXIT_PREEMPTED, BadInputError, BurstError
-from burst.inputs import load_yaml_file, parse_json, read_bytes, read_text
+from burst.inputs import load_yaml_file, read_bytes
 from burst.obs import events as ev
 from burst.obs.metrics import MetricTotals, metrics_dir, read_metric_files
+from burst.obs.overview import overview
+from burst.obs.run_files import LOG_MAX_BYTES, read_json
 from burst.runs import EVENTS_FILE, RUN_ID_RE, runs_root
 
-LOG_MAX_BYTES = 64 << 20  # a step log read for its JSON-line records
 REAPED_FILE = "reaped.json"  # written by `burst reap --yes` in a run directory it destroyed
 
 log = logging.getLogger(__name__)
@@ -88,13 +90,16 @@ class RunView:
     started_at: float | None = None  # epoch seconds
     attempts: list[Attempt] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    # a regional-sync run's report (``report`` is then None): rounds, links, regions
-    regional: RegionalReport | None = None
     # each region's teardown document (``teardown-<region>.json``) of a regional run
     region_teardowns: dict[str, TeardownDocument] = field(default_factory=dict)
     #: a run without a report: until when it is known to have gone (epoch seconds: now while
     #: its driver lives, its last sign of life once that has lapsed)
     live_until: float | None = None
+
+    @property
+    def regional(self) -> RegionalSection | None:
+        """A regional-sync run's section of its report: rounds, links, regions."""
+        return self.report.regional if self.report is not None else None
 
     @property
     def kind(self) -> str:
@@ -114,9 +119,6 @@ class RunView:
         if self.report is not None:
             return self.report.exit_code
         ending = self.ending
-        if self.regional is not None:
-            code = self.regional.exit_code
-            return code if ending is None else exit_code_of(ending, code)
         return None if ending is None else exit_code_of(ending)
 
     @property
@@ -128,8 +130,6 @@ class RunView:
         ends = [s.end for s in self.steps if s.end is not None]
         if ends:
             return max(ends)
-        if self.regional is not None:
-            return self.regional.seconds
         return sum(s.seconds for s in self.steps)
 
     @property
@@ -152,7 +152,7 @@ class RunView:
     @property
     def train_seconds(self) -> float:
         if self.regional is not None:  # each region's worker trains on GPUs of its own
-            return sum(s.seconds for s in self.steps if s.name.endswith(".worker"))
+            return sum(s.seconds for s in self.steps if s.name.endswith(".train"))
         return sum(s.seconds for s in self.steps if s.name == "train")
 
     @property
@@ -171,7 +171,7 @@ class RunView:
         cand = self.report.candidate if self.report else None
         settled = self.report.settlement if self.report else None
         return run_gpu_hours(
-            _read_attempts(self.dir / ATTEMPTS_FILE),
+            attempt_records.read_file(self.dir / ATTEMPTS_FILE),
             (cand.gpus if cand else None) or self.gpu_count,
             settled.actual_gpu_hours if settled else None,
             self.train_seconds,
@@ -179,10 +179,8 @@ class RunView:
 
     @property
     def preemptions(self) -> int:
-        if self.report is not None:
+        if self.report is not None:  # a regional run's: its roles' pods that exited 75
             return self.report.preemptions
-        if self.regional is not None:  # a role's attempt that exited 75
-            return sum(a.exit_codes.count(EXIT_PREEMPTED) for a in self.regional.attempts)
         if self.metrics.has("burst_preemptions_total"):
             return int(self.metrics.total("burst_preemptions_total"))
         timed = [e for e in self.events if e.kind == "preemption"]
@@ -233,7 +231,7 @@ class RunView:
         if self.metrics.has("burst_resources_leaked"):
             values.append(int(self.metrics.total("burst_resources_leaked")))
         if self.status == "reaped":
-            left = _read_json(self.dir / REAPED_FILE, []).get("resources_remaining")
+            left = read_json(self.dir / REAPED_FILE, []).get("resources_remaining")
             if isinstance(left, int):
                 values.append(left)
         return max(values) if values else None
@@ -285,7 +283,8 @@ class RunView:
     def _cost(self) -> tuple[dict[str, float], str | None]:
         if self.report is not None and self.report.cost:
             return dict(self.report.cost), "report"
-        if self.regional is not None:  # what the link emulator priced; GPUs are emulated here
+        if self.regional is not None and self.regional.links is not None:
+            # what the link emulator priced; GPUs are emulated here
             return {"egress": self.regional.links.egress_usd}, "link emulator (GPU time emulated)"
         by = self.metrics.by_label("burst_cost_usd", "component")
         if by:
@@ -319,8 +318,6 @@ class RunView:
 
     def overview(self) -> dict[str, Any]:
         """The first screen: where, why there, law, from what, how it went, cost."""
-        from burst.obs.overview import overview
-
         return overview(self)
 
     def regional_summary(self) -> dict[str, Any] | None:
@@ -335,10 +332,10 @@ class RunView:
             "rounds_planned": r.rounds_planned,
             "rounds_completed": r.rounds_completed,
             "codec": r.codec,
-            "bytes_crossing": r.links.bytes_crossing,
+            "bytes_crossing": r.links.bytes_crossing if r.links else None,
             "bytes_per_round": r.bytes_per_round,
-            "shard_bytes_crossing": r.links.shard_bytes_crossing,
-            "egress_usd": r.links.egress_usd,
+            "shard_bytes_crossing": r.links.shard_bytes_crossing if r.links else None,
+            "egress_usd": r.links.egress_usd if r.links else None,
             "provisioned": r.provisioned,
             "torn_down": r.torn_down,
             "rounds": [
@@ -353,19 +350,14 @@ class RunView:
                 for x in r.rounds
             ],
             "attempts": [a.model_dump() for a in r.attempts],
-            "workflow": r.workflow.to_json() if r.workflow else None,
+            "workflow": (
+                self.report.workflow.to_json() if self.report and self.report.workflow else None
+            ),
         }
 
     def _failure(self) -> dict[str, Any] | None:
         if self.report is not None and self.report.failure:
             return self.report.failure.to_json()
-        if self.regional is not None and self.regional.failure:
-            failed = next((s.name for s in self.steps if s.status == "failed"), "regional")
-            return {
-                "step": failed,
-                "exit_code": self.regional.exit_code,
-                "message": self.regional.failure,
-            }
         return None
 
     def summary(self) -> dict[str, Any]:
@@ -392,7 +384,8 @@ class RunView:
             ],
             "gpu_type": self.gpu_type,
             "gpu_count": self.gpu_count,
-            "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 4),
+            # the ledger's precision (burst.admission.admit.settle): one figure, printed alike
+            "gpu_hours": None if self.gpu_hours is None else round(self.gpu_hours, 6),
             "gpu_hours_basis": self.gpu_hours_basis,
             "cost_usd": {k: round(v, 4) for k, v in cost.items()},
             "cost_total_usd": round(sum(cost.values()), 4) if cost else None,
@@ -402,15 +395,18 @@ class RunView:
             "ledger": self.ledger,
             "preemptions": self.preemptions,
             "recovery_sources": dict(self.report.recovery_sources) if self.report else {},
+            "recovery_split": (
+                self.report.recovery_split.median_s
+                if self.report and self.report.recovery_split
+                else {}
+            ),
             "checkpoints": self.checkpoints,
             "checkpoint_bytes": self.checkpoint_bytes,
             "egress_bytes": self.egress,
             "provision_attempts": self.provision_attempts,
             "resources_remaining": self.leaks,
             "final_step": self.report.final_step if self.report else None,
-            "final_weights_sha256": self.report.final_weights_sha256
-            if self.report
-            else (self.regional.final_weights_sha256 if self.regional else None),
+            "final_weights_sha256": self.report.final_weights_sha256 if self.report else None,
             "terraform_state": self.report.terraform_state if self.report else None,
             "failure": self._failure(),
             "regional": self.regional_summary(),
@@ -438,12 +434,18 @@ def resolve_run_dir(run: str, root: Path | None = None) -> Path:
     d = (root or runs_root()) / run
     if not d.is_dir():
         raise BadInputError(f"run {run!r} not found: no directory {d}")
+    marks = ("report.json", "spec.yaml", "docs", "events.jsonl", "heartbeat/driver.json")
+    if not any((d / n).exists() for n in marks):
+        # not a run (the quickstart's checkpoint store, runs/checkpoints): `burst runs`
+        # leaves it out, and status, logs, report, cancel and down say it is no run (a run
+        # that has just begun has its driver's heartbeat, before anything else)
+        raise BadInputError(f"run {run!r} not found: {d} holds no run (no report.json or docs/)")
     return d
 
 
 def load_run(run_dir: Path) -> RunView:
     warnings: list[str] = []
-    report, regional = _read_report(run_dir / "report.json", warnings)
+    report = _read_report(run_dir / "report.json", warnings)
     spec = _read_yaml(run_dir / "spec.yaml", warnings)
     metrics = read_metric_files(metrics_dir(run_dir).glob("*.prom"))
     log_records = _read_log_events(run_dir / "logs")
@@ -452,8 +454,6 @@ def load_run(run_dir: Path) -> RunView:
     live_until: float | None = None
     if report is not None:
         status = report.status
-    elif regional is not None:
-        status = _regional_ending(regional).value
     else:  # no report: the driver's heartbeat says whether anything still drives the run
         status, live_until = _undriven_status(run_dir, steps, log_records, warnings)
         for s in steps:  # a step that started and never ended goes with its run
@@ -461,10 +461,9 @@ def load_run(run_dir: Path) -> RunView:
                 s.status = "lost"
 
     source, started = _place_steps(steps, log_records, live_until)
-    events, attempts = _events(log_records, started, steps, _read_attempts(run_dir / ATTEMPTS_FILE))
+    records = attempt_records.read_file(run_dir / ATTEMPTS_FILE)
+    events, attempts = _events(log_records, started, steps, records)
     run_id = report.run_id if report is not None else run_dir.name
-    if regional is not None:
-        run_id = regional.run_id
     return RunView(
         run_id=run_id,
         dir=run_dir,
@@ -478,17 +477,11 @@ def load_run(run_dir: Path) -> RunView:
         started_at=started,
         attempts=attempts,
         warnings=warnings,
-        regional=regional,
-        region_teardowns=_region_teardowns(run_dir, regional, warnings),
+        region_teardowns=_region_teardowns(
+            run_dir, report.regional if report is not None else None, warnings
+        ),
         live_until=live_until,
     )
-
-
-def _regional_ending(r: RegionalReport) -> Ending:
-    """A regional run's ending: its report's status and exit code, and its workflow's
-    message (a stop on request)."""
-    message = r.workflow.message if r.workflow is not None else None
-    return decide(failed=r.status != "succeeded", stop=stopped(message), step_code=r.exit_code)
 
 
 def _undriven_status(
@@ -516,8 +509,11 @@ def _undriven_status(
     seen += [s.end if s.end is not None else s.start or 0.0 for s in steps]
     seen += [r["_t"] for recs in log_records.values() for r in recs]
     last = max(seen) if any(seen) else None
+    if (run_dir / "report.json").exists():  # written (atomically) as the run ended, now unreadable
+        warnings.append("report.json cannot be read: the run ended; how, nothing here tells")
+        return UNKNOWN, last
     if (run_dir / REAPED_FILE).exists():  # `burst reap` destroyed what it had left
-        reaped = _read_json(run_dir / REAPED_FILE, warnings)
+        reaped = read_json(run_dir / REAPED_FILE, warnings)
         warnings.append(
             f"reaped at {reaped.get('reaped_at')} by `burst reap` or `burst down` (its runner "
             f"had died): {reaped.get('resources_remaining')} resource(s) left after it"
@@ -531,35 +527,27 @@ def _undriven_status(
     return Ending.LOST.value, last
 
 
-def is_regional_report(raw: dict[str, Any]) -> bool:
-    """A regional-sync run's report (``RegionalReport``): regions and rounds, no steps."""
-    return "rounds" in raw and "regions" in raw and "steps" not in raw
-
-
-def _read_report(path: Path, warnings: list[str]) -> tuple[RunReport | None, RegionalReport | None]:
-    """report.json as its model (a burst-train run's or a regional run's); None (with a
-    warning naming the field) when it is missing or of another shape: the view then shows
-    what the other sources know."""
+def _read_report(path: Path, warnings: list[str]) -> RunReport | None:
+    """report.json as its model; None (with a warning naming the field) when it is missing
+    or of another shape: the view then shows what the other sources know."""
     if not path.exists():
-        return None, None
-    raw = _read_json(path, warnings)
+        return None
+    raw = read_json(path, warnings)
     if not raw:
-        return None, None
+        return None
     try:
-        if is_regional_report(raw):
-            return None, parse_document(RegionalReport, raw, path.name)
-        return parse_document(RunReport, raw, path.name), None
+        return parse_document(RunReport, raw, path.name)
     except DocumentError as exc:
         warnings.append(f"{exc.one_line()}: shown as if there were no report")
-        return None, None
+        return None
 
 
 def _region_teardowns(
-    run_dir: Path, regional: RegionalReport | None, warnings: list[str]
+    run_dir: Path, regional: RegionalSection | None, warnings: list[str]
 ) -> dict[str, TeardownDocument]:
     out: dict[str, TeardownDocument] = {}
     for region in regional.regions if regional is not None else []:
-        raw = _read_json(run_dir / f"teardown-{region}.json", warnings)
+        raw = read_json(run_dir / f"teardown-{region}.json", warnings)
         if not raw:
             continue
         try:
@@ -641,7 +629,7 @@ def _steps(report: RunReport | None, run_dir: Path) -> list[StepView]:
     for path in (
         sorted(docs.glob("*.json"), key=lambda p: p.stat().st_mtime) if docs.is_dir() else []
     ):
-        doc = _read_json(path, [])
+        doc = read_json(path, [])
         code = _int(doc.get("exit_code"))
         out.append(
             StepView(
@@ -778,14 +766,6 @@ def _events(
     return out, spans
 
 
-def _read_attempts(path: Path) -> list[TrainAttempt]:
-    """The train step's attempt records (``burst.train.attempts``, their one reader); a
-    record that is not one is skipped (and logged)."""
-    from burst.train.attempts import read_file
-
-    return read_file(path)
-
-
 def _read_log_events(logs: Path) -> dict[str, list[dict[str, Any]]]:
     """JSON-line records of each step's log, with their time parsed into ``_t``; other lines
     (human-readable logs, tracebacks) are ignored."""
@@ -817,20 +797,6 @@ def _read_log_events(logs: Path) -> dict[str, list[dict[str, Any]]]:
             recs.append(rec)
         out[path.stem] = recs
     return out
-
-
-def _read_json(path: Path, warnings: list[str]) -> dict[str, Any]:
-    if not path.exists() and not path.is_symlink():
-        return {}
-    try:  # bounded and strict, like every input (burst.inputs)
-        doc = parse_json(read_text(path, what="run document"), path.name, what="run document")
-    except BadInputError as exc:
-        warnings.append(f"{path.name}: unreadable ({exc.one_line()})")
-        return {}
-    if not isinstance(doc, dict):
-        warnings.append(f"{path.name}: not a JSON object")
-        return {}
-    return doc
 
 
 def _read_yaml(path: Path, warnings: list[str]) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from burst.pipelines.common import (
     pod_settings,
     team_parameters,
     team_settings,
+    workflow_identity_env,
 )
 from burst.pipelines.train_pod import TRAIN_GRACE_S, gpu_patch, train_env, train_resources
 
@@ -274,7 +275,10 @@ def build() -> WorkflowTemplate:
             "provision",
             inputs=("plan", "decision", "previous"),
             output="infra",
-            extra_env=(Env(name="BURST_RECOVERY_EVENT", value="{{inputs.parameters.event}}"),),
+            extra_env=(
+                Env(name="BURST_RECOVERY_EVENT", value="{{inputs.parameters.event}}"),
+                *workflow_identity_env(),
+            ),
             extra_inputs=("event",),
             site_vars=True,
         )

@@ -154,6 +154,19 @@ def team_parameters() -> list[Any]:
     ]
 
 
+def workflow_identity_env() -> tuple[Any, ...]:
+    """What provision checks against the spec before renting (``burst.admission.identity``):
+    the workflow's ``team`` and ``priority`` parameters choose the train pods' LocalQueue,
+    WorkloadPriorityClass, quota semaphore and cost labels, so a submission whose parameters
+    name another team or band than its spec is refused before anything is rented."""
+    from hera.workflows import Env
+
+    return (
+        Env(name="BURST_WORKFLOW_TEAM", value="{{workflow.parameters.team}}"),
+        Env(name="BURST_WORKFLOW_PRIORITY", value="{{workflow.parameters.priority}}"),
+    )
+
+
 def team_settings() -> dict[str, Any]:
     """The team's GPU quota (deploy/gpu-quota.yaml: a semaphore held for the workflow's
     life, Argo workflow/sync) and the cost labels on the workflow and its pods."""

@@ -18,6 +18,9 @@ The model (docs/planning.md "Goodput simulator"):
 
 Goodput = useful training time / paid time. Paid time splits exactly into useful work, lost
 work, checkpoint blocking, upload waits, notice time after the stop, and restarts.
+
+The on-demand fallback and the move back to spot are the mode of ``burst.plan.fallback``
+(the runtime's own rule, ``burst.recovery.back_to_spot``).
 """
 
 from __future__ import annotations

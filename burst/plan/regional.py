@@ -29,22 +29,31 @@ plan document's ``regional`` section:
 
 And what a run of such a spec is made of (``local_steps_for``, ``first_local_steps_for``,
 ``run_links``): H, the round schedule and where they come from, and the links between its
-regions; the ``regional-provision`` step writes them into its regions' role configs and the
-local runner reports them.
+regions. A region's branch of ``burst-regional`` runs burst-train's steps: ``provision``
+places in the branch's region only (``branch_region``, ``region_candidates``) and admits the
+region's share of the budget (``region_share``); ``train`` (the worker) and ``aggregate``
+derive their process's view of the run (``role_config``) from the spec, the plan and the
+stack's outputs, as every step derives what it needs from its inputs.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
+from burst.documents.plan import Candidate, PlanDocument
 from burst.errors import BadInputError
 from burst.plan.catalog import Catalog, load_catalog
 from burst.plan.crossregion import Link, ModelProfile
 from burst.plan.datastrategy import inter_region_price, link_class
 from burst.plan.workload import Workload
 from burst.regional.rounds import Rounds
+from burst.regional.runtime import RoleConfig, regional, rounds_for
+from burst.regional.site import given_site
+from burst.settings import current
 from burst.spec import BurstJob, RegionalSync
 
 log = logging.getLogger(__name__)
@@ -161,8 +170,8 @@ def rounds_basis(given: int | None, first: int | None, fraction: float) -> str:
     )
 
 
-# -- what a regional-sync run is made of (the regional-provision step writes it into its
-# role configs; the local runner reports it)
+# -- what a regional-sync run is made of (its steps derive their role configs from it; the
+# local runner reports it)
 
 
 def run_links(job: BurstJob, regions: list[str]) -> list[dict[str, Any]]:
@@ -230,3 +239,129 @@ def _planned(job: BurstJob) -> tuple[dict[str, Any], str]:
     if doc is None:  # not reached: regional() refused a spec without the strategy
         raise BadInputError(f"spec {job.name}: training.strategy is not regional-sync")
     return doc, step.basis
+
+
+# -- a region's branch: burst-train's steps, placed in one region
+
+#: Where a role's own state and link log go in its pod on a cluster (scratch: an emptyDir).
+POD_SCRATCH = "/tmp/regional"
+
+
+def branch_region(job: BurstJob) -> str:
+    """The region of the branch this step runs in (``BURST_REGION``), one of the spec's
+    ``training.regional_sync.regions`` (else bad input, exit 2)."""
+    regions = list(regional(job).regions or [])
+    region = current().region
+    if region not in regions:
+        raise BadInputError(
+            f"BURST_REGION {region!r} is not one of training.regional_sync.regions "
+            f"({', '.join(regions)})"
+        )
+    return region
+
+
+def region_candidates(job: BurstJob, region: str, plan: PlanDocument | None) -> list[Candidate]:
+    """The plan's priced candidates in ``region`` of the spec's first provider, else the bare
+    region (provision's legal gate and recovery strategy then order them as for any run)."""
+    provider = job.compute.providers[0] if job.compute.providers else "aws"
+    mine = [
+        c
+        for c in (plan.candidates if plan else [])
+        if c.region == region and c.provider == provider
+    ]
+    return mine or [Candidate(provider=provider, region=region)]
+
+
+def region_share(job: BurstJob) -> BurstJob:
+    """The spec as one region's stack sees the budget: ``budget.max_usd`` over the regions
+    (the regions' stacks share it; each is admitted for its share before it rents)."""
+    n = max(1, len(regional(job).regions or []))
+    return job.model_copy(
+        update={"budget": job.budget.model_copy(update={"max_usd": job.budget.max_usd / n})}
+    )
+
+
+def workflow_of(stack_id: str, region: str) -> str:
+    """The run's id from a region's stack id (``<workflow>-<region>``)."""
+    return stack_id.removesuffix(f"-{region}")
+
+
+def role_config(
+    job: BurstJob,
+    role: str,
+    *,
+    stack_id: str,
+    runs_root: Path,
+    spec_path: Path,
+    plan: PlanDocument | None,
+    region_uri: str | None = None,
+) -> RoleConfig:
+    """What the ``train`` step (``role`` worker) or the ``aggregate`` step of a region's
+    branch is told about the run: H and the round schedule from the plan's regional section
+    (else the spec's or the planner's), the region's own store (the stack's
+    ``checkpoint_uri`` output; workers only), the exchange store (the spec's
+    ``storage.checkpoint_uri`` under the run's id, ``exchange/``), the links, the run's
+    directory (its driver heartbeat). On a cluster the links are real (bytes logged, nothing
+    slept); on one machine (``burst run``) the runner's site (``BURST_REGION_SITE``) gives
+    the stores, the link emulator and where the role keeps its state."""
+    from burst.storage import open_store
+    from burst.storage.location import exchange_url
+
+    rs = regional(job)
+    region = branch_region(job)
+    regions = tuple(rs.regions or [])
+    agg = str(rs.aggregation_region)
+    if role == "aggregator" and region != agg:
+        raise BadInputError(f"the aggregator runs in {agg}, not in {region}")
+    local_steps = plan.regional.local_steps if plan and plan.regional else local_steps_for(job)[0]
+    local_steps = min(local_steps, job.training.steps)
+    first = (
+        plan.regional.first_local_steps if plan and plan.regional else first_local_steps_for(job)[0]
+    )
+    workflow = workflow_of(stack_id, region)
+    site = given_site()
+    if site is not None and site.region != region:
+        raise BadInputError(f"BURST_REGION_SITE is region {site.region}'s, not {region}'s")
+    own: dict[str, Any] | None = None
+    if site is not None:  # one machine: the stores the runner stands up for this region
+        exchange = site.exchange_store
+        own = site.region_store if role == "worker" else None
+    else:
+        exchange = open_store(exchange_url(job.storage.checkpoint_uri, workflow)).spec()
+        if role == "worker":
+            if not region_uri:
+                raise BadInputError(f"the {region} stack gave no checkpoint_uri output")
+            # the stack's bucket is the region's own (its stack id is this region's)
+            extra = {"region": region} if region_uri.startswith("s3://") else {}
+            own = open_store(region_uri, **extra).spec()
+    cfg = RoleConfig(
+        spec=str(spec_path),
+        role=role,
+        region=region,
+        aggregation_region=agg,
+        regions=regions,
+        local_steps=local_steps,
+        rounds=rounds_for(job.training.steps, local_steps, first),
+        first_local_steps=first,
+        region_store=own,
+        exchange_store=exchange,
+        links=tuple(run_links(job, list(regions))),
+        link_log=f"{POD_SCRATCH}/links.jsonl",
+        time_scale=0.0,
+        state_dir=f"{POD_SCRATCH}/{role}",
+        out=f"{POD_SCRATCH}/{role}-result.json",
+        run_id=workflow,  # the run's (a worker's leases, metrics)
+        run_dir=str(runs_root / workflow),  # the run's directory: its driver heartbeat
+    )
+    if site is None:
+        return cfg
+    name = f"{role}-{region}"
+    return replace(
+        cfg,
+        link_log=site.link_log,
+        time_scale=site.time_scale,
+        state_dir=str(Path(site.state_root) / name),
+        out=str(Path(site.results_dir) / f"{name}.json"),
+        faults=site.faults.get(role),
+        wait_limit_s=site.wait_limit_s,
+    )

@@ -105,10 +105,13 @@ class EmergencyChoice:
     estimate_full_s: float
     estimate_weights_s: float
     throughput: str  # measured | assumed
+    bytes_per_s: float = 0.0  # the save bandwidth the estimates used
+    full_bytes: int = 0
+    weights_bytes: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for k in ("seconds_left", "estimate_full_s", "estimate_weights_s"):
+        for k in ("seconds_left", "estimate_full_s", "estimate_weights_s", "bytes_per_s"):
             if d[k] is not None:
                 d[k] = round(d[k], 4)
         return d
@@ -125,7 +128,18 @@ def choose_emergency_save(
     source = "measured" if costs.bytes_per_s else "assumed"
 
     def make(tier: str, reason: str) -> EmergencyChoice:
-        return EmergencyChoice(tier, reason, seconds_left, full, weights, source)
+        rate = costs.bytes_per_s or ASSUMED_BYTES_PER_S
+        return EmergencyChoice(
+            tier,
+            reason,
+            seconds_left,
+            full,
+            weights,
+            source,
+            rate,
+            costs.full_bytes,
+            costs.weights_bytes,
+        )
 
     if seconds_left is None:
         return make("full", "no deadline known: full checkpoint")

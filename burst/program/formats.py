@@ -56,7 +56,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MARKER_SUFFIX = ".burst-commit"
+from burst.checkpoint.marker import MARKER_SUFFIX
+
 DCP_METADATA = ".metadata"
 HF_STATE = "trainer_state.json"
 HF_DIR_RE = re.compile(r"^checkpoint-(\d+)$")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -58,10 +59,28 @@ def program_argv(job: BurstJob) -> list[str]:
     head = [sys.executable, "-m", "torch.distributed.run", *opts, "--max-restarts=0"]
     first = command[0]
     if first.endswith(".py"):
+        startable(first, script=True)
         return [*head, *command]
     if first == sys.executable and len(command) > 1:
         return [*head, *command[1:]]  # python train.py ... / python -m pkg.train ...
+    startable(first)
     return [*head, "--no-python", *command]
+
+
+def startable(first: str, *, script: bool = False) -> None:
+    """Raise what starting ``first`` here would raise (FileNotFoundError, PermissionError,
+    naming it) before a launcher is started for it: under torchrun a missing program is
+    otherwise each rank's traceback and an exit 1, not the train step's one line (exit 2,
+    ``burst.steps.train.missing_program``)."""
+    if script:
+        if not Path(first).is_file():
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), first)
+        return
+    if resolve([first]) is not None:
+        return
+    if os.sep in first and Path(first).exists():
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), first)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), first)
 
 
 #: a command's first word that means the Python burst itself runs with (the trainer image's)

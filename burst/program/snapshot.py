@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from burst.checkpoint.marker import commit
 from burst.errors import CheckpointError
 from burst.program.formats import Verdict, is_last_alias, judge, judge_zip_bytes
-from burst.program.marker import commit
 
 #: the key of a program checkpoint's state (what restore recognises)
 STATE_KEY = "burst_program"

@@ -14,9 +14,12 @@ codec_sizes  what a pseudo-gradient weighs under each codec
 rounds       where a run's rounds begin and end (H inner steps, or adaptive rounds)
 stores       the stores of a regional run, and the only way bytes cross between regions
 runtime      what worker and aggregator share: their configuration, committing and reading
-worker       the regional worker: a sync hook of the one train loop (burst.train.loop)
-aggregator   the aggregator: waits for a round's deltas, applies the outer step, commits
 site         what the machine a regional pod runs on gives it, off a cluster
+
+The processes sit above this package: the worker is the sync hook of the one train loop
+(``burst.train.regional``), the aggregator ``burst.train.aggregator``; the ``train`` and
+``aggregate`` steps run them, and ``burst.plan.regional`` plans a run and tells each process
+its part. This package imports neither ``burst.train`` nor the runner nor the steps.
 
 A regional run is a `regional-sync` spec: `burst run` runs it on one machine through the local
 runner, and the `burst-regional` Argo WorkflowTemplate runs it on a cluster (docs/regional.md,

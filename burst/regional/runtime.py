@@ -1,13 +1,14 @@
 """What the regional worker and aggregator share: their configuration, and committing and
 reading state through the checkpoint engine in process.
 
-A process of a regional run is configured by one JSON file (``RoleConfig``) that the local
-runner (``burst.regional.localrun``) or the workflow writes. It names the spec, the process's
-region, the store spec of that region only, the exchange store's spec (in the aggregation
-region), the links between the run's regions and the link log. Commits go through the
-checkpoint engine's writer (``burst.checkpoint.writer.CheckpointWriter``: chunks hashed,
-only missing chunks uploaded, the manifest written last, so a commit is atomic and every
-chunk carries its blake3) and reads through ``restore_checkpoint`` (every chunk verified).
+A process of a regional run (the ``train`` step's worker, the ``aggregate`` step) sees the run
+through one ``RoleConfig``, which the step derives from the spec, the plan and the region's
+stack (``burst.plan.regional.role_config``) and keeps beside its documents. It names the spec,
+the process's region, the store spec of that region only, the exchange store's spec (in the
+aggregation region), the links between the run's regions and the link log. Commits go
+through the checkpoint engine's writer (``burst.checkpoint.writer.CheckpointWriter``: chunks
+hashed, only missing chunks uploaded, the manifest written last, so a commit is atomic and
+every chunk carries its blake3) and reads through ``restore_checkpoint`` (every chunk verified).
 The writer runs in this process, not in the engine's background worker, so that its bytes
 go through the ``LinkedStore`` and are measured.
 """
@@ -230,29 +231,3 @@ def payload_array(data: bytes) -> np.ndarray:
 
 def payload_bytes(arr: Any) -> bytes:
     return bytes(np.asarray(arr, dtype=np.uint8).tobytes())
-
-
-def role_main(role: str, argv: list[str] | None, fn: Any) -> int:
-    """``python -m burst.steps.regional_<role> --config FILE``: run, map errors to exit codes, one
-    line on stderr for a failure (no traceback)."""
-    import argparse
-    import logging
-    import sys
-
-    from burst.errors import BurstError
-    from burst.settings import Settings, use
-
-    parser = argparse.ArgumentParser(prog=f"burst.steps.regional_{role}")
-    parser.add_argument("--config", required=True, type=Path)
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO, format=f"%(asctime)s {role} %(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        cfg = RoleConfig.load(args.config)
-        with use(Settings.from_env()):  # the environment, read once for the process
-            fn(cfg)
-    except BurstError as exc:
-        print(f"burst regional {role}: {exc.one_line()}", file=sys.stderr)
-        return exc.exit_code
-    return 0

@@ -1,14 +1,15 @@
 """What the machine a regional pod runs on gives it, when that machine is not a cluster's.
 
-On a cluster, ``regional-provision`` finds its region's store in the stack's outputs
-(``checkpoint_uri``), the exchange store under the spec's ``storage.checkpoint_uri``, and the
-links are real (bytes logged, nothing slept). On one machine the local runner
-(``burst.runner.regions``) stands in for each region's cloud: it gives every pod of a region
-``BURST_REGION_SITE``, a JSON file (this model) naming that region's store (an S3 server on
-loopback with keys of its own), the exchange store, the link emulator's log and time scale,
-where the roles keep their state and results, and the named fault points armed for a test.
-``regional-provision`` writes them into the role configs it hands the region's worker and
-aggregator. A container step reads this file; it never imports the runner.
+On a cluster, a region's ``train`` and ``aggregate`` steps find its region's store in the
+stack's outputs (``checkpoint_uri``), the exchange store under the spec's
+``storage.checkpoint_uri``, and the links are real (bytes logged, nothing slept). On one
+machine the local runner (``burst.runner.regions``) stands in for each region's cloud: it
+gives every pod of a region ``BURST_REGION_SITE``, a JSON file (this model) naming that
+region's store (an S3 server on loopback with keys of its own), the exchange store, the link
+emulator's log and time scale, where the roles keep their state and results, and the named
+fault points armed for a test. The ``train`` and ``aggregate`` steps put them into the role
+configs they derive (``burst.plan.regional.role_config``). A container step reads this file;
+it never imports the runner.
 """
 
 from __future__ import annotations

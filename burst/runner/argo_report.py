@@ -19,6 +19,7 @@ from typing import Any
 
 from burst import checkout
 from burst.documents.report import WorkflowResult
+from burst.endings import STOPPED_POD, stopped
 from burst.errors import BadInputError
 from burst.runner.argo import ArgoSettings, workflow_json
 from burst.runner.local import load_manifest, pipeline_order
@@ -87,6 +88,24 @@ def _document(node: dict[str, Any], template: dict[str, Any]) -> dict[str, Any] 
     return None
 
 
+def _pod(node: dict[str, Any], stopped_with_run: bool) -> dict[str, Any]:
+    """One pod of a step as the report records it (``PodAttempt``): the facts the one report
+    builder decides with, as the local runner gives them: its exit code, phase and message
+    (a pod lost with its node: "pod deleted"); the last pod of a step that had not succeeded
+    when the workflow was stopped on request was stopped by that stop (``STOPPED_POD``), so
+    train's last attempt, whose notice was the stop, is a cancel, not a preemption."""
+    message = str(node.get("message") or "")
+    if stopped_with_run and node.get("phase") != SUCCEEDED:
+        message = f"{STOPPED_POD} ({message})" if message else STOPPED_POD
+    return {
+        "exit_code": _code(node),
+        "phase": node.get("phase"),
+        "message": message or None,
+        "seconds": _seconds(node.get("startedAt"), node.get("finishedAt")),
+        "started_at": node.get("startedAt"),
+    }
+
+
 def materialize(name: str, settings: ArgoSettings, root: Path) -> RunPaths:
     """Write the submitted run ``name`` as a run directory under ``root``, with its
     report.json built by the one report builder; its paths."""
@@ -124,6 +143,7 @@ def materialize(name: str, settings: ArgoSettings, root: Path) -> RunPaths:
         if doc is not None:
             write_json_atomic(paths.doc(step), doc)
     steps: list[dict[str, Any]] = []
+    stop = stopped(st.get("message"))
     for step, nodes in grouped.items():
         last = nodes[-1]
         steps.append(
@@ -135,6 +155,7 @@ def materialize(name: str, settings: ArgoSettings, root: Path) -> RunPaths:
                 "attempts": len(nodes),
                 "started_at": nodes[0].get("startedAt"),
                 "ended_at": last.get("finishedAt"),
+                "attempt_details": [_pod(n, stop and n is last) for n in nodes],
             }
         )
     ref = ((wf.get("spec") or {}).get("workflowTemplateRef") or {}).get("name")
@@ -147,9 +168,42 @@ def materialize(name: str, settings: ArgoSettings, root: Path) -> RunPaths:
                 )  # fmt: skip
     failed = None if phase == SUCCEEDED else (st.get("message") or phase)
     report = build_report(paths, steps, failed)
+    _agree_with_status(report, phase, st)
     report["workflow"] = WorkflowResult(
         template=str(ref or ""), phase=phase, message=st.get("message") or "",
         exit_handler_phase=None,
     ).to_json()  # fmt: skip
     write_json_atomic(paths.report, report)
     return paths
+
+
+def _agree_with_status(report: dict[str, Any], phase: str, st: dict[str, Any]) -> None:
+    """The report's ending is the one `burst status` and `burst runs --argo` give the
+    workflow (``burst.endings.argo_ending``, from its phase, message and pod nodes): a pod lost
+    with its node (no exit code) is lost, train's exit 3 a budget stop, even where the
+    checkpoint store, which holds train's attempt records, cannot be read from here."""
+    from burst.endings import argo_ending, exit_code_of
+
+    nodes = sorted(
+        (
+            {
+                "name": n.get("displayName") or n.get("name"),
+                "phase": n.get("phase"),
+                "exit_code": _code(n),
+                "message": n.get("message") or "",
+                "started_at": n.get("startedAt") or "",
+            }
+            for n in (st.get("nodes") or {}).values()
+            if n.get("type") in ("Pod", "Retry")
+        ),
+        key=lambda n: str(n["started_at"]),
+    )
+    ending = argo_ending(phase, st.get("message"), nodes)
+    if ending is None or report["status"] == ending.value:
+        return
+    failure = report.get("failure") or {}
+    log.info(
+        "%s: %s by its workflow's nodes (burst status says the same)", report["run_id"], ending
+    )
+    report["status"] = ending.value
+    report["exit_code"] = exit_code_of(ending, failure.get("exit_code"))

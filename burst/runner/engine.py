@@ -352,9 +352,10 @@ class WorkflowEngine:
         return WorkflowResult(phase, outcome.message, self.nodes, exit_phase)
 
     def _catch_stop_signals(self) -> Callable[[], None]:
-        """SIGTERM / SIGINT stop the run as `argo stop` does: the running pod is stopped, no
-        further step starts, the exit handler runs (later signals are ignored until it is
-        done: SIGKILL abandons it). Returns the function that restores the old handlers."""
+        """SIGTERM / SIGINT / SIGHUP stop the run as `argo stop` does: the running pod is
+        stopped, no further step starts, the exit handler runs (later signals are ignored
+        until it is done: SIGKILL abandons it). Returns the function that restores the old
+        handlers."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
 
@@ -370,7 +371,10 @@ class WorkflowEngine:
                 return
             raise Stopped(signum)
 
-        old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+        # SIGHUP too: the terminal `burst run` ran in closed (an ssh session dropped); its
+        # default action killed the runner, left train running and nothing torn down
+        stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        old = {sig: signal.signal(sig, handler) for sig in stops}
 
         def restore() -> None:
             for sig, h in old.items():

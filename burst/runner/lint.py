@@ -4,8 +4,8 @@
 * a Steps-based exit handler exists (``spec.onExit``) in every WorkflowTemplate and Workflow
   that holds its templates, unless it declares it needs none (annotation
   ``burst.dev/exit-handler: none``: it provisions nothing, as the reaper), which is refused
-  where a template runs a provisioning step (``burst.steps.provision``,
-  ``burst.steps.regional_provision``);
+  where a template runs the provisioning step (``burst.steps.provision``: every template
+  rents through it, a regional run's regions too);
 * a spec that calls a WorkflowTemplate (``workflowTemplateRef``: a run, the reaper's
   CronWorkflow) sets nothing but what Argo's controller lets such a Workflow override under
   ``templateReferencing: Strict`` or ``Secure`` (anything else ends it in Error there); given

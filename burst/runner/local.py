@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from burst import checkout, faults
+from burst.documents.regional import RegionalMeasures
 from burst.documents.report import WorkflowResult
 from burst.errors import BadInputError
 from burst.lease import Lease, Renewer, heartbeat_store
@@ -131,6 +132,11 @@ def _iso(t: float | None) -> str | None:
 
 def _step_record(node: PodNode) -> dict[str, Any]:
     timed = [a for a in node.attempts if a.started_at is not None]
+    region = node.inputs.get("region")
+    if region and step_module(node):  # a region's branch (burst-regional): one entry a pod
+        branch = {"name": node.key, "region": region, "module": step_module(node)}
+    else:
+        branch = {}
     return {
         "started_at": _iso(timed[0].started_at) if timed else None,
         "ended_at": _iso((timed[-1].started_at or 0.0) + timed[-1].seconds) if timed else None,
@@ -152,6 +158,7 @@ def _step_record(node: PodNode) -> dict[str, Any]:
             }
             for a in node.attempts
         ],
+        **branch,
     }
 
 
@@ -175,8 +182,10 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
 
     A step run more than once (train requeued in the next candidate, and its provision) is
     one entry whose attempts add up; its status is its last run's. Steps that never ran are
-    "skipped". Helper containers (not ``python -m burst.steps.*``, e.g. give-up) are left
-    out: the failure they propagate is already the step's.
+    "skipped". A region's pods (burst-regional's branches: a ``region`` input) are one entry
+    each, named as the pod (``regions(0:eu-west-1).train``) with its region. Helper
+    containers (not ``python -m burst.steps.*``, e.g. give-up) are left out: the failure they
+    propagate is already the step's.
     """
     spec = manifest["spec"]
     exit_names = (
@@ -190,8 +199,9 @@ def report_steps(manifest: dict[str, Any], nodes: list[PodNode]) -> list[dict[st
             rec = _step_record(n)
             grouped.setdefault(rec["name"], []).append(rec)
     steps = [_merge(recs) for recs in grouped.values()]
+    ran = {step_module(n) for n in nodes}
     for name in pipeline_order(manifest):
-        if name not in grouped and name not in exit_names:
+        if name not in grouped and name not in ran and name not in exit_names:
             steps.append(
                 {
                     "name": name,
@@ -241,6 +251,11 @@ def local_regional_parameters(job: Any, spec_text: str) -> dict[str, str]:
         "regions": json.dumps(list(rs.regions or [])),
         "aggregation-region": str(rs.aggregation_region),
         "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
+        # whose quota, queue, band and cost labels (provision checks them against the spec)
+        "team": job.team,
+        "priority": str(job.priority),
+        "cost-centre": job.cost_centre,
+        "owner": job.owner,
     }
 
 
@@ -400,13 +415,20 @@ class LocalRunner:
         self.paths.events.unlink(missing_ok=True)
 
     def run(self) -> dict[str, Any]:
-        return self.execute(self._report)
+        return self.execute(self.report)
 
-    def _report(self, engine: WorkflowEngine, result: EngineResult) -> dict[str, Any]:
+    def report(
+        self,
+        engine: WorkflowEngine,
+        result: EngineResult,
+        regional: RegionalMeasures | None = None,
+    ) -> dict[str, Any]:
+        """``report.json`` by the one report builder, for every template (a regional run's
+        ``regional``: what this machine measured of it, ``burst.runner.regional``)."""
         steps = report_steps(engine.manifest, result.nodes)
         name_images(steps, result.nodes, self.options.containers)
         failed = None if result.phase == SUCCEEDED else (result.message or result.phase)
-        report = build_report(self.paths, steps, failed)
+        report = build_report(self.paths, steps, failed, regional)
         report["workflow"] = WorkflowResult(
             template=str(self.options.template),
             phase=result.phase,

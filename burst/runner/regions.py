@@ -1,7 +1,7 @@
 """The regions of a regional run on one machine: what the local runner gives a pod of each.
 
-The compiled ``burst-regional`` template does the regional run's work in its steps
-(``regional-provision`` applies a region's own Terraform workspace, the run id
+The compiled ``burst-regional`` template does the regional run's work in burst-train's steps
+(``provision`` with ``BURST_REGION`` applies a region's own Terraform workspace, the run id
 ``<run>-<region>`` with that region's site file from the ``tf-site-vars`` map; ``teardown``
 destroys it from that id alone, whatever happened). What a cloud region has before any step
 runs, one machine does not: this module stands in for it. For every region of the run:
@@ -14,18 +14,17 @@ runs, one machine does not: this module stands in for it. For every region of th
 * the link emulator: the catalog's bandwidth, latency and price between regions, applied by
   the roles to every byte they move, logged in ``<run>/links.jsonl``.
 
-A pod of a region is a pod whose template takes a ``region`` input (``regional-provision``,
-the worker, the aggregator, ``teardown``). A region's stores start with its first pod outside
-the exit handler (its stack's provision): a run refused at preflight starts none; the exit
-handler's ``teardown`` needs none and starts none. :meth:`RegionSites.prepare_pod` (the
-engine's ``prepare_pod`` hook, ``burst.runner.pods``) gives a pod no AWS variable of this
-process, and
+A pod of a region is a pod whose template takes a ``region`` input (``provision``, ``train``,
+``aggregate``, ``teardown``). A region's stores start with its first pod outside the exit
+handler (its stack's provision): a run refused at preflight starts none; the exit handler's
+``teardown`` needs none and starts none. :meth:`RegionSites.prepare_pod` (the engine's
+``prepare_pod`` hook, ``burst.runner.pods``) gives a pod no AWS variable of this process, and
 instead ``AWS_SHARED_CREDENTIALS_FILE``: a file (mode 0600, in the pod's directory, removed
 when the run ends) holding exactly its region's keys (profile ``region``) and the exchange
 store's (profile ``exchange``); a worker of region A never holds B's keys, and B's server
-refuses A's (a test). It also gets ``BURST_REGION_SITE`` (``burst.regional.site``), which
-``regional-provision`` writes into the role configs. On a cluster the same split is one
-identity per region (provision's ``pod_role_arn``).
+refuses A's (a test). It also gets ``BURST_REGION_SITE`` (``burst.regional.site``), which the
+``train`` and ``aggregate`` steps put into the role configs they derive. On a cluster the same
+split is one identity per region (provision's ``pod_role_arn``).
 
 ``stores="dir"`` keeps a directory store per region (no server, no credentials: isolation by
 path only); the runtime's fault tests use it to stay fast. ``burst run`` uses the servers.

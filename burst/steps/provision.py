@@ -15,23 +15,41 @@ after it was lost (``BURST_RECOVERY_EVENT=requeue``) or killed (``restart``), gi
 previous placement's document as ``--input previous=...``; the run's strategy orders the
 candidates, and this document's ``recovery`` section says what the next loss may do. What an
 earlier placement left in another region is destroyed first.
+
+A region's branch of ``burst-regional`` (a ``regional-sync`` spec) is this step placed in one
+region: it runs with ``BURST_REGION`` and ``--run-id <workflow>-<region>`` (the region's stack
+id, from which the exit handler's teardown destroys it alone); the candidates are the plan's in
+that region (``burst.plan.regional.region_candidates``), through the same gates, and the
+ledger admits the region's share of ``budget.max_usd`` (``region_share``) without queueing (a
+region waiting for room while another region's stack is rented would pay for that one idle:
+exit 3 when the team has no room now).
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 
+from burst.admission.admit import admit
+from burst.admission.identity import check_workflow_identity
 from burst.admission.kueue_reader import kueue_gate
 from burst.admission.ledger import ledger_url
-from burst.admission.steps import admit_run
+from burst.admission.steps import admit_run, run_ledger
 from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument
+from burst.documents.plan import Candidate
 from burst.documents.provision import Admission, DecisionHashes, ProvisionAttempt
 from burst.errors import BurstError, InfraError
 from burst.infra.provision import gate_candidates, provision
 from burst.obs.metrics import RunMetrics, exported
-from burst.recovery import strategy_for
+from burst.recovery import REQUEUE, strategy_for
 from burst.settings import current
 from burst.stepio import StepContext, main
+
+log = logging.getLogger(__name__)
+
+#: A region's workspace (``<workflow>-<region>/``) names its region in this file: part of
+#: its run, not a run of its own (``burst runs``).
+REGION_MARKER = "region"
 
 OUTCOMES = {"ok": "ok", "capacity": "no_capacity", "error": "error", "injected": "error"}
 
@@ -41,21 +59,60 @@ def _record(metrics: RunMetrics, attempts: list[ProvisionAttempt]) -> None:
         metrics.record_provision_attempt(a.region, OUTCOMES[a.result])
 
 
+def _candidates(ctx: StepContext) -> tuple[list[Candidate], str | None]:
+    """The candidates to place, and the branch's region (None: the run is not regional)."""
+    if ctx.spec.training.strategy != "regional-sync":
+        return list(ctx.input("plan", PlanDocument).candidates), None
+    from burst.plan.regional import branch_region, region_candidates
+
+    region = branch_region(ctx.spec)  # (bad input first, the legal gate next)
+    (ctx.paths.dir / REGION_MARKER).write_text(region + "\n")
+    return region_candidates(ctx.spec, region, ctx.optional_input("plan", PlanDocument)), region
+
+
+def last_source(ctx: StepContext) -> str | None:
+    """What ended the run's last train attempt (its ``recovery_source``, from the attempt
+    records in the run's store): a requeue after a move back to spot puts spot first
+    (``burst.recovery``). Records that cannot be read leave the usual requeue order."""
+    from burst.attempt_records import read_store, source
+    from burst.storage import open_store
+    from burst.storage.location import run_url
+
+    try:
+        records = read_store(open_store(run_url(ctx.spec.storage.checkpoint_uri, ctx.run_id)))
+    except (BurstError, OSError) as exc:
+        log.warning("cannot read the attempt records (the usual requeue order): %s", exc)
+        return None
+    return source(records[-1]) if records else None
+
+
 def run(ctx: StepContext) -> ProvisionDocument:
-    plan = ctx.input("plan", PlanDocument)
+    candidates, region = _candidates(ctx)
     decision = ctx.optional_input("decision", DecisionRecord)
     previous = ctx.optional_input("previous", ProvisionDocument)
-    allowed, refused = gate_candidates(decision, ctx.spec, plan.candidates)
+    allowed, refused = gate_candidates(decision, ctx.spec, candidates)
+    ctx.input("plan", PlanDocument)  # (a region's branch: after the legal gate)
     strategy = strategy_for(ctx.spec)
+    event = current().recovery_event
     placement = strategy.place(
-        allowed, previous.recovery if previous else None, current().recovery_event
+        allowed,
+        previous.recovery if previous else None,
+        event,
+        last_source=last_source(ctx) if event == REQUEUE else None,
     )
     ctx.fail_point("before")
+    check_workflow_identity(ctx.spec)  # the quota and queue it would use are the spec's
     # admission, before anything is rented: on a cluster, only candidates a Kueue flavor of
     # the team's ClusterQueue covers (none: exit 3; API server unreadable: exit 4); then the
     # ledger reserves the planned cost (exit 3 if over)
     candidates = kueue_gate(ctx.spec, placement.candidates)
-    entry = admit_run(ctx.spec, ctx.run_id, ctx.paths.root, candidates)
+    if region is None:
+        entry = admit_run(ctx.spec, ctx.run_id, ctx.paths.root, candidates)
+    else:  # the region's share, under its stack id, refused (not queued) when over
+        from burst.plan.regional import region_share
+
+        share = region_share(ctx.spec)
+        entry = admit(run_ledger(ctx.paths.root), share, ctx.run_id, candidates)
     with exported(RunMetrics.for_job(ctx.run_id, ctx.spec), ctx.paths.dir, "provision") as m:
         try:
             doc = provision(

@@ -1,5 +1,11 @@
 """train: run the training loop on the provisioned node group; resume from the latest full
-checkpoint; exit 0 when done, 75 when preempted (requeue) after saving what fitted."""
+checkpoint; exit 0 when done, 75 when preempted (requeue) after saving what fitted.
+
+In a region's branch of ``burst-regional`` (a ``regional-sync`` spec, ``BURST_REGION``, the
+region's stack id as ``--run-id``) it is that region's worker: the same loop with the regional
+sync hook (``burst.train.regional``), configured from the spec, the plan and the region's
+stack outputs (``burst.plan.regional.role_config``); 4 when a store or the aggregator does
+not answer in time, 3 while another live worker holds the region's trainer lease."""
 
 from __future__ import annotations
 
@@ -40,6 +46,8 @@ def run(ctx: StepContext) -> TrainDocument:
     plan = ctx.optional_input("plan", PlanDocument)
     infra = ctx.optional_input("infra", ProvisionDocument)
     resolve_watchers(infra)
+    if ctx.spec.training.strategy == "regional-sync":
+        return regional_worker(ctx, plan, infra)
     from burst.train.launch import launch, wanted  # (no torch in this process)
 
     if wanted(ctx.spec, dict(os.environ)):
@@ -55,6 +63,28 @@ def run(ctx: StepContext) -> TrainDocument:
         if bad is None:
             raise
         raise bad from None
+
+
+def regional_worker(
+    ctx: StepContext, plan: PlanDocument | None, infra: ProvisionDocument | None
+) -> TrainDocument:
+    """The branch's region's worker: its role config beside the step's documents
+    (``worker.config.json`` in the region's workspace), then the loop with the sync hook."""
+    from burst.plan.regional import role_config
+    from burst.train.regional import run_worker
+
+    uri = infra.outputs.get("checkpoint_uri") if infra is not None else None
+    cfg = role_config(
+        ctx.spec,
+        "worker",
+        stack_id=ctx.run_id,
+        runs_root=ctx.paths.root,
+        spec_path=ctx.spec_path,
+        plan=plan,
+        region_uri=uri if isinstance(uri, str) else None,
+    )
+    (ctx.paths.dir / "worker.config.json").write_text(cfg.to_json())
+    return run_worker(cfg)
 
 
 def missing_program(job: BurstJob, exc: OSError) -> BadInputError | None:

@@ -88,6 +88,8 @@ class RunCheckpoints:
         self.board: NoticeBoard | None = None
         # time.time() past which no wait here goes (a stop notice's deadline less the reserve)
         self.deadline: float | None = None
+        # a stop notice's deadline, for the saves handed over from now on (``arm``)
+        self.armed: float | None = None
 
     @contextlib.contextmanager
     def bound(self, deadline: float | None) -> Iterator[None]:
@@ -97,6 +99,16 @@ class RunCheckpoints:
             yield
         finally:
             self.deadline = held
+
+    def arm(self, deadline: float | None) -> None:
+        """No save handed over from now on commits past ``deadline`` (a stop notice's,
+        time.time()): the writer refuses its manifest then (``CheckpointManager.commit_by``),
+        and the checkpoint before stands. A save already in flight is not refused: it was
+        handed over before the notice, and what it commits is as whole as it was going to be;
+        refusing it lost a routine save that landed a moment after a short grace's deadline
+        (e0ff626). The writer learns the deadline once that save is done, just before the
+        next hand-off."""
+        self.armed = deadline
 
     def seconds_left(self) -> float | None:
         """Seconds to the bound (never negative); None without one."""
@@ -143,6 +155,8 @@ class RunCheckpoints:
                 self.failures.append(exc.one_line())
                 log.warning("a background checkpoint failed: %s", exc.one_line())
         self._queue.extend(self._newest())
+        if self.armed is not None:  # nothing is in flight now: it binds this save alone
+            self.mgr.commit_by(self.armed)
         if self.mgr.worker_pid is None:
             # The save starts the background writer process. It must outlive a SIGTERM or
             # SIGINT sent to the whole process group (a terminal's Ctrl-C, an init that

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from typing import Any
 
 import torch
 
@@ -24,9 +25,9 @@ from burst.checkpoint.sharded import assemble, partition
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
-from burst.train.engine import apply_setup, capture_setup, restored_samples
 from burst.train.ranks import Ranks, step_seed
 from burst.train.setup import TrainSetup
+from burst.train.setup_state import apply_setup, capture_setup, restored_samples
 from burst.train.weights import weights_sha256
 
 log = logging.getLogger(__name__)
@@ -93,10 +94,18 @@ class DDPEngine:
         self.samples += ranks.world * self.batch
         return float(out.detach())
 
-    def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
+    #: every rank holds the whole state: a lost rank's part can be written by a survivor
+    #: (``burst.train.survivors``)
+    replicated = True
+
+    def part_of(self, step: int, tier: str, rank: int) -> dict[str, Any]:
+        """Rank ``rank``'s part of a checkpoint of ``tier`` at ``step`` (any replica's)."""
         whole = capture_setup(self.setup, step, tier, self.samples if tier == "full" else None)
         whole["world"] = self.ranks.world
-        return store.save(step, partition(whole, self.ranks.rank, self.ranks.world), tier)
+        return partition(whole, rank, self.ranks.world)
+
+    def save(self, store: RunCheckpoints, step: int, tier: str) -> float:
+        return store.save(step, self.part_of(step, tier, self.ranks.rank), tier)
 
     def restore(self, store: RunCheckpoints) -> int | None:
         """The newest full checkpoint that restores, every rank reading only its part of it

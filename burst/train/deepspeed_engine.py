@@ -32,10 +32,10 @@ from burst.checkpoint.state import rng_state, set_rng_state
 from burst.errors import BadInputError, CheckpointError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints
-from burst.train.engine import restored_samples
 from burst.train.extension_locks import clear_stale_build_locks
 from burst.train.ranks import Ranks, step_seed
 from burst.train.setup import TrainSetup
+from burst.train.setup_state import restored_samples
 from burst.train.weights import weights_sha256
 
 log = logging.getLogger(__name__)

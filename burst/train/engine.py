@@ -15,11 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from burst.checkpoint.sharded import assemble
-from burst.checkpoint.state import apply_state, capture_state, check_fits, data_position
+from burst.checkpoint.state import check_fits
 from burst.errors import BadInputError
 from burst.spec import BurstJob
 from burst.train.checkpoints import RunCheckpoints, state_nbytes
 from burst.train.setup import TrainSetup
+from burst.train.setup_state import apply_setup, capture_setup, restored_samples
 from burst.train.weights import weights_sha256
 
 if TYPE_CHECKING:
@@ -46,41 +47,6 @@ class TrainEngine(Protocol):
     def weights_sha256(self) -> str: ...
 
     def close(self) -> None: ...
-
-
-def capture_setup(
-    setup: TrainSetup, step: int, tier: str, samples: int | None = None
-) -> dict[str, Any]:
-    """The state of ``setup`` at ``step`` in the one state format (``capture_state``): the
-    data position of a full state is ``step``; ``samples``: samples consumed (several ranks:
-    see TrainSetup)."""
-    return capture_state(
-        setup.model,
-        setup.optimizer,
-        setup.scheduler,
-        tier=tier,
-        step=step,
-        data_position=step if tier == "full" else None,
-        samples=samples if tier == "full" else None,
-    )
-
-
-def apply_setup(setup: TrainSetup, state: dict[str, Any], where: str = "checkpoint") -> int:
-    """Load a full state into ``setup`` (``apply_state``); returns its data position."""
-    applied = apply_state(
-        state, setup.model, setup.optimizer, setup.scheduler, full=True, where=where
-    )
-    return int(applied.data_position)
-
-
-def restored_samples(setup: TrainSetup, state: dict[str, Any], batch: int) -> int | None:
-    """The data position in samples of a restored full state: as saved, or (a checkpoint of
-    one rank reading a batch per step) steps x batch; None without ``batch_for_samples``."""
-    if setup.batch_for_samples is None:
-        return None
-    if state.get("samples") is not None:
-        return int(state["samples"])
-    return int(data_position(state)) * batch
 
 
 class TorchEngine:
@@ -144,7 +110,9 @@ class TorchEngine:
 def open_engine(
     job: BurstJob, setup: TrainSetup, work_dir: Any, ranks: Ranks | None = None
 ) -> TrainEngine:
-    """The engine ``training.engine`` names, around what the entrypoint built."""
+    """The engine ``training.engine`` names, around what the entrypoint built. Each engine
+    module is imported only when named: importing one loads torch's distributed stack (1 to
+    2 s), which plain torch and a program's supervisor never need."""
     if job.training.engine == "deepspeed":
         from burst.train.deepspeed_engine import DeepSpeedEngine
 

@@ -3,7 +3,7 @@
 The loop owns the steps, the notice watchers and the emergency save, SIGTERM and exit 75,
 the budget guard, the attempt records, metrics and the ranks. A strategy that synchronises
 with something outside the attempt (regional sync: a pseudo-gradient to the aggregator every
-``H`` inner steps, then the next global weights; ``burst.regional.worker``) is a ``LoopHook``:
+``H`` inner steps, then the next global weights; ``burst.train.regional``) is a ``LoopHook``:
 it wraps the engine (its data, its own state in checkpoints, its resume), and at the end of
 each of its stretches the loop commits a full checkpoint between ``boundary`` and ``advance``.
 This is how torchtitan's semi-sync training wraps its one trainer rather than running a

@@ -28,6 +28,7 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ from burst.preempt.watch import Watchers, start_watchers
 from burst.settings import current
 from burst.spec import BurstJob
 from burst.storage.base import ObjectStore, StoreError
-from burst.train import endings, wrapup
+from burst.train import endings, spot_probe, wrapup
 from burst.train.checkpoints import RunCheckpoints, SaveAbandoned, StoreDown
 from burst.train.endings import ProgramFailed
 from burst.train.engine import TrainEngine, open_engine
@@ -58,6 +59,7 @@ from burst.train.ranks import RankLost, Ranks, preempt_rank
 from burst.train.records import AttemptRecords
 from burst.train.setup import build_setup
 from burst.train.spending import over, over_sure
+from burst.train.spot_probe import SpotMover
 
 log = logging.getLogger(__name__)
 
@@ -242,8 +244,14 @@ class TrainRun:
     def _train(
         self, engine: TrainEngine, store: RunCheckpoints, watchers: Watchers
     ) -> TrainDocument:
+        began = time.monotonic()
         start, resumed = self._restore(engine, store, watchers)
+        restore_s = time.monotonic() - began if resumed else 0.0
         last_full = start if resumed else None
+        # an on-demand fallback probes spot at checkpoint boundaries (docs/preemption.md)
+        mover = SpotMover.for_attempt(
+            self.job, self.plan, self.infra, self.run_dir, past=self.records.past
+        )
         total = self.job.training.steps
         policy = self.job.training.checkpoint
         schedule = self.records.schedule
@@ -328,6 +336,8 @@ class TrainRun:
                 if self._save(store, engine, done, tier) and tier == "full":
                     last_full = done
                 log.info("step %d loss %.5f: %s checkpoint handed to the writer", done, loss, tier)
+            if mover is not None and due and done < total:
+                last_full = self._back_to_spot(mover, store, engine, done, last_full, restore_s)
             step = done
             if boundary and hook is not None:
                 try:
@@ -365,6 +375,38 @@ class TrainRun:
         t = submitted_at()
         if t is not None and self.record.attempt == 1:  # submit to the first training step
             self.metrics.set_gpu_wait(max(0.0, time.time() - t))
+
+    def _back_to_spot(
+        self,
+        mover: SpotMover,
+        store: RunCheckpoints,
+        engine: TrainEngine,
+        done: int,
+        last_full: int | None,
+        restore_s: float,
+    ) -> int | None:
+        """At a checkpoint boundary of an on-demand fallback: probe spot when due and, when
+        the rule says move, commit a full checkpoint of ``done`` and end the attempt
+        (``burst.train.spot_probe.move``: exit 75). Returns the last full checkpoint's step."""
+        full = engine.nbytes("full")
+        total = self.job.training.steps
+
+        def choose() -> dict[str, Any] | None:
+            save_s = self.records.meter.costs(full_bytes=full, weights_bytes=full).estimate_s(
+                "full"
+            )
+            step_s = self.records.schedule.step_s or 0.0
+            return mover.check((total - done) * step_s, save_s, restore_s, full)
+
+        decision = self.ranks.decide(choose)
+        if decision is None or decision.get("decision") != "move":
+            return last_full
+        if last_full != done:
+            if not self._save(store, engine, done, "full"):
+                return last_full
+            last_full = done
+        spot_probe.move(self.records, store, self.ranks, done, decision)
+        return last_full
 
     def _over_budget(
         self,

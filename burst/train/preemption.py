@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from burst import faults
 from burst.documents.train import EmergencySave
 from burst.documents.train import Notice as NoticeRecord
 from burst.errors import CheckpointError, Preempted
@@ -23,8 +24,9 @@ from burst.preempt.notice import Notice
 from burst.storage.base import StoreError
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import TrainEngine
-from burst.train.ranks import Ranks
+from burst.train.ranks import RankLost, Ranks
 from burst.train.records import AttemptRecords
+from burst.train.survivors import survivors_commit, wait_own_shard
 
 log = logging.getLogger(__name__)
 
@@ -73,21 +75,30 @@ def preempt(
         )
         return choose_emergency_save(left, costs).as_dict()
 
-    # The checkpoint worker can refuse any commit past the notice's deadline
-    # (CheckpointManager.commit_by, burst.checkpoint.sharded.check_commit_by), but it is not
-    # armed: a routine save in flight at a short grace's deadline was then lost under load, and
-    # runs resumed further back than they did (issue 44 decides; docs/preemption.md).
+    # No save handed over from here commits past the notice's deadline (the writer refuses
+    # its manifest: at the deadline, what is committed counts); a routine save already in
+    # flight is left to commit (RunCheckpoints.arm says why).
+    store.arm(notice.deadline)
     with store.bound(exit_by(notice)):
         # several ranks: rank 0's measurements decide, every rank saves its part of that tier
         emergency: dict[str, Any] = ranks.decide(choose)
+        faults.checkpoint("emergency-decided")
         if emergency["tier"] != "none":
-            emergency.update(_emergency_save(store, step, emergency["tier"], notice, save))
-        try:  # a save still in flight commits, or not, before the deadline too
-            store.commit()  # capped by the bound
-        except (CheckpointError, StoreError) as exc:
-            emergency.setdefault("error", exc.one_line())
+            if ranks.many:
+                emergency.update(
+                    _ranks_save(store, step, emergency["tier"], notice, save, ranks, engine)
+                )
+            else:
+                emergency.update(_emergency_save(store, step, emergency["tier"], notice, save))
+        # a peer lost: the survivors settled it; a shard it lost is not waited for
+        lost = "peer_lost" in emergency
+        if not lost:
+            try:  # a save still in flight commits, or not, before the deadline too
+                store.commit()  # capped by the bound
+            except (CheckpointError, StoreError) as exc:
+                emergency.setdefault("error", exc.one_line())
     records.learn(store)
-    if ranks.many:  # rank 0's worker committed the global manifest, or did not
+    if ranks.many and not lost:  # rank 0's worker committed the global manifest, or did not
         emergency.update(
             ranks.decide(
                 lambda: {k: emergency[k] for k in ("committed", "error") if k in emergency}
@@ -111,13 +122,65 @@ def preempt(
     rec.notice = NoticeRecord.model_validate(notice.as_dict())
     rec.emergency_save = EmergencySave.model_validate(emergency)
     rec.notice_to_exit_s = round(time.time() - notice.received_at, 3)
-    records.finish(store)
+    records.finish(store, gather=not lost)  # a lost peer: no collective can run
     stop = Preempted(
         f"preempted at step {step} by {notice.source}; emergency save: "
         f"{outcome}; exit 75 to requeue"
     )
     stop.doc = records.doc(store, step)
     raise stop
+
+
+def _ranks_save(
+    store: RunCheckpoints,
+    step: int,
+    tier: str,
+    notice: Notice,
+    save: Callable[[int, str], float],
+    ranks: Ranks,
+    engine: TrainEngine,
+) -> dict[str, Any]:
+    """Several ranks: each hands its part to its writer and waits until its shard is
+    durable; one gather then says every shard is (rank 0's writer then commits the global
+    manifest). A peer lost on the way (the gather fails) leaves it to the survivors
+    (``burst.train.survivors``): a replica's part written in the lost rank's stead, or the
+    last committed checkpoint."""
+    started = time.monotonic()
+    own: str | None = None
+    try:
+        save(step, tier)
+        faults.checkpoint("emergency-handed")
+        wait_own_shard(store, ranks, step, tier)
+    except (CheckpointError, StoreError) as exc:
+        own = f"rank {ranks.rank}: {exc.one_line()}"
+    faults.checkpoint("emergency-shard")
+    try:
+        failed = [e for e in ranks.gather(own) if e]
+    except RankLost as exc:
+        out = survivors_commit(engine, store, ranks, step, tier, exc)
+        if out.get("committed"):
+            out.update(_landed(step, started, notice))
+        return out
+    if failed:
+        return {"committed": False, "error": failed[0]}
+    if not ranks.leader:
+        return {}  # rank 0's writer commits the global manifest: rank 0 says (decide)
+    try:
+        store.commit()  # capped by the bound
+    except (CheckpointError, StoreError) as exc:
+        return {"committed": False, "error": exc.one_line()}
+    return _landed(step, started, notice)
+
+
+def _landed(step: int, started: float, notice: Notice) -> dict[str, Any]:
+    committed_at = time.time()
+    return {
+        "committed": True,
+        "committed_step": step,
+        "seconds": round(time.monotonic() - started, 6),
+        "committed_at": committed_at,
+        "before_deadline": notice.deadline is None or committed_at <= notice.deadline,
+    }
 
 
 def _emergency_save(
@@ -134,11 +197,4 @@ def _emergency_save(
         store.commit()  # capped by the bound (none without a deadline)
     except (CheckpointError, StoreError) as exc:
         return {"committed": False, "error": exc.one_line()}
-    committed_at = time.time()
-    return {
-        "committed": True,
-        "committed_step": step,
-        "seconds": round(time.monotonic() - started, 6),
-        "committed_at": committed_at,
-        "before_deadline": notice.deadline is None or committed_at <= notice.deadline,
-    }
+    return _landed(step, started, notice)

@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: the longest a claim (``Ranks.claim``) waits for the rendezvous store
+CLAIM_TIMEOUT_S = 10.0
+
 
 class RankLost(Preempted):
     """A peer rank is gone: this rank stopped without saving (exit 75, requeue)."""
@@ -195,6 +198,23 @@ class Ranks:
     def exchange(self) -> Exchange:
         """These ranks' collectives for a checkpoint restore split across them."""
         return Exchange(self.rank, self.world, self.broadcast, self.all_of, self.decide)
+
+    def claim(self, key: str, timeout: float = CLAIM_TIMEOUT_S) -> bool:
+        """True for the first rank of this session to claim ``key``; False when another did,
+        or the rendezvous store cannot be reached within ``timeout``. Usable after a peer is
+        lost: it is the rendezvous store's atomic counter (torchrun's agent holds the store,
+        so it outlives any rank), not a collective of the broken process group."""
+        if not self.many:
+            return True
+        try:
+            from torch.distributed import distributed_c10d
+
+            kv = distributed_c10d._get_default_store()
+            kv.set_timeout(dt.timedelta(seconds=timeout))
+            return int(kv.add(f"burst/{self.session}/{key}", 1)) == 1
+        except (RuntimeError, ValueError, AttributeError) as exc:
+            log.warning("rank %d: cannot claim %s (%s)", self.rank, key, exc)
+            return False
 
     def barrier(self) -> None:
         if self.many:

@@ -3,7 +3,7 @@ measured, this attempt's record (``burst.documents.TrainAttempt``), its checkpoi
 and the step document it ends with.
 
 The train loop (``burst.train.loop``) writes into ``record`` (a ``TrainAttempt``, typed: JSON
-only where it is written, ``burst.train.attempts``) as it goes; this module opens the
+only where it is written, ``burst.attempt_records``) as it goes; this module opens the
 record when the attempt starts, learns the cost of every background commit, closes the record
 when the attempt ends (rank 0 gathers every rank's figures first) and assembles the document.
 """
@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from burst.attempt_records import FILE_NAME, budget_sources, next_number, sources
 from burst.budget import BudgetGuard, rented_gpus
 from burst.documents import PlanDocument, ProvisionDocument, TrainDocument, produce
 from burst.documents.train import CheckpointInterval, RankFigures, TrainAttempt
@@ -27,13 +28,7 @@ from burst.recovery import RESTART, check_budgets
 from burst.runs import utcnow_iso
 from burst.spec import BurstJob
 from burst.storage.base import StoreError
-from burst.train.attempts import (
-    FILE_NAME,
-    AttemptLog,
-    budget_sources,
-    next_number,
-    sources,
-)
+from burst.train.attempts import AttemptLog
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.ranks import Ranks
 from burst.train.schedule import CheckpointSchedule, running_candidate
@@ -54,6 +49,7 @@ SUMMARY_FIELDS = (
     "recovery_source",
     "notice",
     "emergency_save",
+    "back_to_spot",
     "advisories",
     "commits",
     "killed",

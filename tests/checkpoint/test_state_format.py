@@ -1,5 +1,5 @@
 """One state format: the library's ``capture_state``/``apply_state`` and the training engines
-(``burst.train.engine.capture_setup``/``apply_setup``) write and read the same keys, and a
+(``burst.train.setup_state.capture_setup``/``apply_setup``) write and read the same keys, and a
 state written by older burst (the library's "data" key; the engines' "scheduler": None and no
 "metadata") still restores, through a real checkpoint (a real worker process, a real store)."""
 
@@ -18,7 +18,7 @@ import torch
 from burst.checkpoint import CheckpointError, CheckpointManager
 from burst.checkpoint.state import apply_state, capture_state, rng_state
 from burst.storage import ObjectStore
-from burst.train.engine import apply_setup, capture_setup
+from burst.train.setup_state import apply_setup, capture_setup
 from tests.checkpoint.ckpt_helpers import assert_same, make_model, snapshot, train_steps
 
 REPO = Path(__file__).resolve().parents[2]

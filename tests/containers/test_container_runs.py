@@ -122,7 +122,7 @@ def test_the_three_defects_fail_as_they_were(tmp_path: Path, images: Images) -> 
     assert (runs / "checkpoints" / "k").is_file()
     # 3. the regional aggregator imports torch: on the steps image (where the template put
     # it) it fails on import; on the trainer image (where it is now) it imports
-    imp = "python -c 'import burst.steps.regional_aggregator; print(\"imported\")'"
+    imp = "python -c 'import burst.train.aggregator; print(\"imported\")'"
     old = container(images, images.steps, imp, *as_pod)
     assert old.returncode != 0 and "No module named 'torch'" in old.stderr, old.stderr[-500:]
     assert "imported" in container(images, images.trainer, imp, *as_pod).stdout

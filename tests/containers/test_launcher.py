@@ -146,7 +146,7 @@ def test_the_regional_aggregator_runs_on_the_trainer_image() -> None:
     for path in (REGIONAL, checkout.ROOT / "deploy" / "argo" / "burst-regional.yaml"):
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         agg = [t for t in doc["spec"]["templates"]
-               if "burst.steps.regional_aggregator" in (t.get("container") or {}).get("command", [])]  # fmt: skip
+               if "burst.steps.aggregate" in (t.get("container") or {}).get("command", [])]  # fmt: skip
         assert agg and all(
             t["container"]["image"] == "{{inputs.parameters.trainer-image}}" for t in agg
         ), path

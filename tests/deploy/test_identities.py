@@ -149,8 +149,11 @@ def service_account_problems(before: bool = False) -> list[str]:
 #: The pods that open a run's stores, and the template whose ``--run-id`` is their stack's id.
 STORE_PODS = {
     "burst-train": (("train",), "provision"),
-    "burst-regional": (("regional-worker", "regional-aggregator"), "regional-provision"),
+    "burst-regional": (("train", "aggregate"), "provision"),
 }
+#: burst-regional's step templates before issue 42 (its own step modules)
+BEFORE_42 = {"train": "regional-worker", "aggregate": "regional-aggregator"}
+BEFORE_42["provision"] = "regional-provision"
 
 
 def stack_identity_problems(before: bool = False) -> list[str]:
@@ -164,6 +167,8 @@ def stack_identity_problems(before: bool = False) -> list[str]:
     for m in manifests:
         pods_, owner = STORE_PODS.get(m["metadata"]["name"], ((), ""))
         templates = {t["name"]: t for t in workflow_spec(m)["templates"]}
+        if m["metadata"]["name"] == "burst-regional" and "place" not in templates:
+            templates.update({new: templates[old] for new, old in BEFORE_42.items()})
         for name in pods_:
             args = templates[owner]["container"]["args"]
             trusted = "burst-" + args[args.index("--run-id") + 1]

@@ -192,7 +192,7 @@ def test_the_compiled_train_pods_carry_the_kueue_labels() -> None:
     params = {p["name"]: p.get("value") for p in train["spec"]["arguments"]["parameters"]}
     assert params["priority"] == "normal"
     regional = yaml.safe_load((REPO / "deploy" / "argo" / "burst-regional.yaml").read_text())
-    worker = _template(regional, "regional-worker")["metadata"]["labels"]
+    worker = _template(regional, "train")["metadata"]["labels"]
     assert worker[KUEUE_QUEUE_LABEL] == QUEUE_LABEL_VALUE
     # each team's pods name its LocalQueue, which admits them in the team's ClusterQueue
     for team in _teams():

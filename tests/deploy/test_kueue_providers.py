@@ -414,7 +414,7 @@ def test_the_pods_kueue_queues_are_found() -> None:
         "burst-train/train",
         "burst-train/train-gang/master",
         "burst-train/train-gang/worker",
-        "burst-regional/regional-worker",
+        "burst-regional/train",
     } <= names
 
 

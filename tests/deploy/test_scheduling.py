@@ -165,7 +165,8 @@ def gpu_pod_problems(manifest: dict[str, Any]) -> list[str]:
             c
             for c in p.spec["containers"]
             if "trainer-image" in str(c.get("image"))
-            and "burst.steps.regional_aggregator" not in (c.get("command") or [])
+            and not {"burst.steps.regional_aggregator", "burst.steps.aggregate"}
+            & set(c.get("command") or [])
         ]
         for c in mains:
             res = c.get("resources") or {}

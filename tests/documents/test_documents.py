@@ -123,6 +123,7 @@ READS = {
     "provision": "plan",
     "train": "infra",
     "teardown": "plan",
+    "aggregate": "plan",
 }
 
 

@@ -20,8 +20,8 @@ def test_the_attempt_prefix_is_written_once() -> None:
 
 
 def test_attempt_records_are_read_in_one_place() -> None:
-    # every reader of the attempt prefix goes through burst.train.attempts
-    assert _defining(r"\.list\((ATTEMPTS_)?PREFIX\)") == ["burst/train/attempts.py"]
+    # every reader of the attempt prefix goes through burst.attempt_records
+    assert _defining(r"\.list\((ATTEMPTS_)?PREFIX\)") == ["burst/attempt_records.py"]
 
 
 def test_the_decision_record_is_validated_by_its_model_only() -> None:

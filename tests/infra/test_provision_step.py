@@ -244,3 +244,34 @@ def test_burst_run_fails_over_and_reports_attempts(
     # teardown destroyed with the file of the last apply (recorded for the run id alone)
     record = json.loads((Path(doc["terraform_dir"]) / "workspace.json").read_text())
     assert Path(record["site_vars"]).name == f"{landing['region']}.tfvars"
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"BURST_WORKFLOW_TEAM": "another-team"}, "team parameter is 'another-team'"),
+        ({"BURST_WORKFLOW_PRIORITY": "critical"}, "priority parameter is 'critical'"),
+    ],
+)
+def test_refuses_a_workflow_whose_team_or_priority_is_not_the_specs(
+    runs_root: Path,
+    quickstart_in: Path,
+    candidates: list[Candidate],
+    decision: dict[str, Any],
+    env: dict[str, str],
+    named: str,
+) -> None:
+    """A hand-made `argo submit -p team=...` would queue, be charged and preempt as one team
+    while provision admits it as the spec's: refused before anything is rented (issue 47)."""
+    code, _, err = _step(
+        runs_root,
+        quickstart_in,
+        "ident",
+        {"plan": _plan(candidates), "decision": decision},
+        env={"BURST_WORKFLOW_TEAM": "ml-research", "BURST_WORKFLOW_PRIORITY": "normal", **env},
+    )
+    assert code == 2, err
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert named in lines[-1] and "nothing was rented" in lines[-1], err
+    assert "Traceback" not in err
+    assert not (runs_root / "ident" / "terraform" / "main.tf").exists()

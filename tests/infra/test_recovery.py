@@ -124,6 +124,7 @@ def test_the_spec_refuses_an_unknown_strategy(quickstart_in: Path) -> None:
     ("code", "message", "retried"),
     [
         ("75", "", True),
+        ("76", "", False),  # moved back to spot: never retried in the placement it left
         ("4", "", True),
         ("-1", "pod deleted", True),
         ("137", "OOMKilled (exit code 137)", False),  # restarted by place, bounded per run
@@ -142,6 +143,8 @@ def test_retry_in_place_expression(code: str, message: str, retried: bool) -> No
     ("status", "code", "may", "decision"),
     [
         ("Failed", "75", (True, True), "requeue"),
+        ("Failed", "76", (True, True), "requeue"),  # moved back to spot: requeued at once
+        ("Failed", "76", (False, True), "give-up"),
         ("Error", None, (True, True), "requeue"),  # node lost: no exit code at all
         ("Failed", "137", (True, True), "restart"),
         ("Failed", "137", (True, False), "give-up"),  # restarts spent

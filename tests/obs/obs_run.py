@@ -100,7 +100,7 @@ def make_run(
         doc = StepDocument(step=name, run_id=run_id, seconds=secs).to_json()
         (d / "docs" / f"{name}.json").write_text(json.dumps(doc), encoding="utf-8")
 
-    # The train step's attempt records (burst.train.attempts), as the lead's loop writes them.
+    # The train step's attempt records (burst.attempt_records), as the lead's loop writes them.
     def iso(t: float) -> str:
         return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -27,7 +27,7 @@ def test_report_of_a_succeeded_regional_run(burst_cli: Cli, tmp_path: Path) -> N
     assert "note:" not in text  # nothing set aside: the report was read with its model
     assert "rounds 3/3; loss by round: 0.7312, 0.3998, 0.2655" in text
     assert "regions torn down: ap-southeast-1, me-central-1" in text
-    assert "regions(1:me-central-1).worker" in text
+    assert "regions(1:me-central-1).train" in text
     html = page.read_text()
     assert 'id="status"' in html and ">succeeded</span>" in html
     assert 'id="regional"' in html and 'class="loss"' in html
@@ -63,7 +63,7 @@ def test_an_unproven_region_teardown_counts_as_left(burst_cli: Cli, tmp_path: Pa
     root = tmp_path / "runs"
     d = make_regional_run(root)
     doc = json.loads((d / "report.json").read_text())
-    doc["torn_down"] = REGIONS[:1]
+    doc["regional"]["torn_down"] = REGIONS[:1]
     (d / "report.json").write_text(json.dumps(doc))
     proc = burst_cli(["report", RUN_ID, "--runs-root", str(root)])
     assert "LEAKS: 1 resource(s) remaining" in proc.stdout
@@ -80,4 +80,4 @@ def test_status_and_logs_of_a_regional_run(burst_cli: Cli, tmp_path: Path) -> No
         assert proc.returncode == 0, (command, proc.stderr)
         assert "unexpected error" not in proc.stderr, (command, proc.stderr)
     status = burst_cli(["status", RUN_ID, "--runs-root", str(root)]).stdout
-    assert "regions(1:me-central-1).worker: succeeded exit 0" in status
+    assert "regions(1:me-central-1).train: succeeded exit 0" in status

@@ -225,3 +225,10 @@ def test_the_run_summary_names_where_law_image_loss_cost_and_what_next(runs: Run
     assert by["loss"].startswith("loss: ") and "at step 30" in by["loss"]
     assert by["cost"].startswith("cost: $") and "(planned $" in by["cost"]
     assert by["next"] == f"next: burst report plain --runs-root {runs.root}"
+
+
+def test_each_restart_of_the_preempted_run_is_split_into_its_terms(runs: Runs) -> None:
+    """The recovery split on the real run (burst.obs.recovery_split; test_recovery_split)."""
+    from test_recovery_split import check_real_split
+
+    check_real_split(runs.root / "pre", restarts=2)

@@ -42,7 +42,7 @@ def test_status_of_a_local_regional_run(burst_cli: Cli, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["status"] == "succeeded"
-    assert "regions(1:me-central-1).worker" in {s["name"] for s in doc["steps"]}
+    assert "regions(1:me-central-1).train" in {s["name"] for s in doc["steps"]}
 
 
 def _workflow(phase: str) -> dict:  # type: ignore[type-arg]

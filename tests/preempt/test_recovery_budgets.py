@@ -19,12 +19,7 @@ import pytest
 import yaml
 
 from burst import recovery
-from burst.documents.plan import Candidate
-from burst.documents.train import Notice, TrainAttempt
-from burst.errors import EXIT_FAILURE, EXIT_PREEMPTED
-from burst.spec import BurstJob, Recovery, load_spec
-from burst.train.attempts import (
-    CANCEL_MARKER,
+from burst.attempt_records import (
     FILE_NAME,
     after_kill,
     budget_sources,
@@ -33,6 +28,11 @@ from burst.train.attempts import (
     settle_unclosed,
     sources,
 )
+from burst.documents.plan import Candidate
+from burst.documents.train import Notice, TrainAttempt
+from burst.errors import EXIT_FAILURE, EXIT_PREEMPTED
+from burst.spec import BurstJob, Recovery, load_spec
+from burst.train.attempts import CANCEL_MARKER
 from tests.conftest import BurstCli
 from tests.preempt.attempts_harness import start_attempt, write_spec
 

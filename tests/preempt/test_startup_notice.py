@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from burst import recovery
+from burst.attempt_records import FILE_NAME, read_file
 from burst.errors import EXIT_PREEMPTED, BadInputError
 from burst.preempt.watch import start_watchers
-from burst.train.attempts import FILE_NAME, read_file
 from tests.preempt.attempts_harness import REPO, write_spec
 
 

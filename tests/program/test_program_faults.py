@@ -17,10 +17,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "preempt"))
 from attempts_harness import QUICKSTART, committed, run_attempt, start_attempt
 
+from burst.attempt_records import read_store
 from burst.errors import EXIT_BAD_INPUT, EXIT_PREEMPTED
 from burst.infra.ckptsync import expected_step
 from burst.storage import open_store
-from burst.train.attempts import read_store
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 PROG = Path(__file__).resolve().parent / "prog.py"

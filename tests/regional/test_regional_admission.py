@@ -29,9 +29,11 @@ def test_a_team_without_room_refuses_a_regional_run_before_any_region_is_rented(
     opts = RegionalOptions(time_scale=0.0, wait_limit_s=60, stores="dir")
     report = run_regional(load_spec(spec), spec, tmp_path / "poor", "poor", opts)
     assert report.exit_code == EXIT_REFUSED, report.failure
-    assert report.failure is not None and "team ml-research" in report.failure, report.failure
-    assert "refused before anything was rented" in report.failure
-    assert report.provisioned == [] and report.attempts == []
+    failure = report.failure.message if report.failure is not None else None
+    assert failure is not None and "team ml-research" in failure, failure
+    assert "refused before anything was rented" in failure
+    assert report.regional is not None
+    assert report.regional.provisioned == [] and report.regional.attempts == []
     entries = Ledger.open(ledger).entries("ml-research")
     assert {e.run_id for e in entries} <= {f"poor-{r}" for r in TWO}
     assert any(e.state == "refused" for e in entries), entries

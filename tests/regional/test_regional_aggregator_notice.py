@@ -24,8 +24,9 @@ def test_a_preempted_aggregator_exits_75_and_its_retry_completes_the_run(tmp_pat
     opts = RegionalOptions(time_scale=0.0, faults=faults, wait_limit_s=120, stores="dir")
     report = run_regional(load_spec(spec), spec, tmp_path / "agg", "agg", opts)
     assert report.status == "succeeded", report.failure
-    assert report.rounds_completed == report.rounds_planned == 3
-    attempts = {(a.role, a.region): a.exit_codes for a in report.attempts}
+    r = report.regional
+    assert r is not None and r.rounds_completed == r.rounds_planned == 3
+    attempts = {(a.role, a.region): a.exit_codes for a in r.attempts}
     assert attempts[("aggregator", "ap-southeast-1")] == [EXIT_PREEMPTED, 0], attempts
     # its retry went on from its committed state: round 1 aggregated once
-    assert [r.round for r in report.rounds] == [0, 1, 2]
+    assert [x.round for x in r.rounds] == [0, 1, 2]

@@ -11,14 +11,10 @@ from pathlib import Path
 import pytest
 
 from burst.plan.catalog import load_catalog
-from burst.plan.regional import (
-    first_local_steps_for,
-    local_steps_for,
-    plan_regional_sync,
-    run_links,
-)
+from burst.plan.regional import first_local_steps_for, local_steps_for, plan_regional_sync
 from burst.plan.workload import estimate
 from burst.regional.runtime import RoleConfig
+from burst.regional.site import RegionSite
 from burst.spec import load_spec
 from burst.storage.local import LocalStore
 
@@ -85,68 +81,72 @@ def test_burst_run_refuses_the_train_graphs_fault_options(
     assert "regional-sync" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def _config(tmp_path: Path, role: str, region: str, **kw: object) -> Path:
+def _step(
+    tmp_path: Path, step: str, region: str, wait_limit_s: float
+) -> subprocess.CompletedProcess[str]:
+    """``python -m burst.steps.<step>`` as a region's branch runs it (the step contract, the
+    region's stack id, ``BURST_REGION``), with the site a local run gives the region's pods:
+    directory stores, no link time."""
     spec = regional_spec(tmp_path, TWO)
-    job = load_spec(spec)
-    exchange = LocalStore(tmp_path / "exchange")
-    own = LocalStore(tmp_path / region)
-    cfg = RoleConfig(
-        spec=str(spec),
-        role=role,
+    site = RegionSite(
         region=region,
-        aggregation_region="ap-southeast-1",
-        regions=tuple(TWO),
-        local_steps=4,
-        rounds=3,
-        region_store=own.spec() if role == "worker" else None,
-        exchange_store=exchange.spec(),
-        links=tuple(run_links(job, list(TWO))),
+        region_store=LocalStore(tmp_path / region).spec(),
+        exchange_store=LocalStore(tmp_path / "exchange").spec(),
         link_log=str(tmp_path / "links.jsonl"),
         time_scale=0.0,
-        state_dir=str(tmp_path / "scratch"),
-        **kw,  # type: ignore[arg-type]
+        state_root=str(tmp_path / "scratch"),
+        results_dir=str(tmp_path),
+        wait_limit_s=wait_limit_s,
     )
-    path = tmp_path / f"{role}.json"
-    path.write_text(cfg.to_json())
-    return path
-
-
-def _role(module: str, config: Path) -> subprocess.CompletedProcess[str]:
+    site_file = tmp_path / f"site-{region}.json"
+    site_file.write_text(site.to_json())
+    args = [sys.executable, "-m", f"burst.steps.{step}", "--spec", str(spec)]
+    args += ["--run-id", f"wf-{region}", "--runs-root", str(tmp_path / "runs")]
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(REPO),
+        "BURST_REGION": region,
+        "BURST_REGION_SITE": str(site_file),
+    }
     return subprocess.run(
-        [sys.executable, "-m", module, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
+        args, capture_output=True, text=True, cwd=REPO, env=env, timeout=120, check=False
     )
 
 
 @pytest.mark.e2e
 def test_worker_without_its_shard_is_bad_input(tmp_path: Path) -> None:
-    """A region store with no shard: exit 2, one line naming the key and the store."""
-    config = _config(tmp_path, "worker", "me-central-1", wait_limit_s=5.0)
+    """A region store with no shard: the region's train step exits 2, one line naming the key
+    and the store."""
     # (the shard is read first, before the worker waits for a global checkpoint)
-    proc = _role("burst.steps.regional_worker", config)
+    proc = _step(tmp_path, "train", "me-central-1", wait_limit_s=5.0)
     assert proc.returncode == 2, proc.stderr
-    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("burst regional worker:")]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("burst train:")]
     assert len(errors) == 1 and "no shard at shard/shard.npz" in errors[0], proc.stderr
     assert str(tmp_path / "me-central-1") in errors[0]
     assert "Traceback" not in proc.stderr
+    # the worker's view of the run, derived by the step, beside its documents
+    cfg = RoleConfig.load(tmp_path / "runs" / "wf-me-central-1" / "worker.config.json")
+    assert cfg.role == "worker" and cfg.run_dir == str(tmp_path / "runs" / "wf")
 
 
 @pytest.mark.e2e
 def test_aggregator_without_deltas_gives_up_as_infrastructure(tmp_path: Path) -> None:
-    """No worker ever delivers: after its wait limit the aggregator exits 4 (an
+    """No worker ever delivers: after its wait limit the aggregate step exits 4 (an
     infrastructure fault, not bad input), one line naming the round."""
-    config = _config(tmp_path, "aggregator", "ap-southeast-1", wait_limit_s=1.0)
-    proc = _role("burst.steps.regional_aggregator", config)
+    proc = _step(tmp_path, "aggregate", "ap-southeast-1", wait_limit_s=1.0)
     assert proc.returncode == 4, proc.stderr
-    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("burst regional aggregator:")]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("burst aggregate:")]
     assert len(errors) == 1 and "no usable delta for round 0" in errors[0], proc.stderr
     assert "Traceback" not in proc.stderr
     # round 0 (the initial weights) was committed before it gave up: a restart resumes there
     assert (tmp_path / "exchange" / "global" / "manifests" / f"{0:012d}.weights.json").exists()
+
+
+def test_the_aggregator_runs_in_the_aggregation_region_only(tmp_path: Path) -> None:
+    proc = _step(tmp_path, "aggregate", "me-central-1", wait_limit_s=1.0)
+    assert proc.returncode == 2, proc.stderr
+    assert "the aggregator runs in ap-southeast-1, not in me-central-1" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_burst_run_refuses_a_region_the_preflight_does_not_allow(
@@ -164,9 +164,12 @@ def test_burst_run_refuses_a_region_the_preflight_does_not_allow(
     assert proc.returncode == 3, proc.stderr
     report = json.loads((root / "refused" / "report.json").read_text())
     assert report["status"] == "failed" and report["exit_code"] == 3
-    assert report["failure"].startswith("preflight: region me-central-1 is not allowed")
+    failure = report["failure"]
+    assert failure["step"] == "preflight" and failure["exit_code"] == 3, failure
+    assert "region me-central-1 is not allowed" in failure["message"], failure
     assert "XFER-MODEL-UPDATE" in (root / "refused" / "preflight.json").read_text()
-    assert report["provisioned"] == [] and report["rounds_completed"] == 0
+    regional = report["regional"]
+    assert regional["provisioned"] == [] and regional["rounds_completed"] == 0
     # no stack: a region's workspace is <run>-<region> (burst-regional's stack id)
     assert not list(root.glob("refused-*/terraform/terraform.tfstate"))
     assert not [p for p in (root / "refused" / "stores").iterdir()]  # no store

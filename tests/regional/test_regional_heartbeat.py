@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from burst.documents import ProvisionDocument
-from burst.documents.regional import RegionalReport
+from burst.documents import ProvisionDocument, RunReport
 from burst.runner.regional import RegionalOptions, run_regional
 from burst.spec import load_spec
 
@@ -24,16 +23,17 @@ from .regional_specs import TWO, regional_spec
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-def _paced_run(tmp_path: Path, name: str) -> RegionalReport:
+def _paced_run(tmp_path: Path, name: str) -> RunReport:
     spec = regional_spec(tmp_path, TWO, name=name, deadline_s=600)
     opts = RegionalOptions(time_scale=0.0, wait_limit_s=900, stores="dir")
     return run_regional(load_spec(spec), spec, tmp_path / name, name, opts)
 
 
-def _check_one_attempt_each(report: RegionalReport) -> None:
+def _check_one_attempt_each(report: RunReport) -> None:
     assert report.status == "succeeded", report.failure
-    assert report.rounds_completed == report.rounds_planned == 3
-    attempts = {(a.role, a.region): a.exit_codes for a in report.attempts}
+    r = report.regional
+    assert r is not None and r.rounds_completed == r.rounds_planned == 3
+    attempts = {(a.role, a.region): a.exit_codes for a in r.attempts}
     assert attempts == {
         ("worker", "ap-southeast-1"): [0],
         ("worker", "me-central-1"): [0],

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from burst.documents import ProvisionDocument, TeardownDocument
-from burst.documents.regional import RegionalReport
+from burst.documents import ProvisionDocument, RunReport, TeardownDocument
+from burst.documents.regional import RegionalSection
 from burst.errors import EXIT_PREEMPTED
 from burst.regional.runtime import RoleConfig
 from burst.regional.stores import SHARD_KEY, open_spec, read_link_log
@@ -47,15 +47,28 @@ from .regional_specs import (
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
+def _section(report: RunReport) -> RegionalSection:
+    """The report's regional section (every regional run's report has one)."""
+    assert report.regional is not None, report.failure
+    return report.regional
+
+
 def _check_complete(doc: dict[str, Any], regions: list[str]) -> None:
-    report = RegionalReport.model_validate(doc)  # the document's own model, strictly
+    report = RunReport.model_validate(doc)  # the document's own model, strictly
     assert report.status == "succeeded", report.failure
-    assert report.rounds_completed == report.rounds_planned == 3
-    assert [r.round for r in report.rounds] == [0, 1, 2]
-    assert sorted(report.provisioned) == sorted(regions)
-    assert sorted(report.torn_down) == sorted(regions)
-    assert report.final_weights_sha256
-    for r in report.rounds:
+    assert report.exit_code == 0 and report.failure is None
+    section = _section(report)
+    assert section.rounds_completed == section.rounds_planned == 3
+    assert [r.round for r in section.rounds] == [0, 1, 2]
+    assert sorted(section.provisioned) == sorted(regions)
+    assert sorted(section.torn_down) == sorted(regions)
+    assert report.final_weights_sha256 and report.resources_remaining == 0
+    # one step record a region's pod, named as the pod, with its region
+    names = {s.name: s.region for s in report.steps}
+    for i, region in enumerate(regions):
+        assert names[f"regions({i}:{region}).train"] == region
+        assert names[f"teardown({i}:{region})"] == region
+    for r in section.rounds:
         assert r.loss is not None and r.delta_bytes > 0 and r.update_bytes > 0
 
 
@@ -101,7 +114,8 @@ def test_burst_run_two_regions(two_regions: tuple[Path, dict[str, Any]]) -> None
     runs, doc = two_regions
     regions = list(TWO)
     _check_complete(doc, regions)
-    assert doc["local_steps"] == 4 and doc["local_steps_basis"].startswith("planner:")
+    section = doc["regional"]
+    assert section["local_steps"] == 4 and section["local_steps_basis"].startswith("planner:")
     _check_shards_stay_home(runs / "two", regions, "ap-southeast-1", "s3")
     _check_regions_provisioned_alone(runs, "two", regions)
     # one executor: the local runner ran the compiled burst-regional template
@@ -112,7 +126,7 @@ def test_burst_run_two_regions(two_regions: tuple[Path, dict[str, Any]]) -> None
     run_dir = (runs / "two").resolve()
     assert Path(cfg.spec).resolve().is_relative_to(run_dir)  # the run's own copy
     assert Path(cfg.spec).read_text() == spec.read_text()
-    links = doc["links"]
+    links = section["links"]
     # me-central-1 <-> ap-southeast-1 is a cross-continent link: priced, and time was spent
     assert links["egress_usd"] > 0 and links["link_seconds"] > 0.1
     assert links["shard_bytes_crossing"] == 0
@@ -121,13 +135,13 @@ def test_burst_run_two_regions(two_regions: tuple[Path, dict[str, Any]]) -> None
     assert [r["next_from"] for r in worker["rounds"]] == ["update"] * 3
     # every round: me-central-1's delta up, the update down (the aggregation region's own
     # worker moves nothing across); the first global checkpoint is read once
-    per_round = [r["delta_bytes"] // 2 + r["update_bytes"] for r in doc["rounds"]]
+    per_round = [r["delta_bytes"] // 2 + r["update_bytes"] for r in section["rounds"]]
     # measured per round on the link log: after round 0 (which also fetches the first global
     # checkpoint in full) a round moves the two compressed payloads and a little metadata
-    assert sum(r["bytes_crossing"] for r in doc["rounds"]) == links["bytes_crossing"]
-    for r, payload in zip(doc["rounds"][1:], per_round[1:], strict=True):
+    assert sum(r["bytes_crossing"] for r in section["rounds"]) == links["bytes_crossing"]
+    for r, payload in zip(section["rounds"][1:], per_round[1:], strict=True):
         assert payload <= r["bytes_crossing"] <= 1.1 * payload, (r, payload)
-    assert links["bytes_by_kind"]["delta"] >= sum(r["delta_bytes"] // 2 for r in doc["rounds"])
+    assert links["bytes_by_kind"]["delta"] >= sum(r["delta_bytes"] // 2 for r in section["rounds"])
     assert links["bytes_crossing"] >= sum(per_round)
 
 
@@ -161,7 +175,7 @@ def test_burst_run_three_regions(
     doc = cli_run(burst_cli, spec, tmp_path / "runs", "three", env)
     regions = list(THREE)
     _check_complete(doc, regions)
-    for r in doc["rounds"]:
+    for r in doc["regional"]["rounds"]:
         assert sorted(r["accepted"]) == sorted(regions)
     run_dir = tmp_path / "runs" / "three"
     _check_shards_stay_home(run_dir, regions, "ap-southeast-1", "s3")
@@ -172,9 +186,7 @@ def test_burst_run_three_regions(
         assert json.loads(prov["outputs"]["site"]["vpc_id"]) == f"vpc-{region}", prov["outputs"]
 
 
-def _run(
-    tmp_path: Path, spec: Path, name: str, faults: dict[str, dict[str, str]]
-) -> RegionalReport:
+def _run(tmp_path: Path, spec: Path, name: str, faults: dict[str, dict[str, str]]) -> RunReport:
     opts = RegionalOptions(time_scale=0.0, faults=faults, wait_limit_s=120, stores="dir")
     return run_regional(load_spec(spec), spec, tmp_path / name, name, opts)
 
@@ -194,7 +206,8 @@ def test_preempted_and_lost_workers_and_a_killed_aggregator_end_as_an_undisturbe
     quickstart's model, seed, batch and 12 steps in rounds of 4 over the same shards; its
     stores are S3 servers, these directories)."""
     spec = regional_spec(tmp_path, TWO)
-    clean = RegionalReport.model_validate(two_regions[1])
+    clean_report = RunReport.model_validate(two_regions[1])
+    clean = _section(clean_report)
     h = clean.local_steps
     assert h == 4 and clean.rounds_planned == 3
     faulty = _run(
@@ -211,13 +224,13 @@ def test_preempted_and_lost_workers_and_a_killed_aggregator_end_as_an_undisturbe
         },
     )
     _check_complete(faulty.to_json(), list(TWO))
-    attempts = {(a.role, a.region): a.exit_codes for a in faulty.attempts}
+    attempts = {(a.role, a.region): a.exit_codes for a in _section(faulty).attempts}
     # a lost node leaves no exit code: Argo's -1 (lastRetry.exitCode), "pod deleted"
     assert attempts[("worker", "me-central-1")] == [-1, 0]
     assert attempts[("aggregator", "ap-southeast-1")] == [-1, -1, 0]
     assert attempts[("worker", "ap-southeast-1")] == [EXIT_PREEMPTED, 0]
-    assert faulty.final_weights_sha256 == clean.final_weights_sha256
-    assert [r.accepted for r in faulty.rounds] == [r.accepted for r in clean.rounds]
+    assert faulty.final_weights_sha256 == clean_report.final_weights_sha256
+    assert [r.accepted for r in _section(faulty).rounds] == [r.accepted for r in clean.rounds]
     # the preempted worker saved mid-round 1 and its retry resumed from that save
     scratch = tmp_path / "faulty" / "scratch" / "worker-ap-southeast-1"
     first, second = json.loads((scratch / "train.json").read_text())["attempts"]
@@ -245,10 +258,10 @@ def test_late_worker_round_completes_without_it(tmp_path: Path) -> None:
         {"worker:me-central-1": {"worker-before-delta@me-central-1@1": "sleep:8"}},
     )
     _check_complete(report.to_json(), list(TWO))
-    r1 = report.rounds[1]
+    r1 = _section(report).rounds[1]
     assert r1.accepted == ["ap-southeast-1"]
     assert "me-central-1" in {*r1.late, *r1.dropped, *r1.superseded}, r1
-    for r in report.rounds:
+    for r in _section(report).rounds:
         # nothing older was ever applied: a delta read with a lag (me-central-1's round-0
         # delta, when it missed round 0 too) is dropped, never accepted
         assert all(r.staleness[k] == 0 for k in r.accepted), r
@@ -273,6 +286,7 @@ def _check_regions_provisioned_alone(runs: Path, run_id: str, regions: list[str]
         assert prov.status == "provisioned" and prov.candidate is not None
         assert prov.candidate.region == region and prov.outputs["region"] == region
         stack = runs / f"{run_id}-{region}" / "terraform"
+        assert prov.terraform_dir is not None
         assert Path(prov.terraform_dir).resolve() == stack.resolve()
         down = TeardownDocument.model_validate_json(
             (run_dir / f"teardown-{region}.json").read_text()
@@ -299,7 +313,7 @@ def _check_branches_overlap(run_dir: Path, regions: list[str]) -> None:
     order = [(e["step"], e["status"]) for e in events]
     spans = {}
     for region in regions:
-        (key,) = {s for s, _ in order if s.endswith(f":{region}).worker")}
+        (key,) = {s for s, _ in order if s.endswith(f":{region}).train")}
         spans[region] = (order.index((key, "started")), order.index((key, "succeeded")))
     for a in regions:
         for b in regions:
@@ -320,7 +334,7 @@ def test_a_workers_credentials_are_refused_by_another_regions_store(tmp_path: Pa
         return Pod(
             step="worker",
             key="worker",
-            template="regional-worker",
+            template="train",
             path="main/worker",
             argv=["python"],
             env={"AWS_ACCESS_KEY_ID": "the-runner's", "PATH": "/usr/bin"},
@@ -389,10 +403,12 @@ def test_a_region_that_cannot_be_provisioned_stops_the_run_and_every_region_goes
     report = run_regional(load_spec(spec), spec, tmp_path / "nocap", "nocap", opts)
     # the template's barrier: every region's stack before any branch (burst/pipelines/burst_regional)
     assert report.status == "failed" and report.exit_code == 4, report.failure
-    assert report.failure is not None and report.failure.startswith("provision: ")
-    assert "me-central-1" in report.failure and "capacity" in report.failure
-    assert report.attempts == [] and report.rounds_completed == 0  # nothing ran
-    assert report.provisioned == report.torn_down == list(TWO)
+    failure = report.failure
+    assert failure is not None and failure.step == "stacks(1:me-central-1)", failure
+    assert failure.message is not None and "capacity" in failure.message, failure
+    section = _section(report)
+    assert section.attempts == [] and section.rounds_completed == 0  # nothing ran
+    assert section.provisioned == section.torn_down == list(TWO)
     for region in TWO:
         down = TeardownDocument.model_validate_json(
             (tmp_path / "nocap" / f"teardown-{region}.json").read_text()

@@ -36,11 +36,7 @@ TEMPLATES = [
     checkout.ROOT / "deploy" / "argo" / "burst-regional.yaml",
 ]
 TRAINER = "{{inputs.parameters.trainer-image}}"
-SPEC_IMAGE_STEPS = (
-    "burst.steps.train",
-    "burst.steps.regional_worker",
-    "burst.steps.regional_aggregator",
-)
+SPEC_IMAGE_STEPS = ("burst.steps.train", "burst.steps.aggregate")
 
 
 def _trainer_images(doc: dict[str, Any]) -> list[str]:

@@ -81,7 +81,7 @@ def test_no_step_reaches_the_local_executor() -> None:
         for p in (REPO / "burst" / "steps").glob("*.py")
         if p.stem != "__init__"
     )
-    assert "burst.steps.regional_provision" in steps and "burst.steps.train" in steps
+    assert "burst.steps.aggregate" in steps and "burst.steps.train" in steps
     parent = _reached_from(steps)
     assert "burst.regional.site" in parent  # the walk follows what the steps import
     bad = [m for m in parent if m == FORBIDDEN or m.startswith(FORBIDDEN + ".")]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from burst.attempt_records import next_number, read_file, record_json, settle_unclosed
 from burst.documents.base import Detail
 from burst.documents.train import (
     CheckpointInterval,
@@ -17,7 +18,7 @@ from burst.documents.train import (
     RankFigures,
     TrainAttempt,
 )
-from burst.train.attempts import AttemptLog, next_number, read_file, record_json, settle_unclosed
+from burst.train.attempts import AttemptLog
 
 GOLDEN = json.loads((Path(__file__).parent / "attempt_record.golden.json").read_text())
 

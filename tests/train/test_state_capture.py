@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from burst.checkpoint.state import rng_state
-from burst.train.engine import apply_setup, capture_setup
+from burst.train.setup_state import apply_setup, capture_setup
 
 REPO = Path(__file__).resolve().parents[2]
 

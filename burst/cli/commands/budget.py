@@ -29,7 +29,8 @@ def open_ledger(url: str | None) -> Any:
 def _amount(x: float | None, unit: str) -> str:
     if x is None:
         return "no limit"
-    return f"${x:,.2f}" if unit == "usd" else f"{x:,.2f} GPU-hours"
+    # GPU-hours to the report's precision (burst report, the ledger line): one figure a run
+    return f"${x:,.2f}" if unit == "usd" else f"{x:,.3f} GPU-hours"
 
 
 def window_line(w: dict[str, Any]) -> str:
@@ -83,5 +84,5 @@ def command(
             f"  open reservations {t['open_reservations']} (${t['reserved_usd']:,.2f}, "
             f"{t['reserved_gpu_hours']:,.1f} GPU-hours); settled {t['settled_runs']} run(s): "
             f"planned ${t['settled_planned_usd']:,.2f}, actual ${t['settled_actual_usd']:,.2f} "
-            f"({t['settled_actual_gpu_hours']:,.2f} GPU-hours); refused {t['refused']}"
+            f"({t['settled_actual_gpu_hours']:,.3f} GPU-hours); refused {t['refused']}"
         )

@@ -37,8 +37,8 @@ def command(
     as after Ctrl-C (docs/reference/endings.md).
 
     Exits 0 when asked, 2 when there is no such run, 3 when a local run has no live runner
-    here (nothing to stop: `burst reap` cleans what a dead one left), 4 when Argo could not
-    be asked.
+    here (nothing to stop: the line says how the run ended and what carries on, or on which
+    machine its runner runs), 4 when Argo could not be asked.
     """
     import os
     import signal
@@ -55,11 +55,7 @@ def command(
     if run_dir is not None:
         beat = heartbeats(local_heartbeat_store(run_dir)).get("driver")
         if not alive(beat) or beat is None or beat.get("host") != socket.gethostname():
-            raise PolicyRefusal(
-                f"run {run_dir.name} has no live runner on this machine (heartbeat "
-                f"{run_dir / 'heartbeat'}): nothing to stop; `burst reap` destroys what a "
-                "dead runner left"
-            )
+            raise PolicyRefusal(_nothing_to_stop(run_dir, root, beat))
         pid = int(beat["pid"])
         from burst.train.attempts import CANCEL_MARKER
 
@@ -94,3 +90,30 @@ def command(
             f"{done['run_id']}: stopping ({done['mode']}); the teardown runs, then it ends "
             f"cancelled: `burst status {done['run_id']}{where} --follow` to watch"
         )
+
+
+def _nothing_to_stop(run_dir: Path, root: Path, beat: dict[str, object] | None) -> str:
+    """Why a local run cannot be stopped from here, in the words of its ending
+    (docs/reference/endings.md): it ended (how, and the command that carries on), its runner
+    is gone (lost: `burst down` destroys what it left), or it runs on another machine."""
+    import socket
+
+    from burst.endings import describe, ending_of, hint
+    from burst.lease import alive
+    from burst.obs.run_view import load_run
+
+    rid = run_dir.name
+    if beat is not None and alive(beat) and beat.get("host") != socket.gethostname():
+        return (
+            f"run {rid} has no live runner on this machine: its runner runs on "
+            f"{beat.get('host')} (pid {beat.get('pid')}); run `burst cancel {rid}` there"
+        )
+    view = load_run(run_dir)
+    ending = ending_of(view.status)
+    if ending is None:
+        return f"run {rid} has no live runner on this machine (heartbeat {run_dir / 'heartbeat'})"
+    then = hint(ending, rid, root)
+    return (
+        f"run {rid} has no live runner on this machine, nothing to stop: it ended "
+        f"{describe(ending, view.exit_code)}" + (f"; next: {then}" if then else "")
+    )

@@ -202,7 +202,7 @@ def command(
     inventories: list[Any] = [_Checked(AwsInventory(r.strip()), source) for r in names]
     inventories += [_cloud_inventory(spec) for spec in clouds]
     s3_states = []
-    from burst.infra.workspace import per_stack
+    from burst.settings import per_stack
 
     bucket = per_stack(env.tf_state_bucket, "aws")  # one value, or aws=... of a per-stack map
     if bucket:  # the S3 state store of aws runs

@@ -39,7 +39,9 @@ def command(
     as `burst run` does (docs/reference/endings.md). Refused (exit 3, one line naming the
     holder) while the run is live: a process of it still runs here, its driver heartbeat or
     its trainer lease is still renewed. A holder that stopped renewing lapses after
-    BURST_LEASE_TTL_S (180 s); one on this machine whose process is gone at once.
+    BURST_LEASE_TTL_S (180 s); one on this machine whose process is gone at once. A run that
+    succeeded has nothing to resume (its ending's next command is none): refused, exit 3,
+    before anything is provisioned.
     """
     from burst.cli.commands.run import command as run_command
     from burst.errors import BadInputError
@@ -56,6 +58,7 @@ def command(
         )
     if rid in live_run_ids():
         raise LeaseHeld(f"run {rid} is live: a process of it still runs on this machine")
+    _refuse_a_succeeded_run(paths.dir, rid)
     ctx.invoke(
         run_command,
         spec=paths.spec,
@@ -64,3 +67,21 @@ def command(
         catalogs=catalogs,
         as_json=as_json,
     )
+
+
+def _refuse_a_succeeded_run(run_dir: Path, rid: str) -> None:
+    """Resuming a run that succeeded would rent its nodes again to train no step: refused."""
+    from burst.endings import Ending
+    from burst.errors import PolicyRefusal
+    from burst.obs.run_view import load_run
+
+    if not (run_dir / "report.json").is_file():
+        return
+    view = load_run(run_dir)
+    if view.status == Ending.SUCCEEDED:
+        step = view.report.final_step if view.report is not None else None
+        at = "" if step is None else f" (it trained to step {step})"
+        raise PolicyRefusal(
+            f"run {rid} succeeded{at}: nothing to resume, nothing provisioned; "
+            "`burst run SPEC` starts a new run"
+        )

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from burst.runs import FAULT_POINTS, STEPS
+from burst.step_names import FAULT_POINTS, STEPS
 
 
 @click.command("run")
@@ -119,16 +119,17 @@ def command(
     (python -m burst.steps.<name>); the run directory runs/<run-id>/ keeps the step documents,
     logs, one directory per step attempt (pods/), Terraform state and report.json.
     Exits with the code of how the run ended (docs/reference/endings.md): 0 succeeded, the
-    failing step's code when it failed, 75 preempted, 130 cancelled (burst cancel, Ctrl-C),
-    3 budget-stopped, 137 killed or lost. The run id is the only thing on stdout, printed as
-    soon as the run exists (RUN=$(burst run SPEC) works; --json: the report at the end
-    instead); progress and the summary (where it ran, the law, the image, the loss, the cost,
+    failing step's code when it failed, 75 preempted, 130 cancelled (burst cancel, Ctrl-C, a
+    hang-up), 3 budget-stopped, 137 killed or lost. The run id is the only thing on stdout,
+    printed as soon as the run exists (RUN=$(burst run SPEC) works; --json: the report at the
+    end instead); progress and the summary (where it ran, the law, the image, the loss, the cost,
     and what to run next) go to stderr.
-    A spec with training.strategy regional-sync runs the regional graph instead (the
-    burst-regional template's, by its own process manager): the preflight; per region a
-    Terraform stack, an S3 server with keys of its own and a worker; the aggregator; the link
-    emulator; teardown of every region (docs/regional.md); local_steps: null takes the
-    planner's H; the fault options and --template are refused for it.
+    A spec with training.strategy regional-sync runs the burst-regional template instead, by
+    the same local runner: the preflight; per region a Terraform stack, an S3 server with keys
+    of its own and burst-train's place branch (provision, train with the sync hook); the
+    aggregate step in the aggregation region; the link emulator; teardown of every region
+    (docs/regional.md); report.json is every run's, with its regional section; local_steps:
+    null takes the planner's H; the fault options and --template are refused for it.
     --containers runs every step in its image instead of as a process here (docs/images.md).
     """
     from rich.table import Table
@@ -192,9 +193,18 @@ def command(
         raise BadInputError(f"runs root {paths.root}: cannot create it ({exc.strerror})") from None
     console = _stderr_console()
     console.print(f"[bold]burst run[/bold] {job.name}  run id [cyan]{rid}[/cyan]  ({paths.dir})")
-    _print_run_id(rid, as_json)
+    announced: list[bool] = []
+
+    def announce() -> None:
+        """The run id on stdout once the run exists (its driver's heartbeat and directory,
+        which `burst status RUN` reads: printed earlier, a status asked at once found no
+        run), before its first step."""
+        if not announced:
+            announced.append(True)
+            _print_run_id(rid, as_json)
 
     def on_event(step: str, status: str, info: dict[str, Any]) -> None:
+        announce()
         if status == "started" and step == kill_at:
             console.print(f"  [red]☠[/red] {step}: SIGKILL to the runner (--kill-runner-at)")
             faults.kill_runner(step, kill_at)
@@ -213,6 +223,7 @@ def command(
 
     runner.on_event = on_event
     report = runner.run()
+    announce()
 
     table = Table(title=f"run {rid}: {report['status']}", title_justify="left")
     table.add_column("step")
@@ -352,29 +363,35 @@ def _run_regional(
         containers.store_env = ("BURST_REGION_SITE",)  # a region's pods reach its S3 server
         opts.containers = containers
     report = run_regional(job, spec, paths.dir, rid, opts)
+    r = report.regional
     table = Table(title=f"run {rid}: {report.status}", title_justify="left")
     for col in ("round", "accepted", "dropped", "late", "delta bytes", "update bytes", "loss"):
         table.add_column(col)
-    for r in report.rounds:
+    for x in r.rounds if r is not None else []:
         table.add_row(
-            str(r.round),
-            ",".join(r.accepted),
-            ",".join(r.dropped) or "-",
-            ",".join(r.late) or "-",
-            str(r.delta_bytes),
-            str(r.update_bytes),
-            "-" if r.loss is None else f"{r.loss:.4f}",
+            str(x.round),
+            ",".join(x.accepted),
+            ",".join(x.dropped) or "-",
+            ",".join(x.late) or "-",
+            str(x.delta_bytes),
+            str(x.update_bytes),
+            "-" if x.loss is None else f"{x.loss:.4f}",
         )
     console.print(table)
-    links = report.links
-    console.print(
-        f"rounds {report.rounds_completed}/{report.rounds_planned}  bytes crossing "
-        f"{links.bytes_crossing} ({report.bytes_per_round:.0f} a round)  egress "
-        f"${links.egress_usd:.6f}  shard bytes crossing {links.shard_bytes_crossing}  "
-        f"torn down {','.join(report.torn_down)}"
-    )
+    if r is not None:
+        links = r.links
+        crossed = (
+            "bytes crossing not measured"
+            if links is None
+            else f"bytes crossing {links.bytes_crossing} ({r.bytes_per_round:.0f} a round)  "
+            f"egress ${links.egress_usd:.6f}  shard bytes crossing {links.shard_bytes_crossing}"
+        )
+        console.print(
+            f"rounds {r.rounds_completed}/{r.rounds_planned if r.rounds_planned else '-'}  "
+            f"{crossed}  torn down {','.join(r.torn_down)}"
+        )
     if report.failure:
-        console.print(f"[red]failed[/red]: {report.failure}")
+        console.print(f"[red]failed[/red]: {report.failure.step}: {report.failure.message}")
     fallback = report.exit_code or (0 if report.status == "succeeded" else 1)
     code = _summarise(console, paths, fallback)
     _print_result(paths.dir / "report.json", as_json)

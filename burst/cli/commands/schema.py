@@ -16,6 +16,7 @@ DOCUMENT_NAMES = (
     "train",
     "train-attempt",
     "teardown",
+    "aggregate",
     "report",
 )
 DOCUMENT_HELP = "Print this step document's schema instead: " + ", ".join(DOCUMENT_NAMES) + "."

@@ -12,6 +12,7 @@ from burst.endings import Ending
 from burst.runner import DEFAULT_MAX_OUTAGE_S
 
 if TYPE_CHECKING:
+    from burst.obs.run_status import RunStatus
     from burst.runner.argo import ArgoSettings
 
 TOKEN_COMMAND_HELP = (
@@ -91,14 +92,13 @@ def command(
     (docs/preemption.md; --json: "recoveries").
 
     Looks once by default; --follow watches until the run ends. Exits 0 when the run
-    succeeded or is still running, 1 when it ended any other way, 2 when there is no such
-    run, 4 when Argo could not be asked (unreachable, or refused every token): the run may
-    still be running.
+    succeeded or is still running, 1 when it ended any other way or nothing tells how it
+    stands (unknown), 2 when there is no such run, 4 when Argo could not be asked
+    (unreachable, or refused every token): the run may still be running.
     """
     import time
 
     from burst.obs.run_status import (
-        RunStatus,
         argo_status,
         local_run_dir,
         local_status,
@@ -159,12 +159,13 @@ def command(
         if recoveries:
             out["recoveries"] = recoveries
         click.echo(json.dumps(out, indent=2, sort_keys=True))
-        raise SystemExit(0 if st.ending in (None, Ending.SUCCEEDED) else 1)
+        raise SystemExit(_exit_code(st))
     for r in recoveries:
         step = "" if r["ended_at_step"] is None else f" at step {r['ended_at_step']}"
-        source = r["recovery_source"] or "-"
+        # what ended it, when something did (an attempt that finished names nothing)
+        source = f", ended by {r['recovery_source']}" if r["recovery_source"] else ""
         spent = f" (spends {r['budget']})" if r["budget"] else ""
-        click.echo(f"  train attempt {r['attempt']}: {r['outcome']}{step}, {source}{spent}")
+        click.echo(f"  train attempt {r['attempt']}: {r['outcome']}{step}{source}{spent}")
     if st.ending is not None:
         from burst.endings import describe
 
@@ -174,12 +175,21 @@ def command(
         hint = (st.ending_json() or {}).get("hint")
         if hint:
             click.echo(f"next: {hint}")
-    raise SystemExit(0 if st.ending in (None, Ending.SUCCEEDED) else 1)
+    raise SystemExit(_exit_code(st))
+
+
+def _exit_code(st: RunStatus) -> int:
+    """0 for a run that succeeded or is running; 1 for any other ending, and for a run nothing
+    tells the state of (``unknown``): a script's `burst status RUN && ...` never goes on
+    from a run it cannot vouch for."""
+    if st.ending is None:
+        return 0 if st.status == "running" else 1
+    return 0 if st.ending == Ending.SUCCEEDED else 1
 
 
 def _recoveries(run_dir: Path, ending: object) -> list[dict[str, object]]:
     """A local run's train attempts and what ended each (``recovery_source``)."""
-    from burst.train.attempts import FILE_NAME, read_file, recoveries
+    from burst.attempt_records import FILE_NAME, read_file, recoveries
 
     return recoveries(read_file(run_dir / FILE_NAME), cancelled=ending == Ending.CANCELLED)
 

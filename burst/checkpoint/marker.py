@@ -6,7 +6,8 @@
 
 or, in a shell, ``echo $STEP > "$BURST_CHECKPOINT_DIR/step-$STEP.bin.burst-commit"``. The
 marker says the entry beside it is complete; burst's watcher then commits it to the store in
-the background (``burst.program.formats``). Light on purpose: no torch, no store access.
+the background (``burst.program.formats``, ``burst.program.watcher``). Light on purpose: no
+torch, no store access, nothing of burst imported.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import json
 import os
 from pathlib import Path
 
-from burst.program.formats import MARKER_SUFFIX
+#: ``<entry>.burst-commit``: the entry beside it is complete, at the step the marker holds.
+MARKER_SUFFIX = ".burst-commit"
 
 
 def commit(path: str | os.PathLike[str], step: int) -> Path:

@@ -311,10 +311,10 @@ def own_store(cfg: RoleConfig) -> ObjectStore:
     return store_from_spec(subdir_spec(cfg.region_store, WORKER))
 
 
-def run_worker(cfg: RoleConfig) -> dict[str, Any]:
-    """One attempt of a region's worker: the train loop with the regional hook. Returns
-    (and writes to ``cfg.out``) the rounds it took part in; its train document is
-    ``train.json`` in its state directory."""
+def run_worker(cfg: RoleConfig) -> TrainDocument:
+    """One attempt of a region's worker: the train loop with the regional hook. Returns its
+    train document (also ``train.json`` in its state directory) and writes the rounds it
+    took part in to ``cfg.out``."""
     role = Role.open(cfg, chunk_cache=True)
     worker = RegionalWorker(role)
     run_dir = Path(cfg.state_dir)
@@ -334,9 +334,8 @@ def run_worker(cfg: RoleConfig) -> dict[str, Any]:
         _write_doc(run_dir, getattr(exc, "doc", None))
         raise
     _write_doc(run_dir, doc)
-    result = worker.result()
-    role.write_result(result)
-    return result
+    role.write_result(worker.result())
+    return doc
 
 
 def _write_doc(run_dir: Path, doc: object) -> None:
