@@ -94,7 +94,8 @@ ENDINGS: dict[Ending, Meaning] = {
     ),
     Ending.BUDGET_STOPPED: Meaning(
         EXIT_REFUSED,
-        "stopped at budget.max_usd or budget.max_hours with its work checkpointed; teardown ran",
+        "stopped at budget.max_usd or budget.max_hours after a last save of its work (what "
+        "committed is kept); teardown ran",
         "raise the budget in the run's spec.yaml, then " + RESUME,
         "stopped at",
     ),
