@@ -94,6 +94,8 @@ def run_gpu_hours(
         )
     if settled is not None:
         return settled, "billed: as the team ledger settled the run"
+    if step_seconds <= 0:  # train never ran: nothing was metered, and nothing to estimate
+        return 0.0, "none: train did not run"
     hours = step_seconds / 3600.0
     return gpu_hours(gpus, hours), (
         f"estimate: {gpus} GPU(s) rented x the train step's {_span(hours)} (no metered hours "

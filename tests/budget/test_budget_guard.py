@@ -40,3 +40,13 @@ def test_time_scale(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BURST_BUDGET_TIME_SCALE", "fast")
     with pytest.raises(BadInputError):
         time_scale()
+
+
+def test_a_run_whose_train_never_ran_bills_no_gpu_hours() -> None:
+    """It said "estimate: 8 GPU(s) rented x the train step's 0 s" (issue 46's money class)."""
+    from burst.budget import run_gpu_hours
+
+    hours, basis = run_gpu_hours([], 8, None, 0.0)
+    assert hours == 0.0 and basis == "none: train did not run"
+    hours, basis = run_gpu_hours([], 8, None, 1800.0)  # a train step without records
+    assert hours == 4.0 and basis is not None and basis.startswith("estimate: 8 GPU(s)")
