@@ -71,7 +71,10 @@ def test_an_ended_run_is_settled_by_its_teardown(
     if ending == "succeeded":  # one GPU-hour basis: the report's figure is the ledger's
         assert entry.actual_gpu_hours is not None and entry.actual_gpu_hours > 0
         shown = _burst(burst_cmd, "report", run_id, "--runs-root", str(root), "--json")
-        assert f"{entry.actual_gpu_hours:.4f}"[:5] in shown.stdout
+        # the same number (the report rounds to the ledger's 6 places): compared as numbers,
+        # not as a string prefix, which a value near a rounding boundary (0.005997) fails
+        figure = json.loads(shown.stdout)["gpu_hours"]
+        assert figure == pytest.approx(entry.actual_gpu_hours, abs=1e-6), shown.stdout
 
 
 def test_a_cancelled_run_is_settled(
