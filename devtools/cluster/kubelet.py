@@ -361,7 +361,19 @@ state = "{self.dir}/containerd/state"
     def import_image(self, tar: Path, name: str, *names: str) -> None:
         """Import the archive holding the image ``name``; tag it with ``names`` too (the
         references the pods name, digest references included)."""
-        out = self.ctr("images", "import", "--platform", "linux/amd64", str(tar))
+        # unpacked, then its layers dropped from the content store: a node holds the 6 GB
+        # trainer once (its snapshots), not twice; several nodes share one disk here
+        need = 2 * tar.stat().st_size + (1 << 30)
+        free = shutil.disk_usage(self.dir).free
+        if free < need:
+            raise TierError(
+                f"no disk for {tar.name} on {self.name}: {free / 2**30:.1f} GiB free under "
+                f"{self.dir.parent}, about {need / 2**30:.1f} GiB needed to import it"
+            )
+        out = self.ctr(
+            "images", "import", "--local", "--platform", "linux/amd64", "--discard-unpacked-layers",
+            str(tar),
+        )  # fmt: skip
         if out.returncode != 0:
             raise TierError(f"ctr images import {tar.name} on {self.name}: {out.stderr.strip()}")
         for n in names:
