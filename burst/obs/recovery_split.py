@@ -38,7 +38,6 @@ and imports nothing above ``burst.obs``.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import statistics
@@ -51,7 +50,7 @@ from burst.errors import BadInputError, BurstError
 from burst.inputs import read_bytes
 from burst.obs import events as ev
 from burst.obs.metrics import RunMetrics, metrics_file
-from burst.obs.run_files import LOG_MAX_BYTES, read_json
+from burst.obs.run_files import LOG_MAX_BYTES, epoch_seconds, read_json
 
 log = logging.getLogger(__name__)
 
@@ -103,20 +102,6 @@ class _Pod:
     end: float
 
 
-def _epoch(v: Any) -> float | None:
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return float(v)
-    if not isinstance(v, str) or not v:
-        return None
-    try:
-        t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)
-    return t.timestamp()
-
-
 def _log_records(path: Path) -> list[dict[str, Any]]:
     """The JSON-line records of a step log, each with its time as ``_t``, in file order."""
     try:
@@ -134,7 +119,7 @@ def _log_records(path: Path) -> list[dict[str, Any]]:
             rec = json.loads(line)
         except (ValueError, RecursionError):
             continue
-        if isinstance(rec, dict) and (t := _epoch(rec.get("ts"))) is not None:
+        if isinstance(rec, dict) and (t := epoch_seconds(rec.get("ts"))) is not None:
             rec["_t"] = t
             out.append(rec)
     return out
@@ -167,7 +152,7 @@ def _train_pods(report: dict[str, Any]) -> list[_Pod] | None:
         if isinstance(step, dict) and step.get("name") == "train":
             pods = []
             for a in step.get("attempt_details") or []:
-                start = _epoch(a.get("started_at")) if isinstance(a, dict) else None
+                start = epoch_seconds(a.get("started_at")) if isinstance(a, dict) else None
                 secs = a.get("seconds") if isinstance(a, dict) else None
                 if start is None or not isinstance(secs, int | float):
                     return None

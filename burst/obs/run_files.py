@@ -4,6 +4,7 @@ warning of the view, never a crash of ``burst report`` / ``burst runs``."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -26,3 +27,20 @@ def read_json(path: Path, warnings: list[str]) -> dict[str, Any]:
         warnings.append(f"{path.name}: not a JSON object")
         return {}
     return doc
+
+
+def epoch_seconds(v: Any) -> float | None:
+    """Epoch seconds from a finite number or an ISO-8601 string (``Z`` or an offset; a naive
+    one is UTC); None for anything else."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        f = float(v)
+        return f if f == f and f not in (float("inf"), float("-inf")) else None
+    if not isinstance(v, str) or not v:
+        return None
+    try:
+        t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.UTC)
+    return t.timestamp()

@@ -15,7 +15,6 @@ renewed, lost once it has lapsed), the metric files ``metrics/*.prom``, events i
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from burst.inputs import load_yaml_file, read_bytes
 from burst.obs import events as ev
 from burst.obs.metrics import MetricTotals, metrics_dir, read_metric_files
 from burst.obs.overview import overview
-from burst.obs.run_files import LOG_MAX_BYTES, read_json
+from burst.obs.run_files import LOG_MAX_BYTES, epoch_seconds, read_json
 from burst.runs import EVENTS_FILE, RUN_ID_RE, runs_root
 
 REAPED_FILE = "reaped.json"  # written by `burst reap --yes` in a run directory it destroyed
@@ -615,8 +614,8 @@ def _steps(report: RunReport | None, run_dir: Path) -> list[StepView]:
                     seconds=max(_num(item.seconds) or 0.0, 0.0),
                     exit_code=item.exit_code,
                     attempts=item.attempts or 1,
-                    start=_epoch(item.started_at),
-                    end=_epoch(item.ended_at),
+                    start=epoch_seconds(item.started_at),
+                    end=epoch_seconds(item.ended_at),
                 )
             )
         return out
@@ -698,7 +697,7 @@ def _events(
     for step, recs in log_records.items():
         if recs:
             anchors[step] = min(r["_t"] for r in recs)
-    starts = [t for a in attempts if (t := _epoch(a.started_at)) is not None]
+    starts = [t for a in attempts if (t := epoch_seconds(a.started_at)) is not None]
     if starts:
         anchors["train"] = min([*starts, anchors.get("train", starts[0])])
 
@@ -732,14 +731,14 @@ def _events(
         spans.append(
             Attempt(
                 n,
-                place(_epoch(a.started_at), "train"),
-                place(_epoch(a.finished_at), "train"),
+                place(epoch_seconds(a.started_at), "train"),
+                place(epoch_seconds(a.finished_at), "train"),
                 outcome,
             )
         )
         if a.preempted:
             received = a.notice.received_at if a.notice else None
-            t = _epoch(received) or _epoch(a.finished_at)
+            t = epoch_seconds(received) or epoch_seconds(a.finished_at)
             detail = f"attempt {n} at step {a.ended_at_step}"
             if a.notice is not None and a.notice.source:
                 detail += f" ({a.notice.source})"
@@ -749,7 +748,7 @@ def _events(
             from_attempts.append(
                 Event(
                     "checkpoint",
-                    place(_epoch(save.committed_at), "train"),
+                    place(epoch_seconds(save.committed_at), "train"),
                     "train",
                     f"emergency {save.tier} save at step {save.committed_step}",
                 )
@@ -790,7 +789,7 @@ def _read_log_events(logs: Path) -> dict[str, list[dict[str, Any]]]:
                 continue
             if not isinstance(rec, dict):
                 continue
-            t = _epoch(rec.get("ts"))
+            t = epoch_seconds(rec.get("ts"))
             if t is None:
                 continue
             rec["_t"] = t
@@ -834,19 +833,3 @@ def _num(v: Any) -> float | None:
 def _int(v: Any) -> int | None:
     n = _num(v)
     return int(n) if n is not None else None
-
-
-def _epoch(v: Any) -> float | None:
-    """Epoch seconds from a number or an ISO-8601 string (``Z`` or an offset)."""
-    n = _num(v)
-    if n is not None:
-        return n
-    if not isinstance(v, str) or not v:
-        return None
-    try:
-        t = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=dt.UTC)
-    return t.timestamp()
