@@ -47,10 +47,14 @@ def wait_until(
     tier: Tier, name: str, what: str, ok: Callable[[], bool], timeout: float = 600
 ) -> None:
     deadline = time.monotonic() + timeout
+    seen = len(tier.cloud_errors)
     while time.monotonic() < deadline:
         tier.cp.check_alive()
         if ok():
             return
+        full = [e for e in tier.cloud_errors[seen:] if "no disk for" in e]
+        if full:  # an infrastructure fault of this machine: say so now, not after the timeout
+            raise AssertionError(f"{name}: the tier's cloud cannot add a node: {full[-1]}")
         time.sleep(1)
     raise AssertionError(
         f"{name}: {what} did not happen in {timeout:.0f} s:\n{tier.describe(name)}"
