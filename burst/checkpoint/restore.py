@@ -391,16 +391,21 @@ def tier_catalog(
     store: ObjectStore, faster: Sequence[tuple[str, ObjectStore]], tier: str | None = None
 ) -> dict[str, set[CheckpointRef]]:
     """The checkpoints each tier lists (``"store"`` for the store). A tier that cannot be
-    listed holds nothing; the store's failure is raised only when no memory tier holds any."""
+    listed holds nothing; the store's failure is raised only when no memory tier holds any.
+    The tiers are listed at once (the store's listing, a client and a round trip to a remote
+    service, would otherwise come before a restore from memory that does not need it)."""
+    tiers = [*faster, ("store", store)]
+    with ThreadPoolExecutor(max_workers=len(tiers), thread_name_prefix="burst-list") as pool:
+        listed = [pool.submit(list_checkpoints, s, tier) for _, s in tiers]
     held: dict[str, set[CheckpointRef]] = {}
-    for name, tier_store in faster:
+    for (name, _), future in zip(faster, listed, strict=False):
         try:
-            held[name] = set(list_checkpoints(tier_store, tier))
+            held[name] = set(future.result())
         except (StoreError, CheckpointError) as exc:
             log.warning("%s memory not listed (%s): skipped", name, exc.one_line())
             held[name] = set()
     try:
-        held["store"] = set(list_checkpoints(store, tier))
+        held["store"] = set(listed[-1].result())
     except StoreError as exc:
         if not any(held.values()):
             raise
