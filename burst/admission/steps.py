@@ -15,7 +15,7 @@ from burst.documents.plan import Candidate
 from burst.documents.train import TrainAttempt
 from burst.errors import BurstError
 from burst.spec import BurstJob
-from burst.storage.base import StoreError
+from burst.storage.base import StoreError, StoreOpener
 
 log = logging.getLogger(__name__)
 
@@ -41,26 +41,36 @@ def admit_run(
     return admit(run_ledger(runs_root), job, run_id, candidates, wait_s=queue_wait_s(job))
 
 
-def _attempts(checkpoint_uri: str, run_id: str) -> list[TrainAttempt] | None:
+def _attempts(
+    checkpoint_uri: str, run_id: str, store: StoreOpener | None = None
+) -> list[TrainAttempt] | None:
     from burst.attempt_records import read_store
     from burst.storage import open_store
     from burst.storage.location import run_url
 
     try:
-        return read_store(open_store(run_url(checkpoint_uri, run_id)))
-    except (BurstError, OSError) as exc:
+        return read_store(store() if store else open_store(run_url(checkpoint_uri, run_id)))
+    except (BurstError, StoreError, OSError) as exc:
         log.error("cannot read the attempt records to settle the run: %s", exc)
         return None
 
 
 def settle_run(
-    job: BurstJob, run_id: str, runs_root: Path, ending: str | None = None
+    job: BurstJob,
+    run_id: str,
+    runs_root: Path,
+    ending: str | None = None,
+    *,
+    store: StoreOpener | None = None,
 ) -> Entry | None:
-    """Teardown's settlement, from the attempt records in the run's store. Never raises: a
-    ledger that cannot be written is logged (the reservation then stays open, counted)."""
+    """Teardown's settlement, from the attempt records in the run's store (``store``: where
+    the run's train step kept them when that is not the spec's store under the run id, as for
+    a region's branch; records that cannot be read charge the reservation in full). Never
+    raises: a ledger that cannot be written is logged (the reservation then stays open,
+    counted)."""
     try:
         ledger = run_ledger(runs_root)
-        attempts = _attempts(job.storage.checkpoint_uri, run_id)
+        attempts = _attempts(job.storage.checkpoint_uri, run_id, store)
         return settle(ledger, job.team, run_id, attempts, ending=ending)
     except (BurstError, StoreError, OSError) as exc:
         log.error("cannot settle run %s in the team ledger: %s", run_id, exc)

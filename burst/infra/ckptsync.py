@@ -28,7 +28,7 @@ from burst.documents import TrainAttempt, parse_document
 from burst.errors import BurstError
 from burst.spec import BurstJob
 from burst.storage import open_store
-from burst.storage.base import StoreError
+from burst.storage.base import StoreError, StoreOpener
 from burst.storage.location import run_url
 
 log = logging.getLogger(__name__)
@@ -62,13 +62,19 @@ def expected_step(records: Sequence[TrainAttempt | dict[str, Any]]) -> int | Non
 
 
 def confirm_checkpoint_sync(
-    job: BurstJob, run_id: str, *, wait_s: float | None = None, poll_s: float = 1.0
+    job: BurstJob,
+    run_id: str,
+    *,
+    wait_s: float | None = None,
+    poll_s: float = 1.0,
+    store_of: StoreOpener | None = None,
 ) -> dict[str, Any]:
     wait_s = sync_wait_s() if wait_s is None else wait_s
     started = time.monotonic()
     try:
-        url = run_url(job.storage.checkpoint_uri, run_id)
-        store = open_store(url)
+        # where the run's train step keeps its checkpoints (``store_of``: a region's branch)
+        store = store_of() if store_of else open_store(run_url(job.storage.checkpoint_uri, run_id))
+        url = store.url
         records = read_store(store)
         want = expected_step(records)
         latest = latest_checkpoint(store)

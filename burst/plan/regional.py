@@ -55,6 +55,7 @@ from burst.regional.runtime import RoleConfig, regional, rounds_for
 from burst.regional.site import given_site
 from burst.settings import current
 from burst.spec import BurstJob, RegionalSync
+from burst.storage.base import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -286,6 +287,49 @@ def workflow_of(stack_id: str, region: str) -> str:
     return stack_id.removesuffix(f"-{region}")
 
 
+def region_store_spec(region: str, region_uri: str | None) -> dict[str, Any]:
+    """The region's own store: on one machine the one the runner stands up for the region
+    (``BURST_REGION_SITE``), else the region stack's ``checkpoint_uri`` output (its bucket is
+    the region's own)."""
+    from burst.storage import open_store
+
+    site = given_site()
+    if site is not None:
+        if site.region != region:
+            raise BadInputError(f"BURST_REGION_SITE is region {site.region}'s, not {region}'s")
+        return dict(site.region_store)
+    if not region_uri:
+        raise BadInputError(f"the {region} stack gave no checkpoint_uri output")
+    extra = {"region": region} if region_uri.startswith("s3://") else {}
+    return open_store(region_uri, **extra).spec()
+
+
+def stack_region(job: BurstJob, stack_id: str) -> str:
+    """The region of a region's stack id (``<workflow>-<region>``), one of the spec's
+    ``training.regional_sync.regions`` (else bad input): what a step that is not told
+    ``BURST_REGION`` (teardown, from its stack id alone) knows of its region."""
+    for region in sorted(regional(job).regions or [], key=len, reverse=True):
+        if stack_id.endswith(f"-{region}"):
+            return region
+    raise BadInputError(
+        f"stack id {stack_id!r} names none of training.regional_sync.regions "
+        f"({', '.join(regional(job).regions or [])})"
+    )
+
+
+def worker_store(job: BurstJob, stack_id: str, region_uri: str | None) -> ObjectStore:
+    """Where a region's worker keeps its checkpoints and attempt records (``worker/`` of the
+    region's store): its train step writes them there, and its teardown confirms the last
+    checkpoint and settles the region's ledger entry from there, not from the spec's store
+    (where a region's branch writes nothing)."""
+    from burst.regional.runtime import subdir_spec
+    from burst.regional.stores import WORKER
+    from burst.storage import store_from_spec
+
+    region = stack_region(job, stack_id)
+    return store_from_spec(subdir_spec(region_store_spec(region, region_uri), WORKER))
+
+
 def role_config(
     job: BurstJob,
     role: str,
@@ -325,15 +369,10 @@ def role_config(
     own: dict[str, Any] | None = None
     if site is not None:  # one machine: the stores the runner stands up for this region
         exchange = site.exchange_store
-        own = site.region_store if role == "worker" else None
     else:
         exchange = open_store(exchange_url(job.storage.checkpoint_uri, workflow)).spec()
-        if role == "worker":
-            if not region_uri:
-                raise BadInputError(f"the {region} stack gave no checkpoint_uri output")
-            # the stack's bucket is the region's own (its stack id is this region's)
-            extra = {"region": region} if region_uri.startswith("s3://") else {}
-            own = open_store(region_uri, **extra).spec()
+    if role == "worker":
+        own = region_store_spec(region, region_uri)
     cfg = RoleConfig(
         spec=str(spec_path),
         role=role,

@@ -1,6 +1,8 @@
 """teardown: destroy the run's infrastructure, found from the run id alone, then prove nothing
 is left (leak scan), and settle the run's reservation in its team's ledger to what it used.
-It never reads provision's outputs: it must work whatever failed before.
+It never reads provision's outputs: it must work whatever failed before. A region's branch
+confirms the checkpoint and settles from its worker's store in the region, named by the stack's
+``checkpoint_uri`` output in the Terraform state (on one machine, by the region's site).
 
 Exit 4 (LeakError) when anything remains, naming it. ``--fail-at teardown`` (BURST_FAIL_AT)
 fails the first two destroy attempts, which the retries must survive.
@@ -8,6 +10,7 @@ fails the first two destroy attempts, which the retries must survive.
 
 from __future__ import annotations
 
+import functools
 import sys
 
 from burst.admission.steps import settle_run
@@ -18,8 +21,36 @@ from burst.infra.ckptsync import confirm_checkpoint_sync
 from burst.infra.teardown import destroy_run, leak_scan
 from burst.obs.metrics import RunMetrics, export_from_env
 from burst.stepio import StepContext, main
+from burst.storage.base import ObjectStore, StoreOpener
 
 INJECTED_ATTEMPTS = (1, 2)
+
+
+def _train_store(ctx: StepContext) -> StoreOpener | None:
+    """Where a region's branch kept its checkpoints and attempt records: its worker's store
+    in the region (``burst.plan.regional.worker_store``), from the stack's ``checkpoint_uri``
+    output, read before the destroy (on one machine: the region's site). None: the spec's
+    store under the run id, as for every other run."""
+    if ctx.spec.training.strategy != "regional-sync":
+        return None
+
+    @functools.cache
+    def opened() -> ObjectStore:
+        from burst.plan.regional import worker_store
+        from burst.regional.site import given_site
+
+        uri = None
+        if given_site() is None:
+            from burst.infra import runrecord
+            from burst.infra.workspace import terraform_for_run
+
+            runrecord.fetch(ctx.paths.terraform)
+            got = terraform_for_run(ctx.paths.terraform)
+            out = got[0].outputs().get("checkpoint_uri") if got else None
+            uri = out if isinstance(out, str) else None
+        return worker_store(ctx.spec, ctx.run_id, uri)
+
+    return opened
 
 
 def run(ctx: StepContext) -> TeardownDocument:
@@ -34,10 +65,14 @@ def run(ctx: StepContext) -> TeardownDocument:
                 raise
 
     # the last checkpoint must reach the store before the nodes that upload it go
-    sync = CheckpointSync.model_validate(confirm_checkpoint_sync(ctx.spec, ctx.run_id))
+    train_store = _train_store(ctx)
+    sync = CheckpointSync.model_validate(
+        confirm_checkpoint_sync(ctx.spec, ctx.run_id, store_of=train_store)
+    )
     destroyed = destroy_run(ctx.paths.terraform, before_attempt=before_attempt)
     leaks = [Leak.model_validate(x) for x in leak_scan(ctx.run_id, ctx.paths.terraform)]
-    settled = settle_run(ctx.spec, ctx.run_id, ctx.paths.root)  # the ledger: what was used
+    # the ledger: what was used
+    settled = settle_run(ctx.spec, ctx.run_id, ctx.paths.root, store=train_store)
     doc = TeardownDocument(
         **destroyed.model_dump(exclude_unset=True),
         checkpoint_sync=sync,

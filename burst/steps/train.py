@@ -84,7 +84,7 @@ def regional_worker(
         region_uri=uri if isinstance(uri, str) else None,
     )
     (ctx.paths.dir / "worker.config.json").write_text(cfg.to_json())
-    return run_worker(cfg)
+    return run_worker(cfg, plan, infra)
 
 
 def missing_program(job: BurstJob, exc: OSError) -> BadInputError | None:

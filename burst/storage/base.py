@@ -155,3 +155,7 @@ class ObjectStore(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url})"
+
+
+#: Opens a store when it is needed (teardown's view of where a run's train kept its records)
+StoreOpener = Callable[[], ObjectStore]

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from burst.documents import TrainDocument
+from burst.documents import PlanDocument, ProvisionDocument, TrainDocument
 from burst.errors import BadInputError
 from burst.regional.aggregate import apply_update, make_message
 from burst.regional.rounds import Rounds
@@ -311,10 +311,13 @@ def own_store(cfg: RoleConfig) -> ObjectStore:
     return store_from_spec(subdir_spec(cfg.region_store, WORKER))
 
 
-def run_worker(cfg: RoleConfig) -> TrainDocument:
+def run_worker(
+    cfg: RoleConfig, plan: PlanDocument | None = None, infra: ProvisionDocument | None = None
+) -> TrainDocument:
     """One attempt of a region's worker: the train loop with the regional hook. Returns its
     train document (also ``train.json`` in its state directory) and writes the rounds it
-    took part in to ``cfg.out``."""
+    took part in to ``cfg.out``. ``plan`` and ``infra`` (the region's provision document):
+    what it rents and at what price, which its attempt records charge."""
     role = Role.open(cfg, chunk_cache=True)
     worker = RegionalWorker(role)
     run_dir = Path(cfg.state_dir)
@@ -327,6 +330,8 @@ def run_worker(cfg: RoleConfig) -> TrainDocument:
         heartbeat_role=f"worker-{role.region}",
         # the driver's heartbeat is the run's, not in this worker's scratch
         heartbeat_dir=Path(cfg.run_dir) if cfg.run_dir else None,
+        plan=plan,
+        infra=infra,
     )
     try:
         doc = run.run()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from burst.admission.steps import run_ledger
 from burst.documents import ProvisionDocument, RunReport
 from burst.runner.regional import RegionalOptions, run_regional
 from burst.spec import load_spec
@@ -64,6 +65,20 @@ def test_workers_past_several_heartbeat_renewals_end_without_a_retry(
         assert 0 < prov.admission.reserved_usd <= job.budget.max_usd / len(TWO)
         assert prov.recovery is not None
         assert prov.recovery.strategy == str(job.compute.recovery.strategy)
+    # each region's teardown settles its entry from its worker's attempt records, which are
+    # in the region's store (they were looked for in the spec's store, where a branch writes
+    # nothing: every region settled "0 train attempt(s)", charged nothing)
+    ledger = run_ledger(tmp_path)
+    for region in TWO:
+        entry = ledger.find(f"beats-{region}")
+        assert entry is not None and entry.state == "settled", entry
+        assert entry.basis is not None and entry.basis.startswith("1 train attempt(s)"), entry
+        assert entry.actual_gpu_hours is not None and entry.actual_gpu_hours > 0, entry
+        # charged at the region's price: its compute, not only the planned egress
+        assert entry.actual_usd is not None and entry.actual_usd < entry.reserved_usd
+        assert entry.actual_usd >= 0.5 * entry.actual_gpu_hours * entry.reserved_usd / (
+            entry.reserved_gpu_hours
+        ), entry
 
 
 @pytest.mark.minutes
