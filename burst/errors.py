@@ -13,7 +13,7 @@ EXIT_BAD_INPUT = 2
 EXIT_REFUSED = 3
 EXIT_INFRA = 4
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: the pipeline's retry policy requeues on it
-EXIT_MOVED = 76  # train left an on-demand fallback for spot: requeued at once, not retried
+EXIT_MOVED = 76  # train left its placement (back to spot, quota taken): requeued at once
 EXIT_CANCELLED = 130  # 128 + SIGINT, as a shell reports Ctrl-C: a run stopped on request
 EXIT_LOST = 137  # 128 + SIGKILL: a run, step or node killed (the OOM killer too) or lost
 
@@ -24,8 +24,10 @@ EXIT_CODES: dict[int, str] = {
     EXIT_REFUSED: "refused by policy: legal preflight, budget, unsigned image, no Kueue flavor",
     EXIT_INFRA: "infrastructure failure: provision, destroy, leak found",
     EXIT_PREEMPTED: "preempted: the step saved what fitted and should be requeued",
-    EXIT_MOVED: "train moved back to spot from an on-demand fallback (a step's code: the "
-    "pipeline requeues it on spot; a run with no requeue left ends preempted, 75)",
+    EXIT_MOVED: "train left its placement: moved back to spot from an on-demand fallback, "
+    "or its Kueue quota was taken by a higher-priority run (a step's code: the pipeline "
+    "requeues it at once, never retried in place; a run with no requeue left ends "
+    "preempted, 75)",
     EXIT_CANCELLED: "a run cancelled (burst cancel, Ctrl-C, argo stop); teardown ran",
     EXIT_LOST: "a run killed or lost (SIGKILL, the OOM killer, a lost node)",
 }
@@ -93,6 +95,15 @@ class MovedBackToSpot(Preempted):
     """Train committed its checkpoint and ended to move from an on-demand fallback back to
     spot (``burst.recovery.back_to_spot``): requeued at once on spot, never retried in the
     on-demand placement it chose to leave."""
+
+    exit_code = EXIT_MOVED
+
+
+class QuotaTaken(Preempted):
+    """Kueue evicted the run's Workload (a higher-priority run took its team's quota): train
+    saved and ends to give the rental up, requeued at once to wait in the queue again
+    (``burst.recovery.QUOTA``), never retried in place on nodes its quota no longer
+    covers."""
 
     exit_code = EXIT_MOVED
 

@@ -100,9 +100,15 @@ CANCEL: Final = "cancel"
 #: The attempt ended itself to move from an on-demand fallback back to spot
 #: (:func:`back_to_spot`): the run chose it, so it spends neither budget.
 BACK_TO_SPOT: Final = "back_to_spot"
-SOURCES: Final = (PREEMPTION, FAILURE, NODE_LOSS, CONTROL_PLANE, CANCEL, BACK_TO_SPOT)
+#: Kueue evicted the run's Workload: a higher-priority run took its team's quota
+#: (burst.admission.kueue_watch). The capacity is not lost: the requeue waits in the queue for
+#: the same placement first (exit 76, never retried in place on nodes the quota left).
+QUOTA: Final = "quota"
+#: The notice source of that eviction (burst.admission.kueue_watch.SOURCE).
+QUOTA_NOTICE: Final = "kueue-evicted"
+SOURCES: Final = (PREEMPTION, FAILURE, NODE_LOSS, CONTROL_PLANE, CANCEL, BACK_TO_SPOT, QUOTA)
 #: Which budget each source spends (a cancel and a move back to spot spend none).
-PREEMPTION_BUDGET: Final = frozenset({PREEMPTION, NODE_LOSS, CONTROL_PLANE})
+PREEMPTION_BUDGET: Final = frozenset({PREEMPTION, NODE_LOSS, CONTROL_PLANE, QUOTA})
 FAILURE_BUDGET: Final = frozenset({FAILURE})
 
 #: Notice sources (``burst.preempt``) that are a provider taking the capacity back.
@@ -119,6 +125,8 @@ def notice_source(source: str | None, *, cancelled: bool = False) -> str:
     src = source or ""
     if cancelled or src == "sigint":
         return CANCEL
+    if src == QUOTA_NOTICE:
+        return QUOTA
     if src.startswith(PROVIDER_NOTICES):
         return PREEMPTION
     return CONTROL_PLANE
@@ -397,10 +405,19 @@ def exit_code_expression() -> str:
     return _CODE
 
 
+#: train left its placement (exit 76): a move back to spot, or its Kueue quota taken
+_LEFT = f"({_CODE} == '{EXIT_MOVED}')"
+
+
+def _requeued() -> str:
+    """Lost with another candidate to go to, or left with the budgets for another wait."""
+    return f"(({_LOST} && {_may('may_requeue')}) || ({_LEFT} && {_may('may_wait_again')}))"
+
+
 def requeue_when() -> str:
     """The requeue step's ``when``: train lost (preempted, node lost) and the strategy has
-    another candidate for it."""
-    return f"{_NOT_DONE} && {_LOST} && {_may('may_requeue')}"
+    another candidate for it; or train left its placement (exit 76) and may wait again."""
+    return f"{_NOT_DONE} && {_requeued()}"
 
 
 def restart_when() -> str:
@@ -410,10 +427,7 @@ def restart_when() -> str:
 
 def give_up_when() -> str:
     """give-up's ``when``: train did not succeed and is neither requeued nor restarted."""
-    return (
-        f"{_NOT_DONE} && !({_LOST} && {_may('may_requeue')}) "
-        f"&& !({_KILLED} && {_may('may_restart')})"
-    )
+    return f"{_NOT_DONE} && !{_requeued()} && !({_KILLED} && {_may('may_restart')})"
 
 
 # --------------------------------------------------------------------------- strategies
@@ -535,7 +549,8 @@ class RecoveryStrategy:
                 )
             return Placement(same, record)
         moved = last_source == BACK_TO_SPOT and self._key(lost)[2] == "on_demand"
-        losses = self.retries_in_place() + 1 if lost.capacity == "spot" else 0
+        spot = lost.capacity == "spot" and last_source != QUOTA  # (a quota: no spot loss)
+        losses = self.retries_in_place() + 1 if spot else 0
         record = previous.model_copy(
             update={
                 "event": REQUEUE,
@@ -547,6 +562,8 @@ class RecoveryStrategy:
             }
         )
         order = self.requeue_order(allowed, lost, record)
+        if last_source == QUOTA:  # the quota went, not the capacity: wait for it again here
+            order = [c for c in allowed if self._key(c) == self._key(lost)][:1] + order
         if not order:
             raise CapacityError(
                 f"requeue: no candidate left after {len(history)} placement(s) "
@@ -571,15 +588,16 @@ class RecoveryStrategy:
         # a later loss here requeues the usual way (a move back to spot was this placement)
         later = record.model_copy(update={"back_to_spot": False})
         left = self.requeue_order(list(allowed), candidate, later)
+        # the loss that would requeue is at least the run's (requeues + 1)-th
+        budgets = record.requeues + 1 < self.settings.max_placements and (
+            self.settings.max_preemptions is None
+            or record.requeues + 1 <= self.settings.max_preemptions
+        )
         return record.model_copy(
             update={
-                # the loss that would requeue is at least the run's (requeues + 1)-th
-                "may_requeue": bool(left)
-                and record.requeues + 1 < self.settings.max_placements
-                and (
-                    self.settings.max_preemptions is None
-                    or record.requeues + 1 <= self.settings.max_preemptions
-                ),
+                "may_requeue": bool(left) and budgets,
+                # a quota taken (exit 76) requeues into this placement again
+                "may_wait_again": budgets,
                 # a kill is a failure: its own bound and the run's failure budget
                 "may_restart": record.restarts
                 < min(self.settings.max_restarts_on_kill, self.settings.max_failures),

@@ -359,6 +359,17 @@ class Settings:
         shown="`s3://<aws state bucket>/burst/ledger` when `BURST_TF_STATE_BUCKET` names one, "
         "else `<runs root>/ledger`",
     )  # fmt: skip
+    kueue_wait_s = Var(
+        "BURST_KUEUE_WAIT_S", _seconds(0, inclusive=True), 21600.0,
+        "on a cluster with Kueue, how long provision waits in the team's queue for its "
+        "Workload's admission before renting anything (then exit 75: requeue)",
+        shown="`21600`",
+    )  # fmt: skip
+    kueue_poll_s = Var(
+        "BURST_KUEUE_POLL_S", _seconds(0, inclusive=False), 5.0,
+        "how often provision (waiting) and train (for an eviction) read the run's Kueue "
+        "Workload, in seconds", shown="`5`",
+    )  # fmt: skip
     # -- preemption
     dist_timeout_s = Var(
         "BURST_DIST_TIMEOUT_S", _positive, 120.0,
@@ -608,6 +619,17 @@ class Settings:
         "BURST_PLAN_B64", _text, "",
         "a gang pod's plan, base64 (read by the pod's shell command)", shown="none",
         audience=INTERNAL,
+    )  # fmt: skip
+    peer_addresses = Var(
+        "BURST_PEER_ADDRESSES", _text, "",
+        "checkpoint.memory_tiers: each node's peer memory server, HOST:PORT in node order, "
+        "comma-separated (set by the train step for its ranks: the servers it started, or on "
+        "a gang pod the pods' DNS names and BURST_PEER_PORT)", shown="none", audience=INTERNAL,
+    )  # fmt: skip
+    peer_port = Var(
+        "BURST_PEER_PORT", _count, None,
+        "a gang pod: the port of its peer memory sidecar (checkpoint.memory_tiers)",
+        shown="none", audience=INTERNAL,
     )  # fmt: skip
     # -- the repository's own tests
     update_goldens = Var(

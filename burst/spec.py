@@ -321,6 +321,47 @@ class Compute(Strict):
         return v
 
 
+class MemoryTiers(Strict):
+    """Checkpoints held in this node's and another node's memory before the object store
+    (docs/checkpoints.md, "Tiers")."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Each node runs a peer memory server; every save goes to this node's and "
+        "the next node's memory first, the store every store_every saves; a restore reads "
+        "local, then peer, then store.",
+    )
+    capacity: str = Field(
+        default="8G",
+        description="Bytes each node's peer server holds at most (e.g. 512M, 8G): the "
+        "newest checkpoint of each rank it serves must fit.",
+    )
+    store_every: Int | Literal["auto"] = Field(
+        default="auto",
+        description="Every how many saves also go to the store, or auto (the plan's per-tier "
+        "Young/Daly: store_interval_s / memory_interval_s; 1 with one node).",
+    )
+
+    @field_validator("store_every")
+    @classmethod
+    def _every(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and not 1 <= v <= 10**6:
+            raise ValueError("must be from 1 to 1000000, or 'auto'")
+        return v
+
+    @field_validator("capacity")
+    @classmethod
+    def _size(cls, v: str) -> str:
+        # the peer server's own syntax (burst.checkpoint.peer.parse_size)
+        m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*", v.upper())
+        if m is None:
+            raise ValueError(f"{v!r} is not a number of bytes (e.g. 512M, 8G)")
+        size = int(m.group(1)) << (10 * " KMGT".index(m.group(2) or " "))
+        if size < 1 << 20:
+            raise ValueError(f"{v!r} is less than 1M: no checkpoint fits")
+        return v
+
+
 class CheckpointPolicy(Strict):
     interval_steps: Annotated[Int, Field(le=STEPS_MAX)] | Literal["auto"] = Field(
         default="auto", description="Steps between checkpoints, or auto (Young/Daly)."
@@ -345,6 +386,10 @@ class CheckpointPolicy(Strict):
         description="training.command only: seconds within which the program is expected to "
         "save a complete checkpoint (from its start, and after each one); when none comes, a "
         "warning in the log and the report.",
+    )
+    memory_tiers: MemoryTiers = Field(
+        default_factory=MemoryTiers,
+        description="Memory tiers: this node's and a peer node's RAM before the store.",
     )
 
     @field_validator("interval_steps")
@@ -583,6 +628,25 @@ class Training(Strict):
             raise ValueError(
                 "engine fsdp2 shards the model over ranks: it needs nodes x processes_per_node "
                 f">= 2 (here {self.world_size}); use engine: torch for one rank"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _memory_tiers_where_restored(self) -> Training:
+        tiers = self.checkpoint.memory_tiers
+        if not tiers.enabled:
+            return self
+        if self.own_program or self.strategy != "single-region" or self.engine != "torch":
+            what = (
+                "training.command"
+                if self.own_program
+                else f"strategy {self.strategy}"
+                if self.strategy != "single-region"
+                else f"engine {self.engine}"
+            )
+            raise ValueError(
+                f"checkpoint.memory_tiers: burst's loop with engine torch only, not {what} "
+                "(its restores read the store only); set enabled: false"
             )
         return self
 

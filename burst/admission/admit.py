@@ -178,7 +178,11 @@ def admit(
                     log.warning("%s", admitted.refusal)
                 ledger.write(admitted)
                 break
-            if decided == "refuse" or time.monotonic() >= give_up:
+            # past the deadline, once the decision was made as a late one (what the team has
+            # left): a slow first pass must not refuse a run that decision would admit; a run
+            # that may not wait at all (wait_s 0) is refused at once, as ever
+            expired = time.monotonic() >= give_up
+            if decided == "refuse" or (expired and (late or wait_s <= 0)):
                 if queued_at is not None:
                     line += f" (queued {time.time() - queued_at:,.0f} s until its deadline)"
                 ledger.write(entry("refused", at, line))

@@ -364,7 +364,7 @@ TEAM_MAX = 63 - len(LOCAL_QUEUE_PREFIX)
 
 
 def local_queue_name(team: str) -> str:
-    """The LocalQueue a team's train pods name (label kueue.x-k8s.io/queue-name)."""
+    """The LocalQueue a team's runs queue in (the run's Workload's ``spec.queueName``)."""
     return LOCAL_QUEUE_PREFIX + team
 
 
@@ -549,8 +549,9 @@ HEADERS: Final[Mapping[str, str]] = {
         "# resources in every flavor (Kueue's CEL rule on resourceGroups).\n"
     ),
     "LocalQueue": (
-        "# A LocalQueue per team in burst's namespace, named after the team: the train pods carry\n"
-        "# kueue.x-k8s.io/queue-name: <team> (the spec's team, the workflow parameter `team`).\n"
+        "# A LocalQueue per team in burst's namespace, named after the team: the run's Workload,\n"
+        "# which provision creates before renting, names it in spec.queueName (the spec's team,\n"
+        "# the workflow parameter `team`; burst/admission/kueue_workload.py).\n"
     ),
 }
 FILES: Final[Mapping[str, str]] = {

@@ -53,6 +53,14 @@ class KueueAbsent(InfraError):
     docs/cluster-setup.md), so no flavor gates the train pod and the ledger admits alone."""
 
 
+class ApiAnswer(InfraError):
+    """The API server answered an error (``code``: its HTTP status)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message, where="Kueue")
+        self.code = code
+
+
 class FlavorRefused(PolicyRefusal):
     """No Kueue flavor of the team's ClusterQueue covers the run's placement (exit 3)."""
 
@@ -119,7 +127,8 @@ class TeamQueue:
 
 
 class KueueReader:
-    """GETs against the API server's Kueue API (``kueue.x-k8s.io/v1beta2``)."""
+    """Requests to the API server's Kueue API (``kueue.x-k8s.io/v1beta2``): GETs here, and
+    the run's Workload (create, get, delete) in :mod:`burst.admission.kueue_workload`."""
 
     def __init__(self, api: InCluster, timeout_s: float = TIMEOUT_S) -> None:
         self.api = api
@@ -133,14 +142,29 @@ class KueueReader:
 
     def _get(self, path: str, name: str | None = None) -> dict[str, Any] | None:
         """The object at ``path`` (None: the object ``name`` does not exist)."""
-        url = f"{self.api.server}/apis/{API}/{path}"
-        req = urllib.request.Request(
-            url,
-            headers={"Authorization": f"Bearer {self.api.token}", "Accept": "application/json"},
-        )
+        return self.call("GET", path, name)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        name: str | None = None,
+        body: Mapping[str, Any] | None = None,
+        api: str = API,
+    ) -> dict[str, Any] | None:
+        """``method`` on ``/apis/<api>/<path>``: the answer's object (None: the object
+        ``name`` does not exist). Every other failure fails closed (InfraError; KueueAbsent
+        when the API server serves no such API)."""
+        url = f"{self.api.server}/apis/{api}/{path}"
+        headers = {"Authorization": f"Bearer {self.api.token}", "Accept": "application/json"}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        req = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(req, timeout=self.timeout_s, context=self._tls) as resp:
-                body = resp.read()
+                answer = resp.read()
         except urllib.error.HTTPError as exc:
             status = _status(exc)
             if exc.code == 404 and name is not None and status.get("details", {}).get("name"):
@@ -148,26 +172,26 @@ class KueueReader:
             reason = status.get("message") or exc.reason
             if exc.code == 404:  # (the type, not an object: the API server knows no Kueue)
                 raise KueueAbsent(
-                    f"the API server does not serve Kueue's API {API} (GET {url}: 404)",
+                    f"the API server does not serve Kueue's API {api} ({method} {url}: 404)",
                     where="Kueue",
                 ) from exc
-            raise InfraError(
-                f"the API server answered {exc.code} to GET {url}: {reason}", where="Kueue"
+            raise ApiAnswer(
+                exc.code, f"the API server answered {exc.code} to {method} {url}: {reason}"
             ) from exc
         except (urllib.error.URLError, OSError) as exc:
             why = getattr(exc, "reason", exc)
             raise InfraError(
-                f"cannot reach the API server for GET {url}: {why}", where="Kueue"
+                f"cannot reach the API server for {method} {url}: {why}", where="Kueue"
             ) from exc
         try:
-            doc = json.loads(body)
+            doc = json.loads(answer)
         except ValueError as exc:
             raise InfraError(
-                f"the API server's answer to GET {url} is not JSON", where="Kueue"
+                f"the API server's answer to {method} {url} is not JSON", where="Kueue"
             ) from exc
         if not isinstance(doc, dict):
             raise InfraError(
-                f"the API server's answer to GET {url} is not an object", where="Kueue"
+                f"the API server's answer to {method} {url} is not an object", where="Kueue"
             )
         return doc
 

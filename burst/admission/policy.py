@@ -81,23 +81,23 @@ def decide(
     """The whole policy for one window (dollars): (verdict, amount admitted).
 
     1. It fits whole: admitted with ``need``.
-    2. Its deadline has come (``at_deadline``: a queued run out of time): refused.
-    3. It fits whole once the other open reservations settle: queued.
-    4. What is left is a useful part of ``need`` (:func:`grant`): admitted with that (capped).
-    5. Open reservations may still free more: queued.
-    6. Refused.
+    2. It fits whole once the other open reservations settle, and its deadline has not come
+       (``at_deadline``: a queued run out of time): queued.
+    3. What is left is a useful part of ``need`` (:func:`grant`): admitted with that (capped).
+       A run still queued at its deadline gets this too: it would fit in part, so refusing
+       it would leave budget unused that the team was allowed to spend.
+    4. Open reservations may still free more, and its deadline has not come: queued.
+    5. Refused.
     """
     v = verdict(limit, settled, reserved, need)
     if v == "admit":
         return "admit", need
-    if at_deadline:
-        return "refuse", 0.0
-    if v == "queue":
+    if v == "queue" and not at_deadline:
         return "queue", 0.0
     left = grant(limit, settled, reserved, need)
     if left is not None:
         return "admit", min(need, left)
-    if reserved > EPS:
+    if reserved > EPS and not at_deadline:
         return "queue", 0.0
     return "refuse", 0.0
 

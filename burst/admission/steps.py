@@ -80,10 +80,12 @@ def settle_run(
 def settle_reaped(run_id: str, runs_root: Path, ledger: Ledger | None = None) -> Entry | None:
     """Settle a run whose runner died before its teardown (``burst down``, ``burst reap``):
     found by its id in the ledger, charged from its attempt records when its run directory
-    has its spec (else its reservation in full), ending ``reaped``. Never raises."""
+    has its spec (else its reservation in full), ending ``reaped``; on a cluster with Kueue
+    its Workload is deleted too (the quota it held). Never raises."""
     from burst.runs import RunPaths
     from burst.spec import load_spec
 
+    _release_workload(run_id)
     try:
         ledger = ledger or run_ledger(runs_root)
         held = ledger.find(run_id)
@@ -100,3 +102,15 @@ def settle_reaped(run_id: str, runs_root: Path, ledger: Ledger | None = None) ->
     except (BurstError, StoreError, OSError) as exc:
         log.error("cannot settle run %s in the team ledger: %s", run_id, exc)
         return None
+
+
+def _release_workload(run_id: str) -> None:
+    """A reaped run's Kueue Workload (``burst.admission.kueue_workload``): deleted, so its
+    team's quota is free again; an API server that cannot be read is logged, not raised (the
+    reaper's next pass tries again)."""
+    from burst.admission.kueue_workload import release_quota
+
+    try:
+        release_quota(run_id)
+    except BurstError as exc:
+        log.error("cannot release run %s's Kueue Workload: %s", run_id, exc.one_line())

@@ -26,6 +26,7 @@ error; a corrupt or refused checkpoint stays a ``CheckpointError``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import logging
@@ -46,11 +47,13 @@ from burst import checkout
 from burst.checkpoint.catalog import latest_checkpoint, list_checkpoints
 from burst.checkpoint.layout import DEFAULT_CHUNK_SIZE, build_layout, layout_signature
 from burst.checkpoint.manifest import CheckpointRef, check_tier, manifest_key
+from burst.checkpoint.parts_restore import PartsRead
 from burst.checkpoint.peer import PeerStore, parse_address
+from burst.checkpoint.read_plan import restore_newest
 from burst.checkpoint.replication import ReplicationResult, replicate
 from burst.checkpoint.restore import Restored, restore_checkpoint, tier_catalog
 from burst.checkpoint.sharded import ShardInfo
-from burst.checkpoint.split_restore import Exchange, restore_split
+from burst.checkpoint.split_restore import Exchange, SplitRead, restore_split
 from burst.checkpoint.staging import HostBuffer, fresh_threads
 from burst.checkpoint.tree import flatten
 from burst.checkpoint.verify import ChunkAudit
@@ -84,7 +87,8 @@ def tier_name(url: str, shard: ShardInfo | None = None) -> str:
     """A rank's name in memory tiers that several runs and ranks share: the store's URL
     (hashed), and the rank of a sharded manager."""
     name = blake3.blake3(url.encode()).hexdigest()[:16]
-    return f"{name}/rank-{shard.rank}" if shard is not None else name
+    # a sharded rank's part is one of ``world``: a restore on another world size finds none
+    return f"{name}/world-{shard.world}/rank-{shard.rank}" if shard is not None else name
 
 
 class WorkerStartError(StoreError):
@@ -136,6 +140,7 @@ class CheckpointManager:
         peers: Sequence[str] = (),
         tier_prefix: str | None = None,
         store_every: int = 1,
+        rank_tiers: Sequence[Sequence[tuple[str, str]]] | None = None,
     ) -> None:
         """``start_worker``: start the background worker process now, in a thread, so that
         the first save does not wait for it (False: the first save starts it; a manager that
@@ -149,16 +154,19 @@ class CheckpointManager:
         the newest checkpoint from the fastest that holds it whole. ``tier_prefix``: this
         rank's name in their memory (default: from the store's URL and the shard's rank).
         ``store_every``: every how many saves also go to the store (1: each; the others
-        only to the memory tiers, and to the store when no memory tier takes them)."""
+        only to the memory tiers, and to the store when no memory tier takes them).
+
+        Sharded (``shard=``) with memory tiers: each save commits this rank's part to them
+        (``burst.checkpoint.parts_restore``); ``rank_tiers[q]``, the memory tiers (name,
+        ``HOST:PORT``) of rank q, fastest first, for every rank of the world, lets
+        ``restore_split`` read every part from memory (without it: this rank's own only, so
+        a world of more than one reads the store)."""
         self.store = open_store(store) if isinstance(store, str) else store
         if store_every < 1:
             raise CheckpointError(f"store_every must be >= 1, not {store_every}")
-        if shard is not None and (local or peers):
-            # a memory copy is one rank's part; the restores of a sharded checkpoint read
-            # the global manifest, which only the store has
+        if rank_tiers is not None and (shard is None or len(rank_tiers) != shard.world):
             raise CheckpointError(
-                "memory tiers (local=, peers=) are per rank: a sharded manager (shard=) "
-                "does not use them yet"
+                "rank_tiers= names the memory tiers of each rank of a sharded manager's world"
             )
         self.store_every = store_every
         self._saves = 0
@@ -167,7 +175,14 @@ class CheckpointManager:
             *((("local", local),) if local else ()),
             *(("peer", p) for p in peers),
         ]
-        for _, address in self.memory:
+        self.rank_tiers: list[list[tuple[str, str]]] = (
+            [list(t) for t in rank_tiers]
+            if rank_tiers is not None
+            else [list(self.memory) if q == shard.rank else [] for q in range(shard.world)]
+            if shard is not None
+            else []
+        )
+        for _, address in [*self.memory, *(t for ts in self.rank_tiers for t in ts)]:
             parse_address(address)  # a bad one is the caller's mistake, said here
         self.chunk_size = chunk_size
         self.keep_full = keep_full
@@ -878,7 +893,8 @@ class CheckpointManager:
     ) -> Restored:
         """Load a committed checkpoint (newest by default), verifying every chunk."""
         audit = ChunkAudit()
-        faster = self.memory_stores()
+        # a sharded rank's memory tiers hold its part, not a whole checkpoint (restore_split)
+        faster = self.memory_stores() if self.shard is None else []
         try:
             return restore_checkpoint(
                 self.store,
@@ -907,17 +923,57 @@ class CheckpointManager:
         whole state whose tensors receive the bytes in place where they fit."""
         audit = ChunkAudit()
         try:
-            return restore_split(
-                self.store,
-                self.checkpoints(tier) if ex.rank == 0 else [],
-                ex,
-                share=share,
-                into=into,
-                concurrency=self.concurrency,
-                audit=audit,
-            )
+            if self.shard is None or not self.memory:
+                return restore_split(
+                    self.store,
+                    self.checkpoints(tier) if ex.rank == 0 else [],
+                    ex,
+                    share=share,
+                    into=into,
+                    concurrency=self.concurrency,
+                    audit=audit,
+                )
+            return self._restore_parts(ex, tier, share=share, into=into, audit=audit)
         finally:
             self._absorb(audit)
+
+    def _restore_parts(
+        self, ex: Exchange, tier: str, *, share: bool, into: Any, audit: ChunkAudit
+    ) -> Restored | None:
+        """``restore_split`` of a sharded manager with memory tiers: every part from memory
+        where every rank reads them all, else the store (burst.checkpoint.parts_restore)."""
+        assert self.shard is not None
+        shard = self.shard
+        opened: list[ObjectStore] = []
+
+        def tiers_of(q: int) -> list[tuple[str, ObjectStore]]:
+            prefix = tier_name(self.store.url, dataclasses.replace(shard, rank=q))
+            if q == shard.rank and self.tier_prefix != tier_name(self.store.url, shard):
+                prefix = self.tier_prefix
+            out: list[tuple[str, ObjectStore]] = []
+            for name, address in self.rank_tiers[q]:
+                peer = PeerStore(address, prefix)
+                opened.append(peer)
+                out.append((name, peer))
+            return out
+
+        try:
+            refs: list[CheckpointRef] = []
+            in_store: set[tuple[int, str]] = set()
+            if ex.rank == 0:
+                held = tier_catalog(self.store, tiers_of(0), tier)
+                refs = sorted(set().union(*held.values()), key=lambda r: (r.step, r.tier == "full"))
+                in_store = {(r.step, r.tier) for r in held["store"]}
+            agreed = ex.decide(lambda: sorted(in_store))  # rank 0's, on every rank
+            in_store = {(int(step), str(kind)) for step, kind in agreed}
+            split = SplitRead(
+                self.store, ex, share=share, into=into, concurrency=self.concurrency, audit=audit
+            )
+            plan = PartsRead(ex, shard.world, tiers_of, split, in_store, self.concurrency)
+            return restore_newest(refs, plan, where=self.store.url, ex=ex)
+        finally:
+            for peer in opened:
+                peer.close()
 
     def _absorb(self, audit: ChunkAudit) -> None:
         self._audit.sound |= audit.sound - audit.corrupt

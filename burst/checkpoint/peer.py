@@ -420,9 +420,12 @@ class PeerStore(ObjectStore):
         self._local = threading.local()
 
 
-def start_peer(capacity: int, host: str = "127.0.0.1") -> tuple[subprocess.Popen[str], str]:
+def start_peer(
+    capacity: int, host: str = "127.0.0.1", *, with_parent: bool = False
+) -> tuple[subprocess.Popen[str], str]:
     """A peer server in a process of its own (a "node" of a local run or a test): the
-    process and its ``HOST:PORT``."""
+    process and its ``HOST:PORT``. ``with_parent``: it exits when this process does, even
+    killed (the train step's servers)."""
     env_path = str(checkout.ROOT)
     proc = subprocess.Popen(
         [
@@ -433,6 +436,7 @@ def start_peer(capacity: int, host: str = "127.0.0.1") -> tuple[subprocess.Popen
             str(capacity),
             "--host",
             host,
+            *(["--parent", str(os.getpid())] if with_parent else []),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -448,11 +452,14 @@ def start_peer(capacity: int, host: str = "127.0.0.1") -> tuple[subprocess.Popen
     return proc, line[1]
 
 
+#: how often a server started ``with_parent`` checks that its parent lives
+PARENT_POLL_S = 0.5
+
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*", text.upper())
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*", text.upper())
     if m is None:
         raise BadInputError(f"size {text!r} is not a number of bytes (e.g. 512M, 8G)")
     return int(m.group(1)) * _UNITS[m.group(2)]
@@ -463,6 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--capacity", required=True, help="bytes held at most (e.g. 8G)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--parent", type=int, default=0, help="exit when this process is gone")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s peer %(levelname)s %(message)s")
     try:
@@ -471,9 +479,21 @@ def main(argv: list[str] | None = None) -> int:
         print(exc.one_line(), file=sys.stderr)
         return 2
     print(f"listening {server.address}", flush=True)
+    if args.parent:
+        threading.Thread(
+            target=_exit_with, args=(args.parent, server), daemon=True, name="peer-parent"
+        ).start()
     with server:
         server.serve_forever()
     return 0
+
+
+def _exit_with(parent: int, server: PeerServer) -> None:
+    """Stop ``server`` once ``parent`` is gone (this process is re-parented)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    log.warning("the process that started this peer server (%d) is gone: exiting", parent)
+    server.shutdown()
 
 
 if __name__ == "__main__":

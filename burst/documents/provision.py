@@ -110,6 +110,12 @@ class RecoveryRecord(Document):
     retries_in_place: int | None = Field(default=None, ge=0)
     may_requeue: bool = False
     may_restart: bool = False
+    may_wait_again: bool = Field(
+        default=False,
+        description="A train attempt whose Kueue quota a higher-priority run took (exit 76, "
+        "burst.recovery.QUOTA) may requeue into this placement and wait in the queue again: "
+        "the run's preemption and placement budgets allow another placement.",
+    )
 
 
 class Admission(Document):

@@ -75,6 +75,11 @@ class AttemptSummary(Document):
 
     attempt: int | None = None
     resumed_from: int | None = None
+    restored_from_tier: str | None = Field(
+        default=None,
+        description="checkpoint.memory_tiers: the tier the resumed checkpoint was read from "
+        "(local, peer or store).",
+    )
     ended_at_step: int | None = None
     outcome: str | None = None
     preempted: bool = False
@@ -91,6 +96,12 @@ class AttemptSummary(Document):
     world_size: int = Field(default=1, ge=1, description="Ranks of the attempt.")
     ranks: list[RankFigures] | None = None
     notice_to_exit_s: float | None = None
+    back_to_spot: Detail | None = Field(
+        default=None,
+        description="On an on-demand fallback (burst.recovery.back_to_spot): the move the "
+        "attempt made, else the last probe's stay: decision (move or stay), reason, "
+        "saving_usd, move_cost_usd, margin_usd, candidate, at_step, probe, probes.",
+    )
     program: Detail | None = Field(
         default=None,
         description="training.command: the program's exit code, its last log lines, warnings "

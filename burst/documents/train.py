@@ -69,6 +69,11 @@ class TrainAttempt(Document):
     finished_at: str | None = None
     engine: str | None = None
     resumed_from: int | None = None
+    restored_from_tier: str | None = Field(
+        default=None,
+        description="checkpoint.memory_tiers: the tier the resumed checkpoint was read from "
+        "(local, peer or store: burst.checkpoint.restore.Restored.source).",
+    )
     ended_at_step: int | None = None
     preempted: bool = False
     outcome: Outcome | None = None
@@ -110,6 +115,12 @@ class TrainAttempt(Document):
         default=None,
         description="The attempt ended itself to move from an on-demand fallback back to spot "
         "(burst.recovery.back_to_spot): the decision, its terms and the probe.",
+    )
+    spot_probe: Detail | None = Field(
+        default=None,
+        description="On an on-demand fallback that stayed: the last back-to-spot probe's "
+        "decision (stay: saving_usd against move_cost_usd + margin_usd, the reason, the "
+        "candidate, at_step, probes so far).",
     )
     killed: bool = Field(default=False, description="Died without closing its record.")
     at_step: int | None = Field(default=None, description="The last step it finished.")

@@ -340,6 +340,7 @@ class Provisioner:
                 tags=tags,
                 **self._stores(region),
                 **self.faults.terraform_variables(),
+                spot_probe=self.job.compute.recovery.probe_interval_s is not None,
             )
             write_vars(self.workdir, variables)
             runrecord.save(self.ws)  # beside the state: teardown's pod has another runs root

@@ -228,11 +228,13 @@ class Workspace:
         run_store_uri: str | None = None,
         exchange_uri: str | None = None,
         store_kms_key: str | None = None,
+        spot_probe: bool = False,
     ) -> dict[str, Any]:
         """The run's variables for one candidate, in the shape this kind of stack takes
         (``run_store_uri``: the run's own store, ``exchange_uri``: a regional-sync run's
         exchange store, which the aws stack grants the run's pods; ``store_kms_key`` their
-        objects' key)."""
+        objects' key; ``spot_probe``: the spec probes spot from an on-demand fallback, which
+        the aws stack grants an on-demand placement's pods: ec2:GetSpotPlacementScores)."""
         capacity = candidate.get("capacity", "spot")
         if self.kind == "local":
             return {
@@ -272,6 +274,8 @@ class Workspace:
                     variables[name] = uri.split("?", 1)[0]
                     if store_kms_key and store_kms_key.startswith("arn:"):
                         variables["store_kms_key_arn"] = store_kms_key
+            if spot_probe and capacity == "on_demand":  # (burst.train.spot_probe)
+                variables["spot_probe"] = True
             if instance:
                 variables["instance_types"] = [instance]
             else:

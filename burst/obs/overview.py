@@ -287,6 +287,7 @@ def _attempts(view: RunFacts) -> list[dict[str, Any]]:
                 or ("preempted" if rec.preempted else "unknown"),
                 "ended_at_step": rec.ended_at_step,
                 "resumed_from": rec.resumed_from,
+                "restored_from_tier": rec.restored_from_tier,
                 "notice": rec.notice.source if rec.notice else None,
                 "notice_to_exit_s": None if notice_to_exit is None else round(notice_to_exit, 3),
                 "restart_s": None if restart is None else round(restart, 3),
@@ -383,7 +384,8 @@ def overview_lines(o: dict[str, Any]) -> list[str]:
         if a["lost_steps"] is not None:
             parts.append(f"lost {a['lost_steps']} step(s)")
         if a["resumed_from"]:  # 0 or None: a fresh start
-            parts.append(f"resumed from {a['resumed_from']}")
+            tier = a.get("restored_from_tier")  # (memory tiers: local, peer or store)
+            parts.append(f"resumed from {a['resumed_from']}" + (f" ({tier})" if tier else ""))
         lines.append(", ".join(parts))
     c = o["cost"]
     if c["planned_usd"] is not None or c["actual_usd"] is not None:

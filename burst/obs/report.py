@@ -149,6 +149,7 @@ def _attempt(a: TrainAttempt) -> dict[str, Any]:
     return {
         "attempt": a.attempt,
         "resumed_from": a.resumed_from,
+        "restored_from_tier": a.restored_from_tier,
         "ended_at_step": a.ended_at_step,
         "outcome": a.outcome,
         "preempted": a.preempted,
@@ -162,8 +163,32 @@ def _attempt(a: TrainAttempt) -> dict[str, Any]:
         "world_size": a.world_size or 1,
         "ranks": a.ranks,
         "notice_to_exit_s": a.notice_to_exit_s,
+        "back_to_spot": _back_to_spot(a),
         "program": _program(a),
     }
+
+
+#: what the report keeps of a back-to-spot decision (its terms: the attempt record)
+SPOT_FIELDS = (
+    "decision",
+    "reason",
+    "saving_usd",
+    "move_cost_usd",
+    "margin_usd",
+    "candidate",
+    "at_step",
+    "probe",
+    "probes",
+)
+
+
+def _back_to_spot(a: TrainAttempt) -> dict[str, Any] | None:
+    """The move back to spot the attempt made, else the last probe's decision to stay."""
+    made = a.back_to_spot or a.spot_probe
+    if made is None:
+        return None
+    d = made.model_dump()
+    return {k: d[k] for k in SPOT_FIELDS if k in d}
 
 
 #: what the report keeps of a program attempt's record (the full record: docs/train.json)

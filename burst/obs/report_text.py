@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from burst.documents.report import AttemptSummary
 from burst.endings import ENDINGS, describe, ending_of
 from burst.obs.run_view import RunView
 
@@ -28,6 +29,47 @@ def human_bytes(n: float) -> str:
 
 def usd(v: float) -> str:
     return f"${v:,.2f}" if v < 1000 else f"${v:,.0f}"
+
+
+def _usd_or_unknown(v: Any) -> str:
+    return usd(float(v)) if isinstance(v, int | float) and not isinstance(v, bool) else "?"
+
+
+def back_to_spot_line(a: AttemptSummary) -> str | None:
+    """One line for an attempt on an on-demand fallback that weighed going back to spot:
+    moved or stayed, the predicted saving against the move's cost and margin."""
+    if a.back_to_spot is None:
+        return None
+    d = a.back_to_spot.model_dump()
+    c = d.get("candidate")
+    where = "spot"
+    if isinstance(c, dict) and c.get("region"):
+        where = f"{c.get('provider') or '?'}/{c['region']} spot"
+    moved = d.get("decision") == "move"
+    probes = d.get("probes")
+    verb = (
+        f"moved to {where}"
+        if moved
+        else f"stayed on demand ({where} probed"
+        + (f", {probes} probes)" if isinstance(probes, int) and probes > 1 else ")")
+    )
+    at = d.get("at_step")
+    saving, cost, margin = (d.get(k) for k in ("saving_usd", "move_cost_usd", "margin_usd"))
+    line = (
+        f"back to spot: attempt {a.attempt if a.attempt is not None else '?'} {verb}"
+        + (f" at step {at}" if isinstance(at, int) else "")
+        + f": saving {_usd_or_unknown(saving)} against move cost {_usd_or_unknown(cost)}"
+        + f" + margin {_usd_or_unknown(margin)}"
+    )
+    if (
+        not moved
+        and isinstance(saving, int | float)
+        and isinstance(cost, int | float)
+        and isinstance(margin, int | float)
+        and saving > cost + margin
+    ):  # it stayed for another reason: no capacity, or spot would never finish
+        line += f" ({d.get('reason') or 'stayed'})"
+    return line
 
 
 def _regional_lines(r: dict[str, Any] | None) -> list[str]:
@@ -124,6 +166,8 @@ def render_text(view: RunView) -> str:
     if sources:  # what ended the attempts the run recovered from: separate budgets
         ended = ", ".join(f"{k} {v}" for k, v in sorted(sources.items()))
         lines.append(f"attempts ended by: {ended}")
+    if view.report is not None:  # on an on-demand fallback: back to spot, or not, and why
+        lines += [x for a in view.report.attempts if (x := back_to_spot_line(a)) is not None]
     split = s.get("recovery_split") or {}
     if split:  # where a restart's time went (medians over the restarts)
         known = ", ".join(f"{k} {v:.1f}" for k, v in split.items() if v is not None)

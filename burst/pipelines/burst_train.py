@@ -244,6 +244,24 @@ def build() -> WorkflowTemplate:
             ),
             Parameter(name="gpus-per-node", value="8", description="GPUs on each train node"),
             Parameter(
+                name="memory-tiers",
+                value="off",
+                description="on: the spec's checkpoint.memory_tiers are enabled (the gang's "
+                "peer NetworkPolicy is applied); burst submit passes it",
+            ),
+            Parameter(
+                name="peer-capacity",
+                value="1M",
+                description="bytes each gang pod's peer memory sidecar holds (the spec's "
+                "checkpoint.memory_tiers.capacity; 1M when the tiers are off)",
+            ),
+            Parameter(
+                name="peer-memory",
+                value="64Mi",
+                description="the peer sidecar's memory request and limit: its capacity and "
+                "the server's own (burst submit passes it)",
+            ),
+            Parameter(
                 name="tf-stack",
                 value="aws",
                 description="Terraform stack: aws (terraform/stacks/burst-run), gcp (gcp-run), "
@@ -298,7 +316,7 @@ def build() -> WorkflowTemplate:
             extra_inputs=("node-selector", "tolerations", TRAINER_INPUT),
             stable=False,
             resources=train_resources(gpus=False),  # the GPUs: gpu_patch()
-            labels=kueue_labels(),  # Kueue's pod integration: the team's queue, the priority
+            labels=kueue_labels(),  # none: the run's Workload holds its quota (provision)
             active_deadline_seconds="{{workflow.parameters.train-deadline-seconds}}",
             # the run's own identity (its checkpoint role), for main and Argo's wait
             # container alike: its projected token (no executor.serviceAccountName, which
@@ -420,6 +438,13 @@ def build() -> WorkflowTemplate:
                 },
             )
 
+        peer_policy = Resource(
+            name="peer-network-policy",
+            action="apply",
+            set_owner_reference=True,
+            manifest=gang.PEER_POLICY_MANIFEST,
+        )
+
         train_gang = Resource(
             name="train-gang",
             action="create",
@@ -452,11 +477,18 @@ def build() -> WorkflowTemplate:
                 },
             )
             # the gang's pods run as the run's account too: nothing else creates it
-            Step(
-                name="service-account",
-                template=run_identity,
-                arguments={"role-arn": ROLE_ARN},
-            )
+            with Parallel():
+                Step(
+                    name="service-account",
+                    template=run_identity,
+                    arguments={"role-arn": ROLE_ARN},
+                )
+                # the peer memory port: the run's own train pods only (checkpoint tiers)
+                Step(
+                    name="peer-network-policy",
+                    template=peer_policy,
+                    when="'{{workflow.parameters.memory-tiers}}' == 'on'",
+                )
             Step(
                 name="train",
                 template=train_gang,

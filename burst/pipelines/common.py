@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from burst.admission.kueue_objects import local_queue_name
 from burst.recovery import RETRY_IN_PLACE
 from burst.spec import Priority
 
@@ -37,9 +36,10 @@ GPU_QUOTA_CONFIGMAP: Final = "burst-gpu-quota"  # one key per team: how many run
 
 #: Kueue's pod integration (deploy/kueue; Kueue pkg/controller/constants and
 #: pkg/controller/jobs/pod/constants): a pod with the queue label is gated until its
-#: workload is admitted in that LocalQueue (one per team, named after it); the priority
-#: class label names a WorkloadPriorityClass (burst-<priority>); gang pods name their group
-#: (label) and its size (annotation), and the group is admitted whole.
+#: workload is admitted in that LocalQueue; the priority class label names a
+#: WorkloadPriorityClass (burst-<priority>); gang pods name their group (label) and its size
+#: (annotation). burst's train pods carry no queue label (:func:`kueue_labels`): the run's
+#: own Workload holds its quota from before provision rents.
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"  # burst-<team>: kueue_objects
 KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
 KUEUE_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
@@ -47,11 +47,12 @@ KUEUE_GROUP_COUNT_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
 
 
 def kueue_labels() -> dict[str, str]:
-    """The labels that put a train pod in its team's Kueue LocalQueue at its priority."""
-    return {
-        KUEUE_QUEUE_LABEL: local_queue_name("{{workflow.parameters.team}}"),
-        KUEUE_PRIORITY_LABEL: "burst-{{workflow.parameters.priority}}",
-    }
+    """The Kueue labels of the train pods: none. Quota first, then rent: provision admits the
+    run through its own Kueue Workload (burst.admission.kueue_workload) before it rents, on
+    every path where Kueue is installed; a train pod with the queue label would be admitted
+    a second time, against the quota its own Workload holds (docs/queue.md). Without Kueue
+    the label meant nothing."""
+    return {}
 
 
 RUNS_VOLUME: Final = "burst-runs"
@@ -139,15 +140,15 @@ def team_parameters() -> list[Any]:
             value="default",
             description="team: the GPU quota semaphore key and a cost label",
         ),
-        # only the bands deploy/kueue has a WorkloadPriorityClass for: a pod naming another
-        # class is never admitted by Kueue (its Workload cannot be built), after provision
-        # rented its GPUs; Argo refuses a value outside the enum at submission
+        # only the bands deploy/kueue has a WorkloadPriorityClass for: a Workload naming
+        # another class is never admitted by Kueue; Argo refuses a value outside the enum
+        # at submission
         Parameter(
             name="priority",
             value=str(Priority.normal),
             enum=[str(p) for p in Priority],
-            description="priority band (low, normal, high, critical): the train pods' Kueue "
-            "WorkloadPriorityClass burst-<priority>",
+            description="priority band (low, normal, high, critical): the run's Kueue "
+            "Workload's WorkloadPriorityClass burst-<priority>",
         ),
         Parameter(name="cost-centre", value="unassigned", description="cost label"),
         Parameter(name="owner", value="unknown", description="cost label"),
@@ -156,7 +157,7 @@ def team_parameters() -> list[Any]:
 
 def workflow_identity_env() -> tuple[Any, ...]:
     """What provision checks against the spec before renting (``burst.admission.identity``):
-    the workflow's ``team`` and ``priority`` parameters choose the train pods' LocalQueue,
+    the workflow's ``team`` and ``priority`` parameters choose the run's Workload's LocalQueue,
     WorkloadPriorityClass, quota semaphore and cost labels, so a submission whose parameters
     name another team or band than its spec is refused before anything is rented."""
     from hera.workflows import Env

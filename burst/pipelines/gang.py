@@ -25,7 +25,14 @@ from burst.pipelines.common import (
     TRAINER_IMAGE_TAG,
     kueue_labels,
 )
-from burst.pipelines.train_pod import TRAIN_GRACE_S, train_env, train_resources
+from burst.pipelines.train_pod import (
+    PEER_LABEL,
+    PEER_PORT,
+    TRAIN_GRACE_S,
+    peer_sidecar,
+    train_env,
+    train_resources,
+)
 
 SPEC_FILE = "/tmp/inputs/spec.yaml"
 
@@ -56,6 +63,8 @@ def volcano_job() -> dict[str, Any]:
                 "burst.dev/run-id": "{{workflow.name}}",
                 **kueue_labels(),
                 KUEUE_GROUP_LABEL: "{{workflow.name}}-train",
+                # the run's train pods: the peer port admits them only (peer_network_policy)
+                PEER_LABEL: "{{workflow.name}}",
             },
             # an annotation is a string: an expression, so the quotes stay (UNQUOTED)
             "annotations": {KUEUE_GROUP_COUNT_ANNOTATION: "{{=workflow.parameters.nodes}}"},
@@ -74,6 +83,10 @@ def volcano_job() -> dict[str, Any]:
                 "fsGroup": RUN_AS_USER,
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
+            # checkpoint.memory_tiers: this node's peer memory server, a native sidecar (it
+            # starts before train, and the pod completes when train does); the other nodes
+            # reach it at this pod's DNS name (Volcano's svc plugin) and its named port
+            "initContainers": [peer_sidecar()],
             "containers": [
                 {
                     "name": "train",
@@ -95,6 +108,8 @@ def volcano_job() -> dict[str, Any]:
                             "value": "{{=sprig.b64enc(inputs.parameters.plan)}}",
                         },
                         *train_env(),
+                        # the peer sidecars' port; their hosts are Volcano's (burst.train.tiers)
+                        {"name": "BURST_PEER_PORT", "value": str(PEER_PORT)},
                     ],
                     "resources": train_resources(),
                     "securityContext": dict(RESTRICTED_CONTAINER),
@@ -140,6 +155,30 @@ def volcano_job() -> dict[str, Any]:
         },
     }
     return job
+
+
+#: The run's NetworkPolicy (created by ``place-gang`` before the gang): the run's train pods
+#: take connections from the run's own train pods only, so the peer port (and torchrun's) is
+#: reached by no one else. Volcano's svc plugin (on by default) adds its own policy admitting
+#: the job's pods; policies add up, so this one takes nothing away from it.
+PEER_POLICY_MANIFEST = f"""apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: "{{{{workflow.name}}}}-peers"
+  labels:
+    app.kubernetes.io/part-of: burst
+    burst.dev/run-id: "{{{{workflow.name}}}}"
+spec:
+  podSelector:
+    matchLabels:
+      {PEER_LABEL}: "{{{{workflow.name}}}}"
+  policyTypes: [Ingress]
+  ingress:
+    - from:
+        - podSelector:
+            matchLabels:
+              {PEER_LABEL}: "{{{{workflow.name}}}}"
+"""
 
 
 #: Tags whose substituted value must stay YAML (a number, a mapping, a list), not a string.

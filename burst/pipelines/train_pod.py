@@ -11,12 +11,57 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from burst.pipelines.common import RUNS_MOUNT
+from burst.pipelines.common import RUNS_MOUNT, TRAINER_IMAGE_TAG
 
 #: Seconds a SIGTERM leaves the train pod (its terminationGracePeriodSeconds): AWS's spot
 #: notice is 120 s; the train step sizes its emergency save to it (BURST_SIGTERM_GRACE_S).
 TRAIN_GRACE_S: Final = 120
 GPUS: Final = "{{workflow.parameters.gpus-per-node}}"
+
+
+#: checkpoint.memory_tiers on a gang: each pod's peer memory sidecar (burst.checkpoint.peer),
+#: its named port, and the label that the run's NetworkPolicy admits (burst.pipelines.gang)
+PEER_PORT: Final = 7070
+PEER_PORT_NAME: Final = "burst-peer"
+PEER_LABEL: Final = "burst.dev/peer-group"
+#: the sidecar's server holds at most this many bytes (the spec's capacity; burst submit)
+PEER_CAPACITY: Final = "{{workflow.parameters.peer-capacity}}"
+#: its container's memory, request == limit: the capacity plus the interpreter's (Kubernetes
+#: quantity; burst submit passes it)
+PEER_MEMORY: Final = "{{workflow.parameters.peer-memory}}"
+
+
+def peer_sidecar() -> dict[str, Any]:
+    """The peer memory server of a gang pod, as a native sidecar (an init container with
+    ``restartPolicy: Always``: started before the train container, stopped once it ends).
+    With the tiers off (``peer-capacity`` 1M) it idles in a few MiB."""
+    return {
+        "name": "peer",
+        "image": TRAINER_IMAGE_TAG,  # the digest verify-image verified, as train's
+        "restartPolicy": "Always",
+        "command": [
+            "python",
+            "-m",
+            "burst.checkpoint.peer",
+            "--capacity",
+            PEER_CAPACITY,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(PEER_PORT),
+        ],
+        "ports": [{"name": PEER_PORT_NAME, "containerPort": PEER_PORT, "protocol": "TCP"}],
+        "resources": {
+            "requests": {"cpu": "100m", "memory": PEER_MEMORY},
+            "limits": {"memory": PEER_MEMORY},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
 
 
 def train_env() -> list[dict[str, str]]:

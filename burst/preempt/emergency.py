@@ -97,6 +97,25 @@ class SaveMeter:
         )
 
 
+def pending_s(
+    meter: SaveMeter,
+    full_bytes: int,
+    weights_bytes: int,
+    in_flight: int | None,
+    last_full: int | None,
+) -> float:
+    """How long a save still in flight (its step ``in_flight``; None: none) may take yet, at
+    most: the meter's estimate of the whole save, full if it is the last full one handed over
+    (step ``last_full``), else weights-only. Not the last commit's upload time: that is 0 until
+    this attempt has measured a commit, so the first save of a run, or of a requeued attempt
+    (which has its earlier attempts' throughput), was ignored, and the emergency save queued
+    behind it took twice its estimate (benchmarks/notice_window.py)."""
+    if in_flight is None:
+        return 0.0
+    tier = "full" if in_flight == last_full else "weights"
+    return meter.costs(full_bytes, weights_bytes).estimate_s(tier)
+
+
 @dataclass(frozen=True)
 class EmergencyChoice:
     tier: str  # full | weights | none

@@ -9,7 +9,7 @@ since there is no metadata service to ask.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from burst.errors import BadInputError
@@ -55,7 +55,14 @@ class Watchers:
             self.restore_signals = None
 
 
-def start_watchers(board: NoticeBoard | None = None, names: list[str] | None = None) -> Watchers:
+def start_watchers(
+    board: NoticeBoard | None = None,
+    names: list[str] | None = None,
+    extra: Sequence[Callable[[NoticeBoard], MetadataWatcher | None]] = (),
+) -> Watchers:
+    """The signal watcher and the notice sources ``names`` (the settings' by default), and
+    the sources of layers above this one, each started by ``extra`` (None: not here), such
+    as the Kueue eviction watcher (burst.admission.kueue_watch)."""
     board = board or NoticeBoard()
     chosen = watcher_names() if names is None else names
     w = Watchers(board, restore_signals=install_signal_watcher(board))
@@ -64,6 +71,10 @@ def start_watchers(board: NoticeBoard | None = None, names: list[str] | None = N
             t = WATCHERS[name](board)
             t.start()
             w.threads.append(t)
+        for start in extra:
+            started = start(board)
+            if started is not None:
+                w.threads.append(started)
     except BaseException:  # (a bad setting): nothing left behind, no handler, no thread
         w.stop()
         raise

@@ -131,8 +131,23 @@ def spec_parameters(job: BurstJob, spec_text: str) -> dict[str, str]:
         "train-deadline-seconds": str(int(job.budget.max_hours * 3600)),
         "nodes": str(node_count(job)),
         "gpus-per-node": str(gpus_per_pod(job)),  # each node's train pod's request
+        **peer_parameters(job),  # a gang pod's peer memory sidecar (checkpoint tiers)
         **template_parameters(job),  # the spec's recovery (burst/recovery.py)
     }
+
+
+def peer_parameters(job: BurstJob) -> dict[str, str]:
+    """The peer memory sidecar's capacity and its container's memory (the capacity and
+    256 MiB for the server itself), from ``training.checkpoint.memory_tiers``; an idle 1M
+    server when the tiers are off."""
+    from burst.checkpoint.peer import parse_size
+
+    tiers = job.training.checkpoint.memory_tiers
+    if not tiers.enabled:
+        return {"memory-tiers": "off", "peer-capacity": "1M", "peer-memory": "64Mi"}
+    capacity = parse_size(tiers.capacity)
+    mib = -(-capacity // (1 << 20)) + 256
+    return {"memory-tiers": "on", "peer-capacity": str(capacity), "peer-memory": f"{mib}Mi"}
 
 
 def terraform_parameters() -> dict[str, str]:

@@ -4,7 +4,10 @@ Refuses (exit 3) unless the preflight decision record (``--input decision=...``)
 candidate for exactly this spec and the policies as they are now; only allowed candidates
 are attempted. On a cluster, refuses (exit 3) a placement no Kueue flavor of the team's
 ClusterQueue covers, before anything is rented (``burst.admission.kueue_reader``;
-docs/queue.md); an API server it cannot read fails the step (exit 4).
+docs/queue.md); an API server it cannot read fails the step (exit 4). Then, quota first:
+the run's Kueue Workload waits in its team's LocalQueue until Kueue admits it
+(``burst.admission.kueue_workload``), before any Terraform apply; longer than
+``BURST_KUEUE_WAIT_S`` is exit 75 (requeue). Provision then rents only under the admitted flavor.
 
 Fault injection: ``BURST_FAIL_AT=provision`` fails before anything is applied;
 ``provision:midway`` fails at apply time after part of the stack exists (teardown destroys
@@ -31,8 +34,10 @@ import logging
 import sys
 
 from burst.admission.admit import admit
+from burst.admission.dispatch import dispatch_run
 from burst.admission.identity import check_workflow_identity
 from burst.admission.kueue_reader import kueue_gate
+from burst.admission.kueue_workload import reserve_quota
 from burst.admission.ledger import ledger_url
 from burst.admission.steps import admit_run, run_ledger
 from burst.documents import DecisionRecord, PlanDocument, ProvisionDocument
@@ -86,6 +91,21 @@ def last_source(ctx: StepContext) -> str | None:
     return source(records[-1]) if records else None
 
 
+def _release_rental(ctx: StepContext) -> None:
+    """A requeued run that waits in Kueue's queue holds no rental: destroy what an earlier
+    placement left (teardown's destroy, found from the run id) before it waits."""
+    from burst.infra.teardown import destroy_run
+
+    log.info("queued again: destroying the earlier placement's rental while the run waits")
+    gone = destroy_run(ctx.paths.terraform)
+    if gone.resources_remaining:
+        raise InfraError(
+            f"{gone.resources_remaining} resource(s) of the earlier placement remain after "
+            "its destroy; not waiting in the queue while they bill",
+            where=ctx.run_id,
+        )
+
+
 def run(ctx: StepContext) -> ProvisionDocument:
     candidates, region = _candidates(ctx)
     decision = ctx.optional_input("decision", DecisionRecord)
@@ -106,6 +126,18 @@ def run(ctx: StepContext) -> ProvisionDocument:
     # the team's ClusterQueue covers (none: exit 3; API server unreadable: exit 4); then the
     # ledger reserves the planned cost (exit 3 if over)
     candidates = kueue_gate(ctx.spec, placement.candidates)
+    candidates = dispatch_run(ctx, candidates, refused, previous, lambda: last_source(ctx))
+    # quota first, then rent: on a cluster with Kueue, the run's Workload waits in its team's
+    # queue until admitted (exit 75 past BURST_KUEUE_WAIT_S); an earlier placement's rental
+    # is released while it waits
+    candidates = reserve_quota(
+        ctx.spec,
+        ctx.run_id,
+        candidates,
+        current().kueue_wait_s,
+        on_queued=(lambda: _release_rental(ctx)) if previous is not None else None,
+        poll_s=current().kueue_poll_s,
+    )
     if region is None:
         entry = admit_run(ctx.spec, ctx.run_id, ctx.paths.root, candidates)
     else:  # the region's share, under its stack id, refused (not queued) when over

@@ -15,7 +15,6 @@ if __name__ == "__main__":  # first of all: a notice while the step starts is ke
     watch_from_start()
 
 import os
-import sys
 
 from burst.documents import PlanDocument, ProvisionDocument, TrainDocument, produce
 from burst.errors import BadInputError
@@ -111,4 +110,6 @@ def missing_program(job: BurstJob, exc: OSError) -> BadInputError | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main("train", run))
+    from burst.train.quick_exit import quick_exit
+
+    quick_exit(main("train", run))  # (no interpreter teardown: seconds after a save)

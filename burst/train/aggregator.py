@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from burst.admission.kueue_watch import kueue_watcher
 from burst.checkpoint.writer import CheckpointWriter
 from burst.errors import InfraError, Preempted
 from burst.preempt.notice import NoticeBoard
@@ -61,7 +62,8 @@ def run_aggregator(cfg: RoleConfig) -> dict[str, Any]:
     (SIGTERM, a provider's metadata notice) stops it with exit 75 (``Preempted``) before
     the next read of the deltas; its state is committed with every round, so the retry goes
     on from the last committed round."""
-    watchers = start_watchers()  # first: a notice while it starts is kept, not lost
+    # first: a notice while it starts is kept, not lost (a Kueue eviction too)
+    watchers = start_watchers(extra=(kueue_watcher,))
     try:
         return _aggregate(cfg, watchers.board)
     finally:

@@ -23,12 +23,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from burst.checkpoint import CheckpointManager, CheckpointRef, SaveResult
+from burst.checkpoint.catalog import latest_checkpoint
 from burst.checkpoint.sharded import ShardInfo
 from burst.errors import CheckpointError
 from burst.preempt.notice import NoticeBoard
 from burst.spec import BurstJob
 from burst.storage.base import ObjectStore, StoreError
 from burst.storage.location import run_url
+from burst.train.tiers import RankTiers
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +58,12 @@ class RunCheckpoints:
         run_id: str,
         shard: ShardInfo | None = None,
         store: ObjectStore | None = None,
+        tiers: RankTiers | None = None,
     ) -> None:
         """``shard``: this rank's part of a sharded checkpoint (several ranks); retention is
         rank 0's, which commits. ``store``: the run's store when it is not the spec's
-        ``storage.checkpoint_uri`` (a regional worker's own region store)."""
+        ``storage.checkpoint_uri`` (a regional worker's own region store). ``tiers``: this
+        rank's memory tiers (``burst.train.tiers``; docs/checkpoints.md, "Tiers")."""
         policy = job.training.checkpoint
         lead = shard is None or shard.rank == 0
         if store is None:
@@ -77,7 +81,21 @@ class RunCheckpoints:
             keep_full=policy.keep_full if lead else None,
             keep_weights=policy.keep_weights if lead else None,
             shard=shard,
+            local=tiers.local if tiers is not None else None,
+            peers=tiers.peers if tiers is not None else (),
+            store_every=tiers.store_every if tiers is not None else 1,
+            rank_tiers=tiers.every_rank if tiers is not None and shard is not None else None,
         )
+        if tiers is not None:
+            log.info(
+                "memory tiers: local %s, peer %s; the store every %d save(s)",
+                tiers.local,
+                ",".join(tiers.peers) or "none (one node)",
+                tiers.store_every,
+            )
+        self.last_step = job.training.steps
+        #: the tier the restore at start-up read ("local", "peer", "store"; None: none)
+        self.restored_from: str | None = None
         self._seen: tuple[int, str] | None = None
         self._queue: list[SaveResult] = []
         self.failures: list[str] = []
@@ -139,9 +157,12 @@ class RunCheckpoints:
         """Hand ``state`` to the background writer; returns the seconds training was blocked.
 
         A save still in flight is waited for first (one at a time); if it failed, the failure
-        is logged and counted, and the checkpoint before it stands.
+        is logged and counted, and the checkpoint before it stands. With memory tiers, the
+        last step's save goes to the store whatever ``store_every`` says (the run's result
+        is durable).
         """
-        return self.save_via(lambda: self.mgr.save(step, state, tier))
+        durable = True if step >= self.last_step else None
+        return self.save_via(lambda: self.mgr.save(step, state, tier, store=durable))
 
     def save_via(self, hand_off: Callable[[], object]) -> float:
         """``save`` with the hand-off to ``self.mgr`` done by ``hand_off`` (an adapter such
@@ -235,6 +256,11 @@ class RunCheckpoints:
     def latest(self, tier: str | None = None) -> CheckpointRef | None:
         return self.mgr.latest(tier)
 
+    def durable(self, tier: str | None = None) -> CheckpointRef | None:
+        """The newest checkpoint the store itself holds (``latest`` also counts the memory
+        tiers' copies)."""
+        return latest_checkpoint(self.mgr.store, tier)
+
     def refs(self) -> list[CheckpointRef]:
         return self.mgr.checkpoints()
 
@@ -246,6 +272,7 @@ class RunCheckpoints:
         if self.latest("full") is None:
             return None
         restored = self.mgr.restore(tier="full", fallback=True)
+        self.restored_from = restored.source
         return restored.step, restored.state
 
     def load(self, ref: CheckpointRef) -> dict[str, Any]:

@@ -121,6 +121,7 @@ class DDPEngine:
             ) from None
         if restored is None:
             return None
+        store.restored_from = restored.source
         step, state = restored.step, assemble(restored.state)
         position = apply_setup(self.setup, state)
         self.samples = restored_samples(self.setup, state, self.batch) or 0

@@ -10,6 +10,10 @@ is not itself a rank (no ``LOCAL_RANK``), runs
   ``BURST_NPROC_PER_NODE`` ranks joining the others' (``--nnodes``, ``--node-rank``,
   ``--master-addr``, ``--master-port``).
 
+With ``training.checkpoint.memory_tiers`` the step also gives the ranks their peer memory
+servers (``burst.train.tiers``): here one process per node, stopped with the step; in a gang
+pod the pods' sidecars.
+
 torchrun reports any failed rank as exit 1, which would hide a preemption (75) from the retry
 policy. So each rank records its exit code in ``BURST_RANK_EXIT_DIR`` (and rank 0 its step
 document); the step exits with the ranks' agreed code: 75 when they stopped on a notice (or
@@ -36,6 +40,7 @@ from burst.preempt.signals import take_caught
 from burst.settings import current
 from burst.spec import BurstJob
 from burst.stepio import RANK_DOC, RANK_EXIT_DIR_ENV, StepContext
+from burst.train.tiers import gang_addresses, local_servers
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +105,22 @@ def launch(ctx: StepContext, job: BurstJob) -> dict[str, Any]:
         "burst.steps.train",
         *rank_argv(ctx),
     ]
-    log.info("starting %d rank(s) here: %s", len(local_ranks), " ".join(cmd[2:]))
+    with contextlib.ExitStack() as servers:
+        if job.training.checkpoint.memory_tiers.enabled:
+            # each node's peer memory server (burst.train.tiers): a gang pod's sidecars, or
+            # here one process per node, stopped with this step
+            if current().gang:
+                env["BURST_PEER_ADDRESSES"] = ",".join(gang_addresses(env))
+            else:
+                servers.enter_context(local_servers(job, env))
+        log.info("starting %d rank(s) here: %s", len(local_ranks), " ".join(cmd[2:]))
+        return _run(cmd, env, exit_dir, local_ranks)
+
+
+def _run(
+    cmd: list[str], env: dict[str, str], exit_dir: Path, local_ranks: list[int]
+) -> dict[str, Any]:
+    """torchrun with ``cmd`` until the ranks end (a notice forwarded to it): ``conclude``."""
     proc = subprocess.Popen(cmd, env=env)
 
     def forward(signum: int, _frame: FrameType | None) -> None:
@@ -182,4 +202,6 @@ def torchrun(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(torchrun(sys.argv[1:]))
+    from burst.train.quick_exit import quick_exit
+
+    quick_exit(torchrun(sys.argv[1:]))  # (torch's teardown would delay the step's exit)

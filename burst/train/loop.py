@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from burst import faults
+from burst.admission.kueue_watch import kueue_watcher
 from burst.budget import BudgetExceeded
 from burst.checkpoint.sharded import ShardInfo
 from burst.documents import PlanDocument, ProvisionDocument, TrainDocument
@@ -55,11 +56,12 @@ from burst.train.engine import TrainEngine, open_engine
 from burst.train.hooks import Interrupted, LoopHook
 from burst.train.leases import TrainerLeases
 from burst.train.preemption import preempt
-from burst.train.ranks import RankLost, Ranks, preempt_rank
+from burst.train.ranks import RankLost, Ranks, preempt_rank, under_torchrun
 from burst.train.records import AttemptRecords
 from burst.train.setup import build_setup
 from burst.train.spending import over, over_sure
 from burst.train.spot_probe import SpotMover
+from burst.train.tiers import for_rank, local_servers
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +137,8 @@ class TrainRun:
         self.ranks = Ranks()
         self.records = AttemptRecords(job, run_dir, self.ranks, self.metrics, plan, infra)
         self.leases = TrainerLeases(run_id, self.heartbeat_dir, True, heartbeat_role)
+        # the memory tiers' servers (None: BURST_PEER_ADDRESSES, burst.train.tiers)
+        self.peer_addresses: list[str] | None = None
 
     @property
     def record(self) -> TrainAttempt:
@@ -145,7 +149,7 @@ class TrainRun:
     def run(self) -> TrainDocument:
         # Watch first: a notice that arrives while the model is built or restored is kept
         # and acted on at the first step boundary.
-        watchers = start_watchers()
+        watchers = start_watchers(extra=(kueue_watcher,))  # (+ a Kueue eviction)
         store: RunCheckpoints | None = None
         try:
             self.ranks = Ranks.from_env()
@@ -158,7 +162,17 @@ class TrainRun:
             shard = None
             if self.ranks.many:  # every rank uploads its own part (DDP, FSDP2, DeepSpeed)
                 shard = ShardInfo(self.ranks.rank, self.ranks.world, self.ranks.session)
-            store = RunCheckpoints(self.job, self.run_id, shard, self.own_store)
+            tiers = None
+            if self.own_store is None:  # (a regional worker's own store has no tiers)
+                tiers = for_rank(
+                    self.job,
+                    self.ranks.rank,
+                    self.ranks.world,
+                    self.plan,
+                    self.infra,
+                    self.peer_addresses,
+                )
+            store = RunCheckpoints(self.job, self.run_id, shard, self.own_store, tiers)
             store.board = watchers.board
             self.leases.take(store.mgr.store)
             self.records.open(store)
@@ -195,7 +209,12 @@ class TrainRun:
             self.records.finish(store, gather=False)
             store.close(timeout=1.0)
             raise
-        except (Preempted, BudgetExceeded, StoreDown, ProgramFailed):  # recorded already
+        except Preempted:  # recorded already; the emergency save waited as long as the
+            # notice allowed: a save still in flight is left to the writer, not waited for
+            # again (a second RESERVE_S here outlived the deadline: benchmarks/notice_window.py)
+            store.close(timeout=0.0)
+            raise
+        except (BudgetExceeded, StoreDown, ProgramFailed):  # recorded already
             store.close(timeout=RESERVE_S)
             raise
         except BaseException as exc:
@@ -237,6 +256,9 @@ class TrainRun:
                 newest.step,
             )
         self.record.resumed_from = start
+        if restored is not None and self.job.training.checkpoint.memory_tiers.enabled:
+            self.record.restored_from_tier = store.restored_from
+            log.info("the checkpoint of step %d was read from %s", start, store.restored_from)
         self.record.watchers = watchers.names
         self.records.schedule.start_at(start)
         return start, restored is not None
@@ -399,6 +421,10 @@ class TrainRun:
             return mover.check((total - done) * step_s, save_s, restore_s, full)
 
         decision = self.ranks.decide(choose)
+        if decision is not None and decision.get("decision") != "move":  # stays: recorded
+            self.record.spot_probe = Detail.model_validate(
+                {**decision, "at_step": done, "probes": mover.probes}
+            )
         if decision is None or decision.get("decision") != "move":
             return last_full
         if last_full != done:
@@ -495,4 +521,9 @@ def train(
     infra: ProvisionDocument | None = None,
     supervise: Supervise | None = None,
 ) -> TrainDocument:
-    return TrainRun(job, run_id, run_dir, plan, infra, supervise=supervise).run()
+    if under_torchrun():  # (the step that started the ranks started their servers)
+        return TrainRun(job, run_id, run_dir, plan, infra, supervise=supervise).run()
+    with local_servers(job, {}) as addresses:  # one rank: its node's server, if enabled
+        run = TrainRun(job, run_id, run_dir, plan, infra, supervise=supervise)
+        run.peer_addresses = addresses
+        return run.run()

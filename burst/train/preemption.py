@@ -17,10 +17,11 @@ from typing import Any
 from burst import faults
 from burst.documents.train import EmergencySave
 from burst.documents.train import Notice as NoticeRecord
-from burst.errors import CheckpointError, Preempted
+from burst.errors import CheckpointError, Preempted, QuotaTaken
 from burst.obs.events import PREEMPTION, emit
-from burst.preempt.emergency import RESERVE_S, choose_emergency_save
+from burst.preempt.emergency import RESERVE_S, choose_emergency_save, pending_s
 from burst.preempt.notice import Notice
+from burst.recovery import QUOTA_NOTICE
 from burst.storage.base import StoreError
 from burst.train.checkpoints import RunCheckpoints
 from burst.train.engine import TrainEngine
@@ -66,12 +67,14 @@ def preempt(
                 "reason": f"the full checkpoint at step {step} is already saved",
             }
         full_bytes = engine.nbytes("full")
+        # an engine without a weights tier: weights-only costs a full save, so the
+        # choice is full if it fits, else the last committed checkpoint
+        weights_bytes = engine.nbytes("weights") if "weights" in engine.tiers else full_bytes
+        in_flight = store.mgr.status().in_flight if store.busy() else None
         costs = records.meter.costs(
             full_bytes=full_bytes,
-            # an engine without a weights tier: weights-only costs a full save, so the
-            # choice is full if it fits, else the last committed checkpoint
-            weights_bytes=engine.nbytes("weights") if "weights" in engine.tiers else full_bytes,
-            pending_s=records.meter.last_upload_s if store.busy() else 0.0,
+            weights_bytes=weights_bytes,
+            pending_s=pending_s(records.meter, full_bytes, weights_bytes, in_flight, last_full),
         )
         return choose_emergency_save(left, costs).as_dict()
 
@@ -123,10 +126,17 @@ def preempt(
     rec.emergency_save = EmergencySave.model_validate(emergency)
     rec.notice_to_exit_s = round(time.time() - notice.received_at, 3)
     records.finish(store, gather=not lost)  # a lost peer: no collective can run
-    stop = Preempted(
-        f"preempted at step {step} by {notice.source}; emergency save: "
-        f"{outcome}; exit 75 to requeue"
-    )
+    if notice.source == QUOTA_NOTICE:  # the rental goes back; the run waits in the queue
+        stop: Preempted = QuotaTaken(
+            f"Kueue evicted the run at step {step} (a higher-priority run took its team's "
+            f"quota); emergency save: {outcome}; exit 76 to give the nodes up and wait in "
+            "the queue again"
+        )
+    else:
+        stop = Preempted(
+            f"preempted at step {step} by {notice.source}; emergency save: "
+            f"{outcome}; exit 75 to requeue"
+        )
     stop.doc = records.doc(store, step)
     raise stop
 

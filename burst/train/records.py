@@ -43,6 +43,7 @@ LOSS_CURVE_MAX = 2000
 SUMMARY_FIELDS = (
     "attempt",
     "resumed_from",
+    "restored_from_tier",
     "ended_at_step",
     "preempted",
     "outcome",
@@ -50,6 +51,7 @@ SUMMARY_FIELDS = (
     "notice",
     "emergency_save",
     "back_to_spot",
+    "spot_probe",
     "advisories",
     "commits",
     "killed",
@@ -224,6 +226,8 @@ class AttemptRecords:
         for entry in summary:  # only a killed attempt says so (the field is a bool)
             if not entry.get("killed"):
                 entry.pop("killed", None)
+            if entry.get("restored_from_tier") is None:  # (memory tiers only)
+                entry.pop("restored_from_tier", None)
         return produce(
             TrainDocument,
             {

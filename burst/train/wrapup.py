@@ -44,7 +44,7 @@ def final_commit(store: RunCheckpoints, total: int, ranks: Ranks, records: Attem
             return None
         if down:  # asking the store that just failed for a whole window would wait again
             return failed or "the checkpoint store is down", True
-        latest = store.latest("full")
+        latest = store.durable("full")  # (a memory tier's copy alone is not the result)
         if latest is not None and latest.step == total:
             if failed:
                 log.warning("%s; the final checkpoint committed nevertheless", failed)
@@ -81,7 +81,7 @@ def replicate(job: BurstJob, run_id: str, store: RunCheckpoints) -> dict[str, An
     Returns the record's ``replica`` entry (None: nothing to replicate)."""
     replica = job.storage.replica_uri
     url = run_url(replica, run_id) if replica else None
-    latest = store.latest()
+    latest = store.durable()  # (what the store holds: the replication's source)
     if url is None or latest is None:
         return None
     try:

@@ -97,7 +97,7 @@ def test_a_run_the_others_reservations_keep_out_waits_queued_then_is_admitted(
 
 
 def test_a_queued_run_is_refused_at_its_deadline(job: BurstJob, ledger: Ledger) -> None:
-    admit(ledger, job, "holder", [cand(job, 60)])
+    admit(ledger, job, "holder", [cand(job, 95)])  # $5 left: under GRANT_FLOOR of $60
     with pytest.raises(BudgetRefused, match=r"queued \d+ s until its deadline"):
         admit(ledger, job, "patient", [cand(job, 60)], wait_s=0.3, poll_s=0.05)
     refused = ledger.entry("ml-research", "patient")

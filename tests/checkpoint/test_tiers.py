@@ -319,11 +319,12 @@ def test_a_notice_save_counts_once_a_peer_holds_it(server: PeerServer, tmp_path:
 def test_a_bad_peer_setting_is_one_line_and_exit_2(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="'node-3' is not HOST:PORT"):
         CheckpointManager(str(tmp_path / "store"), peers=["node-3"], start_worker=False)
-    with pytest.raises(CheckpointError, match="sharded manager"):
-        CheckpointManager(
+    with pytest.raises(CheckpointError, match="each rank of a sharded manager's world"):
+        CheckpointManager(  # every rank's tiers, for a world of 2: two lists
             str(tmp_path / "store"),
             peers=["127.0.0.1:7001"],
             shard=ShardInfo(0, 2, "s"),
+            rank_tiers=[[("peer", "127.0.0.1:7001")]],
             start_worker=False,
         )
     proc = subprocess.run(
@@ -334,3 +335,66 @@ def test_a_bad_peer_setting_is_one_line_and_exit_2(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "size 'lots' is not a number of bytes (e.g. 512M, 8G)"
+
+
+def test_a_sharded_restore_reads_the_parts_tier_by_tier(server: PeerServer, tmp_path: Path) -> None:
+    """A sharded manager (the train loop's with several ranks) commits its part to the
+    memory tiers; ``restore_split`` (the one restore loop, read plan ``PartsRead``) reads
+    the parts from local, then peer, then the store, falling back as a whole manager does.
+    One rank here (the many-rank run: tests/train/test_memory_tiers.py)."""
+    from burst.checkpoint.read_plan import process_group
+    from burst.checkpoint.sharded import assemble, partition
+
+    local_proc, local = start_peer(64 * MiB)
+    try:
+        store = SwitchedStore(tmp_path / "store")
+        shard = ShardInfo(0, 1, "s")
+        mgr = CheckpointManager(
+            store,
+            chunk_size=CHUNK,
+            local=local,
+            peers=[server.address],
+            store_every=2,
+            shard=shard,
+        )
+        ex = process_group()
+        with mgr:
+            for step in (1, 2):
+                mgr.save(step, partition(state(step), 0, 1))
+                result = mgr.wait(30)
+                assert result is not None and result.extra["store"] is (step == 1)
+            assert [r.step for r in list_checkpoints(store)] == [1]  # 2: memory tiers only
+            assert mgr.tier_prefix.endswith("/world-1/rank-0")
+
+            def restored() -> tuple[int, str, dict]:
+                got = mgr.restore_split(ex, "full")
+                assert got is not None
+                return got.step, got.source, assemble(got.state)
+
+            step, source, whole = restored()
+            assert (step, source) == (2, "local")
+            assert_same(whole, state(2))
+            kill(local_proc)  # this node's memory is gone
+            step, source, whole = restored()
+            assert (step, source) == (2, "peer")
+            assert_same(whole, state(2))
+            # a corrupt chunk of step 2 in the peer: the previous step, from the peer
+            in_peer = PeerStore(server.address, mgr.tier_prefix)
+            newest = latest_checkpoint(in_peer)
+            assert newest is not None and newest.step == 2
+            digest = load_manifest(in_peer, newest).chunks[0].digest
+            in_peer.close()
+            held = server.memory._objects[f"{mgr.tier_prefix}/{CHUNK_PREFIX}{digest}"]
+            held.data = bytes([held.data[0] ^ 1]) + held.data[1:]
+            step, source, whole = restored()
+            assert (step, source) == (1, "peer")
+            assert_same(whole, state(1))
+            server.shutdown()  # both memory tiers lost: the store's global manifest
+            server.server_close()
+            SwitchedStore.gets = 0
+            step, source, whole = restored()
+            assert (step, source) == (1, "store")
+            assert_same(whole, state(1))
+            assert SwitchedStore.gets > 0
+    finally:
+        kill(local_proc)

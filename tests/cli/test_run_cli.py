@@ -40,6 +40,31 @@ def test_stdout_is_the_run_id_or_the_report(
     assert report["status"] == "failed" and report["failure"]["step"] == "preflight"
 
 
+
+def test_a_run_id_this_runs_root_has_is_refused_for_a_new_spec(
+    burst_cmd: list[str], quickstart_in: Path, tmp_path: Path
+) -> None:
+    """`burst run OTHER --run-id ID` where ID is a run of the runs root would take over that
+    run's directory, checkpoints and ledger entry (the other spec resuming the old weights):
+    refused in one line, exit 2, the old run untouched; its own spec still carries it on."""
+    root = tmp_path / "runs"
+    first = _run(burst_cmd, str(quickstart_in), "--runs-root", str(root), "--fail-at", "plan")
+    run_id = first.stdout.strip()
+    report = (root / run_id / "report.json").read_bytes()
+    other = tmp_path / "other.yaml"
+    other.write_text(quickstart_in.read_text().replace("steps:", "steps: 7 #", 1))
+    again = _run(burst_cmd, str(other), "--runs-root", str(root), "--run-id", run_id)
+    assert again.returncode == 2, again.stderr
+    assert f"--run-id {run_id}: this runs root has a run of that id with another" in again.stderr
+    assert f"burst resume {run_id}" in again.stderr and "Traceback" not in again.stderr
+    assert (root / run_id / "report.json").read_bytes() == report
+    # the same spec under the same id carries the run on (a CI job's next attempt)
+    same = _run(
+        burst_cmd, str(quickstart_in), "--runs-root", str(root), "--run-id", run_id,
+        "--fail-at", "plan",
+    )  # fmt: skip
+    assert "run of that id" not in same.stderr and same.stdout.strip() == run_id
+
 def test_ctrl_c_exits_130_with_the_resume_line(
     burst_cmd: list[str], quickstart_in: Path, tmp_path: Path
 ) -> None:

@@ -1,16 +1,26 @@
-"""Kueue admits each run under its team's queue and flavor, for every GPU type and provider in
-the catalog, and the scheduler binds the train pod to a node of the flavor that was rented.
+"""Kueue admits each run's quota under its team's queue and flavor, for every GPU type and
+provider in the catalog, and the scheduler binds the train pod to a node of the flavor that was
+rented (quota first, then rent: burst/admission/kueue_workload.py, issue 47).
 
 On the engines tier (the real Kueue v0.17.0 with its webhooks, the real scheduler), with the
-Kueue objects deploy/kueue applies: for every ResourceFlavor there, a node shaped as the node
-group its provider's Terraform makes for a run in that region with that GPU type (labels and
-taints read from the .tf files by tests/deploy/test_kueue_providers.py, not from burst's
-Python) and a pod shaped as burst-train's train pod for that run (the team's Kueue labels, the
-selector and tolerations the provider's stack outputs, the compiled template's resources and
-the GPUs of its podSpecPatch, the restricted security context). Kueue must admit its Workload
-in the team's ClusterQueue under that flavor, and the scheduler bind the pod to that node.
-A run no flavor covers is never admitted: its pod stays gated while its nodes bill (until the
-reaper), and Kueue says why on the Workload."""
+Kueue objects deploy/kueue applies: for every ResourceFlavor there, a run of its provider,
+region, GPU type and capacity. Its standalone Workload is the one provision creates before any
+Terraform apply (``workload_body`` for the run's candidate, created with the token of the
+account the provision pod runs as, ``burst-run``); Kueue must admit it in the team's
+ClusterQueue under exactly that flavor, the flavor provision's own model
+(burst.admission.coverage) names. The run's node is shaped as the node group its provider's
+Terraform makes (labels and taints read from the .tf files by
+tests/deploy/test_kueue_providers.py, not from burst's Python) and its train pod as
+burst-train's (no Kueue label: its quota is the Workload's; the selector and tolerations the
+provider's stack outputs, the compiled template's resources and the GPUs of its podSpecPatch,
+the restricted security context); the scheduler must bind the pod to that node. Every run has
+a run id of its own, so that no run's pod can land on another's node.
+
+A run no flavor covers: provision's Kueue gate (``kueue_gate``, against the real API server)
+refuses it before anything is made or rented, and the gate is right to: the Workload it would
+have made is never admitted, and Kueue says why on it.
+
+All the runs are placed at once (one batch of nodes, pods and Workloads)."""
 
 from __future__ import annotations
 
@@ -18,26 +28,38 @@ import contextlib
 import copy
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from burst.admission.coverage import RunPlacement, coverage
 from burst.admission.kueue_objects import LABEL_PROVIDER, NAMESPACE
+from burst.admission.kueue_reader import (
+    FlavorRefused,
+    InCluster,
+    KueueReader,
+    kueue_gate,
+)
+from burst.admission.kueue_workload import POD_SET, Workloads, workload_body, workload_name
+from burst.documents.plan import Candidate
+from burst.errors import EXIT_REFUSED
 from burst.pipelines.common import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, kueue_labels
 from burst.pipelines.train_pod import GPUS, gpu_patch
 from burst.providers import PROVIDER_STACKS
+from burst.spec import BurstJob, load_spec
 from devtools.cluster.controlplane import ControlPlane
 from devtools.cluster.nodeagent import NodeShape
-from devtools.cluster.tier import GPU_NODE_CAPACITY, Tier
+from devtools.cluster.tier import GPU_NODE_CAPACITY, REPO, Tier
 from tests.deploy.test_kueue_providers import (
     CAPACITIES,
     GPUS_PER_NODE,
+    RUN,
     NodeGroup,
     Rented,
     _compiled,
-    argo,
     gpu_pods,
     offers,
     rented,
@@ -50,30 +72,43 @@ PRIORITY = "normal"
 GPU = "nvidia.com/gpu"
 #: What a GPU node of a run holds (the brief's 8 GPUs, 96 CPUs, 1280Gi; pods as a kubelet's).
 CAPACITY = {**GPU_NODE_CAPACITY, GPU: str(GPUS_PER_NODE), "cpu": "96", "memory": "1280Gi"}
-#: Every object this module makes carries it, so that it can clean up after itself.
+#: Every node and pod this module makes carries it, so that it can clean up after itself.
 MARK = ("burst.dev/tier-test", "kueue-admission")
-GATE = "kueue.x-k8s.io/admission"
 WAIT_S = 300.0
+#: How long a Workload Kueue has said it cannot admit is watched more (not merely late).
+STILL_S = 10.0
 
 
 # --------------------------------------------------------------------------- the shapes
-def train_pod(name: str, run: Rented, team: str = TEAM, priority: str = PRIORITY) -> dict[str, Any]:
-    """burst-train's train pod for a run, as Argo makes it: the template's labels (Kueue's,
-    the team and priority substituted), its container (command aside: the stand-in kubelet
-    runs it on this machine) with the podSpecPatch's GPUs and the stack's selector and
-    tolerations, the workflow's pod security context."""
+def for_run(r: Rented, run_id: str) -> Rented:
+    """What the stack makes for ``run_id`` (the Terraform readers' runs are all RUN)."""
+
+    def sub(d: dict[str, str]) -> dict[str, str]:
+        return {k: run_id if v == RUN else v for k, v in d.items()}
+
+    return Rented(
+        groups=[NodeGroup(sub(g.labels), [sub(t) for t in g.taints]) for g in r.groups],
+        selector=sub(r.selector),
+        tolerations=[sub(t) for t in r.tolerations],
+    )
+
+
+def train_pod(name: str, run: Rented) -> dict[str, Any]:
+    """burst-train's train pod for a run, as Argo makes it: no Kueue label (the run's quota is
+    its Workload's), its container (command aside: the stand-in kubelet runs it on this
+    machine) with the podSpecPatch's GPUs and the stack's selector and tolerations, the
+    workflow's pod security context."""
     wf = _compiled("burst-train")
     (tpl,) = [t for t in wf["spec"]["templates"] if t["name"] == "train"]
     (patch,) = [
         s for n, _, s in gpu_pods(run.selector, run.tolerations) if n == "burst-train/train"
     ]
-    labels = {
-        k: argo(v, team).replace("{{workflow.parameters.priority}}", priority)
-        for k, v in kueue_labels().items()
-    }
+    assert kueue_labels() == {}, "the train pods carry Kueue labels again"
+    tpl_labels = (tpl.get("metadata") or {}).get("labels") or {}
+    assert KUEUE_QUEUE_LABEL not in tpl_labels and KUEUE_PRIORITY_LABEL not in tpl_labels, (
+        f"the compiled train template queues its pod in Kueue: {tpl_labels}"
+    )
     assert gpu_patch() in tpl["podSpecPatch"], "the template's GPUs are no longer gpu_patch()"
-    tpl_labels = tpl["metadata"]["labels"]
-    assert {k: tpl_labels[k] for k in labels} == kueue_labels(), "the template's Kueue labels"
     container = copy.deepcopy(tpl["container"])
     resources = copy.deepcopy(container.get("resources") or {})
     (main,) = patch["containers"]
@@ -84,11 +119,7 @@ def train_pod(name: str, run: Rented, team: str = TEAM, priority: str = PRIORITY
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": {**labels, MARK[0]: MARK[1]},
-        },
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": {MARK[0]: MARK[1]}},
         "spec": {
             "restartPolicy": "Never",
             "securityContext": copy.deepcopy(wf["spec"]["securityContext"]),
@@ -119,21 +150,37 @@ def node_shape(name: str, group: NodeGroup) -> NodeShape:
 
 @dataclass
 class Case:
-    """One run: where it rents, the node made for it, its pod, the flavor Kueue must pick."""
+    """One run: where it rents, its candidate, the nodes made for it, its train pods, the
+    flavor Kueue must admit its Workload under (None: none may)."""
 
     what: str  # provider/region/gpu/capacity, for the messages
-    flavor: str | None  # None: no flavor covers the run
-    node: NodeShape
-    pod: dict[str, Any]
+    run_id: str
+    job: BurstJob
+    candidate: Candidate
+    flavor: str | None
+    nodes: list[NodeShape] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def pod_name(self) -> str:
-        return str(self.pod["metadata"]["name"])
+    def workload(self) -> str:
+        return workload_name(self.run_id)
+
+    def body(self) -> dict[str, Any]:
+        return workload_body(self.job, self.run_id, self.candidate, NAMESPACE)
 
 
 def flavors(cp: ControlPlane) -> dict[str, dict[str, Any]]:
+    """deploy/kueue's ResourceFlavors as the API server holds them (not another test's)."""
+    shipped = [
+        d["metadata"]["name"]
+        for d in yaml.safe_load_all((REPO / "deploy" / "kueue" / "flavors.yaml").read_text())
+        if d
+    ]
     items = cp.get_json("resourceflavors.kueue.x-k8s.io")["items"]
-    return {f["metadata"]["name"]: f for f in items}
+    applied = {f["metadata"]["name"]: f for f in items}
+    missing = [n for n in shipped if n not in applied]
+    assert not missing, f"deploy/kueue's flavors the tier did not apply: {missing}"
+    return {n: applied[n] for n in shipped}
 
 
 def run_of(flavor: dict[str, Any]) -> tuple[str, str, str, str, Rented, NodeGroup]:
@@ -155,18 +202,8 @@ def run_of(flavor: dict[str, Any]) -> tuple[str, str, str, str, Rented, NodeGrou
 
 
 # --------------------------------------------------------------------------- the tier
-def workloads(cp: ControlPlane) -> dict[str, dict[str, Any]]:
-    """Kueue's Workloads of the namespace, by the uid of the pod that owns each."""
-    out = {}
-    for w in cp.get_json("workloads.kueue.x-k8s.io", "-n", NAMESPACE)["items"]:
-        for ref in w["metadata"].get("ownerReferences") or []:
-            if ref.get("kind") == "Pod":
-                out[ref["uid"]] = w
-    return out
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    for c in (obj.get("status") or {}).get("conditions") or []:
+def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
         if c["type"] == kind:
             return dict(c)
     return {}
@@ -178,30 +215,89 @@ def admission(w: dict[str, Any] | None) -> tuple[str, str] | None:
     if not adm:
         return None
     (podset,) = adm["podSetAssignments"]
+    assert podset["name"] == POD_SET
     return adm["clusterQueue"], podset.get("flavors", {}).get(GPU, "")
 
 
-def explain(case: Case, pod: dict[str, Any] | None, w: dict[str, Any] | None) -> str:
-    spec = (pod or {}).get("spec") or {}
-    status = (pod or {}).get("status") or {}
-    sched = condition(pod or {}, "PodScheduled")
-    return (
-        f"{case.what} (flavor {case.flavor}, node {case.node.name}): "
-        f"pod {case.pod_name} phase={status.get('phase')} node={spec.get('nodeName')} "
-        f"gates={[g['name'] for g in spec.get('schedulingGates') or []]} "
-        f"scheduled={sched.get('reason')}: {sched.get('message', '')}; "
-        f"workload {(w or {}).get('metadata', {}).get('name')} admission={admission(w)} "
-        f"conditions={[(c['type'], c['status'], c.get('message', '')) for c in ((w or {}).get('status') or {}).get('conditions') or []]}"
+def pod_account(cp: ControlPlane, tmp: Path) -> tuple[dict[str, str], Path]:
+    """What the kubelet mounts into the provision pod (account burst-run): its token, the CA,
+    the namespace; and the environment a step sees on the cluster."""
+    sa = tmp / "burst-run"
+    sa.mkdir()
+    (sa / "token").write_text(cp.create_token(NAMESPACE, "burst-run", duration="10m"))
+    (sa / "namespace").write_text(NAMESPACE)
+    (sa / "ca.crt").write_bytes((cp.pki / "ca.crt").read_bytes())
+    env = {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(cp.api_port),
+        "ARGO_NODE_ID": "kq-admission",
+    }
+    return env, sa
+
+
+@dataclass
+class Seen:
+    """The batch's Workloads (by name) and pods (by name) as last polled."""
+
+    workloads: dict[str, dict[str, Any]]
+    pods: dict[str, dict[str, Any]]
+
+    def explain(self, case: Case) -> str:
+        w = self.workloads.get(case.workload)
+        pods = []
+        for p in case.pods:
+            seen = self.pods.get(p["metadata"]["name"]) or {}
+            sched = condition(seen, "PodScheduled")
+            pods.append(
+                f"pod {p['metadata']['name']} phase={(seen.get('status') or {}).get('phase')} "
+                f"node={(seen.get('spec') or {}).get('nodeName')} "
+                f"scheduled={sched.get('reason')}: {sched.get('message', '')}"
+            )
+        conditions = [
+            (c["type"], c["status"], c.get("message", ""))
+            for c in ((w or {}).get("status") or {}).get("conditions") or []
+        ]
+        return (
+            f"{case.what} (run {case.run_id}, flavor {case.flavor}, nodes "
+            f"{[n.name for n in case.nodes]}): {'; '.join(pods)}; workload {case.workload} "
+            f"admission={admission(w)} conditions={conditions}"
+        )
+
+
+def look(cp: ControlPlane) -> Seen:
+    wls = cp.get_json("workloads.kueue.x-k8s.io", "-n", NAMESPACE)["items"]
+    pods = cp.get_json("pods", "-n", NAMESPACE, "-l", f"{MARK[0]}={MARK[1]}")["items"]
+    return Seen(
+        {w["metadata"]["name"]: w for w in wls},
+        {p["metadata"]["name"]: p for p in pods},
+    )
+
+
+def settled(case: Case, seen: Seen) -> bool:
+    """Kueue has decided on the case's Workload (admitted it, or said why it cannot), and its
+    pods are bound."""
+    w = seen.workloads.get(case.workload)
+    if case.flavor is None:
+        q = condition(w, "QuotaReserved")
+        return q.get("status") == "False" and bool(q.get("message"))
+    return admission(w) is not None and all(
+        ((seen.pods.get(p["metadata"]["name"]) or {}).get("spec") or {}).get("nodeName")
+        for p in case.pods
     )
 
 
 @contextlib.contextmanager
-def placed(tier: Tier, cases: list[Case], more: Sequence[NodeShape] = ()) -> Iterator[None]:
-    """The cases' nodes (and ``more``) registered and their pods created; on the way out,
-    all gone (pods first: a pod on a deleted node would wait for the pod garbage collector)."""
+def placed(tier: Tier, workloads: Workloads, cases: Sequence[Case]) -> Iterator[None]:
+    """The cases' Workloads created (as provision creates them), their nodes registered and
+    their pods created; on the way out, all gone (the Workloads as teardown deletes them; pods
+    before nodes: a pod on a deleted node would wait for the pod garbage collector)."""
     cp = tier.cp
-    nodes = [c.node for c in cases] + list(more)
+    nodes = [n for c in cases for n in c.nodes]
+    pods = [p for c in cases for p in c.pods]
+    sel = f"{MARK[0]}={MARK[1]}"
     try:
+        for c in cases:
+            assert workloads.create(c.body()) is not None, f"{c.workload} exists already"
         for n in nodes:
             tier.agent.add_node(n)
         cp.wait_for(
@@ -209,17 +305,19 @@ def placed(tier: Tier, cases: list[Case], more: Sequence[NodeShape] = ()) -> Ite
                 {n.name for n in nodes}
                 <= {
                     n["metadata"]["name"]
-                    for n in cp.get_json("nodes", "-l", f"{MARK[0]}={MARK[1]}")["items"]
+                    for n in cp.get_json("nodes", "-l", sel)["items"]
                     if condition(n, "Ready").get("status") == "True"
                 }
             ),
             "the runs' nodes Ready",
             120,
         )
-        cp.kubectl("create", "-f", "-", stdin="\n---\n".join(_yaml(c.pod) for c in cases))
+        cp.kubectl("create", "-f", "-", stdin="\n---\n".join(yaml.safe_dump(p) for p in pods))
         yield
     finally:
-        sel = f"{MARK[0]}={MARK[1]}"
+        for c in cases:
+            with contextlib.suppress(Exception):
+                workloads.delete(c.workload)
         cp.kubectl("delete", "pods", "-n", NAMESPACE, "-l", sel, "--wait=false", check=False)
         with contextlib.suppress(Exception):
             cp.wait_for(
@@ -233,64 +331,23 @@ def placed(tier: Tier, cases: list[Case], more: Sequence[NodeShape] = ()) -> Ite
         cp.kubectl("delete", "nodes", "-l", sel, "--wait=false", check=False)
 
 
-def _yaml(doc: dict[str, Any]) -> str:
-    return yaml.safe_dump(doc)
-
-
-def pods_by_name(cp: ControlPlane) -> dict[str, dict[str, Any]]:
-    items = cp.get_json("pods", "-n", NAMESPACE, "-l", f"{MARK[0]}={MARK[1]}")["items"]
-    return {p["metadata"]["name"]: p for p in items}
-
-
-def poll(
-    tier: Tier, cases: list[Case], done: Any, timeout: float = WAIT_S
-) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any] | None]]:
-    """The cases' pods and Workloads (by pod name), polled until ``done(case, pod, workload)``
-    holds for every case or the time is up (then the last seen)."""
-    cp = tier.cp
-    deadline = time.monotonic() + timeout
-    while True:
-        cp.check_alive()
-        pods = pods_by_name(cp)
-        wls = workloads(cp)
-        by_pod = {
-            c.pod_name: wls.get(pods.get(c.pod_name, {}).get("metadata", {}).get("uid", ""))
-            for c in cases
+# --------------------------------------------------------------------------- the runs
+@pytest.fixture(scope="module")
+def job() -> BurstJob:
+    spec = load_spec(REPO / "examples" / "quickstart.yaml")
+    assert spec.compute.gpus_per_node == GPUS_PER_NODE
+    return spec.model_copy(
+        update={
+            "team": TEAM,
+            "priority": PRIORITY,
+            "compute": spec.compute.model_copy(update={"gpu_count": GPUS_PER_NODE}),
         }
-        if all(done(c, pods.get(c.pod_name), by_pod[c.pod_name]) for c in cases):
-            return pods, by_pod
-        if time.monotonic() > deadline:
-            return pods, by_pod
-        time.sleep(2.0)
+    )
 
 
-def admitted_and_bound(c: Case, pod: dict[str, Any] | None, w: dict[str, Any] | None) -> bool:
-    return bool(pod and admission(w) and (pod.get("spec") or {}).get("nodeName"))
-
-
-def check_admitted_and_bound(tier: Tier, cases: list[Case], more: Sequence[NodeShape] = ()) -> None:
-    with placed(tier, cases, more):
-        pods, wls = poll(tier, cases, admitted_and_bound)
-        problems = []
-        for c in cases:
-            pod, w = pods.get(c.pod_name), wls[c.pod_name]
-            got = admission(w)
-            node = ((pod or {}).get("spec") or {}).get("nodeName")
-            if got != (TEAM, c.flavor) or node != c.node.name:
-                problems.append(
-                    f"expected ClusterQueue {TEAM} flavor {c.flavor} node {c.node.name}, got "
-                    f"admission {got} node {node}\n    " + explain(c, pod, w)
-                )
-        assert not problems, "\n".join(problems)
-
-
-# --------------------------------------------------------------------------- the tests
-def test_every_flavor_s_run_is_admitted_in_its_team_s_queue_and_bound_to_its_node(
-    tier: Tier, cp: ControlPlane
-) -> None:
+def every_flavor(cp: ControlPlane, job: BurstJob) -> list[Case]:
     """One run for each ResourceFlavor of the bundle (its provider, region, GPU type and
-    capacity), all at once: each pod is admitted in ClusterQueue ml-research under that
-    flavor and bound to the node its run rented, not another flavor's."""
+    capacity), on one node of its node group."""
     fl = flavors(cp)
     assert fl, "the bundle applied no ResourceFlavor"
     # every offer of each provider the bundle is for has a flavor (the catalog's GPU types
@@ -314,54 +371,70 @@ def test_every_flavor_s_run_is_admitted_in_its_team_s_queue_and_bound_to_its_nod
         assert int(gpus["nominalQuota"]) + int(gpus.get("borrowingLimit", 0)) >= GPUS_PER_NODE, (
             f"{name}: ClusterQueue {TEAM} cannot reach {GPUS_PER_NODE} GPUs"
         )
+        run_id = f"kq-{name}"
+        mine = for_run(run, run_id)
+        (group_of_run,) = for_run(Rented([g], {}, []), run_id).groups
         cases.append(
             Case(
                 f"{provider}/{region}/{gpu}/{capacity}",
+                run_id,
+                job,
+                Candidate.model_validate(
+                    {"region": region, "provider": provider, "capacity": capacity, "gpu_type": gpu}
+                ),
                 name,
-                node_shape(f"kq-{name}", g),
-                train_pod(f"kq-{name}", run),
+                [node_shape(run_id, group_of_run)],
+                [train_pod(run_id, mine)],
             )
         )
-    check_admitted_and_bound(tier, cases)
+    return cases
 
 
-def test_a_spot_run_with_an_on_demand_floor_on_aws_is_admitted_under_spot_and_lands_on_spot(
-    tier: Tier, cp: ControlPlane
-) -> None:
-    """AWS's spot-with-floor run rents two node groups (spot and the on-demand floor) and its
-    selector names no capacity: Kueue tries the spot flavor first, admits it there, and the
-    pod lands on the spot node, not the floor's."""
+def spot_with_floor(cp: ControlPlane, job: BurstJob) -> list[Case]:
+    """AWS's spot-with-floor runs of two nodes: one in the spot group, one in the on-demand
+    floor. The stack's selector names no capacity, so neither does the Workload's."""
     fl = flavors(cp)
-    cases, floors = [], []
+    two = job.model_copy(
+        update={"compute": job.compute.model_copy(update={"gpu_count": 2 * GPUS_PER_NODE})}
+    )
+    cases = []
     for region, gpu in offers("aws"):
         spot = f"{gpu}-{region}-spot"
         if spot not in fl:
             continue
-        run = rented("aws", gpu, region, "spot_with_floor")
+        run_id = f"kq-floor-{gpu}-{region}"
+        run = for_run(rented("aws", gpu, region, "spot_with_floor"), run_id)
         assert "burst/capacity" not in run.selector
         by_cap = {g.labels["burst/capacity"]: g for g in run.groups}
         assert set(by_cap) == {"spot", "on_demand"}, run.groups
-        name = f"kq-floor-{gpu}-{region}"
         cases.append(
             Case(
                 f"aws/{region}/{gpu}/spot_with_floor",
+                run_id,
+                two,
+                Candidate(
+                    region=region,
+                    provider="aws",
+                    capacity="spot_with_floor",
+                    gpu_type=gpu,
+                    nodes=2,
+                    floor_nodes=1,
+                ),
                 spot,
-                node_shape(name, by_cap["spot"]),
-                train_pod(name, run),
+                [
+                    node_shape(f"{run_id}-spot", by_cap["spot"]),
+                    node_shape(f"{run_id}-floor", by_cap["on_demand"]),
+                ],
+                [train_pod(f"{run_id}-0", run), train_pod(f"{run_id}-1", run)],
             )
         )
-        # the floor's node is there too: the pod must not land on it
-        floors.append(node_shape(f"{name}-floor", by_cap["on_demand"]))
     assert cases, "no AWS spot flavor in the bundle"
-    check_admitted_and_bound(tier, cases, floors)
+    return cases
 
 
-def test_a_run_no_flavor_covers_is_never_admitted_and_kueue_says_so(
-    tier: Tier, cp: ControlPlane
-) -> None:
+def uncovered(cp: ControlPlane, job: BurstJob) -> Case:
     """A run on a GPU type and region no flavor covers (a provider the site's bundle is not
-    for): its node joins (and bills), its train pod stays gated, its Workload is not admitted
-    and Kueue reports why on it: the class 'never admitted, nodes bill until the reaper'."""
+    for): nothing rented for it, so no node and no pod."""
     fl = flavors(cp)
     covered = {
         (
@@ -379,34 +452,132 @@ def test_a_run_no_flavor_covers_is_never_admitted_and_kueue_says_so(
     ]
     assert candidates, "every offer of the catalog has a flavor: no uncovered run to try"
     provider, region, gpu = candidates[0]
-    run = rented(provider, gpu, region, "spot")
-    name = f"kq-uncovered-{provider}-{gpu}"
-    case = Case(
+    return Case(
         f"{provider}/{region}/{gpu}/spot",
+        f"kq-uncovered-{provider}-{gpu}",
+        job,
+        Candidate(region=region, provider=provider, capacity="spot", gpu_type=gpu),
         None,
-        node_shape(name, run.groups[0]),
-        train_pod(name, run),
     )
 
-    def reported(c: Case, pod: dict[str, Any] | None, w: dict[str, Any] | None) -> bool:
-        q = condition(w or {}, "QuotaReserved")
-        return bool(q and q["status"] == "False" and q.get("message"))
 
-    with placed(tier, [case]):
-        pods, wls = poll(tier, [case], reported, timeout=180)
-        # a while more: it is not merely late
-        time.sleep(10)
-        pods, wls = poll(tier, [case], reported, timeout=0)
-        pod, w = pods.get(case.pod_name), wls[case.pod_name]
-        msg = explain(case, pod, w)
-        assert pod is not None and w is not None, f"no pod or Workload: {msg}"
-        assert admission(w) is None, f"admitted under a flavor of other nodes: {msg}"
-        assert condition(w, "Admitted").get("status") != "True", msg
-        q = condition(w, "QuotaReserved")
-        assert q.get("status") == "False" and "couldn't assign flavors" in q.get("message", ""), msg
-        assert not pod["spec"].get("nodeName"), msg
-        assert GATE in [g["name"] for g in pod["spec"].get("schedulingGates") or []], msg
-        assert (pod.get("status") or {}).get("phase") == "Pending", msg
-        # the queue is the team's (it is queued, pending, not lost)
-        assert w["spec"]["queueName"] == pod["metadata"]["labels"][KUEUE_QUEUE_LABEL], msg
-        assert pod["metadata"]["labels"][KUEUE_PRIORITY_LABEL] == f"burst-{PRIORITY}"
+@dataclass
+class Batch:
+    every: list[Case]
+    floors: list[Case]
+    nowhere: Case
+    seen: Seen
+    gate: list[Candidate]
+    refusal: FlavorRefused
+    model: dict[str, str | None]  # what burst.admission.coverage names, by Workload
+
+
+@pytest.fixture(scope="module")
+def batch(tier: Tier, job: BurstJob, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Batch]:
+    """Every run placed at once; polled until Kueue has decided on every Workload and every
+    admitted run's pods are bound (or the time is up), then STILL_S more for the run Kueue
+    cannot admit."""
+    cp = tier.cp
+    env, sa = pod_account(cp, tmp_path_factory.mktemp("kq-admission"))
+    every, floors, nowhere = every_flavor(cp, job), spot_with_floor(cp, job), uncovered(cp, job)
+    cases = [*every, *floors, nowhere]
+    # provision's Kueue gate, as the provision pod runs it (on the cluster, its account's
+    # token), before anything is made: the covered candidates kept, the uncovered refused
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        mp.delenv("BURST_POD_DIR", raising=False)
+        from_pod = InCluster.from_pod
+        mp.setattr(InCluster, "from_pod", staticmethod(lambda env=None: from_pod(env, sa)))
+        gate = kueue_gate(job, [nowhere.candidate, *(c.candidate for c in every)])
+        with pytest.raises(FlavorRefused) as refused:
+            kueue_gate(job, [nowhere.candidate])
+        api = InCluster.from_pod()
+    reader = KueueReader(api)
+    queue = reader.team_queue(TEAM)
+    model = {
+        c.workload: coverage(
+            RunPlacement.of(c.candidate, c.job), queue.cluster_queue, queue.flavors
+        ).flavor
+        for c in cases
+    }
+    with placed(tier, Workloads(reader), cases):
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            cp.check_alive()
+            seen = look(cp)
+            if all(settled(c, seen) for c in cases) or time.monotonic() > deadline:
+                break
+            time.sleep(2.0)
+        time.sleep(STILL_S)  # a while more: the one Kueue cannot admit is not merely late
+        seen = look(cp)
+        yield Batch(every, floors, nowhere, seen, gate, refused.value, model)
+
+
+# --------------------------------------------------------------------------- the tests
+def check(batch: Batch, cases: Sequence[Case]) -> None:
+    problems = []
+    for c in cases:
+        w = batch.seen.workloads.get(c.workload)
+        got = admission(w)
+        bound = sorted(
+            ((batch.seen.pods.get(p["metadata"]["name"]) or {}).get("spec") or {}).get("nodeName")
+            or ""
+            for p in c.pods
+        )
+        want = sorted(n.name for n in c.nodes)
+        if got != (TEAM, c.flavor) or bound != want or batch.model[c.workload] != c.flavor:
+            problems.append(
+                f"expected ClusterQueue {TEAM} flavor {c.flavor} nodes {want}, got admission "
+                f"{got} nodes {bound}, burst's model names {batch.model[c.workload]}\n    "
+                + batch.seen.explain(c)
+            )
+    assert not problems, "\n".join(problems)
+
+
+def test_every_flavor_s_run_is_admitted_in_its_team_s_queue_and_bound_to_its_node(
+    batch: Batch,
+) -> None:
+    """One run for each ResourceFlavor of the bundle (its provider, region, GPU type and
+    capacity): provision's gate keeps its candidate, its Workload is admitted in ClusterQueue
+    ml-research under that flavor (the one burst's coverage model names), and its train pod
+    is bound to the node its run rented, not another flavor's."""
+    assert batch.gate == [c.candidate for c in batch.every], batch.gate
+    check(batch, batch.every)
+
+
+def test_a_spot_run_with_an_on_demand_floor_on_aws_is_admitted_under_spot_and_uses_its_floor(
+    batch: Batch,
+) -> None:
+    """AWS's spot-with-floor run rents two node groups (spot and the on-demand floor) and its
+    selector names no capacity: Kueue tries the spot flavor first and admits the run's two
+    nodes' GPUs there; its train pods (no Kueue label, so no flavor's labels added to them)
+    land on both of its nodes, the spot one and the floor's."""
+    check(batch, batch.floors)
+    for c in batch.floors:
+        (pod_set,) = batch.seen.workloads[c.workload]["spec"]["podSets"]
+        assert pod_set["count"] == 2, batch.seen.explain(c)
+
+
+def test_a_run_no_flavor_covers_is_refused_before_anything_is_made_and_kueue_agrees(
+    batch: Batch,
+) -> None:
+    """A run on a GPU type and region no flavor covers (a provider the site's bundle is not
+    for): provision's gate refuses it in one line (exit 3) before any Workload or rental, or
+    drops it among covered candidates; and the gate is right: the Workload it would have made
+    is never admitted, and Kueue says why on it."""
+    c = batch.nowhere
+    assert batch.refusal.exit_code == EXIT_REFUSED
+    line = batch.refusal.one_line()
+    assert f"ClusterQueue {TEAM}" in line and c.candidate.region in line, line
+    assert c.candidate not in batch.gate
+    assert batch.model[c.workload] is None
+    w = batch.seen.workloads.get(c.workload)
+    msg = batch.seen.explain(c)
+    assert w is not None, f"no Workload: {msg}"
+    assert admission(w) is None, f"admitted under a flavor of other nodes: {msg}"
+    assert condition(w, "Admitted").get("status") != "True", msg
+    q = condition(w, "QuotaReserved")
+    assert q.get("status") == "False" and "couldn't assign flavors" in q.get("message", ""), msg
+    # it waits in the team's queue (pending, not lost)
+    assert w["spec"]["queueName"] == f"burst-{TEAM}", msg

@@ -4,6 +4,7 @@ Kueue's admission, and the node group the run rents joining the cluster."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -33,14 +34,16 @@ def test_quickstart_reaches_succeeded_through_argo_submit(
     assert rented, bound
     assert all(labels.get("accelerator") == "h100" for labels in rented.values())
     assert set(bound) - set(rented) == {"stable-0"}, bound
-    # Kueue admitted the train pod in its team's queue under a flavor whose labels are the
-    # rented node's (and only the train pod: the steps are not Kueue's)
+    # Kueue admitted the run's own Workload (provision, before renting: quota first) in its
+    # team's queue under a flavor whose labels are the rented node's; no pod of the run is
+    # Kueue's (the train pod carries no queue label), and teardown deleted the Workload
     workloads = tier.cp.get_json("workloads.kueue.x-k8s.io", "-n", "burst")["items"]
-    ours = [w for w in workloads if w["metadata"]["name"].startswith(f"pod-{name}-")]
-    assert [w["metadata"]["name"].startswith(f"pod-{name}-train-") for w in ours] == [True]
-    admission = ours[0]["status"]["admission"]
-    assert admission["clusterQueue"] == "ml-research"
-    flavor = admission["podSetAssignments"][0]["flavors"]["nvidia.com/gpu"]
+    ours = [w["metadata"]["name"] for w in workloads if name in w["metadata"]["name"]]
+    assert ours == [], ours
+    provision = tier.container_logs(f"{name}-provision")
+    admitted = re.search(r"admitted in burst-ml-research under flavor ([a-z0-9.-]+)", provision)
+    assert admitted, provision[-3000:]
+    flavor = admitted.group(1)
     node_labels = tier.cp.get_json("resourceflavor.kueue.x-k8s.io", flavor)["spec"]["nodeLabels"]
     (labels,) = rented.values()
     assert {k: labels.get(k) for k in node_labels} == node_labels, (flavor, labels)

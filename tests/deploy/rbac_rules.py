@@ -20,10 +20,15 @@ Needs, from the engines' sources:
   patchShutdownStrategy) on ``workflows``; ``get`` on ``workflowtemplates`` (the
   workflowTemplateRef is resolved for validation with the caller's client).
 - The reaper lists unfinished workflows (burst.runner.argo.unfinished_workflows:
-  ListWorkflows): ``list`` on ``workflows``.
+  ListWorkflows): ``list`` on ``workflows``; and deletes a reaped run's Kueue Workload
+  (burst.admission.steps.settle_reaped): ``delete`` on ``workloads``.
 - The provision step (a container running ``python -m burst.steps.provision``) reads its
   team's Kueue queue before renting (burst/admission/kueue_reader.py): ``get`` on
-  ``localqueues``, ``get`` on ``clusterqueues``, ``list`` on ``resourceflavors``.
+  ``localqueues``, ``get`` on ``clusterqueues``, ``list`` on ``resourceflavors``; and holds
+  its quota through the run's Workload (burst/admission/kueue_workload.py): ``create``,
+  ``get``, ``delete`` on ``workloads``, ``get`` on the LocalQueue's ``pendingworkloads``
+  (Kueue's visibility API, its position). Teardown deletes the Workload; the train pod reads
+  it for an eviction (burst/admission/kueue_watch.py): ``get``.
 """
 
 from __future__ import annotations
@@ -52,20 +57,38 @@ SUBMITTER_NEEDS: frozenset[Need] = frozenset(
         ("argoproj.io", "workflowtemplates", "get"),
     }
 )
-REAPER_NEEDS: frozenset[Need] = frozenset({("argoproj.io", "workflows", "list")})
+REAPER_NEEDS: frozenset[Need] = frozenset(
+    {
+        ("argoproj.io", "workflows", "list"),
+        # a reaped run's Workload (burst.admission.steps.settle_reaped -> release_quota)
+        ("kueue.x-k8s.io", "workloads", "delete"),
+    }
+)
 PROVISION_NEEDS: frozenset[Need] = frozenset(
     {
         ("kueue.x-k8s.io", "localqueues", "get"),
         ("kueue.x-k8s.io", "clusterqueues", "get"),
         ("kueue.x-k8s.io", "resourceflavors", "list"),
+        # the run's Workload (burst/admission/kueue_workload.py): made, waited on, and made
+        # again (delete) when an earlier placement's was evicted or the wait timed out
+        ("kueue.x-k8s.io", "workloads", "create"),
+        ("kueue.x-k8s.io", "workloads", "get"),
+        ("kueue.x-k8s.io", "workloads", "delete"),
+        ("visibility.kueue.x-k8s.io", "localqueues/pendingworkloads", "get"),
     }
 )
 PROVISION_MODULE = "burst.steps.provision"
+#: teardown deletes the run's Workload; train reads it for an eviction (kueue_watch.py)
+STEP_NEEDS: dict[str, frozenset[Need]] = {
+    "burst.steps.teardown": frozenset({("kueue.x-k8s.io", "workloads", "delete")}),
+    "burst.steps.train": frozenset({("kueue.x-k8s.io", "workloads", "get")}),
+}
 #: kind -> (apiGroup, resource) of the objects the templates' resource steps handle
 KINDS = {
     "ServiceAccount": ("", "serviceaccounts"),
     "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings"),
     "Job": ("batch.volcano.sh", "jobs"),
+    "NetworkPolicy": ("networking.k8s.io", "networkpolicies"),
 }
 ACTION_VERBS = {"apply": ("get", "create", "patch"), "create": ("create",), "delete": ("delete",)}
 
@@ -133,6 +156,9 @@ def pod_needs(pods: list[Pod], manifest: dict[str, Any]) -> dict[Subject, set[Ne
             out[identity] |= EXECUTOR_NEEDS
         if any(PROVISION_MODULE in (c.get("command") or []) for c in p.containers()):
             out[Subject("ServiceAccount", p.service_account)] |= PROVISION_NEEDS
+        for module, needs in STEP_NEEDS.items():
+            if any(module in " ".join(c.get("command") or []) for c in p.containers()):
+                out[Subject("ServiceAccount", p.service_account)] |= needs
         resource = t.get("resource")
         if resource:
             obj = yaml.safe_load(
@@ -510,6 +536,7 @@ CAN_I: tuple[CanI, ...] = (
     ),
     CanI(SUBMITTER, "create", "serviceaccounts", False, "token"),
     CanI(REAPER, "list", "workflows.argoproj.io", True),
+    CanI(REAPER, "delete", "workloads.kueue.x-k8s.io", True),  # a reaped run's quota
     *(CanI(REAPER, v, r, False) for v, r in (
         ("get", "workflows.argoproj.io"), ("patch", "workflows.argoproj.io"),
         ("create", "pods"), ("get", "secrets"),

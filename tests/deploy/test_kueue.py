@@ -184,20 +184,21 @@ def _teams() -> set[str]:
     return set(yaml.safe_load((REPO / "deploy" / "gpu-quota.yaml").read_text())["data"])
 
 
-def test_the_compiled_train_pods_carry_the_kueue_labels() -> None:
+def test_the_compiled_train_pods_carry_no_kueue_queue_label() -> None:
+    """Quota first, then rent (issue 47): the run's own Workload, made by provision before it
+    rents, holds the train pods' quota (burst/admission/kueue_workload.py); a queue label would
+    have Kueue admit them a second time, against the quota their Workload holds."""
     train = yaml.safe_load((REPO / "deploy" / "argo" / "burst-train.yaml").read_text())
-    labels = _template(train, "train")["metadata"]["labels"]
-    assert labels[KUEUE_QUEUE_LABEL] == QUEUE_LABEL_VALUE
-    assert labels[KUEUE_PRIORITY_LABEL] == "burst-{{workflow.parameters.priority}}"
+    labels = (_template(train, "train").get("metadata") or {}).get("labels") or {}
+    assert KUEUE_QUEUE_LABEL not in labels and KUEUE_PRIORITY_LABEL not in labels
     params = {p["name"]: p.get("value") for p in train["spec"]["arguments"]["parameters"]}
     assert params["priority"] == "normal"
     regional = yaml.safe_load((REPO / "deploy" / "argo" / "burst-regional.yaml").read_text())
-    worker = _template(regional, "train")["metadata"]["labels"]
-    assert worker[KUEUE_QUEUE_LABEL] == QUEUE_LABEL_VALUE
-    # each team's pods name its LocalQueue, which admits them in the team's ClusterQueue
+    worker = (_template(regional, "train").get("metadata") or {}).get("labels") or {}
+    assert KUEUE_QUEUE_LABEL not in worker
+    # each team's Workload names its LocalQueue, which admits it in the team's ClusterQueue
     for team in _teams():
-        assert _cluster_queue_of(labels[KUEUE_QUEUE_LABEL], team) == team
-        assert _cluster_queue_of(worker[KUEUE_QUEUE_LABEL], team) == team
+        assert _cluster_queue_of(QUEUE_LABEL_VALUE, team) == team
     # the old label (the team alone) names no LocalQueue any more
     assert all(_cluster_queue_of("{{workflow.parameters.team}}", t) is None for t in _teams())
     # the pods that do not rent GPUs are not queued: they name no queue, and no LocalQueue is
@@ -214,9 +215,8 @@ def test_gang_pods_are_one_pod_group_of_the_run_s_node_count() -> None:
     job = yaml.safe_load(text)
     for task in job["spec"]["tasks"]:
         meta = task["template"]["metadata"]
-        assert meta["labels"][KUEUE_QUEUE_LABEL] == QUEUE_LABEL_VALUE
-        for team in _teams():  # the whole group is admitted in the team's ClusterQueue
-            assert _cluster_queue_of(meta["labels"][KUEUE_QUEUE_LABEL], team) == team
+        # no queue label: the run's Workload holds the gang's quota (count = its nodes)
+        assert KUEUE_QUEUE_LABEL not in meta["labels"]
         assert meta["labels"][KUEUE_GROUP_LABEL] == "{{workflow.name}}-train"
         count = meta["annotations"][KUEUE_GROUP_COUNT_ANNOTATION]
         assert isinstance(count, str)  # an annotation: a string after Argo's substitution

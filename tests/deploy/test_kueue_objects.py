@@ -414,12 +414,20 @@ def test_no_local_queue_is_named_default_and_train_pods_name_their_teams() -> No
     names no queue into a LocalQueue called `default`: with the team `default` queue so named,
     every step pod was admitted under a GPU flavor and pinned to GPU nodes, so no step but train
     scheduled on the cluster's own nodes (the engines tier found it). Each team's LocalQueue is
-    burst-<team>, and that is what the train pods' label names."""
+    burst-<team>, and that is what the run's Workload names (burst.admission.kueue_workload;
+    the train pods carry no queue label)."""
     from burst.admission.kueue_objects import kueue_objects, local_queue_name, team_quotas
-    from burst.pipelines.common import KUEUE_QUEUE_LABEL, kueue_labels
+    from burst.admission.kueue_workload import workload_body
+    from burst.documents.plan import Candidate
+    from burst.pipelines.common import kueue_labels
+    from burst.spec import load_spec
 
     queues = {o["metadata"]["name"] for o in kueue_objects() if o["kind"] == "LocalQueue"}
     assert "default" not in queues
+    assert kueue_labels() == {}
+    job = load_spec(Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml")
+    cand = Candidate(region="ap-southeast-3", provider="aws", capacity="spot", gpu_type="h100")
     for team in team_quotas():
-        label = kueue_labels()[KUEUE_QUEUE_LABEL].replace("{{workflow.parameters.team}}", team)
-        assert label == local_queue_name(team) and label in queues
+        named = workload_body(job.model_copy(update={"team": team}), "r", cand, "burst")
+        queue = named["spec"]["queueName"]
+        assert queue == local_queue_name(team) and queue in queues

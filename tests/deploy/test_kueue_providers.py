@@ -359,33 +359,37 @@ def _compiled(wf: str) -> dict[str, Any]:
 def gpu_pods(
     selector: Labels, tolerations: list[dict[str, str]]
 ) -> list[tuple[str, Labels, dict[str, Any]]]:
-    """Every pod of the compiled templates that Kueue queues, as Argo (podSpecPatch) or
-    Volcano (the gang's task templates) creates it with provision's selector and tolerations:
-    (name, labels, spec)."""
+    """Every pod of the compiled templates that takes GPUs, as Argo (podSpecPatch) or Volcano
+    (the gang's task templates) creates it with provision's selector and tolerations, and with
+    the queue its run's Workload names (the train pods carry no queue label: provision's
+    Workload, burst/admission/kueue_workload.py, holds their quota with their selector and
+    tolerations, so Kueue admits it as it would have admitted them): (name, labels, spec)."""
     subs = {
         "{{inputs.parameters.node-selector}}": json.dumps(selector),
         "{{inputs.parameters.tolerations}}": json.dumps(tolerations),
     }
+    queued = {
+        KUEUE_QUEUE_LABEL: "burst-{{workflow.parameters.team}}",
+        KUEUE_PRIORITY_LABEL: "burst-{{workflow.parameters.priority}}",
+    }
     out = []
     for wf in ("burst-train", "burst-regional"):
         for t in _compiled(wf)["spec"]["templates"]:
-            labels = (t.get("metadata") or {}).get("labels") or {}
-            if KUEUE_QUEUE_LABEL in labels:
-                assert "podSpecPatch" in t, f"{wf}/{t['name']}: queued, not placed"
+            labels = {**((t.get("metadata") or {}).get("labels") or {}), **queued}
+            if "nvidia.com/gpu" in (t.get("podSpecPatch") or ""):
                 text = t["podSpecPatch"]
                 for tag, value in subs.items():
                     text = text.replace(tag, value)
                 out.append((f"{wf}/{t['name']}", labels, json.loads(text)))
-            if "resource" in t and KUEUE_QUEUE_LABEL in t["resource"]["manifest"]:
+            if "resource" in t and "nvidia.com/gpu" in t["resource"]["manifest"]:
                 text = t["resource"]["manifest"]
                 for tag in UNQUOTED:
                     text = text.replace(tag, subs.get(tag, "2"))
                 job = yaml.safe_load(text)
                 for task in job["spec"]["tasks"]:
                     tpl = task["template"]
-                    out.append(
-                        (f"{wf}/{t['name']}/{task['name']}", tpl["metadata"]["labels"], tpl["spec"])
-                    )
+                    tpl_labels = {**tpl["metadata"]["labels"], **queued}
+                    out.append((f"{wf}/{t['name']}/{task['name']}", tpl_labels, tpl["spec"]))
     return out
 
 
@@ -401,8 +405,8 @@ def step_pods() -> list[tuple[str, Labels, dict[str, Any]]]:
             if not any(k in t for k in ("container", "script", "resource")):
                 continue  # steps and DAGs create no pod
             labels = {**common, **((t.get("metadata") or {}).get("labels") or {})}
-            if KUEUE_QUEUE_LABEL in labels:
-                continue
+            if "nvidia.com/gpu" in json.dumps(t.get("podSpecPatch") or t.get("resource") or ""):
+                continue  # (gpu_pods)
             placed = {k: t.get(k) or spec.get(k) for k in ("nodeSelector", "tolerations")}
             out.append((f"{wf}/{t['name']}", labels, {k: v for k, v in placed.items() if v}))
     return out

@@ -142,24 +142,28 @@ def test_retry_in_place_expression(code: str, message: str, retried: bool) -> No
 @pytest.mark.parametrize(
     ("status", "code", "may", "decision"),
     [
-        ("Failed", "75", (True, True), "requeue"),
-        ("Failed", "76", (True, True), "requeue"),  # moved back to spot: requeued at once
-        ("Failed", "76", (False, True), "give-up"),
-        ("Error", None, (True, True), "requeue"),  # node lost: no exit code at all
-        ("Failed", "137", (True, True), "restart"),
-        ("Failed", "137", (True, False), "give-up"),  # restarts spent
-        ("Failed", "75", (False, True), "give-up"),  # no placement left
-        ("Failed", "1", (True, True), "give-up"),
-        ("Succeeded", "0", (True, True), None),
+        ("Failed", "75", (True, True, True), "requeue"),
+        ("Failed", "76", (True, True, True), "requeue"),  # moved back to spot: at once
+        # Kueue took the quota (exit 76): no other candidate, but it waits here again
+        ("Failed", "76", (False, True, True), "requeue"),
+        ("Failed", "76", (False, True, False), "give-up"),  # budgets spent
+        ("Error", None, (True, True, True), "requeue"),  # node lost: no exit code at all
+        ("Failed", "137", (True, True, True), "restart"),
+        ("Failed", "137", (True, False, True), "give-up"),  # restarts spent
+        ("Failed", "75", (False, True, True), "give-up"),  # no placement left
+        ("Failed", "1", (True, True, True), "give-up"),
+        ("Succeeded", "0", (True, True, True), None),
     ],
 )
 def test_place_decisions(
-    status: str, code: str | None, may: tuple[bool, bool], decision: str | None
+    status: str, code: str | None, may: tuple[bool, bool, bool], decision: str | None
 ) -> None:
     train: dict[str, Any] = {"status": status}
     if code is not None:
         train["exitCode"] = code
-    record = {"recovery": {"may_requeue": may[0], "may_restart": may[1]}}
+    record = {
+        "recovery": {"may_requeue": may[0], "may_restart": may[1], "may_wait_again": may[2]}
+    }
     scope = {"steps": {"train": train, "provision": {"outputs": {"parameters": {}}}}}
     scope["steps"]["provision"]["outputs"]["parameters"]["infra"] = json.dumps(record)
     chosen = [

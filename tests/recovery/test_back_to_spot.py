@@ -298,3 +298,25 @@ def _mover(tmp_path: Path, **rec: Any) -> Any:
     mover = SpotMover.for_attempt(job, plan, infra, tmp_path, LocalProbe(tmp_path))
     assert mover is not None
     return mover
+
+
+def test_a_quota_taken_requeues_into_the_same_placement_first(quickstart_in: Path) -> None:
+    """Kueue evicted the run (its quota went to a higher-priority run, exit 76): the capacity
+    is still there, so the requeue waits for the same placement first (then the usual
+    order), spends the preemption budget, counts no spot loss, and may wait again even
+    with no other candidate."""
+    job = _job(quickstart_in, preemptions_per_region=0, on_demand_after=1, max_placements=8)
+    s = strategy_for(job)
+    only = PLAN[:1]
+    p = s.place(only, None, "start")
+    placed = s.placed(p, p.candidates[0], only)
+    assert not placed.may_requeue and placed.may_wait_again  # one candidate: waits again
+    again = s.place(only, placed, "requeue", last_source=recovery.QUOTA)
+    assert [(c.region, c.capacity) for c in again.candidates] == [(A, "spot")]
+    assert again.record.spot_losses == 0 and again.record.requeues == 1
+    p = s.place(PLAN, None, "start")
+    spot_a = s.placed(p, p.candidates[0], PLAN)
+    again = s.place(PLAN, spot_a, "requeue", last_source=recovery.QUOTA)
+    assert (again.candidates[0].region, again.candidates[0].capacity) == (A, "spot")
+    assert recovery.notice_source(recovery.QUOTA_NOTICE) == recovery.QUOTA
+    assert Spent.of([recovery.QUOTA]).preemptions == 1

@@ -59,8 +59,9 @@ def test_the_templates_hand_verify_images_digest_to_train(path: Path) -> None:
     params = {p["name"] for p in doc["spec"]["arguments"]["parameters"]}
     assert "trainer-image" not in params  # nothing can set train's image apart from the spec
     images = _trainer_images(doc)
-    # train, the gang's master and worker pods; a regional worker and the aggregator
-    assert len(images) == (3 if "train" in path.name else 2) and set(images) == {TRAINER}, images
+    # train, the gang's master and worker pods and their peer memory sidecars (the same
+    # verified image); a regional worker and the aggregator
+    assert len(images) == (5 if "train" in path.name else 2) and set(images) == {TRAINER}, images
     main = next(t for t in doc["spec"]["templates"] if t["name"] == "main")
     handed = [
         a["value"]

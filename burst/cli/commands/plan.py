@@ -149,16 +149,20 @@ def command(
         checks = explain_plan(job, cat, doc)
     if as_json:
         if checks is not None:  # the plan document, and the explanation beside it
-            out = {"plan": doc, "explain": [c.as_dict() for c in checks]}
+            from burst.admission.dispatch import dispatch_of
+
+            out = {"plan": doc, "explain": [c.as_dict() for c in checks],
+                   "dispatch": dispatch_of(doc).as_dict()}  # fmt: skip
             click.echo(json.dumps(out, indent=2, sort_keys=True))
         else:
             click.echo(json.dumps(doc, indent=2, sort_keys=True))
         return
     _print_table(doc)
     if checks is not None:
+        from burst.admission.dispatch import dispatch_lines
         from burst.plan.explain import render, term_lines
 
-        for line in [*term_lines(doc["candidates"][0]), *render(checks)]:
+        for line in [*term_lines(doc["candidates"][0]), *render(checks), *dispatch_lines(doc)]:
             click.echo(line)
     if chart is not None:
         click.echo(f"chart written to {chart}")

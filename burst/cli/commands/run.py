@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from burst.step_names import FAULT_POINTS, STEPS
 
+if TYPE_CHECKING:
+    from burst.runs import RunPaths
+
 
 @click.command("run")
 @click.argument("spec", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--run-id", help="Run id (default: <name>-<utc time>-<random>).")
+@click.option(
+    "--run-id",
+    help="Run id (default: <name>-<utc time>-<random>); one the runs root has is refused "
+    "(`burst resume RUN` carries a run on).",
+)
 @click.option(
     "--runs-root",
     type=click.Path(file_okay=False, path_type=Path),
@@ -175,6 +182,7 @@ def command(
         )
     rid = check_run_id(run_id) if run_id else new_run_id(job.name)
     paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
+    _refuse_a_taken_run_id(paths, spec)
     options = RunOptions(fail_at=fail_at, env=faults.arm(preempt_at_steps=preempt_at))
     if launcher is not None:
         options.containers, images = launcher
@@ -267,6 +275,27 @@ def _stderr_console() -> Any:
     return console if console.is_terminal else Console(stderr=True, width=240)
 
 
+def _refuse_a_taken_run_id(paths: RunPaths, spec: Path) -> None:
+    """``--run-id`` naming a run this runs root already has, with another spec: the run's
+    directory, checkpoints and ledger entry are that run's, and the new spec would resume
+    its weights. Refused (exit 2). The run's own spec carries it on, as ``burst resume RUN``
+    does and a CI job's next attempt (the same spec under the same id) does."""
+    from burst.errors import BadInputError
+
+    if not paths.spec.is_file() or spec.resolve() == paths.spec.resolve():
+        return
+    try:
+        same = spec.read_bytes() == paths.spec.read_bytes()
+    except OSError:
+        same = False  # (the spec itself is read, and reported, by the run)
+    if not same:
+        raise BadInputError(
+            f"--run-id {paths.run_id}: this runs root has a run of that id with another "
+            f"spec ({paths.spec}); `burst resume {paths.run_id}` carries it on, another id "
+            "starts a new run"
+        )
+
+
 def _print_run_id(run_id: str, as_json: bool) -> None:
     """stdout: the run id as soon as the run exists (for RUN=$(burst run SPEC), and for a
     person who wants to `burst status` it while it goes); with --json, nothing until the
@@ -337,6 +366,7 @@ def _run_regional(
         )
     rid = check_run_id(run_id) if run_id else new_run_id(job.name)
     paths = run_paths(rid, runs_root.resolve() if runs_root else default_root())
+    _refuse_a_taken_run_id(paths, spec)
     try:
         paths.dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -1,6 +1,7 @@
 ################################################################################
 # aws-run-iam: least privilege for one run. The pods' role (IRSA) may read and write
-# the run's prefix in the checkpoint bucket with its key, and nothing else.
+# the run's prefix in the checkpoint bucket with its key, and nothing else (on an on-demand
+# fallback that probes spot, also read EC2's spot placement scores).
 ################################################################################
 
 data "aws_partition" "current" {}
@@ -160,6 +161,18 @@ data "aws_iam_policy_document" "pod" {
       sid       = "UseSpecStoreKeyThroughS3"
       actions   = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
       resources = [var.store_kms_key_arn]
+    }
+  }
+
+  # An on-demand fallback probes spot (burst.train.spot_probe, the spec's
+  # compute.recovery.probe_interval_s): EC2's spot placement scores. Only on such a placement,
+  # and only this read-only action; it has no resource-level permissions, hence "*".
+  dynamic "statement" {
+    for_each = var.spot_probe ? [1] : []
+    content {
+      sid       = "ProbeSpotPlacementScores"
+      actions   = ["ec2:GetSpotPlacementScores"]
+      resources = ["*"]
     }
   }
 

@@ -131,6 +131,12 @@ variable "kms_key_arn" {
   }
 }
 
+variable "spot_probe" {
+  type        = bool
+  description = "The run's pods probe spot from an on-demand fallback (burst.train.spot_probe): allow ec2:GetSpotPlacementScores."
+  default     = false
+}
+
 variable "create_node_role" {
   type        = bool
   description = "Also create the EC2 role of the run's node group (worker, CNI and read-only registry policies)."

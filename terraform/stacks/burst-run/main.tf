@@ -56,7 +56,9 @@ module "iam" {
   exchange_bucket_arn = var.exchange_uri == null ? null : "arn:${data.aws_partition.current.partition}:s3:::${regex("^s3://([^/]+)/", var.exchange_uri)[0]}"
   exchange_prefix     = var.exchange_uri == null ? null : "${trimsuffix(regex("^s3://[^/]+/(.+)$", var.exchange_uri)[0], "/")}/"
   store_kms_key_arn   = var.store_kms_key_arn
-  tags                = local.tags
+  # only a placement that can probe (burst.train.spot_probe: an on-demand fallback)
+  spot_probe = var.spot_probe && var.capacity == "on_demand"
+  tags       = local.tags
 }
 
 ################################################################################

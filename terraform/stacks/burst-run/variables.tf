@@ -119,6 +119,12 @@ variable "capacity" {
   }
 }
 
+variable "spot_probe" {
+  type        = bool
+  description = "The spec probes spot from an on-demand fallback (compute.recovery.probe_interval_s): on an on_demand placement the run's pods may read EC2's spot placement scores (aws-run-iam)."
+  default     = false
+}
+
 variable "node_count" {
   type        = number
   description = "Nodes the run needs."
