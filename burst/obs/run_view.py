@@ -443,6 +443,16 @@ def resolve_run_dir(run: str, root: Path | None = None) -> Path:
 
 
 def load_run(run_dir: Path) -> RunView:
+    """The run as its directory tells it. A run that ends while it is read (no report at the
+    first look, its driver's lease released by the last) is read again: its report is there
+    then, and the run is not shown lost or unknown in between."""
+    view = _load_run(run_dir)
+    if view.report is None and view.status != RUNNING and (run_dir / "report.json").exists():
+        view = _load_run(run_dir)
+    return view
+
+
+def _load_run(run_dir: Path) -> RunView:
     warnings: list[str] = []
     report = _read_report(run_dir / "report.json", warnings)
     spec = _read_yaml(run_dir / "spec.yaml", warnings)
