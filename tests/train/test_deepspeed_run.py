@@ -131,7 +131,12 @@ def test_deepspeed_with_no_time_left_relies_on_the_last_committed_and_ends_the_s
         assert key in doc, key
     emergency = doc["attempts"][0]["emergency_save"]
     assert emergency["tier"] == "none", emergency
-    assert emergency["last_committed"] == {"step": 5, "tier": "full"}
+    # step 5's routine save is committed, or (a loaded machine: no time left to wait for
+    # it) still in flight, left to the writer to commit as the attempt exits: either way the
+    # next attempt resumes from it
+    assert emergency["last_committed"] == {"step": 5, "tier": "full"} or (
+        emergency.get("last_committed") is None and emergency.get("in_flight_step") == 5
+    ), emergency
     code, doc = train_attempt(spec, runs, spec.parent / "a2.json", BURST_PREEMPT_AT_STEPS="7")
     assert code == 0, doc
     assert doc["resumed_from"] == 5 and doc["final_step"] == 30
