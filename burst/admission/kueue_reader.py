@@ -150,12 +150,13 @@ class KueueReader:
         path: str,
         name: str | None = None,
         body: Mapping[str, Any] | None = None,
-        api: str = API,
+        api: str | None = None,
     ) -> dict[str, Any] | None:
-        """``method`` on ``/apis/<api>/<path>``: the answer's object (None: the object
-        ``name`` does not exist). Every other failure fails closed (InfraError; KueueAbsent
-        when the API server serves no such API)."""
-        url = f"{self.api.server}/apis/{api}/{path}"
+        """``method`` on ``/apis/<api>/<path>`` (``api``: Kueue's, the module's ``API``, read
+        at the call): the answer's object (None: the object ``name`` does not exist). Every
+        other failure fails closed (InfraError; KueueAbsent when the API server serves no
+        such API)."""
+        url = f"{self.api.server}/apis/{api or API}/{path}"
         headers = {"Authorization": f"Bearer {self.api.token}", "Accept": "application/json"}
         data = None
         if body is not None:
@@ -172,7 +173,7 @@ class KueueReader:
             reason = status.get("message") or exc.reason
             if exc.code == 404:  # (the type, not an object: the API server knows no Kueue)
                 raise KueueAbsent(
-                    f"the API server does not serve Kueue's API {api} ({method} {url}: 404)",
+                    f"the API server does not serve Kueue's API {api or API} ({method} {url}: 404)",
                     where="Kueue",
                 ) from exc
             raise ApiAnswer(

@@ -536,7 +536,6 @@ CAN_I: tuple[CanI, ...] = (
     ),
     CanI(SUBMITTER, "create", "serviceaccounts", False, "token"),
     CanI(REAPER, "list", "workflows.argoproj.io", True),
-    CanI(REAPER, "delete", "workloads.kueue.x-k8s.io", True),  # a reaped run's quota
     *(CanI(REAPER, v, r, False) for v, r in (
         ("get", "workflows.argoproj.io"), ("patch", "workflows.argoproj.io"),
         ("create", "pods"), ("get", "secrets"),
