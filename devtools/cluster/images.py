@@ -1,6 +1,6 @@
 """The images ``make images`` built (podman, ``devtools/images.py``), as archives the tier's
-real nodes import: ``podman save`` once per image ID, cached under ``~/.cache/burst/tier-images``
-(a tier imports the same image into each node it starts)."""
+real nodes import: ``podman save`` once per image ID, under ``~/.cache/burst/tier-images``,
+imported there into the seed every node starts from (devtools.cluster.seed)."""
 
 from __future__ import annotations
 
@@ -41,14 +41,19 @@ def missing_images() -> str | None:
     return None
 
 
-def local_image_archive(tag: str) -> Path:
-    """An archive of the local image ``tag`` that ``ctr images import`` takes, made once per
-    image ID."""
+def image_id(tag: str) -> str:
+    """The ID of the local image ``tag``."""
     got = _podman("image", "inspect", "--format", "{{.Id}}", tag, timeout=60)
     if got.returncode != 0:
         raise TierError(f"{tag} is not built here (make images): {got.stderr.strip()}")
+    return got.stdout.strip()
+
+
+def local_image_archive(tag: str) -> Path:
+    """An archive of the local image ``tag`` that ``ctr images import`` takes, made once per
+    image ID (devtools.cluster.seed removes it once imported)."""
     kind = tag.rsplit("/", 1)[-1].split(":")[0]
-    out = CACHE / f"{kind}-{got.stdout.strip()[:16]}.tar"
+    out = CACHE / f"{kind}-{image_id(tag)[:16]}.tar"
     if out.is_file():
         return out
     CACHE.mkdir(parents=True, exist_ok=True)

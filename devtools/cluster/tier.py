@@ -30,7 +30,7 @@ from typing import Any
 from devtools import engines
 from devtools.cluster import argo, kueue, kyverno, ociimage
 from devtools.cluster.controlplane import ControlPlane, TierError
-from devtools.cluster.images import LOCAL_IMAGES, local_image_archive
+from devtools.cluster.images import LOCAL_IMAGES
 from devtools.cluster.kubelet import (
     API_SERVICE_IP,
     PAUSE_IMAGE,
@@ -41,6 +41,7 @@ from devtools.cluster.kubelet import (
 )
 from devtools.cluster.kubelet import missing as kubelet_missing
 from devtools.cluster.nodeagent import NodeAgent, NodeShape
+from devtools.cluster.seed import image_seed, seed_in_use
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +185,7 @@ class Tier:
         self.real_nodes: dict[str, RealNode] = {}
         self.net: PodNetwork | None = None
         self._image_tars: dict[str, Path] = {}
+        self._seed: Path | None = None
         self._pod_env = dict(pod_env or {})
         self._services: dict[tuple[str, int], int] = {}
         if self.mode == "real":
@@ -272,8 +274,12 @@ class Tier:
             self.net = PodNetwork(self.root, self._services)
             self.net.start()
             self.cp.apply(pod_identity_policy(self._pod_env))
+            self._seed = image_seed(
+                self.cp, self.bin, {k: self.images.get(k, ()) for k in LOCAL_IMAGES},
+                self.root / "logs",
+            )  # fmt: skip
             for shape in self.static_nodes:
-                self._start_real_node(shape, ("steps",))
+                self._start_real_node(shape)
         self._cloud = threading.Thread(target=self._cloud_loop, name="tier-cloud", daemon=True)
         self._cloud.start()
 
@@ -303,21 +309,20 @@ class Tier:
     # -- real nodes ---------------------------------------------------------------------
 
     def _image_tar(self, kind: str) -> Path:
-        """The OCI archive of one image the real nodes import (made once per tier)."""
+        """The OCI archive of one small image the tier builds, which each real node imports
+        (made once per tier); ``make images``' images come with the node's seed."""
         if kind in self._image_tars:
             return self._image_tars[kind]
         out = self.root / "images" / f"{kind}.tar"
         if kind == "pause":
             ociimage.busybox(out, PAUSE_IMAGE, BUSYBOX, ["/bin/busybox", "sleep", "2147483647"])
-        elif kind == "argoexec":
-            ociimage.argoexec(out, argo.EXECUTOR_IMAGE, self.bin["argoexec"], self.bin["kubectl"])
         else:
-            out = local_image_archive(LOCAL_IMAGES[kind])
+            ociimage.argoexec(out, argo.EXECUTOR_IMAGE, self.bin["argoexec"], self.bin["kubectl"])
         self._image_tars[kind] = out
         return out
 
     def _start_real_node(
-        self, shape: NodeShape, kinds: Sequence[str], extended: Mapping[str, str] | None = None
+        self, shape: NodeShape, extended: Mapping[str, str] | None = None
     ) -> RealNode:
         assert self.net is not None
         node = RealNode(
@@ -329,8 +334,9 @@ class Tier:
             (self._image_tar("pause"), PAUSE_IMAGE, ()),
             (self._image_tar("argoexec"), argo.EXECUTOR_IMAGE, ()),
         ]
-        images += [(self._image_tar(k), LOCAL_IMAGES[k], self.images.get(k, ())) for k in kinds]
-        node.start(images)
+        assert self._seed is not None
+        with seed_in_use():
+            node.start(images, seed=self._seed)
         node.shape(shape.labels, extended or {})
         return node
 
@@ -352,7 +358,7 @@ class Tier:
                             # the node group's shape: its GPUs, and the CPU and memory of the
                             # instance (this machine has fewer; the kubelet reports its status
                             # hourly, so the node keeps what the cloud says)
-                            self._start_real_node(shape, ("trainer",), shape.capacity)
+                            self._start_real_node(shape, shape.capacity)
                         else:
                             self.agent.add_node(shape)
                     except (TierError, TimeoutError, OSError) as exc:
