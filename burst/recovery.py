@@ -61,7 +61,7 @@ import logging
 import math
 import signal
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final, Literal
 
 from burst.documents.plan import Candidate
@@ -200,23 +200,18 @@ def check_budgets(settings: Recovery, sources: Sequence[str | None]) -> Spent:
 DEFAULT_MOVE_MARGIN: Final = 0.1
 
 
-@dataclass(frozen=True)
-class MoveInputs:
-    """What :func:`back_to_spot` weighs, each from the plan or measured where it exists.
+@dataclass(frozen=True, kw_only=True)
+class MoveCost:
+    """What moving a run's checkpoint to another placement costs, whatever the prices: the
+    one definition of the move's terms, for :class:`MoveInputs` (back to spot) and
+    :class:`burst.admission.dispatch.Pin` (a resumed run pinned to its checkpoint's region).
 
-    Prices are USD per hour for the whole placement (every node); ``spot_mtbf_hours`` is the
-    job's mean time between pre-emptions on the spot candidate (``burst.plan.reliability``);
-    ``remaining_hours`` the useful training left. The move's seconds (an emergency-style save
-    at the boundary, provisioning the spot candidate, pulling the image, restoring the
-    checkpoint) are paid at the on-demand rate; ``egress_usd_per_gb`` is the price of
-    moving the checkpoint's ``checkpoint_gb`` to the spot candidate (0 in the same region).
-    Every spot pre-emption after the move loses ``checkpoint_interval_s / 2`` of work on
-    average and costs ``restart_s`` (None: provision + pull + restore again) at the spot rate.
-    """
+    ``remaining_hours``: the useful training left. The move's seconds (an emergency-style save
+    at the boundary, provisioning the new placement, pulling the image, restoring the
+    checkpoint) are paid at the rate of the placement left; ``egress_usd_per_gb`` is the price
+    of moving the checkpoint's ``checkpoint_gb`` (0 in the same region); ``margin``: the share
+    of staying's cost a move must save beyond its own cost."""
 
-    on_demand_usd_per_hour: float
-    spot_usd_per_hour: float
-    spot_mtbf_hours: float
     remaining_hours: float
     save_s: float = 0.0
     provision_s: float = 0.0
@@ -224,9 +219,30 @@ class MoveInputs:
     restore_s: float = 0.0
     checkpoint_gb: float = 0.0
     egress_usd_per_gb: float = 0.0
+    margin: float = DEFAULT_MOVE_MARGIN
+
+    def move_cost(self) -> dict[str, Any]:
+        """This object's :class:`MoveCost` fields, by name (a subclass's too): what a
+        :class:`MoveInputs` is built from."""
+        return {f.name: getattr(self, f.name) for f in fields(MoveCost)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoveInputs(MoveCost):
+    """What :func:`back_to_spot` weighs, each from the plan or measured where it exists: the
+    move's cost (:class:`MoveCost`, paid at the on-demand rate) and the two placements' prices.
+
+    Prices are USD per hour for the whole placement (every node); ``spot_mtbf_hours`` is the
+    job's mean time between pre-emptions on the spot candidate (``burst.plan.reliability``).
+    Every spot pre-emption after the move loses ``checkpoint_interval_s / 2`` of work on
+    average and costs ``restart_s`` (None: provision + pull + restore again) at the spot rate.
+    """
+
+    on_demand_usd_per_hour: float
+    spot_usd_per_hour: float
+    spot_mtbf_hours: float
     checkpoint_interval_s: float = 0.0
     restart_s: float | None = None
-    margin: float = DEFAULT_MOVE_MARGIN
     spot_available: bool = True
     spot_candidate: str = "spot"
 

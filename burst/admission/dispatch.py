@@ -36,10 +36,13 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from burst.documents.plan import Candidate
-from burst.recovery import DEFAULT_MOVE_MARGIN, MoveDecision, MoveInputs, back_to_spot
+from burst.recovery import MoveCost, MoveDecision, MoveInputs, back_to_spot
+
+if TYPE_CHECKING:
+    from burst.admission.kueue_reader import KueueView
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +53,38 @@ NEVER_PREEMPTED_H = 1e12
 
 
 @dataclass(frozen=True)
+class FloorQueue:
+    """The flavor an AWS spot run's on-demand floor is charged to (its own podSet,
+    burst.admission.podsets): its free GPUs now (None: not limited) and the floor's GPUs."""
+
+    flavor: str
+    free_gpus: int | None
+    need_gpus: int
+
+
+@dataclass(frozen=True)
 class RegionQueue:
     """One queue's state for the team's flavor: ``flavor`` names it (None: no flavor of the
     team covers the candidate); ``free_gpus`` is the quota free now (None: not limited by a
-    quota, as on the local ledger)."""
+    quota, as on the local ledger); ``floor``: a spot run's on-demand floor, charged to a
+    flavor of its own (the run's other GPUs are ``flavor``'s)."""
 
     flavor: str | None
     free_gpus: int | None = None
+    floor: FloorQueue | None = None
+
+    def lacks(self, need: int) -> str | None:
+        """Why this queue cannot take a run of ``need`` GPUs now (None: it can)."""
+        parts = [(self.flavor, self.free_gpus, need)]
+        if self.floor is not None:
+            parts = [(self.flavor, self.free_gpus, max(0, need - self.floor.need_gpus))]
+            parts.append((self.floor.flavor, self.floor.free_gpus, self.floor.need_gpus))
+        short = [
+            f"flavor {flavor} has {free} GPU(s) free, needs {want}"
+            for flavor, free, want in parts
+            if free is not None and free < want
+        ]
+        return "; ".join(short) or None
 
 
 def open_queue(_: Candidate) -> RegionQueue:
@@ -65,21 +93,14 @@ def open_queue(_: Candidate) -> RegionQueue:
 
 
 @dataclass(frozen=True)
-class Pin:
-    """Where a resumed run's checkpoint is, and what moving it would weigh (the move rule's
-    inputs: :class:`burst.recovery.MoveInputs`)."""
+class Pin(MoveCost):
+    """Where a resumed run's checkpoint is (``provider``/``region``), how long it has waited
+    for room there (``waited_h``), and what moving it would cost: the move rule's own terms
+    (:class:`burst.recovery.MoveCost`, the fields :class:`burst.recovery.MoveInputs` takes)."""
 
     region: str
     provider: str
-    checkpoint_gb: float
-    remaining_hours: float
-    egress_usd_per_gb: float
     waited_h: float = 0.0
-    save_s: float = 0.0
-    provision_s: float = 0.0
-    pull_s: float = 0.0
-    restore_s: float = 0.0
-    margin: float = DEFAULT_MOVE_MARGIN
 
 
 @dataclass(frozen=True)
@@ -143,18 +164,11 @@ def _move(pin: Pin, stay: Candidate, to: Candidate, waited_h: float) -> MoveDeci
     spot = (to.capacity or "") == "spot" and to.mtbf_hours
     rule = back_to_spot(
         MoveInputs(
+            **pin.move_cost(),
             on_demand_usd_per_hour=stay_rate,
             spot_usd_per_hour=float(to.price_per_hour or 0.0),
             spot_mtbf_hours=float(to.mtbf_hours) if spot and to.mtbf_hours else NEVER_PREEMPTED_H,
-            remaining_hours=max(0.0, pin.remaining_hours),
-            save_s=pin.save_s,
-            provision_s=pin.provision_s,
-            pull_s=pin.pull_s,
-            restore_s=pin.restore_s,
-            checkpoint_gb=max(0.0, pin.checkpoint_gb),
-            egress_usd_per_gb=max(0.0, pin.egress_usd_per_gb),
             checkpoint_interval_s=float(to.checkpoint_interval_s or 0.0) if spot else 0.0,
-            margin=pin.margin,
             spot_candidate=name(to),
         )
     )
@@ -197,11 +211,10 @@ def dispatch(
         if q.flavor is None:
             skipped.append(Skip(c, "no_flavor", "no flavor of the team's queue covers it"))
             continue
-        room = q.free_gpus is None or q.free_gpus >= need(c)
-        if not room:
-            skipped.append(
-                Skip(c, "full", f"flavor {q.flavor} has {q.free_gpus} GPU(s) free, needs {need(c)}")
-            )
+        lacks = q.lacks(need(c))
+        room = lacks is None
+        if lacks is not None:
+            skipped.append(Skip(c, "full", lacks))
         eligible.append((c, room))
     if not eligible:
         return Dispatch([], None, skipped)
@@ -250,9 +263,11 @@ def _reserved_gpus(cluster_queue: dict[str, Any], flavor: str) -> int:
 
 def kueue_queues(job: Any, team_queue: Any) -> Callable[[Candidate], RegionQueue]:
     """Each candidate's queue on a cluster: the flavor of the team's ClusterQueue that covers
-    it (``burst.admission.coverage``) and its quota (nominal + borrowing limit) less what
-    Kueue has reserved of it (None: no limit known)."""
-    from burst.admission.coverage import GPU, RunPlacement, _gpu_group, _reachable, coverage
+    each podSet of its Workload (``burst.admission.coverage``, ``burst.admission.podsets``:
+    an AWS spot run's on-demand floor is charged to the on-demand flavor) and its quota
+    (nominal + borrowing limit) less what Kueue has reserved of it (None: no limit known)."""
+    from burst.admission.coverage import GPU, _gpu_group, _reachable, coverage
+    from burst.admission.podsets import FLOOR, run_pod_sets
 
     cq = team_queue.cluster_queue
     borrows = bool((cq.get("spec") or {}).get("cohortName"))
@@ -261,14 +276,24 @@ def kueue_queues(job: Any, team_queue: Any) -> Callable[[Candidate], RegionQueue
         for e in (_gpu_group(cq) or {}).get("flavors") or []
     }
 
+    def free(flavor: str) -> int | None:
+        reach = quota.get(flavor)
+        return None if reach is None else max(0, reach - _reserved_gpus(cq, flavor))
+
     def state(c: Candidate) -> RegionQueue:
-        verdict = coverage(RunPlacement.of(c, job), cq, team_queue.flavors)
-        if verdict.flavor is None:
+        shares = run_pod_sets(job, c)
+        flavors = [coverage(sh.placement, cq, team_queue.flavors).flavor for sh in shares]
+        if None in flavors:
             return RegionQueue(None)
-        reach = quota.get(verdict.flavor)
-        free = None if reach is None else max(0, reach - _reserved_gpus(cq, verdict.flavor))
-        log.debug("queue %s: flavor %s, %s %s free", name(c), verdict.flavor, free, GPU)
-        return RegionQueue(verdict.flavor, free)
+        by_set = {sh.name: (str(f), sh.gpus) for sh, f in zip(shares, flavors, strict=True)}
+        main = str(flavors[0])
+        floor = None
+        if FLOOR in by_set:
+            flavor, gpus = by_set[FLOOR]
+            floor = FloorQueue(flavor, free(flavor), gpus)
+        got = RegionQueue(main, free(main), floor)
+        log.debug("queue %s: %s (%s free)", name(c), got, GPU)
+        return got
 
     return state
 
@@ -306,32 +331,27 @@ def dispatch_run(
     refused: Sequence[Any],
     previous: Any,
     last_source: Callable[[], str | None],
+    kueue: KueueView,
 ) -> list[Candidate]:
     """Provision's dispatch: the candidates to try, in order (:func:`dispatch`), after the
-    legal gate and the Kueue gate. On a cluster with Kueue, a requeue whose last attempt the
+    legal gate and the Kueue gate. ``kueue``: provision's one read of the team's Kueue queue
+    (``burst.admission.kueue_reader.read_kueue``; empty: no Kueue here). On a cluster with
+    Kueue, a requeue whose last attempt the
     control plane stopped (a Kueue preemption, an eviction: its region still has the
     capacity, its team's quota there was taken) is pinned to its last region unless moving is
     cheaper; after a provider's pre-emption or a node loss, and on the local path (no region
     queues: a SIGTERM there is no quota preemption), the recovery strategy's order stands (the
     lost region last). Every queue full: the queue to wait in. ``last_source``: what ended
     the run's last train attempt (read only for a requeue on a cluster)."""
-    from burst.admission.kueue_reader import KueueAbsent, KueueReader, on_cluster
     from burst.documents import PlanDocument
     from burst.recovery import CONTROL_PLANE, QUOTA, REQUEUE
     from burst.settings import current
 
     queue: Callable[[Candidate], RegionQueue] = open_queue
-    kueue = False
-    if on_cluster():
-        from burst.admission.kueue_reader import InCluster
-
-        try:
-            team_queue = KueueReader(InCluster.from_pod()).team_queue(ctx.spec.team)
-            queue, kueue = kueue_queues(ctx.spec, team_queue), True
-        except KueueAbsent:
-            pass
+    if kueue.queue is not None:
+        queue = kueue_queues(ctx.spec, kueue.queue)
     pin = None
-    placed = kueue and previous is not None and previous.candidate is not None
+    placed = kueue.queue is not None and previous is not None and previous.candidate is not None
     requeue = placed and current().recovery_event == REQUEUE
     if requeue and last_source() in (CONTROL_PLANE, QUOTA):
         pin = _pin(ctx.spec, previous, ctx.optional_input("plan", PlanDocument))

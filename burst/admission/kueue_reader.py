@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from burst.admission.coverage import RunPlacement, coverage
+from burst.admission.coverage import coverage
 from burst.admission.kueue_objects import API, local_queue_name
+from burst.admission.podsets import run_pod_sets
 from burst.documents.plan import Candidate
 from burst.errors import InfraError, PolicyRefusal
 from burst.spec import BurstJob
@@ -235,22 +236,60 @@ def _status(exc: urllib.error.HTTPError) -> dict[str, Any]:
     return doc if isinstance(doc, dict) and doc.get("kind") == "Status" else {}
 
 
+@dataclass(frozen=True)
+class KueueView:
+    """What provision reads of Kueue, once per provision (:func:`read_kueue`), and hands its
+    flavor gate (:func:`kueue_gate`), its dispatch (``burst.admission.dispatch.dispatch_run``)
+    and its quota wait (``burst.admission.kueue_workload.reserve_quota``): the reader (this
+    pod's API server and account) and the team's queue. Both None: no Kueue admits here
+    (under `burst run`, or on a cluster that does not serve Kueue's API): the ledger admits
+    alone."""
+
+    reader: KueueReader | None = None
+    queue: TeamQueue | None = None
+
+
+def read_kueue(job: BurstJob) -> KueueView:
+    """The team's Kueue queue on a cluster, read once (an API server that cannot be read:
+    InfraError; a team with no LocalQueue: FlavorRefused); an empty view under `burst run` or
+    where Kueue is not installed (its API not served: a fact, not an unknown)."""
+    if not on_cluster():
+        return KueueView()
+    reader = KueueReader(InCluster.from_pod())
+    try:
+        queue = reader.team_queue(job.team)
+    except KueueAbsent as exc:
+        log.info("%s: Kueue is not installed; the ledger admits the run alone", exc.one_line())
+        return KueueView()
+    return KueueView(reader, queue)
+
+
 def covered_candidates(
     job: BurstJob, candidates: Sequence[Candidate], queue: TeamQueue
 ) -> list[Candidate]:
-    """The candidates (in order) a flavor of the team's ClusterQueue covers; those none covers
-    are dropped (logged), so failover never rents one. None covered: FlavorRefused (exit 3),
-    one line naming the first candidate, the ClusterQueue and its flavors."""
+    """The candidates (in order) a flavor of the team's ClusterQueue covers: every podSet of
+    the run's Workload (``burst.admission.podsets``: an AWS spot run's on-demand floor is one
+    of its own) under a flavor of its own capacity. Those none covers are dropped (logged),
+    so failover never rents one. None covered: FlavorRefused (exit 3), one line naming the
+    first candidate, the ClusterQueue and its flavors."""
     kept: list[Candidate] = []
     first: str | None = None
     for c in candidates:
-        verdict = coverage(RunPlacement.of(c, job), queue.cluster_queue, queue.flavors)
-        if verdict.covered:
-            log.info("Kueue: %s/%s is covered by flavor %s", c.provider, c.region, verdict.flavor)
+        refusal, flavors = None, []
+        for share in run_pod_sets(job, c):
+            verdict = coverage(share.placement, queue.cluster_queue, queue.flavors)
+            if verdict.flavor is None:
+                refusal = share.refusal(verdict.refusal or "")
+                break
+            flavors.append(verdict.flavor)
+        if refusal is None:
+            log.info(
+                "Kueue: %s/%s is covered by flavor %s", c.provider, c.region, " + ".join(flavors)
+            )
             kept.append(c)
         else:
-            log.warning("Kueue: candidate %s/%s dropped: %s", c.provider, c.region, verdict.refusal)
-            first = first or verdict.refusal
+            log.warning("Kueue: candidate %s/%s dropped: %s", c.provider, c.region, refusal)
+            first = first or refusal
     if not kept and first is not None:
         others = len(candidates) - 1
         more = f" (nor any of the other {others} candidates)" if others > 0 else ""
@@ -258,16 +297,14 @@ def covered_candidates(
     return kept
 
 
-def kueue_gate(job: BurstJob, candidates: Sequence[Candidate]) -> list[Candidate]:
+def kueue_gate(
+    job: BurstJob, candidates: Sequence[Candidate], kueue: KueueView | None = None
+) -> list[Candidate]:
     """Provision's Kueue admission, before the ledger's: on a cluster, the candidates a flavor
     of the team's ClusterQueue covers (none: FlavorRefused; the API server unreadable:
     InfraError); under `burst run`, or on a cluster without Kueue (its API not served), the
-    candidates as they are."""
-    if not on_cluster():
+    candidates as they are. ``kueue``: provision's one read of Kueue (None: read it here)."""
+    view = read_kueue(job) if kueue is None else kueue
+    if view.queue is None:
         return list(candidates)
-    try:
-        queue = KueueReader(InCluster.from_pod()).team_queue(job.team)
-    except KueueAbsent as exc:  # a fact, not an unknown: nothing but the ledger admits
-        log.info("%s: Kueue is not installed; the ledger admits the run alone", exc.one_line())
-        return list(candidates)
-    return covered_candidates(job, candidates, queue)
+    return covered_candidates(job, candidates, view.queue)

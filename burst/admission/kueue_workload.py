@@ -2,18 +2,24 @@
 
 On a cluster with Kueue, provision creates one Workload per run in the run's namespace
 (:func:`workload_name`: ``burst-<run id>``) in its team's LocalQueue (``burst-<team>``), at the
-run's WorkloadPriorityClass (``burst-<priority>``), with one podSet shaped as the train pods the
-rented nodes will run: ``count`` = the run's nodes, each asking the GPUs of one train pod and the
-train pod's CPU/memory floor, with the nodeSelector and tolerations the candidate's Terraform
-stack hands them (:class:`~burst.admission.coverage.RunPlacement`), so Kueue assigns the
-candidate's flavor. Provision waits for the Workload's ``Admitted`` condition (quota reserved,
-no pending admission check) before any Terraform apply (:func:`wait_admitted`); the train pods
-carry no Kueue queue label (burst/pipelines/common.py), so they are not admitted twice.
-Teardown deletes the Workload (:func:`delete_workload`), which releases the quota.
+run's WorkloadPriorityClass (``burst-<priority>``), with a podSet per capacity the run rents
+(:mod:`burst.admission.podsets`), each shaped as the train pods those rented nodes will run:
+``count`` = those nodes, each asking the GPUs of one train pod and the train pod's CPU/memory
+floor, with the nodeSelector and tolerations of those nodes
+(:class:`~burst.admission.coverage.RunPlacement`), so Kueue assigns each podSet the flavor of
+its nodes. One podSet (``train``) for most runs; an AWS spot run with an on-demand floor has
+two, ``train`` (its spot nodes, under the spot flavor) and ``floor`` (under the on-demand
+flavor): Kueue gives each podSet its own flavor, so each flavor's quota counts what the team
+rents of it. Provision waits for the Workload's ``Admitted`` condition (quota reserved, no
+pending admission check) before any Terraform apply (:func:`wait_admitted`); the train pods
+carry no Kueue labels (burst/pipelines/common.py), so they are not admitted twice, and Kueue
+never rewrites their selector. Teardown deletes the Workload (:func:`release_quota`), which
+releases the quota.
 
 When Kueue evicts the Workload (a higher-priority run takes the quota), the train step's
-watcher (burst/admission/kueue_watch.py) reads :func:`eviction` and posts a preemption notice:
-emergency save, exit 75, teardown releases the rental and the requeue waits in the queue again.
+watcher (burst/admission/kueue_watch.py) reads :func:`eviction` and posts a notice: emergency
+save, exit 76 (``QuotaTaken``), teardown releases the rental and the requeue waits in the
+queue again.
 
 Kueue v0.17.0 serves ``kueue.x-k8s.io/v1beta2``: ``spec.priorityClassRef`` (group
 kueue.x-k8s.io, kind WorkloadPriorityClass) and, required with it by the CRD's validation,
@@ -41,16 +47,19 @@ from burst.admission.kueue_reader import (
     InCluster,
     KueueAbsent,
     KueueReader,
+    KueueView,
     on_cluster,
 )
+from burst.admission.podsets import TRAIN, PodSetShare, run_pod_sets
 from burst.documents.plan import Candidate
 from burst.errors import InfraError, Preempted
-from burst.spec import BurstJob, node_count
+from burst.spec import BurstJob
 
 log = logging.getLogger(__name__)
 
-#: The podSet's name (one podSet: the run's train pods).
-POD_SET: Final = "train"
+#: The name of the train pods' container in a podSet, and of the run's first podSet
+#: (burst.admission.podsets: an AWS spot run's on-demand floor is podSet ``floor``).
+POD_SET: Final = TRAIN
 #: Kueue's visibility API (positions in a LocalQueue): optional, read best-effort.
 VISIBILITY_API: Final = "visibility.kueue.x-k8s.io/v1beta2"
 PART_OF: Final = {"app.kubernetes.io/part-of": "burst"}
@@ -72,20 +81,17 @@ def workload_name(run_id: str) -> str:
     return f"burst-{run_id}"[:253].rstrip("-.")
 
 
-def workload_body(
-    job: BurstJob, run_id: str, candidate: Candidate, namespace: str
-) -> dict[str, Any]:
-    """The Workload that reserves ``candidate``'s quota for ``run_id`` (what its rented nodes
-    give the train pods: GPUs of the candidate's type on each of its nodes, under the
-    candidate flavor's node labels)."""
-    placement = RunPlacement.of(candidate, job)
+def pod_set(share: PodSetShare, job: BurstJob) -> dict[str, Any]:
+    """One podSet of the Workload: ``share.count`` train pods, each asking the GPUs of one
+    train pod and its CPU/memory floor, with the nodeSelector and tolerations of the nodes
+    ``share`` rents (so Kueue assigns their flavor)."""
+    placement = share.placement
     selector = placement.selector()
     if selector is None:
         raise InfraError(
-            f"no Terraform stack rents {candidate.provider}'s nodes: no Workload can be built",
+            f"no Terraform stack rents {placement.provider}'s nodes: no Workload can be built",
             where="provision",
         )
-    priority = job.priority
     requests = {GPU: str(placement.pod_gpus or job.compute.gpus_per_node), **TRAIN_FLOOR}
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -95,6 +101,17 @@ def workload_body(
     tolerations = placement.tolerations()
     if tolerations:
         pod_spec["tolerations"] = tolerations
+    return {"name": share.name, "count": share.count, "template": {"spec": pod_spec}}
+
+
+def workload_body(
+    job: BurstJob, run_id: str, candidate: Candidate, namespace: str
+) -> dict[str, Any]:
+    """The Workload that reserves ``candidate``'s quota for ``run_id``: what its rented nodes
+    give the train pods, GPUs of the candidate's type on each of its nodes, one podSet per
+    capacity it rents (:func:`burst.admission.podsets.run_pod_sets`: an AWS spot run's
+    on-demand floor is charged to the on-demand flavor, its other nodes to the spot one)."""
+    priority = job.priority
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Workload",
@@ -111,13 +128,7 @@ def workload_body(
                 "name": f"burst-{priority}",
             },
             "priority": PRIORITY_VALUES[priority],
-            "podSets": [
-                {
-                    "name": POD_SET,
-                    "count": node_count(job, candidate.to_json()),
-                    "template": {"spec": pod_spec},
-                }
-            ],
+            "podSets": [pod_set(share, job) for share in run_pod_sets(job, candidate)],
         },
     }
 
@@ -162,14 +173,18 @@ def eviction(workload: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-def assigned_flavor(workload: Mapping[str, Any]) -> str | None:
-    """The flavor Kueue assigned the train pods' GPUs."""
+def assigned_flavors(workload: Mapping[str, Any]) -> str | None:
+    """The flavor Kueue assigned each podSet's GPUs (``train: <flavor>, floor: <flavor>``;
+    one podSet: its flavor alone)."""
     admission = (workload.get("status") or {}).get("admission") or {}
-    for ps in admission.get("podSetAssignments") or []:
-        flavor = (ps.get("flavors") or {}).get(GPU)
-        if flavor:
-            return str(flavor)
-    return None
+    got = [
+        (str(ps.get("name")), str((ps.get("flavors") or {}).get(GPU)))
+        for ps in admission.get("podSetAssignments") or []
+        if (ps.get("flavors") or {}).get(GPU)
+    ]
+    if len(got) <= 1:
+        return got[0][1] if got else None
+    return ", ".join(f"{name}: {flavor}" for name, flavor in got)
 
 
 # --------------------------------------------------------------------------- API
@@ -290,7 +305,7 @@ def wait_admitted(
         if admitted(wl):
             log.info(
                 "Kueue: admitted in %s under flavor %s after %.0f s",
-                queue, assigned_flavor(wl), clock() - started,
+                queue, assigned_flavors(wl), clock() - started,
             )  # fmt: skip
             return wl
         if _true(wl, "Finished") or (wl.get("spec") or {}).get("active") is False:
@@ -343,22 +358,22 @@ def reserve_quota(
     run_id: str,
     candidates: Sequence[Candidate],
     wait_s: float,
+    kueue: KueueView,
     on_queued: Callable[[], None] | None = None,
     poll_s: float = DEFAULT_POLL_S,
-    api: InCluster | None = None,
 ) -> list[Candidate]:
     """Provision's quota gate, after the flavor gate and before any apply: on a cluster with
-    Kueue, create the run's Workload for the first candidate and wait until Kueue admits it;
-    the candidates that rent under the same flavor (the admitted quota). ``on_queued`` runs once
+    Kueue (``kueue``: provision's one read of it, ``burst.admission.kueue_reader.read_kueue``),
+    create the run's Workload for the first candidate and wait until Kueue admits it; the
+    candidates that rent under the same flavors (the admitted quota). ``on_queued`` runs once
     when the Workload is not admitted at its first look (provision releases an earlier
     placement's rental there: a queued run holds none). Under `burst run`, or on a cluster
-    without Kueue, the candidates as they are (the ledger admits alone)."""
-    if not candidates or not on_cluster():
+    without Kueue (an empty view), the candidates as they are (the ledger admits alone)."""
+    if not candidates or kueue.reader is None:
         return list(candidates)
-    reader = KueueReader(api or InCluster.from_pod())
-    workloads = Workloads(reader)
+    workloads = Workloads(kueue.reader)
     first = candidates[0]
-    body = workload_body(job, run_id, first, reader.api.namespace)
+    body = workload_body(job, run_id, first, kueue.reader.api.namespace)
     name = str(body["metadata"]["name"])
     try:
         wl = ensure_workload(workloads, body)

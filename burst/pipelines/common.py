@@ -34,16 +34,16 @@ REAPER_SERVICE_ACCOUNT: Final = "burst-reaper"
 EXECUTOR_ROLE: Final = "burst-executor"
 GPU_QUOTA_CONFIGMAP: Final = "burst-gpu-quota"  # one key per team: how many runs at once
 
-#: Kueue's pod integration (deploy/kueue; Kueue pkg/controller/constants and
-#: pkg/controller/jobs/pod/constants): a pod with the queue label is gated until its
-#: workload is admitted in that LocalQueue; the priority class label names a
-#: WorkloadPriorityClass (burst-<priority>); gang pods name their group (label) and its size
-#: (annotation). burst's train pods carry no queue label (:func:`kueue_labels`): the run's
-#: own Workload holds its quota from before provision rents.
+#: Kueue's pod integration (Kueue pkg/controller/constants): a pod with the queue label is
+#: gated until its workload is admitted in that LocalQueue; the priority class label names a
+#: WorkloadPriorityClass (burst-<priority>). burst's train pods carry neither, nor a pod-group
+#: label (:func:`kueue_labels`): the run's own Workload holds their quota from before
+#: provision rents (burst.admission.kueue_workload), and Kueue leaves a pod that names no
+#: queue alone (v0.17.0 pod_webhook.go ``Default``: no queue name, no ``managed`` label; the
+#: reconciler skips such a pod, pod_controller.go ``Skip``). The tests check that these two
+#: labels stay off the pods.
 KUEUE_QUEUE_LABEL: Final = "kueue.x-k8s.io/queue-name"  # burst-<team>: kueue_objects
 KUEUE_PRIORITY_LABEL: Final = "kueue.x-k8s.io/priority-class"
-KUEUE_GROUP_LABEL: Final = "kueue.x-k8s.io/pod-group-name"
-KUEUE_GROUP_COUNT_ANNOTATION: Final = "kueue.x-k8s.io/pod-group-total-count"
 
 
 def kueue_labels() -> dict[str, str]:

@@ -14,8 +14,6 @@ from typing import Any
 import yaml
 
 from burst.pipelines.common import (
-    KUEUE_GROUP_COUNT_ANNOTATION,
-    KUEUE_GROUP_LABEL,
     OUTPUTS_DIR,
     RESTRICTED_CONTAINER,
     RUN_AS_USER,
@@ -58,16 +56,14 @@ def volcano_job() -> dict[str, Any]:
     """The Volcano Job (batch.volcano.sh/v1alpha1) the ``train-gang`` template creates."""
     pod = {
         "metadata": {
-            # Kueue's pod integration: the gang is one pod group, admitted whole
+            # no Kueue labels: the run's Workload (provision, before it rents) holds the gang's
+            # quota, a train pod per node; Volcano's minAvailable starts the pods together
             "labels": {
                 "burst.dev/run-id": "{{workflow.name}}",
                 **kueue_labels(),
-                KUEUE_GROUP_LABEL: "{{workflow.name}}-train",
                 # the run's train pods: the peer port admits them only (peer_network_policy)
                 PEER_LABEL: "{{workflow.name}}",
             },
-            # an annotation is a string: an expression, so the quotes stay (UNQUOTED)
-            "annotations": {KUEUE_GROUP_COUNT_ANNOTATION: "{{=workflow.parameters.nodes}}"},
         },
         "spec": {
             "serviceAccountName": RUN_SERVICE_ACCOUNT,

@@ -36,7 +36,7 @@ import sys
 from burst.admission.admit import admit
 from burst.admission.dispatch import dispatch_run
 from burst.admission.identity import check_workflow_identity
-from burst.admission.kueue_reader import kueue_gate
+from burst.admission.kueue_reader import kueue_gate, read_kueue
 from burst.admission.kueue_workload import reserve_quota
 from burst.admission.ledger import ledger_url
 from burst.admission.steps import admit_run, run_ledger
@@ -125,8 +125,10 @@ def run(ctx: StepContext) -> ProvisionDocument:
     # admission, before anything is rented: on a cluster, only candidates a Kueue flavor of
     # the team's ClusterQueue covers (none: exit 3; API server unreadable: exit 4); then the
     # ledger reserves the planned cost (exit 3 if over)
-    candidates = kueue_gate(ctx.spec, placement.candidates)
-    candidates = dispatch_run(ctx, candidates, refused, previous, lambda: last_source(ctx))
+    # (the team's Kueue queue is read once, here, for the gate, dispatch and the quota wait)
+    kueue = read_kueue(ctx.spec)
+    candidates = kueue_gate(ctx.spec, placement.candidates, kueue)
+    candidates = dispatch_run(ctx, candidates, refused, previous, lambda: last_source(ctx), kueue)
     # quota first, then rent: on a cluster with Kueue, the run's Workload waits in its team's
     # queue until admitted (exit 75 past BURST_KUEUE_WAIT_S); an earlier placement's rental
     # is released while it waits
@@ -135,6 +137,7 @@ def run(ctx: StepContext) -> ProvisionDocument:
         ctx.run_id,
         candidates,
         current().kueue_wait_s,
+        kueue,
         on_queued=(lambda: _release_rental(ctx)) if previous is not None else None,
         poll_s=current().kueue_poll_s,
     )

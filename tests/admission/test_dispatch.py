@@ -95,9 +95,10 @@ def test_a_resumed_run_stays_with_a_big_checkpoint_and_moves_when_egress_is_smal
 def test_a_resumed_run_moves_when_elsewhere_is_cheaper_by_more_than_the_move() -> None:
     plan = [cand("us-west-2", 10.0, "spot"), cand("us-east-1", 40.0)]
     free = queues({"us-west-2": 8, "us-east-1": 8})
-    small = Pin("us-east-1", "aws", 10, remaining_hours=20, egress_usd_per_gb=0.02)
+    small = Pin("us-east-1", "aws", checkpoint_gb=10, remaining_hours=20, egress_usd_per_gb=0.02)
     assert [c.region for c in dispatch(plan, [], free, small).order] == ["us-west-2", "us-east-1"]
-    big = Pin("us-east-1", "aws", 100_000, remaining_hours=20, egress_usd_per_gb=0.02)
+    big = Pin("us-east-1", "aws", checkpoint_gb=100_000, remaining_hours=20,
+              egress_usd_per_gb=0.02)  # fmt: skip
     assert [c.region for c in dispatch(plan, [], free, big).order] == ["us-east-1"]
 
 
@@ -122,6 +123,65 @@ def test_kueue_queue_state_is_the_flavors_quota_less_what_kueue_reserved() -> No
     assert full == RegionQueue(state.flavor, 0)
     assert dispatch([c], [], lambda _: full).skipped[0].reason == "full"
     assert name(c) == "aws/ap-southeast-1 spot"
+
+
+def test_a_floor_runs_queue_is_full_when_its_on_demand_flavor_is(job_16: BurstJob) -> None:
+    """An AWS spot run of 2 nodes with a floor of 1 needs 8 GPUs of the spot flavor and 8 of
+    the on-demand one: with spot free and on-demand taken, its queue has no room."""
+    import yaml
+
+    kueue = REPO / "deploy" / "kueue"
+    flavors = [d for d in yaml.safe_load_all((kueue / "flavors.yaml").read_text()) if d]
+    cqs = [d for d in yaml.safe_load_all((kueue / "clusterqueues.yaml").read_text()) if d]
+    cq = next(q for q in cqs if q["metadata"]["name"] == job_16.team)
+    c = Candidate(region="ap-southeast-3", provider="aws", capacity="spot_with_floor", gpus=16,
+                  nodes=2, floor_nodes=1, gpu_type="h100")  # fmt: skip
+    state = kueue_queues(job_16, TeamQueue(f"burst-{job_16.team}", cq, flavors))(c)
+    assert state.flavor == "h100-ap-southeast-3-spot"
+    assert state.floor is not None and state.floor.flavor == "h100-ap-southeast-3-ondemand"
+    assert state.floor.need_gpus == 8 and dispatch([c], [], lambda _: state).order == [c]
+    od = state.floor.flavor
+    taken = {**cq, "status": {"flavorsReservation": [
+        {"name": od, "resources": [{"name": "nvidia.com/gpu",
+                                    "total": str(state.floor.free_gpus)}]}]}}  # fmt: skip
+    full = kueue_queues(job_16, TeamQueue(f"burst-{job_16.team}", taken, flavors))(c)
+    assert full.free_gpus == state.free_gpus  # spot still has room
+    got = dispatch([c], [], lambda _: full)
+    assert got.order == [] and [s.reason for s in got.skipped] == ["full"]
+    assert got.skipped[0].detail == f"flavor {od} has 0 GPU(s) free, needs 8"
+
+
+def test_the_pin_and_the_move_rule_share_one_definition_of_the_moves_cost() -> None:
+    """Dispatch's pin carries the move rule's own cost terms (burst.recovery.MoveCost), not a
+    copy: each term it holds reaches the rule's verdict."""
+    import dataclasses
+
+    from burst.recovery import MoveCost, MoveInputs
+
+    for cls in (Pin, MoveInputs):
+        assert issubclass(cls, MoveCost)
+        own = {f.name: f for f in dataclasses.fields(cls)}
+        assert all(own[f.name] is f for f in dataclasses.fields(MoveCost))  # not redeclared
+    plan = [cand("us-west-2", 40.0), cand("us-east-1", 40.0)]
+    free = queues({"us-west-2": 8, "us-east-1": 0})
+    base = Pin("us-east-1", "aws", checkpoint_gb=1, remaining_hours=20, egress_usd_per_gb=0.02,
+               waited_h=1.0)  # fmt: skip
+
+    def cost(pin: Pin) -> float:
+        move = dispatch(plan, [], free, pin).move
+        assert move is not None
+        return move.cost_usd + move.margin_usd
+
+    for f in dataclasses.fields(MoveCost):
+        if f.name != "egress_usd_per_gb":  # (priced per GB: checkpoint_gb moves it)
+            bumped = dataclasses.replace(base, **{f.name: getattr(base, f.name) + 100})
+            assert cost(bumped) > cost(base), f.name
+
+
+@pytest.fixture
+def job_16() -> BurstJob:
+    job = load_spec(REPO / "examples" / "quickstart.yaml")
+    return job.model_copy(update={"compute": job.compute.model_copy(update={"gpu_count": 16})})
 
 
 def test_a_run_still_queued_at_its_deadline_gets_what_its_team_has_left(

@@ -193,6 +193,26 @@ def test_uncovered_candidates_are_dropped_and_none_covered_is_refused(job: Burst
     assert "nor any of the other 1 candidates" in line
 
 
+def test_a_floor_run_is_covered_only_if_its_on_demand_floor_is_too(job: BurstJob) -> None:
+    """An AWS spot run with an on-demand floor is charged to two flavors (its Workload's
+    podSets, burst/admission/podsets.py): a team whose queue has the spot flavor but not the
+    on-demand one would never have the run admitted, so it is dropped before renting."""
+    import copy
+
+    queue = _queue(job.team)
+    floor = Candidate(region="ap-southeast-3", provider="aws", capacity="spot_with_floor",
+                      gpu_type="h100", nodes=2, floor_nodes=1)  # fmt: skip
+    assert covered_candidates(job, [floor], queue) == [floor]
+    cq = copy.deepcopy(queue.cluster_queue)
+    (group,) = cq["spec"]["resourceGroups"]
+    group["flavors"] = [f for f in group["flavors"] if f["name"] != "h100-ap-southeast-3-ondemand"]
+    with pytest.raises(FlavorRefused) as err:
+        covered_candidates(job, [floor], TeamQueue(queue.local_queue, cq, queue.flavors))
+    line = err.value.one_line()
+    assert "podSet floor (1 on_demand node(s) of a spot_with_floor run)" in line
+    assert "h100 in aws/ap-southeast-3 (on_demand)" in line
+
+
 def test_only_a_step_in_an_argo_pod_on_a_cluster_reads_kueue() -> None:
     pod = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "ARGO_NODE_ID": "wf-123"}
     assert on_cluster(pod)

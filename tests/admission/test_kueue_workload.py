@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from burst.admission.coverage import RunPlacement, coverage
-from burst.admission.kueue_reader import InCluster, KueueReader
+from burst.admission.kueue_reader import InCluster, KueueReader, KueueView, read_kueue
 from burst.admission.kueue_watch import SOURCE, KueueEvictionWatcher
 from burst.admission.kueue_workload import (
     QueueTimeout,
@@ -36,7 +36,7 @@ from burst.admission.kueue_workload import (
     workload_name,
 )
 from burst.documents.plan import Candidate
-from burst.errors import EXIT_INFRA, EXIT_PREEMPTED, InfraError
+from burst.errors import EXIT_INFRA, EXIT_PREEMPTED, BadInputError, InfraError
 from burst.preempt.notice import NoticeBoard
 from burst.spec import BurstJob, gpus_per_pod, load_spec, node_count
 
@@ -116,6 +116,67 @@ def test_a_multi_node_candidate_reserves_every_node(job: BurstJob) -> None:
     assert pod_set["template"]["spec"]["containers"][0]["resources"]["requests"][
         "nvidia.com/gpu"
     ] == str(gpus_per_pod(big, cand.to_json()))
+
+
+def _kueue_assigns(body: dict[str, Any], cluster_queue: dict[str, Any]) -> dict[str, Any]:
+    """Kueue v0.17.0's flavor assignment of the Workload's GPUs, per podSet
+    (flavorassigner.go ``assignFlavors``: each podSet a group of its own;
+    ``findFlavorForPodSets``: the first flavor of the ClusterQueue whose nodeLabels agree with
+    that podSet's own nodeSelector on the resource group's label keys, ``flavorSelector``;
+    the shipped flavors taint nothing): {podSet: (flavor, GPUs)}."""
+    flavors = {
+        f["metadata"]["name"]: f["spec"]["nodeLabels"]
+        for f in yaml.safe_load_all((KUEUE / "flavors.yaml").read_text())
+        if f
+    }
+    (group,) = cluster_queue["spec"]["resourceGroups"]
+    order = [e["name"] for e in group["flavors"]]
+    keys = {k for name in order for k in flavors[name]}
+    got = {}
+    for ps in body["spec"]["podSets"]:
+        spec = ps["template"]["spec"]
+        wanted = {k: v for k, v in spec["nodeSelector"].items() if k in keys}
+        flavor = next(n for n in order if all(flavors[n].get(k) == v for k, v in wanted.items()))
+        gpus = int(spec["containers"][0]["resources"]["requests"]["nvidia.com/gpu"])
+        got[ps["name"]] = (flavor, ps["count"] * gpus)
+    return got
+
+
+def test_a_spot_run_with_an_on_demand_floor_reserves_its_floor_under_on_demand(
+    job: BurstJob,
+) -> None:
+    """An AWS spot run of 3 nodes with a floor of 1 rents 2 spot nodes and 1 on-demand node
+    (terraform/modules/aws-gpu-nodegroup): its Workload reserves 16 GPUs of the spot flavor
+    and 8 of the on-demand one, not all 24 under spot (its pods' selector names no capacity,
+    so one podSet shaped as them was all charged to spot, the first flavor that matched)."""
+    big = job.model_copy(update={"compute": job.compute.model_copy(update={"gpu_count": 24})})
+    cand = Candidate(region="ap-southeast-3", provider="aws", capacity="spot_with_floor",
+                     gpu_type="h100", nodes=3, floor_nodes=1)  # fmt: skip
+    body = workload_body(big, RUN, cand, NS)
+    queues = {
+        q["metadata"]["name"]: q
+        for q in yaml.safe_load_all((KUEUE / "clusterqueues.yaml").read_text())
+        if q
+    }
+    assert _kueue_assigns(body, queues[job.team]) == {
+        "train": ("h100-ap-southeast-3-spot", 16),
+        "floor": ("h100-ap-southeast-3-ondemand", 8),
+    }
+    # the floor's pods need no spot toleration; the rest of the body is the one-podSet run's
+    train, floor = body["spec"]["podSets"]
+    assert "spot" in str(train["template"]["spec"]["tolerations"])
+    assert "spot" not in str(floor["template"]["spec"]["tolerations"])
+    # a floor the stack refuses (none, or every node) is refused before anything is made
+    for bad in (None, 0, 3):
+        with pytest.raises(BadInputError) as err:
+            workload_body(big, RUN, cand.model_copy(update={"floor_nodes": bad}), NS)
+        assert "floor_nodes must be 1 to 2 of its 3 node(s)" in err.value.one_line()
+    # hybrid nodes of such a run all carry burst/capacity spot_with_floor: one podSet
+    hybrid = Candidate(region="eu-north1", provider="nebius", capacity="spot_with_floor",
+                       gpu_type="h100", nodes=3, floor_nodes=1)  # fmt: skip
+    (one,) = workload_body(big, RUN, hybrid, NS)["spec"]["podSets"]
+    assert one["count"] == 3
+    assert one["template"]["spec"]["nodeSelector"]["burst/capacity"] == "spot_with_floor"
 
 
 # --------------------------------------------------------------------------- the API server
@@ -297,7 +358,8 @@ def test_the_gate_creates_the_workload_then_waits_and_keeps_the_admitted_flavor(
     script.on("POST", WL_PATH, (201, PENDING))
     script.on("GET", f"{WL_PATH}/{NAME}", (200, PENDING), (200, ADMITTED))
     other = Candidate(region="us-east-1", provider="aws", capacity="spot", gpu_type="h100")
-    kept = reserve_quota(job, RUN, [CANDIDATE, other], wait_s=60, poll_s=0.01, api=api)
+    view = KueueView(KueueReader(api, timeout_s=5))
+    kept = reserve_quota(job, RUN, [CANDIDATE, other], 60, view, poll_s=0.01)
     assert kept == [CANDIDATE]  # only what the admitted quota covers is rented
     ((_, _, body),) = [s for s in script.seen if s[0] == "POST"]
     assert body == workload_body(job, RUN, CANDIDATE, NS)
@@ -355,7 +417,7 @@ def test_off_a_cluster_nothing_is_asked_of_kueue(
     job: BurstJob, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BURST_POD_DIR", "/tmp/pod")  # `burst run` here
-    assert reserve_quota(job, RUN, [CANDIDATE], wait_s=1) == [CANDIDATE]
+    assert reserve_quota(job, RUN, [CANDIDATE], 1, read_kueue(job)) == [CANDIDATE]
     assert release_quota(RUN) is False
 
 

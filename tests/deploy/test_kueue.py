@@ -19,12 +19,7 @@ import yaml
 from strict_schema import strict
 
 from burst.admission.kueue_objects import CAPACITY_ORDER, NAMESPACE, local_queue_name
-from burst.pipelines.common import (
-    KUEUE_GROUP_COUNT_ANNOTATION,
-    KUEUE_GROUP_LABEL,
-    KUEUE_PRIORITY_LABEL,
-    KUEUE_QUEUE_LABEL,
-)
+from burst.pipelines.common import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL
 from burst.pipelines.gang import UNQUOTED
 from burst.providers import PROVIDER_STACKS
 from burst.spec import Priority
@@ -207,7 +202,7 @@ def test_the_compiled_train_pods_carry_no_kueue_queue_label() -> None:
     assert _cluster_queue_of("default", "") is None
 
 
-def test_gang_pods_are_one_pod_group_of_the_run_s_node_count() -> None:
+def test_gang_pods_carry_no_kueue_labels() -> None:
     train = yaml.safe_load((REPO / "deploy" / "argo" / "burst-train.yaml").read_text())
     text = _template(train, "train-gang")["resource"]["manifest"]
     for tag in UNQUOTED:  # what Argo substitutes before the manifest is YAML again
@@ -216,11 +211,8 @@ def test_gang_pods_are_one_pod_group_of_the_run_s_node_count() -> None:
     for task in job["spec"]["tasks"]:
         meta = task["template"]["metadata"]
         # no queue label: the run's Workload holds the gang's quota (count = its nodes)
-        assert KUEUE_QUEUE_LABEL not in meta["labels"]
-        assert meta["labels"][KUEUE_GROUP_LABEL] == "{{workflow.name}}-train"
-        count = meta["annotations"][KUEUE_GROUP_COUNT_ANNOTATION]
-        assert isinstance(count, str)  # an annotation: a string after Argo's substitution
-        assert count == "{{=workflow.parameters.nodes}}"
+        assert not [k for k in meta["labels"] if k.startswith("kueue.x-k8s.io/")]
+        assert "annotations" not in meta  # (the pod-group count: gone with the group label)
 
 
 def test_submit_passes_the_spec_s_priority() -> None:
