@@ -370,6 +370,12 @@ class Settings:
         "how often provision (waiting) and train (for an eviction) read the run's Kueue "
         "Workload, in seconds", shown="`5`",
     )  # fmt: skip
+    kueue_redispatch_s = Var(
+        "BURST_KUEUE_REDISPATCH_S", _seconds(0, inclusive=False), 60.0,
+        "while provision waits in a full Kueue queue, how often it asks dispatch again (with "
+        "the time waited): a queue of another candidate with room now takes the run, a pinned "
+        "run's once its wait outweighs the move's cost", shown="`60`",
+    )  # fmt: skip
     # -- preemption
     dist_timeout_s = Var(
         "BURST_DIST_TIMEOUT_S", _positive, 120.0,

@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from burst.documents.plan import Candidate
@@ -332,6 +332,9 @@ def dispatch_run(
     previous: Any,
     last_source: Callable[[], str | None],
     kueue: KueueView,
+    *,
+    waited_s: float = 0.0,
+    room_only: bool = False,
 ) -> list[Candidate]:
     """Provision's dispatch: the candidates to try, in order (:func:`dispatch`), after the
     legal gate and the Kueue gate. ``kueue``: provision's one read of the team's Kueue queue
@@ -342,7 +345,12 @@ def dispatch_run(
     cheaper; after a provider's pre-emption or a node loss, and on the local path (no region
     queues: a SIGTERM there is no quota preemption), the recovery strategy's order stands (the
     lost region last). Every queue full: the queue to wait in. ``last_source``: what ended
-    the run's last train attempt (read only for a requeue on a cluster)."""
+    the run's last train attempt (read only for a requeue on a cluster).
+
+    Asked again while the run waits in a full queue (``burst.admission.kueue_workload.
+    reserve_quota``'s ``redispatch``): ``waited_s`` is the time waited so far (a pinned run's
+    ``waited_h``, the term that lets it move once waiting costs more than moving) and
+    ``room_only`` returns only the queues with room now (none: stay where it waits)."""
     from burst.documents import PlanDocument
     from burst.recovery import CONTROL_PLANE, QUOTA, REQUEUE
     from burst.settings import current
@@ -355,7 +363,11 @@ def dispatch_run(
     requeue = placed and current().recovery_event == REQUEUE
     if requeue and last_source() in (CONTROL_PLANE, QUOTA):
         pin = _pin(ctx.spec, previous, ctx.optional_input("plan", PlanDocument))
+        if pin is not None and waited_s > 0:
+            pin = replace(pin, waited_h=waited_s / 3600.0)
     got = dispatch(candidates, [(r.provider, r.region) for r in refused], queue, pin)
+    if room_only:
+        return list(got.order)
     for line in got.lines():
         log.info("%s", line)
     return got.candidates()

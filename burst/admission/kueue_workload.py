@@ -69,6 +69,8 @@ DEFAULT_POLL_S: Final = 5.0
 #: A Workload Kueue has not admitted this long after it was made is queued, whatever its
 #: conditions say (Kueue admits one that fits within a scheduling cycle).
 QUEUED_AFTER_S: Final = 30.0
+#: how often a waiting run asks dispatch again (``BURST_KUEUE_REDISPATCH_S``)
+DEFAULT_REDISPATCH_S: Final = 60.0
 
 
 class QueueTimeout(Preempted):
@@ -241,6 +243,29 @@ class Workloads:
         return None
 
 
+class _Moved(Exception):
+    """Dispatch, asked again while the run waited, found room in another candidate's queue:
+    ``order``, the candidates to wait in now."""
+
+    def __init__(self, order: list[Candidate]) -> None:
+        super().__init__("moved")
+        self.order = order
+
+
+def _delete_and_wait(
+    workloads: Workloads, name: str, sleep: Callable[[float], None], gone_s: float
+) -> None:
+    workloads.delete(name)
+    deadline = time.monotonic() + gone_s
+    while workloads.get(name) is not None:
+        if time.monotonic() > deadline:
+            raise InfraError(
+                f"Kueue Workload {name} was deleted but is still there after {gone_s:.0f} s",
+                where="Kueue",
+            )
+        sleep(1.0)
+
+
 def ensure_workload(
     workloads: Workloads,
     body: Mapping[str, Any],
@@ -265,15 +290,7 @@ def ensure_workload(
             log.info("Kueue: Workload %s exists already (a retried provision): waiting on it", name)
             return old
         log.info("Kueue: Workload %s is left from an earlier placement: making it again", name)
-        workloads.delete(name)
-        deadline = time.monotonic() + gone_s
-        while workloads.get(name) is not None:
-            if time.monotonic() > deadline:
-                raise InfraError(
-                    f"Kueue Workload {name} was deleted but is still there after {gone_s:.0f} s",
-                    where="Kueue",
-                )
-            sleep(1.0)
+        _delete_and_wait(workloads, name, sleep, gone_s)
     raise InfraError(f"cannot create Kueue Workload {name}", where="Kueue")
 
 
@@ -286,14 +303,19 @@ def wait_admitted(
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     on_queued: Callable[[], None] | None = None,
+    reconsider: Callable[[], list[Candidate] | None] | None = None,
+    reconsider_s: float = DEFAULT_REDISPATCH_S,
 ) -> dict[str, Any]:
     """Poll the Workload until Kueue admits it; renting nothing meanwhile. Logs "queued in
     burst-<team> (position N)" when the position changes. ``on_queued`` runs once, when Kueue
     has said the Workload does not fit now (``QuotaReserved`` False) or it is not admitted
     after :data:`QUEUED_AFTER_S`. Longer than ``wait_s``: the Workload is deleted (nothing
-    holds a place nobody waits on) and QueueTimeout (exit 75)."""
+    holds a place nobody waits on) and QueueTimeout (exit 75). ``reconsider``, every
+    ``reconsider_s`` of waiting: the candidates to wait in instead (None: stay); the wait
+    ends with :class:`_Moved` (:func:`reserve_quota` moves the Workload)."""
     queue = local_queue_name(team)
     started = clock()
+    looked = started
     said: tuple[int | None, str] | None = None
     while True:
         wl = workloads.get(name)
@@ -335,6 +357,11 @@ def wait_admitted(
                 "(BURST_KUEUE_WAIT_S); nothing was rented: requeue it",
                 where="provision",
             )
+        if reconsider is not None and clock() - looked >= reconsider_s:
+            looked = clock()
+            moved = reconsider()
+            if moved:
+                raise _Moved(moved)
         sleep(poll_s)
 
 
@@ -361,6 +388,10 @@ def reserve_quota(
     kueue: KueueView,
     on_queued: Callable[[], None] | None = None,
     poll_s: float = DEFAULT_POLL_S,
+    redispatch: Callable[[float], list[Candidate]] | None = None,
+    redispatch_s: float = DEFAULT_REDISPATCH_S,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[Candidate]:
     """Provision's quota gate, after the flavor gate and before any apply: on a cluster with
     Kueue (``kueue``: provision's one read of it, ``burst.admission.kueue_reader.read_kueue``),
@@ -368,21 +399,61 @@ def reserve_quota(
     candidates that rent under the same flavors (the admitted quota). ``on_queued`` runs once
     when the Workload is not admitted at its first look (provision releases an earlier
     placement's rental there: a queued run holds none). Under `burst run`, or on a cluster
-    without Kueue (an empty view), the candidates as they are (the ledger admits alone)."""
+    without Kueue (an empty view), the candidates as they are (the ledger admits alone).
+
+    ``redispatch``: while the run waits, every ``redispatch_s`` dispatch is asked again with
+    the seconds waited (``burst.admission.dispatch.dispatch_run``: the queues with room now,
+    a pinned run's other regions once its wait outweighs the move's cost); when its first
+    candidate rents under other flavors, the Workload is deleted and made again for it (the
+    wait's limit counts from the first look, across moves)."""
     if not candidates or kueue.reader is None:
         return list(candidates)
     workloads = Workloads(kueue.reader)
-    first = candidates[0]
-    body = workload_body(job, run_id, first, kueue.reader.api.namespace)
-    name = str(body["metadata"]["name"])
-    try:
-        wl = ensure_workload(workloads, body)
-    except KueueAbsent as exc:
-        log.info("%s: Kueue is not installed; the ledger admits the run alone", exc.one_line())
-        return list(candidates)
-    if not admitted(wl):
-        wait_admitted(workloads, name, job.team, wait_s, poll_s=poll_s, on_queued=on_queued)
-    return covered_by(job, candidates, first)
+    order = list(candidates)
+    started = clock()
+    released = False
+
+    def queued() -> None:  # an earlier rental is released once, whichever queue waits
+        nonlocal released
+        if on_queued is not None and not released:
+            released = True
+            on_queued()
+
+    def elsewhere() -> list[Candidate] | None:
+        now = redispatch(clock() - started) if redispatch is not None else []
+        if not now or covered_by(job, [now[0]], order[0]):
+            return None
+        return now
+
+    while True:
+        body = workload_body(job, run_id, order[0], kueue.reader.api.namespace)
+        name = str(body["metadata"]["name"])
+        try:
+            wl = ensure_workload(workloads, body, sleep=sleep)
+        except KueueAbsent as exc:
+            log.info("%s: Kueue is not installed; the ledger admits the run alone", exc.one_line())
+            return list(candidates)
+        if admitted(wl):
+            break
+        try:
+            wait_admitted(
+                workloads, name, job.team, max(0.0, wait_s - (clock() - started)),
+                poll_s=poll_s, sleep=sleep, clock=clock,
+                on_queued=queued if on_queued is not None else None,
+                reconsider=elsewhere if redispatch is not None else None,
+                reconsider_s=redispatch_s,
+            )  # fmt: skip
+            break
+        except _Moved as moved:
+            log.info(
+                "Kueue: after %.0f s queued, dispatch moves the run from %s/%s to %s/%s, "
+                "which has room now: its Workload is made again there",
+                clock() - started, order[0].provider, order[0].region,
+                moved.order[0].provider, moved.order[0].region,
+            )  # fmt: skip
+            _delete_and_wait(workloads, name, sleep, 60.0)
+            order = moved.order
+    return covered_by(job, order, order[0])
 
 
 def release_quota(run_id: str, api: InCluster | None = None) -> bool:

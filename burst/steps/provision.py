@@ -127,8 +127,22 @@ def run(ctx: StepContext) -> ProvisionDocument:
     # ledger reserves the planned cost (exit 3 if over)
     # (the team's Kueue queue is read once, here, for the gate, dispatch and the quota wait)
     kueue = read_kueue(ctx.spec)
-    candidates = kueue_gate(ctx.spec, placement.candidates, kueue)
-    candidates = dispatch_run(ctx, candidates, refused, previous, lambda: last_source(ctx), kueue)
+    gated = kueue_gate(ctx.spec, placement.candidates, kueue)
+    candidates = dispatch_run(ctx, gated, refused, previous, lambda: last_source(ctx), kueue)
+
+    def redispatch(waited_s: float) -> list[Candidate]:
+        # asked again while the run waits: the queues as Kueue holds them now (unreadable
+        # this time: the run stays where it waits, whose own look fails closed)
+        try:
+            now = read_kueue(ctx.spec)
+        except InfraError as exc:
+            log.warning("dispatch not asked again: %s", exc.one_line())
+            return []
+        return dispatch_run(
+            ctx, gated, refused, previous, lambda: last_source(ctx), now,
+            waited_s=waited_s, room_only=True,
+        )  # fmt: skip
+
     # quota first, then rent: on a cluster with Kueue, the run's Workload waits in its team's
     # queue until admitted (exit 75 past BURST_KUEUE_WAIT_S); an earlier placement's rental
     # is released while it waits
@@ -140,6 +154,8 @@ def run(ctx: StepContext) -> ProvisionDocument:
         kueue,
         on_queued=(lambda: _release_rental(ctx)) if previous is not None else None,
         poll_s=current().kueue_poll_s,
+        redispatch=redispatch,
+        redispatch_s=current().kueue_redispatch_s,
     )
     if region is None:
         entry = admit_run(ctx.spec, ctx.run_id, ctx.paths.root, candidates)

@@ -365,6 +365,52 @@ def test_the_gate_creates_the_workload_then_waits_and_keeps_the_admitted_flavor(
     assert body == workload_body(job, RUN, CANDIDATE, NS)
 
 
+def test_a_waiting_run_asks_dispatch_again_and_moves_to_a_queue_with_room(
+    api_server: tuple[Script, InCluster], job: BurstJob
+) -> None:
+    """Dispatch is asked again every BURST_KUEUE_REDISPATCH_S while the run waits, with the
+    seconds waited (the term that moves a pinned run once waiting outweighs moving); when it
+    names a queue of other flavors with room, the Workload is deleted and made again there,
+    nothing was rented meanwhile, and what provision rents is the new queue's."""
+    script, api = api_server
+    other = Candidate(region="us-east-1", provider="aws", capacity="spot", gpu_type="h100")
+    moved_body = workload_body(job, RUN, other, NS)
+    state: dict[str, Any] = {}
+
+    def answer(method: str, path: str) -> tuple[int, dict[str, Any]]:
+        if (method, path) == ("POST", WL_PATH):
+            state["body"] = script.seen[-1][2]
+            return 201, PENDING
+        if path == f"{WL_PATH}/{NAME}" and method == "DELETE":
+            state.pop("body", None)
+            return 200, {"kind": "Status", "status": "Success"}
+        if path == f"{WL_PATH}/{NAME}" and method == "GET":
+            if "body" not in state:
+                return 404, NOT_FOUND
+            return 200, ADMITTED if state["body"] == moved_body else PENDING
+        return 404, NOT_FOUND
+
+    script.answer = answer  # type: ignore[method-assign]
+    asked: list[float] = []
+
+    def redispatch(waited_s: float) -> list[Candidate]:
+        asked.append(waited_s)
+        return [CANDIDATE] if waited_s < 120 else [other, CANDIDATE]  # room there at 120 s
+
+    clock, queued = Clock(), []
+    view = KueueView(KueueReader(api, timeout_s=5))
+    kept = reserve_quota(
+        job, RUN, [CANDIDATE, other], 600, view, on_queued=lambda: queued.append(clock.now),
+        poll_s=5, redispatch=redispatch, redispatch_s=60, sleep=clock.sleep, clock=clock,
+    )  # fmt: skip
+    assert kept == [other]
+    assert asked == [60.0, 120.0]  # fed the time waited, once a minute
+    posted = [b for m, _, b in script.seen if m == "POST"]
+    assert posted == [workload_body(job, RUN, CANDIDATE, NS), moved_body]
+    assert script.requests("DELETE") == [f"{WL_PATH}/{NAME}"]
+    assert queued == [0.0]  # an earlier rental released once, at the first queued look
+
+
 def test_an_evicted_workload_left_by_an_earlier_placement_is_made_again(
     api_server: tuple[Script, InCluster], job: BurstJob
 ) -> None:
