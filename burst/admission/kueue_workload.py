@@ -243,6 +243,18 @@ class Workloads:
         return None
 
 
+def stale(workload: Mapping[str, Any]) -> bool:
+    """A Workload left from an earlier placement, which the run cannot wait on: evicted,
+    finished or being deleted (an evicted standalone Workload keeps its quota reserved until
+    it is deleted)."""
+    held = _true(workload, "QuotaReserved") or _true(workload, "Evicted")
+    return (
+        _true(workload, "Finished")
+        or (held and eviction(workload) is not None)
+        or bool((workload.get("metadata") or {}).get("deletionTimestamp"))
+    )
+
+
 class _Moved(Exception):
     """Dispatch, asked again while the run waited, found room in another candidate's queue:
     ``order``, the candidates to wait in now."""
@@ -284,9 +296,7 @@ def ensure_workload(
         old = workloads.get(name)
         if old is None:
             continue
-        held = _true(old, "QuotaReserved") or _true(old, "Evicted")
-        stale = _true(old, "Finished") or (held and eviction(old) is not None)
-        if not stale and not (old.get("metadata") or {}).get("deletionTimestamp"):
+        if not stale(old):
             log.info("Kueue: Workload %s exists already (a retried provision): waiting on it", name)
             return old
         log.info("Kueue: Workload %s is left from an earlier placement: making it again", name)
@@ -429,6 +439,13 @@ def reserve_quota(
         body = workload_body(job, run_id, order[0], kueue.reader.api.namespace)
         name = str(body["metadata"]["name"])
         try:
+            if on_queued is not None and not released:
+                left = workloads.get(name)
+                if left is not None and stale(left):
+                    # the evicted Workload's quota is the GPUs its rental holds: the rental
+                    # goes first, then the Workload (a preemptor admitted on that quota must
+                    # not rent while the victim's nodes stand)
+                    queued()
             wl = ensure_workload(workloads, body, sleep=sleep)
         except KueueAbsent as exc:
             log.info("%s: Kueue is not installed; the ledger admits the run alone", exc.one_line())

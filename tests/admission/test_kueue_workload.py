@@ -411,6 +411,32 @@ def test_a_waiting_run_asks_dispatch_again_and_moves_to_a_queue_with_room(
     assert queued == [0.0]  # an earlier rental released once, at the first queued look
 
 
+def test_a_requeue_releases_its_rental_before_it_frees_the_evicted_quota(
+    api_server: tuple[Script, InCluster], job: BurstJob
+) -> None:
+    """The evicted Workload's quota is the GPUs the victim's rental holds: the requeue's
+    provision destroys the earlier rental first, then deletes the Workload (which lets the
+    preemptor in). Found on the engines tier (tests/cluster/test_kueue_eviction.py): the
+    other order let the preemptor rent while the victim's nodes still stood."""
+    script, api = api_server
+    conflict = {"kind": "Status", "code": 409, "reason": "AlreadyExists"}
+    script.on("POST", WL_PATH, (409, conflict), (201, PENDING))
+    script.on(
+        "GET", f"{WL_PATH}/{NAME}", (200, EVICTED), (200, EVICTED), (404, NOT_FOUND),
+        (200, ADMITTED),
+    )  # fmt: skip
+    script.on("DELETE", f"{WL_PATH}/{NAME}", (200, {"kind": "Status", "status": "Success"}))
+    released: list[list[str]] = []
+    view = KueueView(KueueReader(api, timeout_s=5))
+    kept = reserve_quota(
+        job, RUN, [CANDIDATE], 600, view, poll_s=0.01,
+        on_queued=lambda: released.append(script.requests("DELETE")), sleep=lambda s: None,
+    )  # fmt: skip
+    assert kept == [CANDIDATE]
+    assert released == [[]]  # released once, before the Workload's delete
+    assert script.requests("DELETE") == [f"{WL_PATH}/{NAME}"]
+
+
 def test_an_evicted_workload_left_by_an_earlier_placement_is_made_again(
     api_server: tuple[Script, InCluster], job: BurstJob
 ) -> None:
