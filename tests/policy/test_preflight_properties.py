@@ -190,8 +190,12 @@ specs = st.fixed_dictionaries(
 )
 
 
+# 120 examples (derandomized: the same ones every run): 20 of them are allowed, each resting on
+# a signed-off weak fact, which is where the property bites; the rest are denials and reviews
+# it only evaluates. (250 examples reached 39 allows for twice the time: each evaluation is a
+# rego-cpp query of 0.1 s or more here.)
 @settings(
-    max_examples=250,
+    max_examples=120,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
