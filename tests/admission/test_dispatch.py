@@ -125,6 +125,11 @@ def test_kueue_queue_state_is_the_flavors_quota_less_what_kueue_reserved() -> No
     assert name(c) == "aws/ap-southeast-1 spot"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the floor's own podSet is off (burst.admission.podsets.SPLIT_FLOOR): the engines "
+    "tier's Kueue v0.17.0 admitted no two-podSet Workload",
+)
 def test_a_floor_runs_queue_is_full_when_its_on_demand_flavor_is(job_16: BurstJob) -> None:
     """An AWS spot run of 2 nodes with a floor of 1 needs 8 GPUs of the spot flavor and 8 of
     the on-demand one: with spot free and on-demand taken, its queue has no room."""

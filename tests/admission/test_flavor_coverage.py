@@ -193,6 +193,11 @@ def test_uncovered_candidates_are_dropped_and_none_covered_is_refused(job: Burst
     assert "nor any of the other 1 candidates" in line
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the floor's own podSet is off (burst.admission.podsets.SPLIT_FLOOR): the engines "
+    "tier's Kueue v0.17.0 admitted no two-podSet Workload",
+)
 def test_a_floor_run_is_covered_only_if_its_on_demand_floor_is_too(job: BurstJob) -> None:
     """An AWS spot run with an on-demand floor is charged to two flavors (its Workload's
     podSets, burst/admission/podsets.py): a team whose queue has the spot flavor but not the

@@ -142,6 +142,11 @@ def _kueue_assigns(body: dict[str, Any], cluster_queue: dict[str, Any]) -> dict[
     return got
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="the floor's own podSet is off (burst.admission.podsets.SPLIT_FLOOR): the engines "
+    "tier's Kueue v0.17.0 admitted no two-podSet Workload",
+)
 def test_a_spot_run_with_an_on_demand_floor_reserves_its_floor_under_on_demand(
     job: BurstJob,
 ) -> None:

@@ -44,7 +44,6 @@ from burst.admission.kueue_reader import (
     kueue_gate,
 )
 from burst.admission.kueue_workload import POD_SET, Workloads, workload_body, workload_name
-from burst.admission.podsets import FLOOR
 from burst.documents.plan import Candidate
 from burst.errors import EXIT_REFUSED
 from burst.pipelines.common import KUEUE_PRIORITY_LABEL, KUEUE_QUEUE_LABEL, kueue_labels
@@ -210,23 +209,14 @@ def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
     return {}
 
 
-def admissions(w: dict[str, Any] | None) -> dict[str, tuple[str, str, int]]:
-    """podSet -> (ClusterQueue, the flavor of nvidia.com/gpu, count) Kueue admitted it under
-    (empty: not admitted)."""
+def admission(w: dict[str, Any] | None) -> tuple[str, str] | None:
+    """(ClusterQueue, the flavor of nvidia.com/gpu) Kueue admitted the Workload under."""
     adm = ((w or {}).get("status") or {}).get("admission")
     if not adm:
-        return {}
-    return {
-        ps["name"]: (adm["clusterQueue"], ps.get("flavors", {}).get(GPU, ""), ps.get("count", 0))
-        for ps in adm["podSetAssignments"]
-    }
-
-
-def admission(w: dict[str, Any] | None) -> tuple[str, str] | None:
-    """(ClusterQueue, the flavor of nvidia.com/gpu) Kueue admitted the train pods' podSet
-    (the run's only one, or a floor run's spot nodes) under."""
-    got = admissions(w).get(POD_SET)
-    return None if got is None else got[:2]
+        return None
+    (podset,) = adm["podSetAssignments"]
+    assert podset["name"] == POD_SET
+    return adm["clusterQueue"], podset.get("flavors", {}).get(GPU, "")
 
 
 def pod_account(cp: ControlPlane, tmp: Path) -> tuple[dict[str, str], Path]:
@@ -402,9 +392,7 @@ def every_flavor(cp: ControlPlane, job: BurstJob) -> list[Case]:
 
 def spot_with_floor(cp: ControlPlane, job: BurstJob) -> list[Case]:
     """AWS's spot-with-floor runs of two nodes: one in the spot group, one in the on-demand
-    floor. The stack's selector names no capacity (the train pods may land on either node);
-    the Workload reserves each node's GPUs under its own capacity's flavor (podSets train and
-    floor, burst/admission/podsets.py)."""
+    floor. The stack's selector names no capacity, so neither does the Workload's."""
     fl = flavors(cp)
     two = job.model_copy(
         update={"compute": job.compute.model_copy(update={"gpu_count": 2 * GPUS_PER_NODE})}
@@ -562,18 +550,13 @@ def test_a_spot_run_with_an_on_demand_floor_on_aws_is_admitted_under_spot_and_us
     batch: Batch,
 ) -> None:
     """AWS's spot-with-floor run rents two node groups (spot and the on-demand floor) and its
-    selector names no capacity: Kueue admits the spot node's GPUs under the spot flavor
-    (podSet train) and the floor's under the on-demand flavor (podSet floor), so each
-    flavor's quota counts what the team rents of that capacity; its train pods (no Kueue
-    label, so no flavor's labels added to them) land on both of its nodes."""
+    selector names no capacity: Kueue tries the spot flavor first and admits the run's two
+    nodes' GPUs there; its train pods (no Kueue label, so no flavor's labels added to them)
+    land on both of its nodes, the spot one and the floor's."""
     check(batch, batch.floors)
     for c in batch.floors:
-        assert c.flavor is not None
-        on_demand = c.flavor.removesuffix("-spot") + "-ondemand"
-        got = admissions(batch.seen.workloads.get(c.workload))
-        assert got == {POD_SET: (TEAM, c.flavor, 1), FLOOR: (TEAM, on_demand, 1)}, (
-            f"{got}\n{batch.seen.explain(c)}"
-        )
+        (pod_set,) = batch.seen.workloads[c.workload]["spec"]["podSets"]
+        assert pod_set["count"] == 2, batch.seen.explain(c)
 
 
 def test_a_run_no_flavor_covers_is_refused_before_anything_is_made_and_kueue_agrees(
