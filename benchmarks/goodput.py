@@ -182,9 +182,10 @@ def measure(run_dir: Path, steps: int, pace: float) -> dict[str, Any]:
 
 def _first_start(run_dir: Path, pod: dict[str, Any]) -> float | None:
     """The first attempt's cold start: its placement's start to its first training step."""
-    from burst.obs.recovery_split import _epoch, _log_records
+    from burst.obs.recovery_split import _log_records
+    from burst.obs.run_files import epoch_seconds
 
-    start = _epoch(pod.get("started_at"))
+    start = epoch_seconds(pod.get("started_at"))
     for r in _log_records(run_dir / "logs" / "train.log"):
         if r.get("event") == "train.first_step" and start is not None:
             return round(r["_t"] - start, 3)
