@@ -27,11 +27,14 @@ class Notice:
             return None
         return self.deadline - (time.time() if now is None else now)
 
+    def window_s(self) -> float | None:
+        """The whole window the notice gave: its deadline less when it was received."""
+        return None if self.deadline is None else self.deadline - self.received_at
+
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["notice_s"] = (
-            None if self.deadline is None else round(self.deadline - self.received_at, 3)
-        )
+        window = self.window_s()
+        d["notice_s"] = None if window is None else round(window, 3)
         return d
 
 

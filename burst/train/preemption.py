@@ -76,7 +76,8 @@ def preempt(
             weights_bytes=weights_bytes,
             pending_s=pending_s(records.meter, full_bytes, weights_bytes, in_flight, last_full),
         )
-        return choose_emergency_save(left, costs).as_dict()
+        # the time left now: what was spent since the notice counts against half the window
+        return choose_emergency_save(notice.seconds_left(), costs, notice.window_s()).as_dict()
 
     # No save handed over from here commits past the notice's deadline (the writer refuses
     # its manifest: at the deadline, what is committed counts); a routine save already in

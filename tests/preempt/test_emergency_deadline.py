@@ -108,7 +108,8 @@ def test_an_emergency_save_within_the_deadline_commits(tmp_path: Path) -> None:
 
 def test_the_choice_records_the_bandwidth_and_sizes_it_weighed() -> None:
     measured = SaveCosts(full_bytes=3_000_000_000, weights_bytes=1_000_000_000, bytes_per_s=100e6)
-    c = choose_emergency_save(30.0, measured).as_dict()  # GCP's 30 s: full does not fit
+    # a 60-s window: half of it (30 s) holds weights-only (10 s x2), not full (30 s x2)
+    c = choose_emergency_save(60.0, measured).as_dict()
     assert c["tier"] == "weights" and c["throughput"] == "measured"
     assert c["bytes_per_s"] == 100e6
     assert (c["full_bytes"], c["weights_bytes"]) == (3_000_000_000, 1_000_000_000)

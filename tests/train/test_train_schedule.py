@@ -111,15 +111,15 @@ COSTS = SaveCosts(
 
 
 def test_emergency_full_when_it_fits() -> None:
-    # full: 3 GB / 100 MB/s = 30 s (+0.15 s copy); x2 = 60.3 s + 1 s reserve < 120 s (AWS)
-    c = choose_emergency_save(120.0, COSTS)
+    # full: 3 GB / 100 MB/s = 30 s (+0.15 s copy); x2 = 60.3 s by half of a 150-s window
+    c = choose_emergency_save(150.0, COSTS)
     assert c.tier == "full" and c.throughput == "measured"
     assert c.estimate_full_s == pytest.approx(30.15)
 
 
 def test_emergency_weights_when_only_they_fit() -> None:
-    # GCP's 30 s: full needs 60 s with the margin, weights 10.05 x 2 = 20.1 s
-    c = choose_emergency_save(30.0, COSTS)
+    # a 60-s window: full needs 60.3 s with the margin, weights 10.05 x 2 = 20.1 s <= 30 s
+    c = choose_emergency_save(60.0, COSTS)
     assert c.tier == "weights" and "weights-only" in c.reason
 
 
@@ -137,13 +137,13 @@ def test_emergency_counts_a_save_still_in_flight() -> None:
         COSTS.blocking_s_per_byte,
         pending_s=30.0,
     )
-    assert choose_emergency_save(120.0, busy).tier == "weights"
+    assert choose_emergency_save(200.0, busy).tier == "weights"  # 40.05 s x2 <= 100 s
 
 
 def test_emergency_without_measurements_assumes_a_conservative_rate() -> None:
     unknown = SaveCosts(full_bytes=3_000_000_000, weights_bytes=1_000_000_000, bytes_per_s=None)
-    # 50 MB/s assumed: full 60 s x 2 does not fit 60 s; weights 20 s x 2 does
-    c = choose_emergency_save(60.0, unknown)
+    # 50 MB/s assumed: full 60 s x 2 does not fit half of 90 s; weights 20 s x 2 does
+    c = choose_emergency_save(90.0, unknown)
     assert c.throughput == "assumed" and c.tier == "weights"
 
 
