@@ -229,16 +229,35 @@ def checkpoint(name: str) -> None:
 PREEMPT_ENV = "BURST_PREEMPT_AT_STEPS"
 
 
-def parse_steps(raw: str) -> set[int]:
-    steps: set[int] = set()
+@dataclass(frozen=True)
+class DemoEvent:
+    """One demo fault of ``BURST_PREEMPT_AT_STEPS``, after training step ``step``: ``notice``
+    (the process SIGTERMs itself: a preemption notice whose window is ``window_s``, else
+    BURST_SIGTERM_GRACE_S), ``node`` (the node is lost without a notice: ``lose_node``) or
+    ``rank`` (the rank dies, SIGKILL, its node stays: the pod fails with 137)."""
+
+    step: int
+    kind: str = "notice"
+    window_s: float | None = None
+
+
+def parse_steps(raw: str) -> dict[int, DemoEvent]:
+    """The demo events ``raw`` names (``burst.settings.DEMO_EVENT_RE``), by step."""
+    from burst.settings import DEMO_EVENT_RE
+
+    events: dict[int, DemoEvent] = {}
     for item in raw.split(","):
         item = item.strip()
         if not item:
             continue
-        if not item.isdigit() or int(item) < 1:
-            raise BadInputError(f"{PREEMPT_ENV}={raw!r}: {item!r} is not a step number (1 or more)")
-        steps.add(int(item))
-    return steps
+        m = DEMO_EVENT_RE.match(item)
+        if m is None or int(m.group(1)) < 1:
+            raise BadInputError(
+                f"{PREEMPT_ENV}={raw!r}: {item!r} is not STEP[:notice[=SECONDS]|:node|:rank]"
+            )
+        step, kind, window = int(m.group(1)), (m.group(2) or "notice"), m.group(3)
+        events[step] = DemoEvent(step, kind.split("=")[0], float(window) if window else None)
+    return events
 
 
 @dataclass
@@ -248,13 +267,18 @@ class DemoPreemptions:
     is sent, so the resumed attempt passes step N again without being preempted twice."""
 
     record: Path
-    wanted: set[int] = field(default_factory=set)
+    events: dict[int, DemoEvent] = field(default_factory=dict)
     fired: set[int] = field(default_factory=set)
     #: the program half's acknowledgement file (``program_env``), None when not armed
     ack: Path | None = None
 
+    @property
+    def wanted(self) -> set[int]:
+        """The steps with a demo event."""
+        return set(self.events)
+
     def load(self) -> DemoPreemptions:
-        if self.wanted and self.record.exists():
+        if self.events and self.record.exists():
             try:
                 self.fired = {int(s) for s in json.loads(self.record.read_text())["fired"]}
             except (ValueError, KeyError, TypeError):
@@ -265,13 +289,25 @@ class DemoPreemptions:
         return self
 
     def maybe_fire(self, step: int) -> bool:
-        """After step ``step``: SIGTERM this process if asked to and not done before."""
-        if step not in self.wanted or step in self.load().fired:
+        """After step ``step``: the demo event asked for there (a notice: SIGTERM to this
+        process; a node loss; a rank death), if not done before."""
+        event = self.events.get(step)
+        if event is None or step in self.load().fired:
             return False
         from burst.runs import write_json_atomic
 
         self.fired.add(step)
         write_json_atomic(self.record, {"fired": sorted(self.fired)})
+        if event.kind == "node":
+            log.warning("demo fault: the node is lost after step %d (%s)", step, PREEMPT_ENV)
+            lose_node()
+        if event.kind == "rank":
+            log.warning("demo fault: this rank dies after step %d (%s)", step, PREEMPT_ENV)
+            os.kill(os.getpid(), signal.SIGKILL)
+        if event.window_s is not None:
+            from burst.preempt.signals import expect_own_notice
+
+            expect_own_notice(event.window_s)
         log.info("demo preemption: sending SIGTERM to myself after step %d (%s)", step, PREEMPT_ENV)
         os.kill(os.getpid(), signal.SIGTERM)
         return True
@@ -285,6 +321,12 @@ class DemoPreemptions:
         step after ``start`` is wanted."""
         from burst.preempt import program_steps
 
+        other = [e for e in self.events.values() if e.kind != "notice" or e.window_s is not None]
+        if other:
+            raise BadInputError(
+                f"{PREEMPT_ENV}: step {other[0].step} asks for a {other[0].kind} event with "
+                "its own kind or window; a training.command program takes plain notices only"
+            )
         if not {n for n in self.wanted - self.load().fired if n > start}:
             return {}
         hook = workdir / "demo-hook"

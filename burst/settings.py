@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -149,13 +150,21 @@ def _fault_points(name: str, raw: str) -> tuple[str, ...]:
     return words
 
 
-def _step_numbers(name: str, raw: str) -> str:
-    """Comma-separated training step numbers (1 or more); the text is kept as given."""
+#: One item of BURST_PREEMPT_AT_STEPS: ``STEP`` or ``STEP:notice`` (a preemption notice, the
+#: window BURST_SIGTERM_GRACE_S), ``STEP:notice=SECONDS`` (a notice with that window),
+#: ``STEP:node`` (the node is lost, no notice), ``STEP:rank`` (the rank dies, its node stays)
+DEMO_EVENT_RE = re.compile(r"^(\d{1,18})(?::(notice(?:=(\d+(?:\.\d+)?))?|node|rank))?$")
+
+
+def _demo_events(name: str, raw: str) -> str:
+    """Comma-separated demo events (``DEMO_EVENT_RE``); the text is kept as given."""
     for item in raw.split(","):
         item = item.strip()
-        if item and not (item.isascii() and item.isdigit() and len(item) <= 18 and int(item)):
+        m = DEMO_EVENT_RE.match(item) if item.isascii() else None
+        if item and (m is None or not int(m.group(1)) or m.group(3) == "0"):
             raise BadInputError(
-                f"{name}={short(raw)}: {short(item)} is not a step number (1 or more)"
+                f"{name}={short(raw)}: {short(item)} is not STEP[:notice[=SECONDS]|:node|:rank] "
+                "(STEP 1 or more)"
             )
     return raw.strip()
 
@@ -438,10 +447,12 @@ class Settings:
         "regions whose local node group reports no capacity", shown="none", audience=FAULT,
     )  # fmt: skip
     preempt_at_steps = Var(
-        "BURST_PREEMPT_AT_STEPS", _step_numbers, "",
-        "training steps at which a preemption notice is posted (once each; training.command: "
-        "at the program's optimizer step N, or once a checkpoint of step N or later has "
-        "committed when it has no torch optimizer)",
+        "BURST_PREEMPT_AT_STEPS", _demo_events, "",
+        "training steps after which a fault is demonstrated, once each: `STEP` a preemption "
+        "notice (`STEP:notice=SECONDS`: with that window), `STEP:node` the node lost, "
+        "`STEP:rank` the rank killed (training.command: notices only, at the program's "
+        "optimizer step N, or once a checkpoint of step N or later has committed when it has "
+        "no torch optimizer)",
         shown="none", audience=FAULT,
     )  # fmt: skip
     budget_time_scale = Var(

@@ -124,6 +124,10 @@ class SimResult:
 class Arrivals(Protocol):
     def next_after(self, t: float) -> float | None: ...
 
+    def notice_before(self, kill: float, default: float) -> float:
+        """The notice the pre-emption at ``kill`` gives (``default``: the params')."""
+        ...
+
 
 @dataclass
 class PoissonArrivals:
@@ -135,16 +139,27 @@ class PoissonArrivals:
             return None
         return t + self.rng.expovariate(1.0 / self.mtbf_s)
 
+    def notice_before(self, kill: float, default: float) -> float:
+        return default
+
 
 @dataclass
 class TraceArrivals:
     times: Sequence[float]
+    #: each event's own notice, in the order of ``times`` (None: the params' ``notice_s``);
+    #: 0 is an event without a notice (a node lost, a rank killed)
+    notices: Sequence[float] | None = None
     _i: int = field(default=0)
 
     def next_after(self, t: float) -> float | None:
         while self._i < len(self.times) and self.times[self._i] <= t:
             self._i += 1
         return self.times[self._i] if self._i < len(self.times) else None
+
+    def notice_before(self, kill: float, default: float) -> float:
+        if self.notices is None or self._i >= len(self.times) or self.times[self._i] != kill:
+            return default
+        return self.notices[self._i]
 
 
 def _round_up(x: float, step: float) -> float:
@@ -195,7 +210,9 @@ def simulate_once(p: SimParams, interval_s: float, arrivals: Arrivals, work_s: f
         if t > limit_t or loops > MAX_LOOP_PER_RUN:
             res.finished = False
             break
-        notice_at = math.inf if kill is None else max(t, kill - p.notice_s)
+        notice_at = (
+            math.inf if kill is None else max(t, kill - arrivals.notice_before(kill, p.notice_s))
+        )
         target = min(next_ck, big_w)
         t_target = t + (target - work)
         if t_target <= notice_at:
@@ -277,8 +294,10 @@ def simulate(
     seed: int = 0,
     replicas: int = 20,
     trace: Sequence[float] | None = None,
+    notices: Sequence[float] | None = None,
 ) -> Summary:
-    """Mean over ``replicas`` seeded Poisson runs (or one run of the trace).
+    """Mean over ``replicas`` seeded Poisson runs (or one run of the trace; ``notices``: each
+    trace event's own notice, in the trace's order, 0 for an event without one).
 
     Goodput is total useful time over total paid time across replicas (a ratio of sums).
     """
@@ -291,7 +310,13 @@ def simulate(
     work, factor = full_work, 1.0
     runs: list[SimResult] = []
     if trace is not None:
-        runs.append(simulate_once(p, interval_s, TraceArrivals(sorted(trace)), work))
+        if notices is not None and len(notices) != len(trace):
+            raise BadInputError(f"{len(notices)} notices for a trace of {len(trace)} events")
+        pairs = sorted(zip(trace, notices if notices is not None else trace, strict=True))
+        arrivals = TraceArrivals(
+            [t for t, _ in pairs], [n for _, n in pairs] if notices is not None else None
+        )
+        runs.append(simulate_once(p, interval_s, arrivals, work))
     else:
         replicas = max(1, replicas)
         events = expected_events(p, interval_s, work) * replicas

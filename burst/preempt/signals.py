@@ -37,6 +37,18 @@ _caught: list[tuple[int, float]] = []
 _from_start: float | None = None  # time.time() of watch_from_start
 
 
+#: The window of the next notice, when this process sends it to itself with a window of its
+#: own (:func:`expect_own_notice`)
+_own_window: list[float] = []
+_own_window_source = "the notice's own window"
+
+
+def expect_own_notice(window_s: float) -> None:
+    """The next notice this process receives is one it sends itself, with a window of
+    ``window_s`` rather than the grace period (burst.faults' demo ``STEP:notice=SECONDS``)."""
+    _own_window[:] = [window_s]
+
+
 def grace_seconds() -> float:
     from burst.settings import current
 
@@ -85,11 +97,12 @@ def install_signal_watcher(board: NoticeBoard, grace_s: float | None = None) -> 
     grace = grace_seconds() if grace_s is None else grace_s
 
     def notice(signum: int, received_at: float) -> Notice:
+        window, source = (_own_window.pop(), _own_window_source) if _own_window else (grace, None)
         return Notice(
             _NAMES.get(signum, f"signal-{signum}"),
             received_at,
-            received_at + grace,
-            detail=f"grace {grace:g}s ({GRACE_ENV})",
+            received_at + window,
+            detail=f"grace {window:g}s ({source or GRACE_ENV})",
         )
 
     def handler(signum: int, _frame: FrameType | None) -> None:

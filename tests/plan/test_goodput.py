@@ -58,6 +58,20 @@ def test_trace_replay_by_hand_emergency_save_in_the_notice() -> None:
     assert r.paid_s == pytest.approx(188)
 
 
+def test_a_trace_event_carries_its_own_notice() -> None:
+    """A mixed trace (a notice, then a node lost without one): each event as its own hand case
+    above; the params' notice_s is only the default."""
+    p = SimParams(notice_s=30, checkpoint_cost_s=2, step_s=1, upload_s=10, restart_s=50, work_s=100)
+    mixed = simulate(p, 20, trace=[45.0, 45.0 + 188.0 - 100.0 + 1e-9], notices=[30.0, 0.0])
+    assert mixed.emergency_saves == 1 and mixed.preemptions == 2
+    assert mixed.lost_seconds > 0  # the second event had no notice: work since the commit lost
+    same = simulate(p, 20, trace=[45.0], notices=[30.0])
+    assert same.paid_s == pytest.approx(188)
+    assert simulate(p, 20, trace=[45.0], notices=[0.0]).paid_s == pytest.approx(181)
+    with pytest.raises(BadInputError, match="2 notices for a trace of 1"):
+        simulate(p, 20, trace=[45.0], notices=[0.0, 1.0])
+
+
 @pytest.mark.parametrize("interval", [7.0, 60.0, 400.0])
 def test_paid_time_splits_exactly(interval: float) -> None:
     p = SimParams(

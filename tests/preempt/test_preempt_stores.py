@@ -77,8 +77,8 @@ def test_bad_preempt_steps_is_one_line_and_exit_2(
     err = capfd.readouterr().err
     lines = [ln for ln in err.splitlines() if "error" in ln]
     assert lines == [
-        "burst train: error: BURST_PREEMPT_AT_STEPS='7,seven': 'seven' is not a "
-        "step number (1 or more)"
+        "burst train: error: BURST_PREEMPT_AT_STEPS='7,seven': 'seven' is not "
+        "STEP[:notice[=SECONDS]|:node|:rank] (STEP 1 or more)"
     ]
     assert "Traceback" not in err
 

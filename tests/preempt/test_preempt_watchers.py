@@ -131,6 +131,28 @@ def test_real_sigterm_posts_a_notice_with_the_grace_deadline() -> None:
     assert n.deadline - n.received_at == pytest.approx(12.0)
 
 
+def test_a_notice_the_process_sends_itself_has_its_own_window_once() -> None:
+    """burst.faults' ``STEP:notice=SECONDS``: the demo notice's deadline is its own window;
+    the next notice has the grace period again."""
+    from burst.preempt.signals import expect_own_notice
+
+    windows = []
+    for own in (120.0, None):
+        board = NoticeBoard()
+        restore = install_signal_watcher(board, grace_s=12.0)
+        try:
+            if own is not None:
+                expect_own_notice(own)
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert _wait(lambda b=board: b.stop_notice() is not None, 2)
+        finally:
+            restore()
+        n = board.stop_notice()
+        assert n is not None and n.deadline is not None
+        windows.append(round(n.deadline - n.received_at, 3))
+    assert windows == [120.0, 12.0]
+
+
 def test_board_keeps_the_earliest_deadline() -> None:
     board = NoticeBoard()
     board.post(Notice("aws-spot-terminate", 0.0, 100.0))

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import ast
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,11 +118,43 @@ def test_demo_preemptions_parse_and_record(tmp_path: Path) -> None:
     assert demo.wanted == {7, 19} and demo.fired == set()
     record.write_text('{"fired": [7]}')
     assert faults.demo_preemptions(record, "7,19").fired == {7}
-    with pytest.raises(BadInputError, match="'x' is not a step number"):
+    with pytest.raises(BadInputError, match="'x' is not STEP"):
         faults.demo_preemptions(record, "7,x")
     record.write_text("[]")
     with pytest.raises(BadInputError, match="not a preemption record"):
         faults.demo_preemptions(record, "7")
+
+
+def test_demo_events_name_their_kind_and_window(tmp_path: Path) -> None:
+    demo = faults.demo_preemptions(tmp_path / "r.json", "3:notice=120, 5:node,8:rank, 9:notice")
+    assert demo.events == {
+        3: faults.DemoEvent(3, "notice", 120.0),
+        5: faults.DemoEvent(5, "node"),
+        8: faults.DemoEvent(8, "rank"),
+        9: faults.DemoEvent(9, "notice"),
+    }
+    for bad in ("3:node=5", "3:notice=0", "0:rank", "3:cancel"):
+        with pytest.raises(BadInputError, match="is not STEP"):
+            _ = Settings.from_env({"BURST_PREEMPT_AT_STEPS": bad}).preempt_at_steps
+    with pytest.raises(BadInputError, match="takes plain notices only"):
+        demo.program_env({}, tmp_path, target=1, start=0)
+
+
+@pytest.mark.parametrize(("kind", "lost"), [("node", True), ("rank", False)])
+def test_a_demo_node_or_rank_event_kills_the_process(tmp_path: Path, kind: str, lost: bool) -> None:
+    """A real process fires ``2:<kind>`` after step 2: it dies by SIGKILL, and only a node
+    loss marks its pod (the local runner then reports "pod deleted", not a 137)."""
+    code = (
+        "from pathlib import Path; from burst import faults; "
+        f"d = faults.demo_preemptions(Path({str(tmp_path / 'r.json')!r})); "
+        "d.maybe_fire(1); d.maybe_fire(2); print('survived')"
+    )
+    env = {**os.environ, "BURST_PREEMPT_AT_STEPS": f"2:{kind}", "BURST_POD_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert "survived" not in proc.stdout
+    assert (tmp_path / faults.NODE_LOST_MARK).exists() is lost
+    assert json.loads((tmp_path / "r.json").read_text()) == {"fired": [2]}
 
 
 def test_node_loss_reads_its_setting_and_refuses_a_bad_one() -> None:
