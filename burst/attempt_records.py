@@ -137,10 +137,17 @@ def budget_sources(records: list[TrainAttempt]) -> list[str | None]:
     return labels[start:]
 
 
-def after_kill(records: list[TrainAttempt]) -> list[TrainAttempt]:
+def after_kill(records: list[TrainAttempt], restarts: int = 1) -> list[TrainAttempt]:
     """Records as an attempt of a *restart* placement (train killed: exit 137) sees them:
-    the last one that died without closing its record was that killed train, a failure."""
+    the last one that died without closing its record was that killed train, a failure.
+    ``restarts``: the restart placements of the run so far (the provision document's
+    ``recovery.restarts``); each accounts for one kill, so once as many dead records are
+    failures, a later attempt of the same placement (a retry in place after a lost node)
+    relabels nothing: the kill was its placement's first attempt's to close."""
     out = list(records)
+    failures = sum(1 for r in out if r.outcome == DIED and r.recovery_source == recovery.FAILURE)
+    if failures >= restarts:
+        return out
     for i in range(len(out) - 1, -1, -1):
         if out[i].outcome == DIED:
             if out[i].recovery_source == recovery.NODE_LOSS:

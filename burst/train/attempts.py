@@ -59,6 +59,8 @@ class AttemptLog:
         # updates come from the lease renewer's thread: none may land after the close
         self._lock = threading.Lock()
         self._closed = False
+        #: records :meth:`past` found left open (attempts that died), as it settled them
+        self._dead: list[TrainAttempt] = []
 
     def read(self) -> list[TrainAttempt]:
         records = read_store(self.store) if self.store is not None else []
@@ -75,11 +77,31 @@ class AttemptLog:
             log.warning("cannot record the attempt in %s: %s", self.store.url, exc.one_line())
         return text
 
-    def past(self, *, after_restart: bool = False) -> list[TrainAttempt]:
+    def past(self, *, after_restart: bool = False, restarts: int = 1) -> list[TrainAttempt]:
         """The earlier attempts as a new one sees them (settled; after a restart, the killed
         train's record is a failure); a cancel marker left by an earlier stop is spent."""
-        records = settle_unclosed(self.read())
-        return after_kill(records) if after_restart else records
+        raw = self.read()
+        records = settle_unclosed(raw)
+        if after_restart:
+            records = after_kill(records, restarts)
+        self._dead = [
+            settled
+            for before, settled in zip(raw, records, strict=True)
+            if before.outcome in (None, RUNNING)
+        ]
+        return records
+
+    def close_dead(self) -> None:
+        """Close, in the store and the local copy, the records :meth:`past` found left open,
+        as it settled them (died, killed, a lost node; after a restart the killed train, a
+        failure): their attempts are gone (this one holds the run's lease), and every later
+        reader (the report, its recovery split, ``burst status``, teardown's settlement)
+        then reads one truth instead of settling them again with less to go on. The
+        attempt's leader calls it once, before it opens its own record."""
+        for record in self._dead:
+            text = self._put(record)
+            self._append_local(text)
+        self._dead = []
 
     def _labelled(self, record: TrainAttempt) -> TrainAttempt:
         """The closing record with what ended it (a stop on request: a cancel)."""
@@ -107,6 +129,9 @@ class AttemptLog:
             labelled = self._labelled(record)
             record.recovery_source = labelled.recovery_source  # the caller's record says it too
             text = self._put(labelled)
+        self._append_local(text)
+
+    def _append_local(self, text: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(text + "\n")

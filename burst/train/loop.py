@@ -260,6 +260,8 @@ class TrainRun:
             self.record.restored_from_tier = store.restored_from
             log.info("the checkpoint of step %d was read from %s", start, store.restored_from)
         self.record.watchers = watchers.names
+        if self.ranks.leader:  # a record left open by a kill from here on says where it began
+            self.records.keep_alive()
         self.records.schedule.start_at(start)
         return start, restored is not None
 

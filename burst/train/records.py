@@ -107,7 +107,10 @@ class AttemptRecords:
         # a record left open belongs to an attempt that died: it counts (cost, preemption);
         # the two recovery budgets are checked here, in every path's train step
         placed = self.infra.recovery if self.infra is not None else None
-        self.past = self.attempts.past(after_restart=placed is not None and placed.event == RESTART)
+        self.past = self.attempts.past(
+            after_restart=placed is not None and placed.event == RESTART,
+            restarts=placed.restarts if placed is not None else 0,
+        )
         check_budgets(self.job.compute.recovery, budget_sources(self.past))
         closed = [a for a in self.past if a.outcome != "died"]
         last = closed[-1] if closed else None
@@ -127,6 +130,7 @@ class AttemptRecords:
             "hours": round(self.budget.spent_hours, 6),
         }
         if self.ranks.leader:
+            self.attempts.close_dead()
             self.attempts.begin(self.progress())
 
     @property

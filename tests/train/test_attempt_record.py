@@ -109,3 +109,41 @@ def test_a_record_left_running_is_settled_as_before() -> None:
     assert settled[0].killed and settled[0].outcome == "died"
     assert next_number(settled) == 3
     assert next_number([]) == 1
+
+
+def test_a_dead_attempts_record_is_closed_once_for_every_later_reader(tmp_path: Path) -> None:
+    """The next attempt closes the records it finds left open, in the store and the local
+    copy: a node loss's as a lost node, a killed train's (the placement after it a restart)
+    as a failure; the report and its recovery split read the local copy and see them."""
+    from burst.storage import open_store
+
+    store = open_store(f"file://{tmp_path / 'store'}")
+    local = tmp_path / "train-attempts.jsonl"
+    first = AttemptLog(local, store)
+    first.begin(_record().model_copy(update={"attempt": 1}))  # then the node goes
+    second = AttemptLog(local, store)
+    past = second.past()
+    assert [r.recovery_source for r in past] == ["node_loss"]
+    second.close_dead()
+    second.close_dead()  # once only
+    (stored,) = AttemptLog(tmp_path / "elsewhere.jsonl", store).read()
+    assert (stored.outcome, stored.killed, stored.recovery_source) == ("died", True, "node_loss")
+    assert [r.attempt for r in read_file(local)] == [1]
+    second.begin(_record().model_copy(update={"attempt": 2}))  # then SIGKILLed: exit 137
+    third = AttemptLog(local, store)
+    after = third.past(after_restart=True)
+    assert [r.recovery_source for r in after] == ["node_loss", "failure"]
+    third.close_dead()
+    assert [(r.attempt, r.recovery_source) for r in read_file(local)] == [
+        (1, "node_loss"),
+        (2, "failure"),
+    ]
+    # the restart placement's next attempt, retried in place after its node was lost: the
+    # one kill of its one restart is accounted for, the lost node stays a lost node
+    third.begin(_record().model_copy(update={"attempt": 3}))
+    fourth = AttemptLog(local, store)
+    assert [r.recovery_source for r in fourth.past(after_restart=True, restarts=1)] == [
+        "node_loss",
+        "failure",
+        "node_loss",
+    ]
