@@ -309,3 +309,8 @@ def test_a_kill_in_a_two_rank_train_step_ends_succeeded(
         doc = _docs(paths, "provision")
         assert doc["recovery"]["event"] == "restart" and doc["recovery"]["restarts"] == 1
         assert doc["recovery"]["history"][0]["region"] == doc["candidate"]["region"]
+        # the killed attempt's record, left open, was closed by the next attempt as the
+        # failure it was: the report's sources and its recovery split both count it
+        assert r["recovery_sources"] == {"failure": 1}
+        (restart,) = r["recovery_split"]["restarts"]
+        assert restart["recovery_source"] == "failure" and restart["gap_s"] is not None
