@@ -40,7 +40,6 @@ def test_stdout_is_the_run_id_or_the_report(
     assert report["status"] == "failed" and report["failure"]["step"] == "preflight"
 
 
-
 def test_a_run_id_this_runs_root_has_is_refused_for_a_new_spec(
     burst_cmd: list[str], quickstart_in: Path, tmp_path: Path
 ) -> None:
@@ -64,6 +63,7 @@ def test_a_run_id_this_runs_root_has_is_refused_for_a_new_spec(
         "--fail-at", "plan",
     )  # fmt: skip
     assert "run of that id" not in same.stderr and same.stdout.strip() == run_id
+
 
 def test_ctrl_c_exits_130_with_the_resume_line(
     burst_cmd: list[str], quickstart_in: Path, tmp_path: Path

@@ -161,9 +161,7 @@ def test_place_decisions(
     train: dict[str, Any] = {"status": status}
     if code is not None:
         train["exitCode"] = code
-    record = {
-        "recovery": {"may_requeue": may[0], "may_restart": may[1], "may_wait_again": may[2]}
-    }
+    record = {"recovery": {"may_requeue": may[0], "may_restart": may[1], "may_wait_again": may[2]}}
     scope = {"steps": {"train": train, "provision": {"outputs": {"parameters": {}}}}}
     scope["steps"]["provision"]["outputs"]["parameters"]["infra"] = json.dumps(record)
     chosen = [
