@@ -32,11 +32,13 @@ uploads the whole state: uploaded_fraction in the samples), and the client side 
 (burst's worker, upload_file's threads, DCP's executor) runs on the training loop's cores
 (--cores, default 1), the S3 server, standing in for a remote store, on the others. The
 baseline's torch.save blocks the loop (the state must not change under it); its upload_file
-(default TransferConfig: 8 MiB parts, 10 threads; the checksum settings of burst's client)
-runs on a thread of the trainer while it steps. The figures this benchmark reported before
-(the save waited for at once, nothing training: its worker hurried to every upload lane at
-full priority; steps on one torch thread with the upload on the other core; median steps,
-stalls left out) are in the details: durable_ratio_idle, step_slowdown_of_median_steps.
+(default TransferConfig: 8 MiB parts, 10 threads) runs on a thread of the trainer while it
+steps; it and DCP's arm send their bodies as burst sends a chunk: no CRC32, no SHA-256 of the
+body in the signature (UNSIGNED-PAYLOAD, boto3's default over HTTPS). The figures this
+benchmark reported before (the save waited for at once, nothing training: its worker hurried
+to every upload lane at full priority; steps on one torch thread with the upload on the other
+core; median steps, stalls left out) are in the details: durable_ratio_idle,
+step_slowdown_of_median_steps.
 
 With --dcp-s3-env DIR (s3fs for DCP, in a directory of its own: benchmarks/dcp_s3_arm.py),
 step_slowdown is also measured for DCP async_save to the same S3 server, in a child process
@@ -262,14 +264,17 @@ def bench_stall_and_upload(
 
 
 def s3_client(server: LoopbackS3) -> Any:
-    """boto3's client with the checksum settings of burst's own (burst.storage.s3): no CRC32
-    of every part computed on either side of a comparison."""
+    """boto3's client with the body settings of burst's chunk uploads (burst.storage.s3,
+    ``S3Store.chunk_client``): no CRC32 of every part and no SHA-256 of the body in the
+    signature (UNSIGNED-PAYLOAD, what boto3 sends over HTTPS by default), so neither side
+    of a comparison pays a pass over its bytes that the other does not."""
     import boto3
     from botocore.config import Config
 
     cfg = Config(
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
+        s3={"payload_signing_enabled": False},
     )
     return boto3.client(
         "s3",
@@ -497,9 +502,14 @@ class DcpS3Arm:
             )
         child_env = dict(os.environ)
         child_env["PYTHONPATH"] = os.pathsep.join([str(env), str(REPO)])
-        # the checksum settings burst's own S3 client uses (burst.storage.s3)
+        # the body settings of burst's chunk uploads (burst.storage.s3): no CRC32, and no
+        # SHA-256 of the body in the signature (a shared config file's s3 section: botocore
+        # has no environment variable for it)
         child_env["AWS_REQUEST_CHECKSUM_CALCULATION"] = "when_required"
         child_env["AWS_RESPONSE_CHECKSUM_VALIDATION"] = "when_required"
+        config = Path(tempfile.mkdtemp(prefix="dcp-arm-")) / "aws-config"
+        config.write_text("[default]\ns3 =\n    payload_signing_enabled = false\n")
+        child_env["AWS_CONFIG_FILE"] = str(config)
         self.server = server
         self.proc = subprocess.Popen(
             [

@@ -52,7 +52,7 @@ def replicate(
             raise CheckpointError(
                 f"source chunk {digest[:16]} is corrupt", where=f"{src.url}/{key}"
             )
-        dst.put_bytes(key, data)
+        dst.put_chunk(key, data)  # a chunk: read back and verified just below
         if blake3.blake3(dst.get_bytes(key)).hexdigest() != digest:
             dst.delete([key])
             raise CheckpointError(f"chunk {digest[:16]} arrived corrupt", where=f"{dst.url}/{key}")

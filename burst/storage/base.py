@@ -114,6 +114,12 @@ class ObjectStore(ABC):
     def put_bytes(self, key: str, data: bytes | memoryview) -> None:
         """Write ``data`` under ``key`` atomically."""
 
+    def put_chunk(self, key: str, data: bytes | memoryview) -> None:
+        """Write a content-addressed object: ``key`` names a hash of ``data`` that every
+        reader verifies (a checkpoint chunk: its blake3, ``burst.checkpoint.verify``), so a
+        store may skip a transfer checksum of its own. The default is ``put_bytes``."""
+        self.put_bytes(key, data)
+
     @abstractmethod
     def put_file(self, key: str, path: Path) -> None:
         """Upload a file atomically (multipart for large files where the store has it)."""
