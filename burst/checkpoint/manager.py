@@ -969,7 +969,7 @@ class CheckpointManager:
             split = SplitRead(
                 self.store, ex, share=share, into=into, concurrency=self.concurrency, audit=audit
             )
-            plan = PartsRead(ex, shard.world, tiers_of, split, in_store, self.concurrency)
+            plan = PartsRead(ex, shard.world, tiers_of, split, in_store, self.concurrency, into)
             return restore_newest(refs, plan, where=self.store.url, ex=ex)
         finally:
             for peer in opened:

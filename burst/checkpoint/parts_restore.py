@@ -12,8 +12,9 @@ each candidate (rank 0's list: what the store committed and what its own part's 
 every rank reads every part, each from the first of its writer's tiers that holds it whole
 and verified; the ranks agree (``Exchange.all_ok``) whether all of them read all parts. If
 so, the state is the parts laid side by side as a global checkpoint's (``assemble`` joins
-it), and ``Restored.source`` is ``local`` when every rank read only from the tiers named
-local, else ``peer``. If not, the candidate is read from the store as ``SplitRead`` reads it
+it; with ``into``, the train loop's live tensors, the parts' bytes went straight into them),
+and ``Restored.source`` is ``local`` when every rank read only from the tiers named local,
+else ``peer``. If not, the candidate is read from the store as ``SplitRead`` reads it
 (when the store committed it), else skipped for the previous one. A world size other than
 the writer's finds nothing in memory (the prefix names the world) and reads the store.
 """
@@ -25,10 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from burst.checkpoint.manifest import CheckpointRef
+from burst.checkpoint.manifest import CheckpointRef, Manifest
 from burst.checkpoint.read_plan import Exchange
-from burst.checkpoint.restore import Restored, restore_ref
+from burst.checkpoint.restore import Restored, restore_ref, targets_at
 from burst.checkpoint.split_restore import SplitRead
+from burst.checkpoint.tree import array_paths, unflatten
 from burst.errors import CheckpointError
 from burst.storage.base import ObjectStore, StoreError
 
@@ -56,11 +58,37 @@ class PartsRead:
     split: SplitRead
     in_store: set[tuple[int, str]]
     concurrency: int = 8
+    #: a whole state whose arrays receive each part's bytes in place (the train loop's live
+    #: tensors): no fresh memory to fault in, no copy afterwards
+    into: Any = None
+    _skeleton: Any = None
+
+    def _targets(self, manifest: Manifest) -> list[Any] | None:
+        """The arrays of ``into`` that a part's arrays go into, by their path in the whole
+        state (rank 0's part holds the skeleton, and is read first); None: fresh arrays."""
+        part = unflatten(manifest.tree, list(range(len(manifest.arrays))))
+        shard = part.get("shard") if isinstance(part, dict) else None
+        if not isinstance(shard, dict):
+            return None
+        if shard.get("skeleton") is not None:
+            self._skeleton = shard["skeleton"]
+        if self._skeleton is None:
+            return None
+        whole = array_paths(self._skeleton)
+        index, arrays = shard.get("index") or [], shard.get("arrays") or []
+        paths: list[str | None] = [None] * len(manifest.arrays)
+        if len(index) != len(arrays):
+            return None  # not a part this reads in place: fresh arrays, checked as ever
+        for at, mine in zip(index, arrays, strict=True):
+            if 0 <= int(at) < len(whole) and 0 <= int(mine) < len(paths):
+                paths[int(mine)] = whole[int(at)]
+        return targets_at(paths, self.into)
 
     def _part(self, q: int, ref: CheckpointRef, problems: list[str]) -> tuple[str, Restored] | None:
+        targets = self._targets if self.into is not None else None
         for name, tier in self.tiers_of(q):
             try:
-                return name, restore_ref(tier, ref, concurrency=self.concurrency)
+                return name, restore_ref(tier, ref, concurrency=self.concurrency, targets=targets)
             except (CheckpointError, StoreError) as exc:
                 problems.append(f"rank {q}'s part in {name} memory: {exc.one_line()}")
         if not self.tiers_of(q):
@@ -71,6 +99,7 @@ class PartsRead:
         problems: list[str] = []
         parts: list[Restored] = []
         names: set[str] = set()
+        self._skeleton = None
         for q in range(self.world):
             got = self._part(q, ref, problems)
             if got is None:

@@ -14,9 +14,9 @@ or unreachable falls through to the next, the object store last.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import blake3
@@ -278,10 +278,16 @@ def restore_ref(
     into: Any = None,
     concurrency: int = 8,
     audit: ChunkAudit | None = None,
+    targets: Callable[[Manifest], list[Any] | None] | None = None,
 ) -> Restored:
+    """``ref`` read from ``store``; ``into``: a whole state whose arrays (matched by their
+    path) receive the bytes in place; ``targets``: instead, the arrays for a manifest (one per
+    array, None for none; ``burst.checkpoint.parts_restore``: a rank's part)."""
     manifest = load_manifest(store, ref)
     into_arrays = None
-    if into is not None:
+    if targets is not None:
+        into_arrays = targets(manifest)
+    elif into is not None:
         # match arrays by their path in the state tree; unmatched ones are freshly allocated
         into_arrays = match_targets(manifest, into)
     try:
@@ -300,7 +306,11 @@ def restore_ref(
 class WholeRead:
     """The read plan of one rank restoring a whole checkpoint: every chunk read and
     verified (``restore_ref``), from the first of the ``faster`` tiers (name, store; with
-    what each holds in ``held``) that has it whole and sound, else from ``store``."""
+    what each holds in ``held``) that has it whole and sound, else from ``store``.
+
+    ``prefetch(ref)`` makes the memory tiers' read of ``ref`` ahead of the loop (while the
+    store is still being listed: ``restore_checkpoint``); the loop's ``read`` of that ref
+    then takes its outcome instead of reading the memory tiers again."""
 
     store: ObjectStore
     into: Any = None
@@ -308,8 +318,14 @@ class WholeRead:
     audit: ChunkAudit | None = None
     faster: Sequence[tuple[str, ObjectStore]] = ()
     held: dict[str, set[CheckpointRef]] | None = None
+    early: dict[CheckpointRef, Restored | list[str]] = field(default_factory=dict)
 
-    def read(self, ref: CheckpointRef) -> Restored:
+    def prefetch(self, ref: CheckpointRef) -> None:
+        self.early[ref] = self._from_memory(ref)
+
+    def _from_memory(self, ref: CheckpointRef) -> Restored | list[str]:
+        """``ref`` from the first memory tier that holds it whole and sound, else what each
+        tier's read found wrong."""
         problems: list[str] = []
         for name, tier in self.faster:
             if self.held is not None and ref not in self.held.get(name, set()):
@@ -329,10 +345,19 @@ class WholeRead:
                 continue
             got.source = name
             return got
+        return problems
+
+    def read(self, ref: CheckpointRef) -> Restored:
+        early = self.early.pop(ref, None)
+        # a read of another candidate may write into the same arrays (``into``): a result
+        # read ahead of it is not kept (a failure found ahead of it still holds)
+        self.early = {r: e for r, e in self.early.items() if not isinstance(e, Restored)}
+        got = early if early is not None else self._from_memory(ref)
+        if isinstance(got, Restored):
+            return got
         if self.held is not None and ref not in self.held.get("store", set()):
             raise CheckpointError(
-                f"checkpoint step {ref.step} ({ref.tier}) is in no tier whole: "
-                + "; ".join(problems),
+                f"checkpoint step {ref.step} ({ref.tier}) is in no tier whole: " + "; ".join(got),
                 where=self.store.url,
             )
         return restore_ref(
@@ -356,7 +381,19 @@ def restore_checkpoint(
 ) -> Restored:
     """Restore ``step`` (newest if None); with fallback, older complete ones on failure.
     ``faster``: memory tiers (name, store), fastest first, read before the store."""
-    held = tier_catalog(store, faster, tier) if faster else None
+    plan = WholeRead(store, into=into, concurrency=concurrency, audit=audit, faster=faster)
+
+    def prefetch(in_memory: dict[str, set[CheckpointRef]]) -> None:
+        # the newest candidate the memory tiers hold, read while the store is listed: it is
+        # the restore's result unless the store lists a newer one (then the loop goes on)
+        mine = sorted(set().union(*in_memory.values()), key=_order)
+        if step is not None:
+            mine = [r for r in mine if r.step == step]
+        if mine:
+            plan.held = in_memory
+            plan.prefetch(mine[-1])
+
+    held = tier_catalog(store, faster, tier, while_listing=prefetch) if faster else None
     refs = sorted(set().union(*held.values()), key=_order) if held else []
     if held is None:
         refs = list_checkpoints(store, tier)
@@ -375,9 +412,7 @@ def restore_checkpoint(
         )
     if fallback is None:
         fallback = step is None
-    plan = WholeRead(
-        store, into=into, concurrency=concurrency, audit=audit, faster=faster, held=held
-    )
+    plan.held = held
     restored = restore_newest(refs, plan, where=store.url, fallback=fallback)
     assert restored is not None  # refs is not empty
     return restored
@@ -388,27 +423,35 @@ def _order(ref: CheckpointRef) -> tuple[int, bool]:
 
 
 def tier_catalog(
-    store: ObjectStore, faster: Sequence[tuple[str, ObjectStore]], tier: str | None = None
+    store: ObjectStore,
+    faster: Sequence[tuple[str, ObjectStore]],
+    tier: str | None = None,
+    *,
+    while_listing: Callable[[dict[str, set[CheckpointRef]]], None] | None = None,
 ) -> dict[str, set[CheckpointRef]]:
     """The checkpoints each tier lists (``"store"`` for the store). A tier that cannot be
     listed holds nothing; the store's failure is raised only when no memory tier holds any.
-    The tiers are listed at once (the store's listing, a client and a round trip to a remote
-    service, would otherwise come before a restore from memory that does not need it)."""
-    tiers = [*faster, ("store", store)]
-    with ThreadPoolExecutor(max_workers=len(tiers), thread_name_prefix="burst-list") as pool:
-        listed = [pool.submit(list_checkpoints, s, tier) for _, s in tiers]
-    held: dict[str, set[CheckpointRef]] = {}
-    for (name, _), future in zip(faster, listed, strict=False):
+    The tiers are listed at once, the store first: its listing (a client to build, a round
+    trip to a remote service) is the slowest, and a restore from memory does not wait for
+    it before it reads: ``while_listing(held)``, given what the memory tiers hold once they
+    are listed (when they hold any), runs while the store's listing is still under way."""
+    with ThreadPoolExecutor(max_workers=len(faster) + 1, thread_name_prefix="burst-list") as pool:
+        in_store = pool.submit(list_checkpoints, store, tier)
+        listed = [pool.submit(list_checkpoints, s, tier) for _, s in faster]
+        held: dict[str, set[CheckpointRef]] = {}
+        for (name, _), future in zip(faster, listed, strict=True):
+            try:
+                held[name] = set(future.result())
+            except (StoreError, CheckpointError) as exc:
+                log.warning("%s memory not listed (%s): skipped", name, exc.one_line())
+                held[name] = set()
+        if while_listing is not None and any(held.values()):
+            while_listing(dict(held))
         try:
-            held[name] = set(future.result())
-        except (StoreError, CheckpointError) as exc:
-            log.warning("%s memory not listed (%s): skipped", name, exc.one_line())
-            held[name] = set()
-    try:
-        held["store"] = set(listed[-1].result())
-    except StoreError as exc:
-        if not any(held.values()):
-            raise
-        log.warning("the store is not listed (%s): restoring from memory", exc.one_line())
-        held["store"] = set()
+            held["store"] = set(in_store.result())
+        except StoreError as exc:
+            if not any(v for k, v in held.items() if k != "store"):
+                raise
+            log.warning("the store is not listed (%s): restoring from memory", exc.one_line())
+            held["store"] = set()
     return held

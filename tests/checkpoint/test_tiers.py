@@ -367,9 +367,13 @@ def test_a_sharded_restore_reads_the_parts_tier_by_tier(server: PeerServer, tmp_
             assert mgr.tier_prefix.endswith("/world-1/rank-0")
 
             def restored() -> tuple[int, str, dict]:
-                got = mgr.restore_split(ex, "full")
+                # into the live tensors, as the train loop restores: filled in place
+                live = {"w": torch.zeros(96 << 10), "b": torch.zeros(7), "n": 0}
+                got = mgr.restore_split(ex, "full", into=live)
                 assert got is not None
-                return got.step, got.source, assemble(got.state)
+                whole = assemble(got.state)
+                assert whole["w"] is live["w"] and whole["b"] is live["b"]
+                return got.step, got.source, whole
 
             step, source, whole = restored()
             assert (step, source) == (2, "local")
@@ -398,3 +402,37 @@ def test_a_sharded_restore_reads_the_parts_tier_by_tier(server: PeerServer, tmp_
             assert SwitchedStore.gets > 0
     finally:
         kill(local_proc)
+
+
+def test_a_newer_checkpoint_in_the_store_wins_over_the_memory_read_ahead(
+    server: PeerServer, tmp_path: Path
+) -> None:
+    """A restore reads the memory tiers' newest checkpoint while the store is still being
+    listed; when the store lists a newer one (the peer missed a save), the store's is the
+    result, and when that one is corrupt the memory tier's is read again: the arrays a
+    restore fills in place (``into=``) hold the checkpoint returned, not the one read ahead
+    or the corrupt one."""
+    store = str(tmp_path / "store")
+    with CheckpointManager(store, chunk_size=CHUNK, peers=[server.address]) as mgr:
+        mgr.save(1, state(1))
+        assert mgr.wait(30) is not None
+    with CheckpointManager(store, chunk_size=CHUNK) as mgr:  # step 2 reaches the store only
+        mgr.save(2, state(2))
+        assert mgr.wait(30) is not None
+    mgr = CheckpointManager(store, chunk_size=CHUNK, peers=[server.address], start_worker=False)
+    live = {"w": torch.zeros(96 << 10), "b": torch.zeros(7), "n": 0}
+    got = mgr.restore(into=live)
+    assert (got.step, got.source) == (2, "store")
+    assert got.state["w"] is live["w"]
+    assert_same(got.state, state(2))
+    newest = latest_checkpoint(open_store(store))
+    assert newest is not None and newest.step == 2
+    digest = load_manifest(open_store(store), newest).chunks[0].digest
+    chunk = tmp_path / "store" / f"{CHUNK_PREFIX}{digest}"
+    chunk.write_bytes(bytes([chunk.read_bytes()[0] ^ 1]) + chunk.read_bytes()[1:])
+    live = {"w": torch.zeros(96 << 10), "b": torch.zeros(7), "n": 0}
+    got = mgr.restore(into=live)
+    assert (got.step, got.source) == (1, "peer")
+    assert got.state["w"] is live["w"]
+    assert_same(got.state, state(1))
+    mgr.close()
