@@ -66,6 +66,7 @@ def _preempted_run(
     return train, json.loads(final.read_text()), log
 
 
+@pytest.mark.minutes  # a minute of one worker: make test-long (make test keeps the HF one)
 def test_dcp_example_preempted_and_resumed_ends_with_an_uninterrupted_runs_weights(
     tmp_path: Path, burst_cmd: list[str]
 ) -> None:
@@ -93,6 +94,7 @@ def test_hf_example_preempted_and_resumed_continues_from_the_committed_checkpoin
     assert f"resuming from {final['resumed_from']}" in log
 
 
+@pytest.mark.minutes  # a minute of one worker: make test-long (make test keeps the HF one)
 def test_lightning_example_preempted_and_resumed_continues_from_the_committed_checkpoint(
     tmp_path: Path, burst_cmd: list[str]
 ) -> None:

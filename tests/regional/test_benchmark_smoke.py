@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.e2e
 @pytest.mark.slow
+@pytest.mark.minutes  # the benchmark's own path, not burst's: make test-long
 def test_benchmark_smoke_writes_valid_json(tmp_path: Path) -> None:
     out = tmp_path / "regional.json"
     script = str(REPO / "benchmarks" / "regional.py")
