@@ -36,6 +36,7 @@ def test_chunks_cover_every_byte_once_and_never_mix_large_arrays() -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.minutes  # the benchmark's own path, not burst's: make test-long
 def test_benchmark_smoke(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
